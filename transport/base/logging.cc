@@ -1,0 +1,27 @@
+#include "transport/base/logging.h"
+
+#include <atomic>
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace unloadkv {
+namespace {
+std::atomic<int> min_level{0};
+}
+
+void SetMinLogLevel(LogLevel level) { min_level.store(static_cast<int>(level)); }
+
+void Log(LogLevel level, absl::string_view message) {
+  if (static_cast<int>(level) < min_level.load(std::memory_order_relaxed)) return;
+  static constexpr const char* kNames[] = {"I", "W", "E"};
+  std::string line =
+      absl::StrCat(absl::FormatTime("%H:%M:%E6S", absl::Now(), absl::LocalTimeZone()), " ",
+                   kNames[static_cast<int>(level)], " ", message, "\n");
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+}  // namespace unloadkv

@@ -1,0 +1,453 @@
+// The RNIC conformance suite: RC semantics every backend must provide, written once.
+//
+// A backend instantiates it with a traits type B providing
+//   static std::string Unavailable();   // "" when the backend can run here, else why not
+//   static absl::StatusOr<std::unique_ptr<rnic::Device>> NewDevice();
+// Devices must make progress on their own or when their CQs are polled (see rnic/device.h).
+//
+//   INSTANTIATE_TYPED_TEST_SUITE_P(Soft, RnicConformanceTest, SoftBackend);
+#ifndef UNLOADKV_TRANSPORT_CONFORMANCE_CONFORMANCE_SUITE_H_
+#define UNLOADKV_TRANSPORT_CONFORMANCE_CONFORMANCE_SUITE_H_
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "transport/rnic/device.h"
+#include "transport/rnic/wait.h"
+
+namespace unloadkv::rnic {
+
+// One end of a connection under test: device, CQs, QP, and a registered buffer.
+struct Endpoint {
+  std::unique_ptr<Device> device;
+  std::unique_ptr<CompletionQueue> send_cq, recv_cq;
+  std::unique_ptr<QueuePair> qp;
+  std::vector<char> buffer;
+  std::unique_ptr<MemoryRegion> mr;
+
+  absl::StatusOr<WorkCompletion> NextSend(absl::Duration t = absl::Seconds(10)) {
+    return WaitForCompletion(*device, *send_cq, t);
+  }
+  absl::StatusOr<WorkCompletion> NextRecv(absl::Duration t = absl::Seconds(10)) {
+    return WaitForCompletion(*device, *recv_cq, t);
+  }
+  // True when no completion shows up on `cq` within `t`.
+  bool Quiet(CompletionQueue& cq, absl::Duration t) {
+    return !WaitForCompletion(*device, cq, t).ok();
+  }
+};
+
+template <typename B>
+class RnicConformanceTest : public ::testing::Test {
+ protected:
+  static constexpr size_t kBufferBytes = 17 << 20;  // room for >= 16 MiB transfers
+
+  void SetUp() override {
+    std::string why = B::Unavailable();
+    if (!why.empty()) GTEST_SKIP() << "backend unavailable: " << why;
+  }
+
+  // Builds a fresh connected pair; `rnr_timeout` applies to both QPs.
+  void Connect(absl::Duration rnr_timeout = absl::Seconds(5),
+               uint32_t b_access = kLocalWrite | kRemoteWrite | kRemoteRead) {
+    a_ = std::make_unique<Endpoint>();
+    b_ = std::make_unique<Endpoint>();
+    Init(*a_, kLocalWrite | kRemoteWrite | kRemoteRead, rnr_timeout);
+    Init(*b_, b_access, rnr_timeout);
+    QpAttributes aa = a_->qp->local_attributes(), ba = b_->qp->local_attributes();
+    ASSERT_TRUE(a_->qp->Connect(ba).ok());
+    ASSERT_TRUE(b_->qp->Connect(aa).ok());
+    ASSERT_EQ(a_->qp->state(), QpState::kReadyToSend);
+  }
+
+  void Init(Endpoint& e, uint32_t access, absl::Duration rnr_timeout) {
+    absl::StatusOr<std::unique_ptr<Device>> dev = B::NewDevice();
+    ASSERT_TRUE(dev.ok()) << dev.status();
+    e.device = std::move(*dev);
+    e.send_cq = *e.device->CreateCompletionQueue(256);
+    e.recv_cq = *e.device->CreateCompletionQueue(256);
+    QpConfig cfg;
+    cfg.send_cq = e.send_cq.get();
+    cfg.recv_cq = e.recv_cq.get();
+    cfg.rnr_timeout = rnr_timeout;
+    absl::StatusOr<std::unique_ptr<QueuePair>> qp = e.device->CreateQueuePair(cfg);
+    ASSERT_TRUE(qp.ok()) << qp.status();
+    e.qp = std::move(*qp);
+    e.buffer.assign(kBufferBytes, 0);
+    absl::StatusOr<std::unique_ptr<MemoryRegion>> mr =
+        e.device->RegisterMemory(e.buffer.data(), e.buffer.size(), access);
+    ASSERT_TRUE(mr.ok()) << mr.status();
+    e.mr = std::move(*mr);
+  }
+
+  static void Fill(Endpoint& e, size_t offset, size_t len, char seed) {
+    for (size_t i = 0; i < len; ++i) e.buffer[offset + i] = static_cast<char>(seed + i * 7);
+  }
+
+  uint64_t BAddr(size_t offset) const { return b_->mr->address() + offset; }
+
+  std::unique_ptr<Endpoint> a_, b_;
+};
+
+TYPED_TEST_SUITE_P(RnicConformanceTest);
+
+TYPED_TEST_P(RnicConformanceTest, WriteIsVisibleAtTargetWhenItCompletes) {
+  this->Connect();
+  Endpoint &a = *this->a_, &b = *this->b_;
+  for (int i = 0; i < 64; ++i) {
+    size_t off = i * 4096;
+    this->Fill(a, off, 1000, static_cast<char>(i));
+    ASSERT_TRUE(
+        a.qp->PostSend(MakeWrite(i, a.mr->Sge(off, 1000), this->BAddr(off), b.mr->rkey())).ok());
+  }
+  for (int i = 0; i < 64; ++i) {
+    absl::StatusOr<WorkCompletion> wc = a.NextSend();
+    ASSERT_TRUE(wc.ok()) << wc.status();
+    ASSERT_EQ(wc->status, WcStatus::kSuccess) << wc->DebugString();
+    ASSERT_EQ(wc->wr_id, static_cast<uint64_t>(i)) << "completions out of post order";
+    size_t off = i * 4096;
+    // The completion may only appear once the bytes are in the target's memory.
+    ASSERT_EQ(std::memcmp(&a.buffer[off], &b.buffer[off], 1000), 0) << "write " << i;
+  }
+}
+
+TYPED_TEST_P(RnicConformanceTest, MixedOperationsExecuteInPostOrder) {
+  this->Connect();
+  Endpoint &a = *this->a_, &b = *this->b_;
+  uint64_t* src = reinterpret_cast<uint64_t*>(a.buffer.data());
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(b.qp->PostRecv(MakeRecv(100 + i, b.mr->Sge(8192 + i * 64, 64))).ok());
+  // Interleave: WRITE v=1; READ back; SEND; WRITE v=2; WRITE_WITH_IMM; READ back; SEND.
+  src[0] = 1;
+  src[1] = 2;
+  std::vector<SendWorkRequest> wrs = {
+      MakeWrite(1, a.mr->Sge(0, 8), this->BAddr(0), b.mr->rkey()),
+      MakeRead(2, a.mr->Sge(64, 8), this->BAddr(0), b.mr->rkey()),
+      MakeSend(3, a.mr->Sge(0, 8)),
+      MakeWrite(4, a.mr->Sge(8, 8), this->BAddr(0), b.mr->rkey()),
+      MakeWriteWithImm(5, a.mr->Sge(8, 8), this->BAddr(16), b.mr->rkey(), 55),
+      MakeRead(6, a.mr->Sge(72, 8), this->BAddr(0), b.mr->rkey()),
+      MakeSend(7, a.mr->Sge(8, 8)),
+  };
+  ASSERT_TRUE(a.qp->PostSend(absl::MakeConstSpan(wrs)).ok());
+  for (uint64_t id = 1; id <= 7; ++id) {
+    absl::StatusOr<WorkCompletion> wc = a.NextSend();
+    ASSERT_TRUE(wc.ok()) << wc.status();
+    EXPECT_EQ(wc->status, WcStatus::kSuccess) << wc->DebugString();
+    EXPECT_EQ(wc->wr_id, id);
+  }
+  const uint64_t* readback = reinterpret_cast<const uint64_t*>(a.buffer.data() + 64);
+  EXPECT_EQ(readback[0], 1u) << "READ must observe the WRITE posted before it";
+  EXPECT_EQ(readback[1], 2u) << "READ must observe the second WRITE, not the first";
+  // Receives complete in order, and each SEND is delivered after the WRITEs before it.
+  uint64_t expect_ids[] = {100, 101, 102};
+  for (uint64_t id : expect_ids) {
+    absl::StatusOr<WorkCompletion> wc = b.NextRecv();
+    ASSERT_TRUE(wc.ok()) << wc.status();
+    EXPECT_EQ(wc->wr_id, id);
+    EXPECT_EQ(wc->status, WcStatus::kSuccess);
+  }
+  uint64_t v;
+  std::memcpy(&v, &b.buffer[8192], 8);
+  EXPECT_EQ(v, 1u);
+  std::memcpy(&v, &b.buffer[8192 + 128], 8);
+  EXPECT_EQ(v, 2u);
+}
+
+TYPED_TEST_P(RnicConformanceTest, ManyWritesToOneAddressLandInPostOrder) {
+  this->Connect();
+  Endpoint &a = *this->a_, &b = *this->b_;
+  constexpr int kWrites = 2000;
+  uint32_t* src = reinterpret_cast<uint32_t*>(a.buffer.data());
+  for (int i = 0; i < kWrites; ++i) src[i] = i + 1;
+  for (int i = 0; i < kWrites; ++i) {
+    SendWorkRequest wr = MakeWrite(i, a.mr->Sge(i * 4, 4), this->BAddr(0), b.mr->rkey());
+    wr.signaled = (i == kWrites - 1);
+    ASSERT_TRUE(a.qp->PostSend(wr).ok());
+    if (i % 500 == 499 && i != kWrites - 1) {
+      // Keep the send queue bounded: fence with a signaled READ.
+      ASSERT_TRUE(
+          a.qp->PostSend(MakeRead(900000 + i, a.mr->Sge(1 << 20, 4), this->BAddr(0), b.mr->rkey()))
+              .ok());
+      absl::StatusOr<WorkCompletion> wc = a.NextSend();
+      ASSERT_TRUE(wc.ok() && wc->status == WcStatus::kSuccess);
+      uint32_t seen;
+      std::memcpy(&seen, &a.buffer[1 << 20], 4);
+      ASSERT_EQ(seen, static_cast<uint32_t>(i + 1));
+    }
+  }
+  absl::StatusOr<WorkCompletion> wc = a.NextSend();
+  ASSERT_TRUE(wc.ok()) << wc.status();
+  EXPECT_EQ(wc->wr_id, static_cast<uint64_t>(kWrites - 1)) << "unsignaled writes completed";
+  uint32_t last;
+  std::memcpy(&last, &b.buffer[0], 4);
+  EXPECT_EQ(last, static_cast<uint32_t>(kWrites));
+}
+
+TYPED_TEST_P(RnicConformanceTest, ImmediateAndByteLenAreDelivered) {
+  this->Connect();
+  Endpoint &a = *this->a_, &b = *this->b_;
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(b.qp->PostRecv(MakeRecv(i, b.mr->Sge(i * 4096, 4096))).ok());
+  this->Fill(a, 0, 300, 'x');
+  ASSERT_TRUE(a.qp->PostSend(MakeSendWithImm(1, a.mr->Sge(0, 100), 0xabcd1234)).ok());
+  ASSERT_TRUE(
+      a.qp->PostSend(MakeWriteWithImm(2, a.mr->Sge(0, 77), this->BAddr(1 << 20), b.mr->rkey(), 42))
+          .ok());
+  ASSERT_TRUE(a.qp->PostSend(MakeSend(3, a.mr->Sge(0, 300))).ok());
+  absl::StatusOr<WorkCompletion> r1 = b.NextRecv(), r2 = b.NextRecv(), r3 = b.NextRecv();
+  ASSERT_TRUE(r1.ok() && r2.ok() && r3.ok());
+  EXPECT_EQ(r1->opcode, WcOpcode::kRecv);
+  EXPECT_TRUE(r1->has_imm);
+  EXPECT_EQ(r1->imm, 0xabcd1234u);
+  EXPECT_EQ(r1->byte_len, 100u);
+  EXPECT_EQ(std::memcmp(&b.buffer[0], &a.buffer[0], 100), 0);
+  EXPECT_EQ(r2->opcode, WcOpcode::kRecvRdmaWithImm);
+  EXPECT_TRUE(r2->has_imm);
+  EXPECT_EQ(r2->imm, 42u);
+  EXPECT_EQ(r2->byte_len, 77u);
+  EXPECT_EQ(r2->wr_id, 1u) << "WRITE_WITH_IMM consumes the next receive";
+  EXPECT_EQ(std::memcmp(&b.buffer[1 << 20], &a.buffer[0], 77), 0);
+  EXPECT_FALSE(r3->has_imm);
+  EXPECT_EQ(r3->byte_len, 300u);
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<WorkCompletion> wc = a.NextSend();
+    ASSERT_TRUE(wc.ok() && wc->status == WcStatus::kSuccess);
+  }
+}
+
+TYPED_TEST_P(RnicConformanceTest, EachAccessErrorWritesNothingAndFailsTheConnection) {
+  struct Case {
+    const char* name;
+    uint32_t b_access;
+    bool read;
+    int64_t offset;  // relative to B's region start
+    uint32_t length;
+    bool bad_rkey;
+  } cases[] = {
+      {"unknown rkey", kLocalWrite | kRemoteWrite | kRemoteRead, false, 0, 64, true},
+      {"no remote write", kLocalWrite | kRemoteRead, false, 0, 64, false},
+      {"past the end", kLocalWrite | kRemoteWrite, false, int64_t{this->kBufferBytes} - 32, 64,
+       false},
+      {"before the start", kLocalWrite | kRemoteWrite, false, -8, 64, false},
+      {"read without remote read", kLocalWrite | kRemoteWrite, true, 0, 64, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    this->Connect(absl::Seconds(5), c.b_access);
+    Endpoint &a = *this->a_, &b = *this->b_;
+    ASSERT_TRUE(b.qp->PostRecv(MakeRecv(7, b.mr->Sge(0, 64))).ok());
+    this->Fill(a, 0, 64, 'E');
+    std::vector<char> before = b.buffer;
+    uint64_t addr = b.mr->address() + c.offset;
+    uint32_t rkey = c.bad_rkey ? b.mr->rkey() ^ 0x5a5a : b.mr->rkey();
+    SendWorkRequest wr = c.read ? MakeRead(1, a.mr->Sge(4096, c.length), addr, rkey)
+                                : MakeWrite(1, a.mr->Sge(0, c.length), addr, rkey);
+    ASSERT_TRUE(a.qp->PostSend(wr).ok());
+    absl::StatusOr<WorkCompletion> wc = a.NextSend();
+    ASSERT_TRUE(wc.ok()) << wc.status();
+    EXPECT_EQ(wc->status, WcStatus::kRemoteAccessError) << wc->DebugString();
+    EXPECT_TRUE(b.buffer == before) << "a refused request changed target memory";
+    // Both ends are now in error: later work is flushed, the target's receive too.
+    EXPECT_EQ(a.qp->state(), QpState::kError);
+    ASSERT_TRUE(a.qp->PostSend(MakeSend(2, a.mr->Sge(0, 8))).ok());
+    wc = a.NextSend();
+    ASSERT_TRUE(wc.ok());
+    EXPECT_EQ(wc->status, WcStatus::kFlushed);
+    wc = b.NextRecv();
+    ASSERT_TRUE(wc.ok()) << wc.status();
+    EXPECT_EQ(wc->status, WcStatus::kFlushed);
+  }
+}
+
+TYPED_TEST_P(RnicConformanceTest, BadLocalKeyIsALocalProtectionError) {
+  this->Connect();
+  Endpoint &a = *this->a_, &b = *this->b_;
+  ScatterGatherEntry sge = a.mr->Sge(0, 64);
+  sge.lkey ^= 0x777;
+  std::vector<char> before = b.buffer;
+  ASSERT_TRUE(a.qp->PostSend(MakeWrite(1, sge, this->BAddr(0), b.mr->rkey())).ok());
+  absl::StatusOr<WorkCompletion> wc = a.NextSend();
+  ASSERT_TRUE(wc.ok());
+  EXPECT_EQ(wc->status, WcStatus::kLocalProtectionError);
+  EXPECT_EQ(a.qp->state(), QpState::kError);
+  EXPECT_TRUE(b.buffer == before);
+  // An SGE running past its region is a protection error too.
+  this->Connect();
+  Endpoint& a2 = *this->a_;
+  ASSERT_TRUE(a2.qp->PostSend(MakeSend(1, a2.mr->Sge(this->kBufferBytes - 8, 64))).ok());
+  wc = a2.NextSend();
+  ASSERT_TRUE(wc.ok());
+  EXPECT_EQ(wc->status, WcStatus::kLocalProtectionError);
+}
+
+TYPED_TEST_P(RnicConformanceTest, ZeroLengthTransfersComplete) {
+  this->Connect();
+  Endpoint &a = *this->a_, &b = *this->b_;
+  ASSERT_TRUE(b.qp->PostRecv(MakeRecv(1, b.mr->Sge(0, 64))).ok());
+  ASSERT_TRUE(a.qp->PostSend(MakeWrite(1, a.mr->Sge(0, 0), this->BAddr(0), b.mr->rkey())).ok());
+  ASSERT_TRUE(a.qp->PostSend(MakeRead(2, a.mr->Sge(0, 0), this->BAddr(0), b.mr->rkey())).ok());
+  ASSERT_TRUE(a.qp->PostSend(MakeSend(3, a.mr->Sge(0, 0))).ok());
+  for (uint64_t id = 1; id <= 3; ++id) {
+    absl::StatusOr<WorkCompletion> wc = a.NextSend();
+    ASSERT_TRUE(wc.ok()) << wc.status();
+    EXPECT_EQ(wc->status, WcStatus::kSuccess) << wc->DebugString();
+    EXPECT_EQ(wc->wr_id, id);
+  }
+  absl::StatusOr<WorkCompletion> r = b.NextRecv();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->byte_len, 0u);
+}
+
+TYPED_TEST_P(RnicConformanceTest, SixteenMebibyteTransfersArriveIntact) {
+  this->Connect();
+  Endpoint &a = *this->a_, &b = *this->b_;
+  const uint32_t kLen = (16 << 20) + 13;
+  this->Fill(a, 0, kLen, 3);
+  ASSERT_TRUE(a.qp->PostSend(MakeWrite(1, a.mr->Sge(0, kLen), this->BAddr(0), b.mr->rkey())).ok());
+  absl::StatusOr<WorkCompletion> wc = a.NextSend(absl::Seconds(30));
+  ASSERT_TRUE(wc.ok() && wc->status == WcStatus::kSuccess);
+  ASSERT_EQ(std::memcmp(a.buffer.data(), b.buffer.data(), kLen), 0);
+  // READ it back into another part of A, and SEND it into a receive on B.
+  std::fill(a.buffer.begin(), a.buffer.end(), 0);
+  ASSERT_TRUE(a.qp->PostSend(MakeRead(2, a.mr->Sge(0, kLen), this->BAddr(0), b.mr->rkey())).ok());
+  wc = a.NextSend(absl::Seconds(30));
+  ASSERT_TRUE(wc.ok() && wc->status == WcStatus::kSuccess);
+  EXPECT_EQ(wc->byte_len, kLen);
+  ASSERT_EQ(std::memcmp(a.buffer.data(), b.buffer.data(), kLen), 0);
+  std::fill(b.buffer.begin(), b.buffer.end(), 0);
+  ASSERT_TRUE(b.qp->PostRecv(MakeRecv(9, b.mr->Sge(0, kLen))).ok());
+  ASSERT_TRUE(a.qp->PostSend(MakeSend(3, a.mr->Sge(0, kLen))).ok());
+  wc = b.NextRecv(absl::Seconds(30));
+  ASSERT_TRUE(wc.ok() && wc->status == WcStatus::kSuccess);
+  EXPECT_EQ(wc->byte_len, kLen);
+  ASSERT_EQ(std::memcmp(a.buffer.data(), b.buffer.data(), kLen), 0);
+}
+
+TYPED_TEST_P(RnicConformanceTest, ReceiveTooSmallFailsBothSides) {
+  this->Connect();
+  Endpoint &a = *this->a_, &b = *this->b_;
+  ASSERT_TRUE(b.qp->PostRecv(MakeRecv(1, b.mr->Sge(0, 64))).ok());
+  std::vector<char> before = b.buffer;
+  this->Fill(a, 0, 100, 'q');
+  ASSERT_TRUE(a.qp->PostSend(MakeSend(1, a.mr->Sge(0, 100))).ok());
+  absl::StatusOr<WorkCompletion> s = a.NextSend(), r = b.NextRecv();
+  ASSERT_TRUE(s.ok() && r.ok());
+  EXPECT_EQ(s->status, WcStatus::kRemoteInvalidRequest);
+  EXPECT_EQ(r->status, WcStatus::kLocalLengthError);
+  EXPECT_TRUE(b.buffer == before);
+}
+
+TYPED_TEST_P(RnicConformanceTest, SendWithNoReceivePostedFailsAfterRnrTimeout) {
+  this->Connect(absl::Milliseconds(100));
+  Endpoint& a = *this->a_;
+  ASSERT_TRUE(a.qp->PostSend(MakeSend(1, a.mr->Sge(0, 10))).ok());
+  absl::StatusOr<WorkCompletion> s = a.NextSend();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->status, WcStatus::kRnrRetryExceeded);
+}
+
+TYPED_TEST_P(RnicConformanceTest, SendWaitsForAReceivePostedLate) {
+  this->Connect(absl::Seconds(10));
+  Endpoint &a = *this->a_, &b = *this->b_;
+  ASSERT_TRUE(a.qp->PostSend(MakeSendWithImm(1, a.mr->Sge(0, 10), 9)).ok());
+  EXPECT_TRUE(a.Quiet(*a.send_cq, absl::Milliseconds(100))) << "SEND completed without a receive";
+  ASSERT_TRUE(b.qp->PostRecv(MakeRecv(5, b.mr->Sge(0, 64))).ok());
+  absl::StatusOr<WorkCompletion> s = a.NextSend(), r = b.NextRecv();
+  ASSERT_TRUE(s.ok() && r.ok());
+  EXPECT_EQ(s->status, WcStatus::kSuccess);
+  EXPECT_EQ(r->imm, 9u);
+}
+
+TYPED_TEST_P(RnicConformanceTest, CloseFlushesPostedWork) {
+  this->Connect();
+  Endpoint &a = *this->a_, &b = *this->b_;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(b.qp->PostRecv(MakeRecv(i, b.mr->Sge(0, 64))).ok());
+  b.qp->SetError();
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<WorkCompletion> r = b.NextRecv();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, WcStatus::kFlushed);
+    EXPECT_EQ(r->wr_id, static_cast<uint64_t>(i));
+  }
+  // The peer notices: its requests fail rather than hang.
+  ASSERT_TRUE(a.qp->PostSend(MakeWrite(1, a.mr->Sge(0, 8), this->BAddr(0), b.mr->rkey())).ok());
+  absl::StatusOr<WorkCompletion> s = a.NextSend();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_NE(s->status, WcStatus::kSuccess);
+  EXPECT_EQ(a.qp->state(), QpState::kError);
+}
+
+TYPED_TEST_P(RnicConformanceTest, VanishedPeerTurnsOutstandingWorkIntoErrors) {
+  this->Connect();
+  Endpoint &a = *this->a_, &b = *this->b_;
+  constexpr int kWrites = 8;
+  for (int i = 0; i < kWrites; ++i) {
+    ASSERT_TRUE(
+        a.qp->PostSend(MakeWrite(i, a.mr->Sge(0, 2 << 20), this->BAddr(0), b.mr->rkey())).ok());
+  }
+  // The peer disappears with work in flight.
+  b.qp.reset();
+  b.mr.reset();
+  b.send_cq.reset();
+  b.recv_cq.reset();
+  b.device.reset();
+  int errors = 0;
+  for (int i = 0; i < kWrites; ++i) {
+    absl::StatusOr<WorkCompletion> s = a.NextSend();
+    ASSERT_TRUE(s.ok()) << "hang: " << s.status();
+    EXPECT_EQ(s->wr_id, static_cast<uint64_t>(i));
+    if (s->status != WcStatus::kSuccess) {
+      ++errors;
+      EXPECT_TRUE(s->status == WcStatus::kRetryExceeded || s->status == WcStatus::kFlushed)
+          << s->DebugString();
+    }
+  }
+  EXPECT_GT(errors, 0);
+  EXPECT_EQ(a.qp->state(), QpState::kError);
+}
+
+TYPED_TEST_P(RnicConformanceTest, MalformedRequestsAreRejectedAtPost) {
+  this->Connect();
+  Endpoint& a = *this->a_;
+  SendWorkRequest wr = MakeSend(1, a.mr->Sge(0, 8));
+  wr.num_sge = kMaxSge + 1;
+  EXPECT_EQ(a.qp->PostSend(wr).code(), absl::StatusCode::kInvalidArgument);
+  wr.num_sge = 1;
+  wr.opcode = static_cast<Opcode>(99);
+  EXPECT_EQ(a.qp->PostSend(wr).code(), absl::StatusCode::kInvalidArgument);
+  RecvWorkRequest rwr = MakeRecv(1, a.mr->Sge(0, 8));
+  rwr.num_sge = -1;
+  EXPECT_EQ(a.qp->PostRecv(rwr).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(a.qp->state(), QpState::kReadyToSend) << "a rejected post must change nothing";
+  // An unconnected QP refuses sends.
+  Endpoint fresh;
+  this->Init(fresh, kLocalWrite, absl::Seconds(1));
+  EXPECT_EQ(fresh.qp->PostSend(MakeSend(1, fresh.mr->Sge(0, 8))).code(),
+            absl::StatusCode::kFailedPrecondition);
+  QpAttributes wrong = a.qp->local_attributes();
+  wrong.transport = "carrier-pigeon";
+  EXPECT_EQ(fresh.qp->Connect(wrong).code(), absl::StatusCode::kInvalidArgument);
+}
+
+REGISTER_TYPED_TEST_SUITE_P(RnicConformanceTest, WriteIsVisibleAtTargetWhenItCompletes,
+                            MixedOperationsExecuteInPostOrder,
+                            ManyWritesToOneAddressLandInPostOrder, ImmediateAndByteLenAreDelivered,
+                            EachAccessErrorWritesNothingAndFailsTheConnection,
+                            BadLocalKeyIsALocalProtectionError, ZeroLengthTransfersComplete,
+                            SixteenMebibyteTransfersArriveIntact, ReceiveTooSmallFailsBothSides,
+                            SendWithNoReceivePostedFailsAfterRnrTimeout,
+                            SendWaitsForAReceivePostedLate, CloseFlushesPostedWork,
+                            VanishedPeerTurnsOutstandingWorkIntoErrors,
+                            MalformedRequestsAreRejectedAtPost);
+
+}  // namespace unloadkv::rnic
+
+#endif  // UNLOADKV_TRANSPORT_CONFORMANCE_CONFORMANCE_SUITE_H_

@@ -1,0 +1,55 @@
+// An RDMA device: the factory for memory regions, completion queues and queue pairs.
+#ifndef UNLOADKV_TRANSPORT_RNIC_DEVICE_H_
+#define UNLOADKV_TRANSPORT_RNIC_DEVICE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "transport/rnic/completion_queue.h"
+#include "transport/rnic/memory_region.h"
+#include "transport/rnic/queue_pair.h"
+
+namespace unloadkv::rnic {
+
+struct DeviceLimits {
+  uint64_t max_message_bytes = 1ull << 30;  // largest single request, bytes
+  uint32_t max_qp_wr = 16384;               // max_send_wr / max_recv_wr upper bound
+  int max_sge = kMaxSge;
+};
+
+// Thread-safety: all methods may be called from any thread. Objects created by a device must be
+// destroyed before it. The device never owns registered memory.
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  // Backend name as used in QpAttributes::transport ("soft", "sim", "verbs").
+  virtual std::string transport() const = 0;
+  virtual DeviceLimits limits() const = 0;
+
+  // Registers [addr, addr+length) with `access` (Access bits). The memory must stay valid until
+  // the returned region is destroyed. Fails on a null address, zero length, or unknown bits.
+  virtual absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length,
+                                                                       uint32_t access) = 0;
+
+  // `capacity` is a sizing hint: backends without a hard limit may hold more.
+  virtual absl::StatusOr<std::unique_ptr<CompletionQueue>> CreateCompletionQueue(int capacity) = 0;
+
+  virtual absl::StatusOr<std::unique_ptr<QueuePair>> CreateQueuePair(const QpConfig& config) = 0;
+
+  // Progress contract. Hardware devices make progress on their own: event_fd() is -1 and
+  // Progress() does nothing. Software devices may be caller-driven: then event_fd() becomes
+  // readable when there is network work, and the owner (typically an event loop) calls
+  // Progress(), which does the ready work without blocking and returns how many events it
+  // handled. CompletionQueue::Poll on such a device calls Progress() itself when it finds
+  // nothing, so busy-polling needs no extra step.
+  virtual int event_fd() const { return -1; }
+  virtual int Progress() { return 0; }
+};
+
+}  // namespace unloadkv::rnic
+
+#endif  // UNLOADKV_TRANSPORT_RNIC_DEVICE_H_

@@ -1,0 +1,27 @@
+// Blocking helpers for tests, benchmarks and simple clients. Never call them inside an event
+// loop: they block the calling thread.
+#ifndef UNLOADKV_TRANSPORT_RNIC_WAIT_H_
+#define UNLOADKV_TRANSPORT_RNIC_WAIT_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "transport/rnic/completion_queue.h"
+#include "transport/rnic/device.h"
+
+namespace unloadkv::rnic {
+
+// Waits until `count` completions have been polled from `cq` or `timeout` passes, sleeping in
+// poll(2) on the CQ's notify fd and the device's event fd rather than spinning. Returns the
+// completions (fewer than `count` only with a DeadlineExceeded error naming how many arrived).
+absl::StatusOr<std::vector<WorkCompletion>> WaitForCompletions(Device& device, CompletionQueue& cq,
+                                                               int count, absl::Duration timeout);
+
+// Like WaitForCompletions(count = 1).
+absl::StatusOr<WorkCompletion> WaitForCompletion(Device& device, CompletionQueue& cq,
+                                                 absl::Duration timeout);
+
+}  // namespace unloadkv::rnic
+
+#endif  // UNLOADKV_TRANSPORT_RNIC_WAIT_H_

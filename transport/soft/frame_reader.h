@@ -1,0 +1,82 @@
+// Incremental parser of one soft stream: splits bytes into frames and places each payload
+// directly where its sink says, without owning sockets or memory. Fuzzed by frame_fuzzer.
+#ifndef UNLOADKV_TRANSPORT_SOFT_FRAME_READER_H_
+#define UNLOADKV_TRANSPORT_SOFT_FRAME_READER_H_
+
+#include <sys/uio.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "transport/rnic/types.h"
+#include "transport/soft/frame.h"
+
+namespace unloadkv::soft {
+
+// The sink's answer to a decoded header.
+struct PayloadPlan {
+  enum Kind {
+    kPlace,  // the payload goes to iov[0..iovcnt), whose lengths sum to payload_len
+    kStall,  // not now (e.g. no receive posted): keep the frame, ask again after Resume()
+    kClose,  // refuse the frame; the stream must be closed (the sink already recorded why)
+  };
+  Kind kind = kPlace;
+  std::array<iovec, rnic::kMaxSge> iov{};
+  int iovcnt = 0;
+};
+
+// Receives the frames of a stream. Implemented by the soft NIC (and by the fuzzer).
+class FrameSink {
+ public:
+  virtual ~FrameSink() = default;
+  // A header was decoded and validated. Called again for the same header after a kStall.
+  virtual PayloadPlan OnHeader(const FrameHeader& header) = 0;
+  // The payload of the frame last planned with kPlace is completely placed.
+  virtual void OnFrame(const FrameHeader& header) = 0;
+};
+
+// Not thread-safe; owned by one stream.
+class FrameReader {
+ public:
+  FrameReader(FrameSink* sink, uint64_t max_payload) : sink_(sink), max_payload_(max_payload) {}
+
+  // Consumes bytes from `data` and sets *consumed. Stops early when the sink stalls (stalled()
+  // becomes true) or refuses (returns FailedPrecondition). Returns DataLoss for a malformed
+  // header. After an error the reader must not be fed again.
+  absl::Status Feed(const char* data, size_t size, size_t* consumed);
+
+  // During a payload: the remaining bytes of the current destination buffer, so the caller may
+  // read from the socket straight into it and then call AdvanceDirect. Empty otherwise.
+  absl::Span<char> DirectTarget() const;
+  void AdvanceDirect(size_t n);
+
+  // Clears a stall; the next Feed asks the sink again.
+  void Resume() { stalled_ = false; }
+  bool stalled() const { return stalled_; }
+  // The header the sink stalled on; valid while stalled().
+  const FrameHeader& pending_header() const { return header_; }
+  // True between frames (no partial header or payload pending).
+  bool at_frame_boundary() const { return !in_payload_ && header_fill_ == 0; }
+
+ private:
+  void FinishFrameIfDone();
+
+  FrameSink* sink_;
+  uint64_t max_payload_;
+  char header_bytes_[kFrameHeaderSize];
+  size_t header_fill_ = 0;
+  bool have_header_ = false;  // decoded header waiting for a plan (stalled)
+  bool in_payload_ = false;
+  bool stalled_ = false;
+  FrameHeader header_;
+  PayloadPlan plan_;
+  int iov_index_ = 0;
+  size_t iov_offset_ = 0;
+};
+
+}  // namespace unloadkv::soft
+
+#endif  // UNLOADKV_TRANSPORT_SOFT_FRAME_READER_H_

@@ -1,0 +1,208 @@
+// Internal state of the soft RNIC, shared by the control path (soft_device.cc) and the data
+// path (soft_datapath.cc). Not part of the public interface.
+#ifndef UNLOADKV_TRANSPORT_SOFT_NIC_H_
+#define UNLOADKV_TRANSPORT_SOFT_NIC_H_
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "transport/rnic/completion_queue.h"
+#include "transport/rnic/device.h"
+#include "transport/rnic/queue_pair.h"
+#include "transport/rnic/region_table.h"
+#include "transport/soft/frame_reader.h"
+
+namespace unloadkv::soft {
+
+// A completion queue's storage; shared by the CQ handle and the QPs that report to it.
+class CqCore {
+ public:
+  CqCore();
+  ~CqCore();
+  void Push(const rnic::WorkCompletion& wc) ABSL_LOCKS_EXCLUDED(mu_);
+  int Poll(absl::Span<rnic::WorkCompletion> out) ABSL_LOCKS_EXCLUDED(mu_);
+  void RequestNotify() ABSL_LOCKS_EXCLUDED(mu_);
+  int notify_fd() const { return efd_; }
+
+ private:
+  absl::Mutex mu_;
+  std::deque<rnic::WorkCompletion> queue_ ABSL_GUARDED_BY(mu_);
+  bool armed_ ABSL_GUARDED_BY(mu_) = false;
+  int efd_;
+};
+
+struct QpCore;
+
+// One byte of output: a header held inline or a run of bytes held elsewhere.
+struct OutSegment {
+  const char* ptr = nullptr;
+  size_t len = 0;
+  char inline_bytes[kFrameHeaderSize];
+  std::unique_ptr<char[]> owned;  // READ response data
+};
+
+// One TCP connection. Outbound: this device dialed it and sends requests on it. Inbound: the
+// peer dialed it; this device answers the peer's requests on it.
+struct Stream : public FrameSink {
+  Stream(class Nic* nic, int fd, bool outbound);
+  ~Stream() override;
+
+  PayloadPlan OnHeader(const FrameHeader& h) override;
+  void OnFrame(const FrameHeader& h) override;
+
+  Nic* nic;
+  int fd;
+  bool outbound;
+  bool dead = false;      // closed; freed at the end of the current Progress
+  bool draining = false;  // closing: no more input, flushing what is queued (a NAK, say)
+  bool in_dirty = false;  // listed in Nic::dirty_
+  absl::Time drain_deadline;
+  QpCore* qp = nullptr;  // null on an inbound stream until its HELLO arrives
+  FrameReader reader;
+  std::vector<char> rbuf;
+  size_t rbeg = 0, rend = 0;
+  std::deque<OutSegment> out;
+  size_t out_front_offset = 0;
+  bool want_write = false;
+  bool reading_paused = false;
+  bool ack_pending = false;   // responder: requests processed since the last ACK
+  uint32_t expected_psn = 0;  // responder: PSN of the next request
+  absl::Time stall_since;
+};
+
+// A send request between post and completion.
+struct Outstanding {
+  rnic::SendWorkRequest wr;
+  uint32_t psn = 0;
+  // Set when the request failed a local check at post time; it is never sent, and completes
+  // with this status once every earlier request has completed.
+  rnic::WcStatus local_error = rnic::WcStatus::kSuccess;
+};
+
+struct QpCore {
+  uint32_t qp_num = 0;
+  rnic::QpConfig config;
+  std::shared_ptr<CqCore> send_cq, recv_cq;
+  rnic::QpState state = rnic::QpState::kReset;
+  rnic::QpAttributes remote;
+  uint32_t first_psn = 0;
+  uint32_t next_psn = 0;
+  Stream* out_stream = nullptr;
+  Stream* in_stream = nullptr;
+  uint32_t in_stream_src_qp = 0;  // what the inbound HELLO claimed
+  std::deque<Outstanding> outstanding;
+  std::deque<rnic::RecvWorkRequest> recvs;
+  bool poisoned = false;  // a local_error request is queued: send nothing more
+};
+
+// The device's shared state. Every field is guarded by mu_; handles hold a shared_ptr so any
+// destruction order is safe.
+class Nic : public std::enable_shared_from_this<Nic> {
+ public:
+  Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thread_mode);
+  ~Nic();
+
+  void StartThread();
+  void StopThread();
+
+  // Control path (soft_device.cc).
+  absl::StatusOr<uint32_t> Register(void* addr, size_t length, uint32_t access);
+  void Deregister(uint32_t key);
+  absl::StatusOr<QpCore*> CreateQp(const rnic::QpConfig& config, std::shared_ptr<CqCore> scq,
+                                   std::shared_ptr<CqCore> rcq);
+  void DestroyQp(QpCore* qp);
+  absl::Status Connect(QpCore* qp, const rnic::QpAttributes& remote);
+  rnic::QpState StateOf(const QpCore* qp);
+  void SetError(QpCore* qp);
+
+  // Data path (soft_datapath.cc).
+  absl::Status PostSend(QpCore* qp, absl::Span<const rnic::SendWorkRequest> wrs);
+  absl::Status PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> wrs);
+  int Progress();
+
+  int epoll_fd() const { return epfd_; }
+  bool thread_mode() const { return thread_mode_; }
+  const std::string& address() const { return address_; }
+  const rnic::DeviceLimits& limits() const { return limits_; }
+
+ private:
+  friend struct Stream;
+
+  // Data-path helpers; all require mu_.
+  void Accept() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReadStream(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FeedBuffered(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FlushStream(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FlushDirty() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateInterest(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Enqueue(Stream* s, const FrameHeader& h, const char* payload, size_t payload_len,
+               bool copy_payload) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EnqueueGather(Stream* s, const FrameHeader& h, const rnic::SendWorkRequest& wr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendAck(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckStalls() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ArmStallTimer() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ResumeStream(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes the stream (after a best-effort flush) and fails its QP with `head_status` for the
+  // oldest outstanding request. `reason` is logged.
+  void KillStream(Stream* s, rnic::WcStatus head_status, absl::string_view reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The peer closed `s` or it broke.
+  void PeerClosed(Stream* s, absl::string_view reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailQp(QpCore* qp, rnic::WcStatus head_status, absl::string_view reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Detaches the stream from its QP and closes it; with `drain`, queued output (a NAK) is sent
+  // first, for at most one second.
+  void CloseStream(Stream* s, bool drain) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishClose(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Reap() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CompleteAckedThrough(QpCore* qp, uint32_t psn, bool inclusive)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CompleteSend(QpCore* qp, const Outstanding& o, rnic::WcStatus status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frame handlers, called from Stream's FrameSink methods.
+  PayloadPlan OnRequestHeader(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnRequestDone(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  PayloadPlan OnResponseHeader(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnResponseDone(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  PayloadPlan OnHello(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Refuses the request `h` with `status`: NAK to the requester, then fail the QP.
+  PayloadPlan Refuse(Stream* s, const FrameHeader& h, rnic::WcStatus status,
+                     absl::string_view reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  const int listen_fd_;
+  const int epfd_;
+  const int timer_fd_;
+  const int wake_fd_;  // stops the progress thread
+  const std::string address_;
+  const rnic::DeviceLimits limits_;
+  const bool thread_mode_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+
+  rnic::RegionTable regions_ ABSL_GUARDED_BY(mu_);
+  uint32_t key_salt_;
+  uint32_t next_key_ ABSL_GUARDED_BY(mu_) = 1;
+  uint32_t next_qp_num_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<uint32_t, std::unique_ptr<QpCore>> qps_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
+  std::vector<Stream*> dirty_ ABSL_GUARDED_BY(mu_);  // streams with output to flush
+  std::vector<Stream*> stalled_ ABSL_GUARDED_BY(mu_);
+  uint32_t progress_depth_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace unloadkv::soft
+
+#endif  // UNLOADKV_TRANSPORT_SOFT_NIC_H_

@@ -1,0 +1,416 @@
+// Control path of the soft RNIC: device creation, registration, QP set-up and connection.
+#include "transport/soft/soft_device.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "transport/soft/nic.h"
+
+namespace unloadkv::soft {
+namespace {
+
+absl::Status Errno(absl::string_view what) {
+  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+// Parses "host:port" into a sockaddr. Host is a numeric IPv4 address or "localhost".
+absl::StatusOr<sockaddr_in> ParseHostPort(absl::string_view text) {
+  std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
+  uint32_t port;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &port) || port == 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("soft address '", text, "' is not host:port with a port in 1..65535"));
+  }
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  std::string host = parts[0] == "localhost" ? "127.0.0.1" : std::string(parts[0]);
+  if (inet_pton(AF_INET, host.c_str(), &sa.sin_addr) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("soft address '", text, "': host must be numeric IPv4 or localhost"));
+  }
+  return sa;
+}
+
+void SetNoDelayNonBlocking(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------- CqCore
+
+CqCore::CqCore() : efd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+CqCore::~CqCore() { close(efd_); }
+
+void CqCore::Push(const rnic::WorkCompletion& wc) {
+  bool signal = false;
+  {
+    absl::MutexLock l(&mu_);
+    queue_.push_back(wc);
+    signal = armed_;
+    armed_ = false;
+  }
+  if (signal) {
+    uint64_t one = 1;
+    (void)!write(efd_, &one, sizeof(one));
+  }
+}
+
+int CqCore::Poll(absl::Span<rnic::WorkCompletion> out) {
+  absl::MutexLock l(&mu_);
+  size_t n = std::min(out.size(), queue_.size());
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = queue_.front();
+    queue_.pop_front();
+  }
+  return static_cast<int>(n);
+}
+
+void CqCore::RequestNotify() {
+  uint64_t drained;
+  (void)!read(efd_, &drained, sizeof(drained));
+  absl::MutexLock l(&mu_);
+  armed_ = true;
+}
+
+// ---------------------------------------------------------------------------- handles
+
+namespace {
+
+class SoftMemoryRegion : public rnic::MemoryRegion {
+ public:
+  SoftMemoryRegion(const Description& d, std::shared_ptr<Nic> nic)
+      : MemoryRegion(d), nic_(std::move(nic)) {}
+  ~SoftMemoryRegion() override { nic_->Deregister(rkey()); }
+
+ private:
+  std::shared_ptr<Nic> nic_;
+};
+
+class SoftCompletionQueue : public rnic::CompletionQueue {
+ public:
+  SoftCompletionQueue(std::shared_ptr<CqCore> core, std::shared_ptr<Nic> nic)
+      : core_(std::move(core)), nic_(std::move(nic)) {}
+
+  int Poll(absl::Span<rnic::WorkCompletion> out) override {
+    int n = core_->Poll(out);
+    if (n == 0 && !nic_->thread_mode()) {
+      nic_->Progress();
+      n = core_->Poll(out);
+    }
+    return n;
+  }
+  void RequestNotify() override { core_->RequestNotify(); }
+  int notify_fd() const override { return core_->notify_fd(); }
+  const std::shared_ptr<CqCore>& core() const { return core_; }
+
+ private:
+  std::shared_ptr<CqCore> core_;
+  std::shared_ptr<Nic> nic_;
+};
+
+class SoftQueuePair : public rnic::QueuePair {
+ public:
+  SoftQueuePair(QpCore* core, std::shared_ptr<Nic> nic) : core_(core), nic_(std::move(nic)) {}
+  ~SoftQueuePair() override { nic_->DestroyQp(core_); }
+
+  uint32_t qp_num() const override { return core_->qp_num; }
+  rnic::QpState state() const override { return nic_->StateOf(core_); }
+  rnic::QpAttributes local_attributes() const override {
+    return rnic::QpAttributes{"soft", nic_->address(), core_->qp_num, core_->first_psn};
+  }
+  absl::Status Connect(const rnic::QpAttributes& remote) override {
+    return nic_->Connect(core_, remote);
+  }
+  absl::Status PostSend(absl::Span<const rnic::SendWorkRequest> wrs) override {
+    return nic_->PostSend(core_, wrs);
+  }
+  absl::Status PostRecv(absl::Span<const rnic::RecvWorkRequest> wrs) override {
+    return nic_->PostRecv(core_, wrs);
+  }
+  void SetError() override { nic_->SetError(core_); }
+
+ private:
+  QpCore* core_;  // owned by nic_; valid until DestroyQp
+  std::shared_ptr<Nic> nic_;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------- Nic
+
+Nic::Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thread_mode)
+    : listen_fd_(listen_fd),
+      epfd_(epoll_create1(EPOLL_CLOEXEC)),
+      timer_fd_(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)),
+      wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      address_(std::move(address)),
+      limits_(limits),
+      thread_mode_(thread_mode),
+      key_salt_(std::random_device{}() & 0xfff) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = nullptr;  // listener
+  epoll_ctl(epfd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  ev.data.ptr = const_cast<int*>(&timer_fd_);
+  epoll_ctl(epfd_, EPOLL_CTL_ADD, timer_fd_, &ev);
+}
+
+Nic::~Nic() {
+  StopThread();
+  {
+    absl::MutexLock l(&mu_);
+    for (auto& s : streams_) {
+      if (!s->dead) CloseStream(s.get(), /*drain=*/false);
+    }
+    streams_.clear();
+  }
+  close(listen_fd_);
+  close(epfd_);
+  close(timer_fd_);
+  close(wake_fd_);
+}
+
+void Nic::StartThread() {
+  if (!thread_mode_) return;
+  thread_ = std::thread([this] {
+    pollfd fds[2] = {{epfd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    while (!stop_.load(std::memory_order_acquire)) {
+      ::poll(fds, 2, 1000);
+      if (stop_.load(std::memory_order_acquire)) break;
+      Progress();
+    }
+  });
+}
+
+void Nic::StopThread() {
+  if (!thread_.joinable()) return;
+  stop_.store(true, std::memory_order_release);
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+  thread_.join();
+}
+
+absl::StatusOr<uint32_t> Nic::Register(void* addr, size_t length, uint32_t access) {
+  if (addr == nullptr || length == 0) {
+    return absl::InvalidArgumentError("RegisterMemory: address must be non-null, length > 0");
+  }
+  if (access & ~uint32_t{rnic::kLocalWrite | rnic::kRemoteWrite | rnic::kRemoteRead}) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RegisterMemory: unknown access bits 0x", absl::Hex(access)));
+  }
+  if ((access & rnic::kRemoteWrite) && !(access & rnic::kLocalWrite)) {
+    // verbs rejects remote write without local write (EINVAL); so do we.
+    return absl::InvalidArgumentError("RegisterMemory: kRemoteWrite requires kLocalWrite");
+  }
+  absl::MutexLock l(&mu_);
+  uint32_t key;
+  do {
+    key = (key_salt_ << 20) | (next_key_++ & 0xfffff);
+  } while (key == 0 || regions_.Contains(key));
+  regions_.Insert(key, {reinterpret_cast<uint64_t>(addr), length, access});
+  return key;
+}
+
+void Nic::Deregister(uint32_t key) {
+  absl::MutexLock l(&mu_);
+  regions_.Erase(key);
+}
+
+absl::StatusOr<QpCore*> Nic::CreateQp(const rnic::QpConfig& config, std::shared_ptr<CqCore> scq,
+                                      std::shared_ptr<CqCore> rcq) {
+  if (config.max_send_wr == 0 || config.max_send_wr > limits_.max_qp_wr ||
+      config.max_recv_wr == 0 || config.max_recv_wr > limits_.max_qp_wr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CreateQueuePair: max_send_wr and max_recv_wr must be in 1..", limits_.max_qp_wr));
+  }
+  absl::MutexLock l(&mu_);
+  auto qp = std::make_unique<QpCore>();
+  qp->qp_num = next_qp_num_++;
+  qp->config = config;
+  qp->send_cq = std::move(scq);
+  qp->recv_cq = std::move(rcq);
+  qp->first_psn = std::random_device{}() & 0xffffff;
+  qp->next_psn = qp->first_psn;
+  QpCore* raw = qp.get();
+  qps_[raw->qp_num] = std::move(qp);
+  return raw;
+}
+
+void Nic::DestroyQp(QpCore* qp) {
+  absl::MutexLock l(&mu_);
+  FailQp(qp, rnic::WcStatus::kFlushed, "queue pair destroyed");
+  for (auto& s : streams_) {
+    if (s->qp == qp) s->qp = nullptr;
+  }
+  qps_.erase(qp->qp_num);
+}
+
+rnic::QpState Nic::StateOf(const QpCore* qp) {
+  absl::MutexLock l(&mu_);
+  return qp->state;
+}
+
+void Nic::SetError(QpCore* qp) {
+  absl::MutexLock l(&mu_);
+  FailQp(qp, rnic::WcStatus::kFlushed, "SetError called");
+}
+
+absl::Status Nic::Connect(QpCore* qp, const rnic::QpAttributes& remote) {
+  if (remote.transport != "soft") {
+    return absl::InvalidArgumentError(absl::StrCat("Connect: peer uses transport '",
+                                                   remote.transport, "', this device is 'soft'"));
+  }
+  absl::StatusOr<sockaddr_in> sa = ParseHostPort(remote.address);
+  if (!sa.ok()) return sa.status();
+  {
+    absl::MutexLock l(&mu_);
+    if (qp->state != rnic::QpState::kReset || qp->out_stream != nullptr) {
+      return absl::FailedPreconditionError("Connect: queue pair is not in the reset state");
+    }
+  }
+  // Blocking dial with a bounded wait; done without the lock (control path).
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Errno("Connect: socket");
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&*sa), sizeof(*sa)) != 0) {
+    if (errno != EINPROGRESS) {
+      absl::Status st = Errno(absl::StrCat("Connect to soft device at ", remote.address));
+      close(fd);
+      return st;
+    }
+    pollfd p{fd, POLLOUT, 0};
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (::poll(&p, 1, 5000) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 ||
+        err != 0) {
+      close(fd);
+      return absl::UnavailableError(absl::StrCat("Connect: no soft device answers at ",
+                                                 remote.address, ": ",
+                                                 err ? std::strerror(err) : "timed out"));
+    }
+  }
+  SetNoDelayNonBlocking(fd);
+  absl::MutexLock l(&mu_);
+  if (qp->state != rnic::QpState::kReset) {
+    close(fd);
+    return absl::FailedPreconditionError("Connect: queue pair left the reset state meanwhile");
+  }
+  if (qp->in_stream != nullptr && qp->in_stream_src_qp != remote.qp_num) {
+    close(fd);
+    return absl::FailedPreconditionError(absl::StrCat("Connect: peer QP ", qp->in_stream_src_qp,
+                                                      " already connected, not ", remote.qp_num));
+  }
+  auto stream = std::make_unique<Stream>(this, fd, /*outbound=*/true);
+  stream->qp = qp;
+  Stream* s = stream.get();
+  streams_.push_back(std::move(stream));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = s;
+  epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev);
+  qp->remote = remote;
+  qp->out_stream = s;
+  qp->state = rnic::QpState::kReadyToSend;
+  FrameHeader hello;
+  hello.type = FrameType::kHello;
+  hello.rkey = remote.qp_num;
+  hello.aux = qp->qp_num;
+  hello.psn = qp->first_psn;
+  Enqueue(s, hello, nullptr, 0, false);
+  FlushStream(s);
+  if (qp->in_stream != nullptr) ResumeStream(qp->in_stream);
+  FlushDirty();
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------- SoftDevice
+
+absl::StatusOr<std::unique_ptr<SoftDevice>> SoftDevice::Create(const Options& options) {
+  absl::StatusOr<sockaddr_in> sa = ParseHostPort(
+      absl::StrCat(options.listen_host, ":", options.listen_port ? options.listen_port : 1));
+  if (!sa.ok()) return sa.status();
+  sa->sin_port = htons(options.listen_port);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Errno("soft device: socket");
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&*sa), sizeof(*sa)) != 0) {
+    absl::Status st =
+        Errno(absl::StrCat("soft device: bind ", options.listen_host, ":", options.listen_port));
+    close(fd);
+    return st;
+  }
+  if (listen(fd, 128) != 0) {
+    absl::Status st = Errno("soft device: listen");
+    close(fd);
+    return st;
+  }
+  sockaddr_in bound{};
+  socklen_t len = sizeof(bound);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
+  char host[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &bound.sin_addr, host, sizeof(host));
+  auto nic = std::make_shared<Nic>(fd, absl::StrCat(host, ":", ntohs(bound.sin_port)),
+                                   options.limits, options.progress_thread);
+  nic->StartThread();
+  return std::unique_ptr<SoftDevice>(new SoftDevice(std::move(nic)));
+}
+
+SoftDevice::~SoftDevice() { nic_->StopThread(); }
+
+std::string SoftDevice::address() const { return nic_->address(); }
+rnic::DeviceLimits SoftDevice::limits() const { return nic_->limits(); }
+int SoftDevice::event_fd() const { return nic_->thread_mode() ? -1 : nic_->epoll_fd(); }
+int SoftDevice::Progress() { return nic_->thread_mode() ? 0 : nic_->Progress(); }
+
+absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> SoftDevice::RegisterMemory(void* addr,
+                                                                               size_t length,
+                                                                               uint32_t access) {
+  absl::StatusOr<uint32_t> key = nic_->Register(addr, length, access);
+  if (!key.ok()) return key.status();
+  rnic::MemoryRegion::Description d{addr, length, *key, *key, access, 4096};
+  return std::unique_ptr<rnic::MemoryRegion>(new SoftMemoryRegion(d, nic_));
+}
+
+absl::StatusOr<std::unique_ptr<rnic::CompletionQueue>> SoftDevice::CreateCompletionQueue(
+    int capacity) {
+  if (capacity <= 0) {
+    return absl::InvalidArgumentError("CreateCompletionQueue: capacity must be positive");
+  }
+  return std::unique_ptr<rnic::CompletionQueue>(
+      new SoftCompletionQueue(std::make_shared<CqCore>(), nic_));
+}
+
+absl::StatusOr<std::unique_ptr<rnic::QueuePair>> SoftDevice::CreateQueuePair(
+    const rnic::QpConfig& config) {
+  auto* scq = dynamic_cast<SoftCompletionQueue*>(config.send_cq);
+  auto* rcq = dynamic_cast<SoftCompletionQueue*>(config.recv_cq);
+  if (scq == nullptr || rcq == nullptr) {
+    return absl::InvalidArgumentError(
+        "CreateQueuePair: send_cq and recv_cq must be CQs of a soft device");
+  }
+  absl::StatusOr<QpCore*> core = nic_->CreateQp(config, scq->core(), rcq->core());
+  if (!core.ok()) return core.status();
+  return std::unique_ptr<rnic::QueuePair>(new SoftQueuePair(*core, nic_));
+}
+
+}  // namespace unloadkv::soft

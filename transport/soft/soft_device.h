@@ -1,0 +1,58 @@
+// The software RNIC: RDMA reliable-connected semantics over TCP, for machines without RDMA
+// hardware and for tests. Each device listens on one TCP port (its "NIC port"); each connected
+// QP pair uses two TCP streams, one per direction of requests, so a stream's requests and the
+// responses to them share one ordered byte stream.
+//
+// Target-side work (placing WRITEs, serving READs, delivering SENDs) happens in Progress(),
+// which runs either on an internal thread (Options::progress_thread) or on the owner's event
+// loop when event_fd() is readable. CompletionQueue::Poll drives Progress itself when it finds
+// nothing, so a busy-polling caller needs no thread at all.
+#ifndef UNLOADKV_TRANSPORT_SOFT_SOFT_DEVICE_H_
+#define UNLOADKV_TRANSPORT_SOFT_SOFT_DEVICE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "transport/rnic/device.h"
+
+namespace unloadkv::soft {
+
+class Nic;
+
+class SoftDevice : public rnic::Device {
+ public:
+  struct Options {
+    std::string listen_host = "127.0.0.1";  // numeric IPv4 address or "localhost"
+    uint16_t listen_port = 0;               // 0 picks a free port
+    bool progress_thread = false;           // run Progress on an internal thread
+    rnic::DeviceLimits limits;
+  };
+
+  // Opens the listening socket. Fails with a clear status on a bad host or a busy port.
+  static absl::StatusOr<std::unique_ptr<SoftDevice>> Create(const Options& options);
+  ~SoftDevice() override;
+
+  // "host:port" this device listens on; appears in QpAttributes::address.
+  std::string address() const;
+
+  std::string transport() const override { return "soft"; }
+  rnic::DeviceLimits limits() const override;
+  absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> RegisterMemory(void* addr, size_t length,
+                                                                     uint32_t access) override;
+  absl::StatusOr<std::unique_ptr<rnic::CompletionQueue>> CreateCompletionQueue(
+      int capacity) override;
+  absl::StatusOr<std::unique_ptr<rnic::QueuePair>> CreateQueuePair(
+      const rnic::QpConfig& config) override;
+  int event_fd() const override;
+  int Progress() override;
+
+ private:
+  explicit SoftDevice(std::shared_ptr<Nic> nic) : nic_(std::move(nic)) {}
+  std::shared_ptr<Nic> nic_;
+};
+
+}  // namespace unloadkv::soft
+
+#endif  // UNLOADKV_TRANSPORT_SOFT_SOFT_DEVICE_H_
