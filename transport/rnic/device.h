@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "transport/rnic/completion_queue.h"
 #include "transport/rnic/memory_region.h"
 #include "transport/rnic/queue_pair.h"
@@ -41,13 +42,14 @@ class Device {
   virtual absl::StatusOr<std::unique_ptr<QueuePair>> CreateQueuePair(const QpConfig& config) = 0;
 
   // Progress contract. Hardware devices make progress on their own: event_fd() is -1 and
-  // Progress() does nothing. Software devices may be caller-driven: then event_fd() becomes
-  // readable when there is network work, and the owner (typically an event loop) calls
-  // Progress(), which does the ready work without blocking and returns how many events it
-  // handled. CompletionQueue::Poll on such a device calls Progress() itself when it finds
-  // nothing, so busy-polling needs no extra step.
+  // Progress returns 0 at once. Software devices may be caller-driven: then event_fd() becomes
+  // readable when there is network work, and the owner calls Progress, which waits up to
+  // `max_wait` for such work, does what is ready, and returns how many events it handled.
+  // An event loop passes absl::ZeroDuration() (never blocks); a dedicated waiting thread may
+  // pass more. CompletionQueue::Poll on such a device calls Progress(ZeroDuration()) itself
+  // when it finds nothing, so busy-polling needs no extra step.
   virtual int event_fd() const { return -1; }
-  virtual int Progress() { return 0; }
+  virtual int Progress(absl::Duration max_wait) { return 0; }
 };
 
 }  // namespace unloadkv::rnic

@@ -34,15 +34,17 @@ absl::StatusOr<std::vector<WorkCompletion>> WaitForCompletions(Device& device, C
                                                       " for ", count, " completions, got ",
                                                       out.size()));
     }
-    pollfd fds[2];
-    int nfds = 0;
-    if (cq.notify_fd() >= 0) fds[nfds++] = {cq.notify_fd(), POLLIN, 0};
-    if (device.event_fd() >= 0) fds[nfds++] = {device.event_fd(), POLLIN, 0};
-    // Without fds (hardware-less backends) fall back to short sleeps between polls.
-    int ms = static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 100));
-    if (nfds == 0) ms = 0;
-    ::poll(fds, nfds, ms);
-    device.Progress();
+    absl::Duration slice = std::min(left, absl::Milliseconds(100));
+    if (device.event_fd() >= 0) {
+      // Caller-driven device: completions only appear while someone progresses it.
+      device.Progress(slice);
+    } else if (cq.notify_fd() >= 0) {
+      pollfd fd{cq.notify_fd(), POLLIN, 0};
+      ::poll(&fd, 1, static_cast<int>(absl::ToInt64Milliseconds(slice)) + 1);
+    } else {
+      // A backend with neither (sim) advances when progressed.
+      device.Progress(slice);
+    }
   }
   return out;
 }

@@ -93,6 +93,15 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(const char* in, uint64_t max_paylo
       }
       break;
     }
+    case FrameType::kWrite:
+    case FrameType::kWriteWithImm:
+    case FrameType::kSend:
+    case FrameType::kSendWithImm:
+      if (h.aux & ~kAckRequested) {
+        return absl::DataLossError(
+            absl::StrCat("frame: unknown request flags 0x", absl::Hex(h.aux)));
+      }
+      break;
     default:
       break;
   }

@@ -18,7 +18,8 @@ enum class FrameType : uint8_t {
   // Dialer -> listener, first frame of a stream. rkey = destination QP number,
   // aux = source QP number, psn = first request PSN the dialer will use.
   kHello = 1,
-  // Requests (requester -> responder), each with the next PSN of the stream.
+  // Requests (requester -> responder), each with the next PSN of the stream. For WRITE,
+  // WRITE_WITH_IMM, SEND and SEND_WITH_IMM, aux holds flags: kAckRequested or nothing.
   kWrite = 2,         // remote_addr, rkey, payload = data
   kWriteWithImm = 3,  // + imm; consumes a receive at the target
   kSend = 4,          // payload = data; consumes a receive
@@ -29,6 +30,10 @@ enum class FrameType : uint8_t {
   kNak = 17,           // request `psn` failed with status aux (a WcStatus); QP is now in error
   kReadResponse = 18,  // payload = the data READ request `psn` asked for
 };
+
+// Request flag (in aux): acknowledge at once. Without it the responder may delay the ACK
+// (coalescing it with later ones), like the AckReq bit of an InfiniBand BTH.
+inline constexpr uint32_t kAckRequested = 1;
 
 struct FrameHeader {
   FrameType type = FrameType::kAck;

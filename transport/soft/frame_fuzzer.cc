@@ -24,8 +24,8 @@ class FuzzSink : public FrameSink {
   FuzzSink() : arena_(8192), recv_(512), recv2_(256) {
     table_.Insert(7, {reinterpret_cast<uint64_t>(arena_.data()), 4096,
                       unloadkv::rnic::kRemoteWrite | unloadkv::rnic::kLocalWrite});
-    table_.Insert(8, {reinterpret_cast<uint64_t>(arena_.data()) + 4096, 4096,
-                      unloadkv::rnic::kRemoteRead});
+    table_.Insert(
+        8, {reinterpret_cast<uint64_t>(arena_.data()) + 4096, 4096, unloadkv::rnic::kRemoteRead});
   }
   PayloadPlan OnHeader(const FrameHeader& h) override {
     PayloadPlan p;
@@ -102,8 +102,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (consumed > std::min(chunk, left)) __builtin_trap();
     p += consumed;
     left -= consumed;
-    if (reader.stalled()) reader.Resume();
-    else if (consumed == 0) break;
+    if (reader.stalled())
+      reader.Resume();
+    else if (consumed == 0)
+      break;
   }
   return 0;
 }

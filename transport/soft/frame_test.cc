@@ -1,10 +1,11 @@
+#include "transport/soft/frame.h"
+
 #include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "transport/soft/frame.h"
 #include "transport/soft/frame_reader.h"
 
 namespace unloadkv::soft {
@@ -24,7 +25,7 @@ TEST(FrameHeaderTest, RoundTripsEveryField) {
   h.imm = 0x01020304;
   h.remote_addr = 0x1122334455667788ull;
   h.rkey = 0xdeadbeef;
-  h.aux = 77;
+  h.aux = kAckRequested;
   std::string bytes = Encode(h);
   absl::StatusOr<FrameHeader> d = DecodeFrameHeader(bytes.data(), 1 << 20);
   ASSERT_TRUE(d.ok()) << d.status();
@@ -49,10 +50,27 @@ TEST(FrameHeaderTest, RejectsMalformedHeadersNamingTheProblem) {
       {[](std::string& b) { b[3] = 7; }, "unknown type"},
       {[](std::string& b) { b[3] = 0; }, "unknown type"},
       {[](std::string& b) { b[7] = 0x7f; }, "exceeds the limit"},
-      {[](std::string& b) { b[3] = 1; b[4] = 1; }, "payload_len"},   // HELLO with payload
-      {[](std::string& b) { b[3] = 6; b[4] = 1; }, "READ request"},  // READ with payload
-      {[](std::string& b) { b[3] = 6; b[31] = 0x7f; }, "READ length"},
-      {[](std::string& b) { b[3] = 17; b[28] = 0; }, "NAK status"},  // NAK with "success"
+      {[](std::string& b) {
+         b[3] = 1;
+         b[4] = 1;
+       },
+       "payload_len"},  // HELLO with payload
+      {[](std::string& b) {
+         b[3] = 6;
+         b[4] = 1;
+       },
+       "READ request"},  // READ with payload
+      {[](std::string& b) {
+         b[3] = 6;
+         b[31] = 0x7f;
+       },
+       "READ length"},
+      {[](std::string& b) {
+         b[3] = 17;
+         b[28] = 0;
+       },
+       "NAK status"},  // NAK with "success"
+      {[](std::string& b) { b[28] = 2; }, "unknown request flags"},
   };
   for (const Case& c : cases) {
     std::string bytes = Encode(ok);

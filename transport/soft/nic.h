@@ -76,8 +76,10 @@ struct Stream : public FrameSink {
   size_t out_front_offset = 0;
   bool want_write = false;
   bool reading_paused = false;
-  bool ack_pending = false;   // responder: requests processed since the last ACK
-  uint32_t expected_psn = 0;  // responder: PSN of the next request
+  bool ack_pending = false;  // responder: requests processed since the last ACK
+  bool ack_now = false;      // responder: one of them asked for an immediate ACK
+  absl::Time ack_deadline = absl::InfiniteFuture();  // responder: delayed ACK due
+  uint32_t expected_psn = 0;                         // responder: PSN of the next request
   absl::Time stall_since;
 };
 
@@ -104,6 +106,7 @@ struct QpCore {
   std::deque<Outstanding> outstanding;
   std::deque<rnic::RecvWorkRequest> recvs;
   bool poisoned = false;  // a local_error request is queued: send nothing more
+  uint32_t last_ack_request_psn = 0;
 };
 
 // The device's shared state. Every field is guarded by mu_; handles hold a shared_ptr so any
@@ -129,7 +132,7 @@ class Nic : public std::enable_shared_from_this<Nic> {
   // Data path (soft_datapath.cc).
   absl::Status PostSend(QpCore* qp, absl::Span<const rnic::SendWorkRequest> wrs);
   absl::Status PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> wrs);
-  int Progress();
+  int Progress(absl::Duration max_wait) ABSL_LOCKS_EXCLUDED(mu_, progress_mu_);
 
   int epoll_fd() const { return epfd_; }
   bool thread_mode() const { return thread_mode_; }
@@ -151,6 +154,8 @@ class Nic : public std::enable_shared_from_this<Nic> {
   void EnqueueGather(Stream* s, const FrameHeader& h, const rnic::SendWorkRequest& wr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendAck(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a batch of requests: ACK now if asked to, else schedule a delayed ACK.
+  void AckOrDelay(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckStalls() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmStallTimer() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ResumeStream(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -181,6 +186,9 @@ class Nic : public std::enable_shared_from_this<Nic> {
   PayloadPlan Refuse(Stream* s, const FrameHeader& h, rnic::WcStatus status,
                      absl::string_view reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Serializes Progress calls, so that events fetched by epoll_wait (outside mu_) refer to
+  // streams that are still allocated: streams are freed only by Reap, inside Progress.
+  absl::Mutex progress_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::Mutex mu_;
   const int listen_fd_;
   const int epfd_;
@@ -200,7 +208,7 @@ class Nic : public std::enable_shared_from_this<Nic> {
   std::vector<std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
   std::vector<Stream*> dirty_ ABSL_GUARDED_BY(mu_);  // streams with output to flush
   std::vector<Stream*> stalled_ ABSL_GUARDED_BY(mu_);
-  uint32_t progress_depth_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time timer_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
 };
 
 }  // namespace unloadkv::soft

@@ -23,6 +23,11 @@ constexpr size_t kReadBufferBytes = 256 * 1024;
 constexpr size_t kDirectReadThreshold = 64 * 1024;
 constexpr size_t kReadBudgetBytes = 4 * 1024 * 1024;  // per stream per Progress: fairness
 constexpr int kMaxIov = 64;
+// Unrequested ACKs wait at most this long, so unsignaled requests still retire. Requesters
+// ask for an ACK often enough (kAckRequestInterval) that this is rarely what sends one.
+constexpr absl::Duration kDelayedAck = absl::Milliseconds(5);
+// A requester asks for an ACK at least every this many requests.
+constexpr uint32_t kAckRequestInterval = 16;
 
 // Serial-number comparison of 32-bit PSNs.
 bool PsnLess(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
@@ -395,6 +400,11 @@ absl::Status Nic::PostSend(QpCore* qp, absl::Span<const rnic::SendWorkRequest> w
       h.aux = static_cast<uint32_t>(wr.TotalLength());
     } else {
       h.payload_len = static_cast<uint32_t>(wr.TotalLength());
+      if (wr.signaled || o.psn - qp->last_ack_request_psn >= kAckRequestInterval ||
+          qp->outstanding.size() + 1 >= qp->config.max_send_wr / 2) {
+        h.aux = kAckRequested;
+        qp->last_ack_request_psn = o.psn;
+      }
     }
     EnqueueGather(qp->out_stream, h, wr);
     qp->outstanding.push_back(o);
@@ -445,10 +455,16 @@ absl::Status Nic::PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> w
 
 // ---------------------------------------------------------------------------- progress
 
-int Nic::Progress() {
-  absl::MutexLock l(&mu_);
+int Nic::Progress(absl::Duration max_wait) {
+  absl::MutexLock progress(&progress_mu_);
   epoll_event events[64];
-  int n = epoll_wait(epfd_, events, 64, 0);
+  int timeout_ms =
+      max_wait <= absl::ZeroDuration()
+          ? 0
+          : static_cast<int>(std::min<int64_t>(
+                absl::ToInt64Milliseconds(max_wait + absl::Microseconds(999)), 1 << 30));
+  int n = epoll_wait(epfd_, events, 64, timeout_ms);
+  absl::MutexLock l(&mu_);
   for (int i = 0; i < n; ++i) {
     void* tag = events[i].data.ptr;
     if (tag == nullptr) {
@@ -458,6 +474,7 @@ int Nic::Progress() {
     if (tag == &timer_fd_) {
       uint64_t expirations;
       (void)!read(timer_fd_, &expirations, sizeof(expirations));
+      timer_deadline_ = absl::InfiniteFuture();
       CheckStalls();
       continue;
     }
@@ -504,9 +521,15 @@ void Nic::ReadStream(Stream* s) {
       if (s->rbeg == s->rend) s->rbeg = s->rend = 0;
       got = recv(s->fd, s->rbuf.data() + s->rend, s->rbuf.size() - s->rend, MSG_DONTWAIT);
       if (got > 0) {
+        size_t room = s->rbuf.size() - s->rend;
         s->rend += static_cast<size_t>(got);
         budget -= std::min<size_t>(budget, got);
         FeedBuffered(s);
+        // A short read drained the socket; level-triggered epoll reports anything newer.
+        if (static_cast<size_t>(got) < room &&
+            s->reader.DirectTarget().size() < kDirectReadThreshold) {
+          break;
+        }
         continue;
       }
     }
@@ -519,7 +542,7 @@ void Nic::ReadStream(Stream* s) {
     PeerClosed(s, absl::StrCat("receive failed: ", std::strerror(errno)));
     return;
   }
-  if (!s->dead && s->ack_pending) SendAck(s);
+  if (!s->dead && s->ack_pending) AckOrDelay(s);
 }
 
 void Nic::FeedBuffered(Stream* s) {
@@ -547,7 +570,7 @@ void Nic::ResumeStream(Stream* s) {
   stalled_.erase(std::remove(stalled_.begin(), stalled_.end(), s), stalled_.end());
   FeedBuffered(s);
   if (!s->dead && !s->reading_paused) UpdateInterest(s);
-  if (!s->dead && s->ack_pending) SendAck(s);
+  if (!s->dead && s->ack_pending) AckOrDelay(s);
 }
 
 void Nic::ArmStallTimer() {
@@ -558,14 +581,22 @@ void Nic::ArmStallTimer() {
     earliest = std::min(earliest, s->stall_since + s->qp->config.rnr_timeout);
   }
   for (const auto& s : streams_) {
-    if (s->draining && !s->dead) earliest = std::min(earliest, s->drain_deadline);
+    if (s->dead) continue;
+    if (s->draining) earliest = std::min(earliest, s->drain_deadline);
+    if (s->ack_pending) earliest = std::min(earliest, s->ack_deadline);
+  }
+  // Re-arming costs a system call: skip it when the armed deadline is already the earliest
+  // (a timer firing early is harmless; CheckStalls re-arms for what is left).
+  absl::Time now = absl::Now();
+  if (earliest == timer_deadline_ || (earliest > timer_deadline_ && timer_deadline_ > now)) {
+    return;
   }
   itimerspec spec{};
   if (earliest != absl::InfiniteFuture()) {
-    absl::Duration d = std::max(earliest - absl::Now(), absl::Microseconds(100));
-    spec.it_value = absl::ToTimespec(d);
+    spec.it_value = absl::ToTimespec(std::max(earliest - now, absl::Microseconds(20)));
   }
   timerfd_settime(timer_fd_, 0, &spec, nullptr);
+  timer_deadline_ = earliest;
 }
 
 void Nic::CheckStalls() {
@@ -581,9 +612,23 @@ void Nic::CheckStalls() {
            "no receive posted within rnr_timeout");
   }
   for (const auto& s : streams_) {
-    if (s->draining && !s->dead && now >= s->drain_deadline) FinishClose(s.get());
+    if (s->dead) continue;
+    if (s->draining && now >= s->drain_deadline) {
+      FinishClose(s.get());
+    } else if (s->ack_pending && now >= s->ack_deadline) {
+      SendAck(s.get());
+    }
   }
   ArmStallTimer();
+}
+
+void Nic::AckOrDelay(Stream* s) {
+  if (s->ack_now) {
+    SendAck(s);
+  } else if (s->ack_deadline == absl::InfiniteFuture()) {
+    s->ack_deadline = absl::Now() + kDelayedAck;
+    ArmStallTimer();
+  }
 }
 
 void Nic::SendAck(Stream* s) {
@@ -592,6 +637,8 @@ void Nic::SendAck(Stream* s) {
   ack.psn = s->expected_psn - 1;
   Enqueue(s, ack, nullptr, 0, false);
   s->ack_pending = false;
+  s->ack_now = false;
+  s->ack_deadline = absl::InfiniteFuture();
 }
 
 // ---------------------------------------------------------------------------- responder
@@ -721,7 +768,7 @@ void Nic::OnRequestDone(Stream* s, const FrameHeader& h) {
       break;
     }
     case FrameType::kReadRequest: {
-      if (s->ack_pending) SendAck(s);
+      // The response acknowledges every earlier request implicitly.
       FrameHeader resp;
       resp.type = FrameType::kReadResponse;
       resp.psn = h.psn;
@@ -733,6 +780,7 @@ void Nic::OnRequestDone(Stream* s, const FrameHeader& h) {
       return;
   }
   s->ack_pending = true;
+  if (h.aux & kAckRequested) s->ack_now = true;
 }
 
 // ---------------------------------------------------------------------------- requester

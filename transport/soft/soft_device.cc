@@ -114,7 +114,7 @@ class SoftCompletionQueue : public rnic::CompletionQueue {
   int Poll(absl::Span<rnic::WorkCompletion> out) override {
     int n = core_->Poll(out);
     if (n == 0 && !nic_->thread_mode()) {
-      nic_->Progress();
+      nic_->Progress(absl::ZeroDuration());
       n = core_->Poll(out);
     }
     return n;
@@ -197,7 +197,7 @@ void Nic::StartThread() {
     while (!stop_.load(std::memory_order_acquire)) {
       ::poll(fds, 2, 1000);
       if (stop_.load(std::memory_order_acquire)) break;
-      Progress();
+      Progress(absl::ZeroDuration());
     }
   });
 }
@@ -380,7 +380,9 @@ SoftDevice::~SoftDevice() { nic_->StopThread(); }
 std::string SoftDevice::address() const { return nic_->address(); }
 rnic::DeviceLimits SoftDevice::limits() const { return nic_->limits(); }
 int SoftDevice::event_fd() const { return nic_->thread_mode() ? -1 : nic_->epoll_fd(); }
-int SoftDevice::Progress() { return nic_->thread_mode() ? 0 : nic_->Progress(); }
+int SoftDevice::Progress(absl::Duration max_wait) {
+  return nic_->thread_mode() ? 0 : nic_->Progress(max_wait);
+}
 
 absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> SoftDevice::RegisterMemory(void* addr,
                                                                                size_t length,

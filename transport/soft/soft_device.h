@@ -46,7 +46,7 @@ class SoftDevice : public rnic::Device {
   absl::StatusOr<std::unique_ptr<rnic::QueuePair>> CreateQueuePair(
       const rnic::QpConfig& config) override;
   int event_fd() const override;
-  int Progress() override;
+  int Progress(absl::Duration max_wait) override;
 
  private:
   explicit SoftDevice(std::shared_ptr<Nic> nic) : nic_(std::move(nic)) {}

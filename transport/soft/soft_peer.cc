@@ -11,9 +11,9 @@
 #include <iostream>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "transport/base/logging.h"
 #include "transport/rnic/wait.h"

@@ -147,7 +147,8 @@ TEST_F(TwoProcessTest, WritesReadsAndSendsCrossTheProcessBoundary) {
   EXPECT_EQ(Ask("echo hello"), "hello");
   const size_t kLen = 3 << 20;
   for (size_t i = 0; i < kLen; ++i) buffer_[i] = static_cast<char>(i * 31 + 7);
-  ASSERT_TRUE(qp_->PostSend(rnic::MakeWrite(1, mr_->Sge(0, kLen), peer_addr_ + 4096, peer_rkey_)).ok());
+  ASSERT_TRUE(
+      qp_->PostSend(rnic::MakeWrite(1, mr_->Sge(0, kLen), peer_addr_ + 4096, peer_rkey_)).ok());
   // No wait for the WRITE's completion: the SEND after it must see the bytes in place.
   std::vector<rnic::WorkCompletion> others;
   EXPECT_EQ(Ask(absl::StrCat("sum 4096 ", kLen), &others),
@@ -156,12 +157,16 @@ TEST_F(TwoProcessTest, WritesReadsAndSendsCrossTheProcessBoundary) {
   EXPECT_EQ(others[0].wr_id, 1u);
   absl::StatusOr<rnic::WorkCompletion> wc;
   // READ it back.
-  ASSERT_TRUE(qp_->PostSend(rnic::MakeRead(2, mr_->Sge(8 << 20, kLen), peer_addr_ + 4096, peer_rkey_)).ok());
+  ASSERT_TRUE(
+      qp_->PostSend(rnic::MakeRead(2, mr_->Sge(8 << 20, kLen), peer_addr_ + 4096, peer_rkey_))
+          .ok());
   wc = rnic::WaitForCompletion(*dev_, *cq_, absl::Seconds(20));
   ASSERT_TRUE(wc.ok() && wc->status == rnic::WcStatus::kSuccess);
   EXPECT_EQ(std::memcmp(&buffer_[8 << 20], buffer_.data(), kLen), 0);
   // Out-of-bounds WRITE into the other process is refused there.
-  ASSERT_TRUE(qp_->PostSend(rnic::MakeWrite(3, mr_->Sge(0, 64), peer_addr_ + (64 << 20) - 32, peer_rkey_)).ok());
+  ASSERT_TRUE(
+      qp_->PostSend(rnic::MakeWrite(3, mr_->Sge(0, 64), peer_addr_ + (64 << 20) - 32, peer_rkey_))
+          .ok());
   wc = rnic::WaitForCompletion(*dev_, *cq_, absl::Seconds(20));
   ASSERT_TRUE(wc.ok());
   EXPECT_EQ(wc->status, rnic::WcStatus::kRemoteAccessError);
@@ -171,7 +176,8 @@ TEST_F(TwoProcessTest, PeerKilledMidTransferFailsOutstandingWorkWithoutHanging) 
   EXPECT_EQ(Ask("echo ready"), "ready");
   constexpr int kWrites = 16;
   for (int i = 0; i < kWrites; ++i) {
-    ASSERT_TRUE(qp_->PostSend(rnic::MakeWrite(i, mr_->Sge(0, 4 << 20), peer_addr_, peer_rkey_)).ok());
+    ASSERT_TRUE(
+        qp_->PostSend(rnic::MakeWrite(i, mr_->Sge(0, 4 << 20), peer_addr_, peer_rkey_)).ok());
   }
   peer_.Kill();
   int errors = 0;
