@@ -15,8 +15,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "transport/base/mutex.h"
 #include "transport/rnic/completion_queue.h"
 #include "transport/rnic/device.h"
 #include "transport/rnic/queue_pair.h"
@@ -36,7 +36,7 @@ class CqCore {
   int notify_fd() const { return efd_; }
 
  private:
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<rnic::WorkCompletion> queue_ ABSL_GUARDED_BY(mu_);
   bool armed_ ABSL_GUARDED_BY(mu_) = false;
   int efd_;
@@ -188,8 +188,8 @@ class Nic : public std::enable_shared_from_this<Nic> {
 
   // Serializes Progress calls, so that events fetched by epoll_wait (outside mu_) refer to
   // streams that are still allocated: streams are freed only by Reap, inside Progress.
-  absl::Mutex progress_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  absl::Mutex mu_;
+  Mutex progress_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  Mutex mu_;
   const int listen_fd_;
   const int epfd_;
   const int timer_fd_;

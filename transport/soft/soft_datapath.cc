@@ -342,7 +342,7 @@ void Nic::Reap() {
 // ---------------------------------------------------------------------------- posting
 
 absl::Status Nic::PostSend(QpCore* qp, absl::Span<const rnic::SendWorkRequest> wrs) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   if (qp->state == rnic::QpState::kReset) {
     return absl::FailedPreconditionError(
         absl::StrCat("PostSend: queue pair ", qp->qp_num, " is not connected"));
@@ -414,7 +414,7 @@ absl::Status Nic::PostSend(QpCore* qp, absl::Span<const rnic::SendWorkRequest> w
 }
 
 absl::Status Nic::PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> wrs) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   for (size_t i = 0; i < wrs.size(); ++i) {
     const rnic::RecvWorkRequest& wr = wrs[i];
     if (wr.num_sge < 0 || wr.num_sge > rnic::kMaxSge) {
@@ -456,7 +456,7 @@ absl::Status Nic::PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> w
 // ---------------------------------------------------------------------------- progress
 
 int Nic::Progress(absl::Duration max_wait) {
-  absl::MutexLock progress(&progress_mu_);
+  MutexLock progress(&progress_mu_);
   epoll_event events[64];
   int timeout_ms =
       max_wait <= absl::ZeroDuration()
@@ -464,7 +464,7 @@ int Nic::Progress(absl::Duration max_wait) {
           : static_cast<int>(std::min<int64_t>(
                 absl::ToInt64Milliseconds(max_wait + absl::Microseconds(999)), 1 << 30));
   int n = epoll_wait(epfd_, events, 64, timeout_ms);
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   for (int i = 0; i < n; ++i) {
     void* tag = events[i].data.ptr;
     if (tag == nullptr) {

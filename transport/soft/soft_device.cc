@@ -64,7 +64,7 @@ CqCore::~CqCore() { close(efd_); }
 void CqCore::Push(const rnic::WorkCompletion& wc) {
   bool signal = false;
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     queue_.push_back(wc);
     signal = armed_;
     armed_ = false;
@@ -76,7 +76,7 @@ void CqCore::Push(const rnic::WorkCompletion& wc) {
 }
 
 int CqCore::Poll(absl::Span<rnic::WorkCompletion> out) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   size_t n = std::min(out.size(), queue_.size());
   for (size_t i = 0; i < n; ++i) {
     out[i] = queue_.front();
@@ -88,7 +88,7 @@ int CqCore::Poll(absl::Span<rnic::WorkCompletion> out) {
 void CqCore::RequestNotify() {
   uint64_t drained;
   (void)!read(efd_, &drained, sizeof(drained));
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   armed_ = true;
 }
 
@@ -178,7 +178,7 @@ Nic::Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thr
 Nic::~Nic() {
   StopThread();
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     for (auto& s : streams_) {
       if (!s->dead) CloseStream(s.get(), /*drain=*/false);
     }
@@ -222,7 +222,7 @@ absl::StatusOr<uint32_t> Nic::Register(void* addr, size_t length, uint32_t acces
     // verbs rejects remote write without local write (EINVAL); so do we.
     return absl::InvalidArgumentError("RegisterMemory: kRemoteWrite requires kLocalWrite");
   }
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   uint32_t key;
   do {
     key = (key_salt_ << 20) | (next_key_++ & 0xfffff);
@@ -232,7 +232,7 @@ absl::StatusOr<uint32_t> Nic::Register(void* addr, size_t length, uint32_t acces
 }
 
 void Nic::Deregister(uint32_t key) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   regions_.Erase(key);
 }
 
@@ -243,7 +243,7 @@ absl::StatusOr<QpCore*> Nic::CreateQp(const rnic::QpConfig& config, std::shared_
     return absl::InvalidArgumentError(absl::StrCat(
         "CreateQueuePair: max_send_wr and max_recv_wr must be in 1..", limits_.max_qp_wr));
   }
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   auto qp = std::make_unique<QpCore>();
   qp->qp_num = next_qp_num_++;
   qp->config = config;
@@ -257,7 +257,7 @@ absl::StatusOr<QpCore*> Nic::CreateQp(const rnic::QpConfig& config, std::shared_
 }
 
 void Nic::DestroyQp(QpCore* qp) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   FailQp(qp, rnic::WcStatus::kFlushed, "queue pair destroyed");
   for (auto& s : streams_) {
     if (s->qp == qp) s->qp = nullptr;
@@ -266,12 +266,12 @@ void Nic::DestroyQp(QpCore* qp) {
 }
 
 rnic::QpState Nic::StateOf(const QpCore* qp) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   return qp->state;
 }
 
 void Nic::SetError(QpCore* qp) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   FailQp(qp, rnic::WcStatus::kFlushed, "SetError called");
 }
 
@@ -283,7 +283,7 @@ absl::Status Nic::Connect(QpCore* qp, const rnic::QpAttributes& remote) {
   absl::StatusOr<sockaddr_in> sa = ParseHostPort(remote.address);
   if (!sa.ok()) return sa.status();
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     if (qp->state != rnic::QpState::kReset || qp->out_stream != nullptr) {
       return absl::FailedPreconditionError("Connect: queue pair is not in the reset state");
     }
@@ -309,7 +309,7 @@ absl::Status Nic::Connect(QpCore* qp, const rnic::QpAttributes& remote) {
     }
   }
   SetNoDelayNonBlocking(fd);
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   if (qp->state != rnic::QpState::kReset) {
     close(fd);
     return absl::FailedPreconditionError("Connect: queue pair left the reset state meanwhile");

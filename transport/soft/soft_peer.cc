@@ -5,7 +5,10 @@
 // Then it answers SEND requests until told to stop:
 //   "sum <offset> <length>" -> SEND back the FNV-1a hash of that part of its buffer, as text
 //   "echo <text>"           -> SEND back "<text>"
+//   "pause"                 -> SEND back "paused", then stop progressing the device for 60 s
 //   "exit"                  -> exit 0
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -74,6 +77,8 @@ int main() {
       reply = absl::StrCat(Fnv1a(buffer.data() + off, len));
     } else if (absl::StartsWith(msg, "echo ")) {
       reply = msg.substr(5);
+    } else if (msg == "pause") {
+      reply = "paused";
     } else {
       reply = "error: unknown request";
     }
@@ -83,5 +88,7 @@ int main() {
     }
     auto sent = rnic::WaitForCompletion(**dev, **cq, absl::Seconds(60));
     if (!sent.ok() || sent->status != rnic::WcStatus::kSuccess) return Fail("reply failed");
+    // Caller-driven device: while this process sleeps, its NIC does nothing at all.
+    if (msg == "pause") sleep(60);
   }
 }

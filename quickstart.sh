@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# unloadkv quick start. Installs the Debian packages that are missing, then:
+#   ./quickstart.sh demo   builds and runs the local demo on embedded defaults
+#   ./quickstart.sh test   builds and runs the whole test suite (what CI runs)
+# Idempotent; needs root or sudo for apt-get only when something is missing.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PACKAGES=(
+  bazel-bootstrap bazel-rules-java bazel-platforms g++
+  libabsl-dev libprotobuf-dev protobuf-compiler libgflags-dev libgtest-dev libgmock-dev
+  prometheus-cpp-dev libibverbs-dev rdma-core libbenchmark-dev
+  clang libclang-rt-14-dev
+)
+
+log() { printf '[quickstart %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+install_missing() {
+  local missing=() p
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  if ((${#missing[@]} == 0)); then
+    log "all ${#PACKAGES[@]} Debian packages present"
+    return
+  fi
+  log "installing: ${missing[*]}"
+  local sudo=()
+  if [[ $(id -u) -ne 0 ]]; then sudo=(sudo); fi
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+}
+
+# Bazel's own progress lines stay on stderr; results are summarized by us.
+BAZEL=(bazel)
+
+run_demo() {
+  log "building the demo (first build takes a few minutes)"
+  "${BAZEL[@]}" build -c opt //transport/bench:soft_demo
+  log "running: two processes exchanging RDMA operations over the soft RNIC"
+  "$(bazel info -c opt bazel-bin 2>/dev/null)/transport/bench/soft_demo"
+}
+
+# Runs `bazel test` with the given flags; appends PASSED/FAILED target counts to the totals.
+PASSED=0
+FAILED=0
+test_phase() {
+  local name=$1
+  shift
+  log "test phase: $name"
+  local out rc=0
+  out=$(mktemp)
+  "${BAZEL[@]}" test --test_summary=short "$@" 2>&1 | tee "$out" | grep -E '^(//|FAIL|ERROR)' || true
+  rc=${PIPESTATUS[0]}
+  local p f
+  p=$(grep -cE '^//.* PASSED' "$out" || true)
+  f=$(grep -cE '^//.* (FAILED|TIMEOUT|NO STATUS|INCOMPLETE)' "$out" || true)
+  if ((rc != 0 && f == 0)); then f=1; fi  # a build error counts as a failure
+  PASSED=$((PASSED + p))
+  FAILED=$((FAILED + f))
+  log "$name: $p passed, $f failed"
+  rm -f "$out"
+}
+
+run_tests() {
+  test_phase "unit, conformance, two-process and fuzz-regression tests" //...
+  test_phase "AddressSanitizer + UndefinedBehaviorSanitizer" --config=asan //...
+  test_phase "ThreadSanitizer on the concurrent transport" --config=tsan //transport/...
+  log "libFuzzer: frame decoder, 30 s"
+  local fuzz_base="${HOME}/.cache/unloadkv-fuzz" corpus
+  corpus=$(mktemp -d)
+  if bazel --output_base="$fuzz_base" run --config=fuzz //transport/soft:frame_fuzzer -- \
+      -max_total_time=30 -print_final_stats=1 "$corpus" >"$corpus.log" 2>&1; then
+    PASSED=$((PASSED + 1))
+    log "libFuzzer: $(grep -E 'stat::number_of_executed_units' "$corpus.log" | awk '{print $2}') inputs, no crash"
+  else
+    FAILED=$((FAILED + 1))
+    tail -40 "$corpus.log" >&2
+  fi
+  rm -rf "$corpus" "$corpus.log"
+  echo
+  echo "${PASSED} passed, ${FAILED} failed"
+  ((FAILED == 0))
+}
+
+case "${1:-}" in
+  demo) install_missing; run_demo ;;
+  test) install_missing; run_tests ;;
+  *) echo "usage: $0 demo|test" >&2; exit 2 ;;
+esac
