@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "transport/base/clock.h"
 #include "transport/rnic/completion_queue.h"
 #include "transport/rnic/memory_region.h"
 #include "transport/rnic/queue_pair.h"
@@ -49,6 +50,10 @@ class Device {
   // pass more. CompletionQueue::Poll on such a device calls Progress(ZeroDuration()) itself
   // when it finds nothing, so busy-polling needs no extra step.
   virtual int event_fd() const { return -1; }
+
+  // The time base of this device: real time, or virtual time on the simulated fabric. Deadlines
+  // of code that waits on the device (WaitForCompletions) are measured on it.
+  virtual const Clock& clock() const { return *RealClock::Get(); }
   virtual int Progress(absl::Duration max_wait) { return 0; }
 };
 

@@ -25,6 +25,10 @@ enum Access : uint32_t {
   kLocalWrite = 1u << 0,
   kRemoteWrite = 1u << 1,
   kRemoteRead = 1u << 2,
+  // Not an access right: a hint that the memory is backed by 2 MiB huge pages. Backends that
+  // model address translation (sim) translate such a region in 2 MiB pages; the others ignore
+  // it (for verbs the kernel knows the page size by itself).
+  kHugePageBacked = 1u << 30,
 };
 
 // Operations a send work request can carry.

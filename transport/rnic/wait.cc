@@ -13,7 +13,8 @@ absl::StatusOr<std::vector<WorkCompletion>> WaitForCompletions(Device& device, C
                                                                int count, absl::Duration timeout) {
   std::vector<WorkCompletion> out;
   out.reserve(count);
-  const absl::Time deadline = absl::Now() + timeout;
+  const Clock& clock = device.clock();
+  const absl::Time deadline = clock.Now() + timeout;
   WorkCompletion batch[16];
   while (static_cast<int>(out.size()) < count) {
     int want = std::min<int>(16, count - static_cast<int>(out.size()));
@@ -28,7 +29,7 @@ absl::StatusOr<std::vector<WorkCompletion>> WaitForCompletions(Device& device, C
       out.insert(out.end(), batch, batch + n);
       continue;
     }
-    absl::Duration left = deadline - absl::Now();
+    absl::Duration left = deadline - clock.Now();
     if (left <= absl::ZeroDuration()) {
       return absl::DeadlineExceededError(absl::StrCat("waited ", absl::FormatDuration(timeout),
                                                       " for ", count, " completions, got ",

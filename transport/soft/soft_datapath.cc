@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "transport/base/logging.h"
+#include "transport/rnic/request_checks.h"
 #include "transport/soft/nic.h"
 
 namespace unloadkv::soft {
@@ -349,17 +350,9 @@ absl::Status Nic::PostSend(QpCore* qp, absl::Span<const rnic::SendWorkRequest> w
   }
   for (size_t i = 0; i < wrs.size(); ++i) {
     const rnic::SendWorkRequest& wr = wrs[i];
-    if (static_cast<uint8_t>(wr.opcode) > static_cast<uint8_t>(rnic::Opcode::kRead) ||
-        wr.num_sge < 0 || wr.num_sge > rnic::kMaxSge) {
+    if (absl::Status st = rnic::CheckSendRequest(wr, limits_, i); !st.ok()) {
       FlushDirty();
-      return absl::InvalidArgumentError(
-          absl::StrCat("PostSend: request ", i, " has an invalid opcode or num_sge ", wr.num_sge));
-    }
-    if (wr.TotalLength() > limits_.max_message_bytes) {
-      FlushDirty();
-      return absl::InvalidArgumentError(absl::StrCat("PostSend: request ", i, " is ",
-                                                     wr.TotalLength(), " bytes, limit ",
-                                                     limits_.max_message_bytes));
+      return st;
     }
     if (qp->outstanding.size() >= qp->config.max_send_wr) {
       FlushDirty();
@@ -372,12 +365,8 @@ absl::Status Nic::PostSend(QpCore* qp, absl::Span<const rnic::SendWorkRequest> w
       CompleteSend(qp, o, rnic::WcStatus::kFlushed);
       continue;
     }
-    uint32_t required = wr.opcode == rnic::Opcode::kRead ? uint32_t{rnic::kLocalWrite} : 0;
-    for (int k = 0; k < wr.num_sge; ++k) {
-      const rnic::ScatterGatherEntry& sge = wr.sg_list[k];
-      if (regions_.Check(sge.lkey, sge.addr, sge.length, required) != rnic::AccessVerdict::kOk) {
-        o.local_error = rnic::WcStatus::kLocalProtectionError;
-      }
+    if (!rnic::LocalBuffersValid(regions_, wr)) {
+      o.local_error = rnic::WcStatus::kLocalProtectionError;
     }
     if (o.local_error != rnic::WcStatus::kSuccess || qp->poisoned) {
       if (qp->outstanding.empty()) {
@@ -417,10 +406,7 @@ absl::Status Nic::PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> w
   MutexLock l(&mu_);
   for (size_t i = 0; i < wrs.size(); ++i) {
     const rnic::RecvWorkRequest& wr = wrs[i];
-    if (wr.num_sge < 0 || wr.num_sge > rnic::kMaxSge) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("PostRecv: request ", i, " has num_sge ", wr.num_sge));
-    }
+    if (absl::Status st = rnic::CheckRecvRequest(wr, i); !st.ok()) return st;
     if (qp->recvs.size() >= qp->config.max_recv_wr) {
       return absl::ResourceExhaustedError(
           absl::StrCat("PostRecv: receive queue full (", qp->config.max_recv_wr, " posted)"));
@@ -434,12 +420,8 @@ absl::Status Nic::PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> w
       qp->recv_cq->Push(wc);
       continue;
     }
-    for (int k = 0; k < wr.num_sge; ++k) {
-      const rnic::ScatterGatherEntry& sge = wr.sg_list[k];
-      if (regions_.Check(sge.lkey, sge.addr, sge.length, rnic::kLocalWrite) !=
-          rnic::AccessVerdict::kOk) {
-        wc.status = rnic::WcStatus::kLocalProtectionError;
-      }
+    if (!rnic::LocalBuffersValid(regions_, wr)) {
+      wc.status = rnic::WcStatus::kLocalProtectionError;
     }
     if (wc.status != rnic::WcStatus::kSuccess) {
       qp->recv_cq->Push(wc);

@@ -214,6 +214,7 @@ absl::StatusOr<uint32_t> Nic::Register(void* addr, size_t length, uint32_t acces
   if (addr == nullptr || length == 0) {
     return absl::InvalidArgumentError("RegisterMemory: address must be non-null, length > 0");
   }
+  access &= ~uint32_t{rnic::kHugePageBacked};  // a translation hint; nothing to model here
   if (access & ~uint32_t{rnic::kLocalWrite | rnic::kRemoteWrite | rnic::kRemoteRead}) {
     return absl::InvalidArgumentError(
         absl::StrCat("RegisterMemory: unknown access bits 0x", absl::Hex(access)));

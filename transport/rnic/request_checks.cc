@@ -1,0 +1,50 @@
+#include "transport/rnic/request_checks.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace unloadkv::rnic {
+
+absl::Status CheckSendRequest(const SendWorkRequest& wr, const DeviceLimits& limits, size_t index) {
+  if (static_cast<uint8_t>(wr.opcode) > static_cast<uint8_t>(Opcode::kRead) || wr.num_sge < 0 ||
+      wr.num_sge > kMaxSge) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PostSend: request ", index, " has an invalid opcode or num_sge ", wr.num_sge));
+  }
+  if (wr.TotalLength() > limits.max_message_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("PostSend: request ", index, " is ",
+                                                   wr.TotalLength(), " bytes, limit ",
+                                                   limits.max_message_bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRecvRequest(const RecvWorkRequest& wr, size_t index) {
+  if (wr.num_sge < 0 || wr.num_sge > kMaxSge) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PostRecv: request ", index, " has num_sge ", wr.num_sge));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+template <typename Wr>
+bool AllValid(const RegionTable& regions, const Wr& wr, uint32_t required) {
+  for (int k = 0; k < wr.num_sge; ++k) {
+    const ScatterGatherEntry& sge = wr.sg_list[k];
+    if (regions.Check(sge.lkey, sge.addr, sge.length, required) != AccessVerdict::kOk) {
+      return false;
+    }
+  }
+  return true;
+}
+}  // namespace
+
+bool LocalBuffersValid(const RegionTable& regions, const SendWorkRequest& wr) {
+  return AllValid(regions, wr, wr.opcode == Opcode::kRead ? uint32_t{kLocalWrite} : 0);
+}
+
+bool LocalBuffersValid(const RegionTable& regions, const RecvWorkRequest& wr) {
+  return AllValid(regions, wr, kLocalWrite);
+}
+
+}  // namespace unloadkv::rnic

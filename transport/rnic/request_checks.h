@@ -1,0 +1,29 @@
+// Checks every backend applies when work is posted, so they reject the same requests with the
+// same messages.
+#ifndef UNLOADKV_TRANSPORT_RNIC_REQUEST_CHECKS_H_
+#define UNLOADKV_TRANSPORT_RNIC_REQUEST_CHECKS_H_
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "transport/rnic/device.h"
+#include "transport/rnic/region_table.h"
+#include "transport/rnic/types.h"
+
+namespace unloadkv::rnic {
+
+// The malformed-request checks of QueuePair::PostSend: known opcode, 0 <= num_sge <= kMaxSge,
+// total length within the device limit. `index` names the request in the error message.
+absl::Status CheckSendRequest(const SendWorkRequest& wr, const DeviceLimits& limits, size_t index);
+
+// Same for PostRecv.
+absl::Status CheckRecvRequest(const RecvWorkRequest& wr, size_t index);
+
+// True when every SGE lies in a region registered under its lkey, with kLocalWrite where the
+// device will write into it (READ destinations, receive buffers).
+bool LocalBuffersValid(const RegionTable& regions, const SendWorkRequest& wr);
+bool LocalBuffersValid(const RegionTable& regions, const RecvWorkRequest& wr);
+
+}  // namespace unloadkv::rnic
+
+#endif  // UNLOADKV_TRANSPORT_RNIC_REQUEST_CHECKS_H_
