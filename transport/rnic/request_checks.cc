@@ -4,6 +4,21 @@
 
 namespace unloadkv::rnic {
 
+absl::Status CheckRegistration(const void* addr, size_t length, uint32_t access) {
+  if (addr == nullptr || length == 0) {
+    return absl::InvalidArgumentError("RegisterMemory: address must be non-null, length > 0");
+  }
+  constexpr uint32_t kKnown = kLocalWrite | kRemoteWrite | kRemoteRead | kHugePageBacked;
+  if (access & ~kKnown) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RegisterMemory: unknown access bits 0x", absl::Hex(access & ~kKnown)));
+  }
+  if ((access & kRemoteWrite) && !(access & kLocalWrite)) {
+    return absl::InvalidArgumentError("RegisterMemory: kRemoteWrite requires kLocalWrite");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckSendRequest(const SendWorkRequest& wr, const DeviceLimits& limits, size_t index) {
   if (static_cast<uint8_t>(wr.opcode) > static_cast<uint8_t>(Opcode::kRead) || wr.num_sge < 0 ||
       wr.num_sge > kMaxSge) {

@@ -12,6 +12,10 @@
 
 namespace unloadkv::rnic {
 
+// The checks of Device::RegisterMemory: non-null address, non-zero length, known access bits
+// (kHugePageBacked allowed), and kRemoteWrite only together with kLocalWrite (as verbs).
+absl::Status CheckRegistration(const void* addr, size_t length, uint32_t access);
+
 // The malformed-request checks of QueuePair::PostSend: known opcode, 0 <= num_sge <= kMaxSge,
 // total length within the device limit. `index` names the request in the error message.
 absl::Status CheckSendRequest(const SendWorkRequest& wr, const DeviceLimits& limits, size_t index);

@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "transport/rnic/request_checks.h"
 #include "transport/soft/nic.h"
 
 namespace unloadkv::soft {
@@ -211,18 +212,8 @@ void Nic::StopThread() {
 }
 
 absl::StatusOr<uint32_t> Nic::Register(void* addr, size_t length, uint32_t access) {
-  if (addr == nullptr || length == 0) {
-    return absl::InvalidArgumentError("RegisterMemory: address must be non-null, length > 0");
-  }
+  if (absl::Status st = rnic::CheckRegistration(addr, length, access); !st.ok()) return st;
   access &= ~uint32_t{rnic::kHugePageBacked};  // a translation hint; nothing to model here
-  if (access & ~uint32_t{rnic::kLocalWrite | rnic::kRemoteWrite | rnic::kRemoteRead}) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("RegisterMemory: unknown access bits 0x", absl::Hex(access)));
-  }
-  if ((access & rnic::kRemoteWrite) && !(access & rnic::kLocalWrite)) {
-    // verbs rejects remote write without local write (EINVAL); so do we.
-    return absl::InvalidArgumentError("RegisterMemory: kRemoteWrite requires kLocalWrite");
-  }
   MutexLock l(&mu_);
   uint32_t key;
   do {

@@ -1,0 +1,95 @@
+// The simulated fabric: a deterministic discrete-event world of nodes, each with a modeled RNIC
+// and modeled CPU cores (model.h), all in virtual time and one thread.
+//
+//   sim::Fabric fabric;
+//   auto a = fabric.CreateDevice(), b = fabric.CreateDevice();   // rnic::Device each
+//   ... connect QPs, post work; waiting on a CQ (rnic::WaitForCompletions) or calling
+//   Progress() runs the events and advances virtual time.
+//
+// Thread-safety: none. A fabric and everything created from it belong to one thread.
+// Lifetime: the fabric must outlive its devices and everything they created.
+#ifndef UNLOADKV_TRANSPORT_SIM_FABRIC_H_
+#define UNLOADKV_TRANSPORT_SIM_FABRIC_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <queue>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "transport/base/clock.h"
+#include "transport/rnic/device.h"
+#include "transport/sim/model.h"
+
+namespace unloadkv::sim {
+
+struct NodeState;
+
+// Counters of one node's modeled NIC and CPU (cumulative).
+struct NodeStats {
+  uint64_t mpt_hits = 0, mpt_misses = 0;
+  uint64_t mtt_hits = 0, mtt_misses = 0;
+  uint64_t cpu_busy_ns = 0;  // summed over cores
+};
+
+class Fabric {
+ public:
+  Fabric();
+  ~Fabric();
+  Fabric(const Fabric&) = delete;
+  Fabric& operator=(const Fabric&) = delete;
+
+  // A new node with its own NIC and CPU, as an rnic::Device.
+  std::unique_ptr<rnic::Device> CreateDevice(const NodeModel& model = NodeModel());
+
+  // Virtual time since the fabric was created.
+  int64_t now_ns() const { return now_ns_; }
+  const Clock& clock() const { return clock_; }
+
+  // Runs events in time order until a completion is added to some CQ (the whole instant of it
+  // is finished), or virtual time reaches now + max_wait_ns. Virtual time then stands at that
+  // instant, or at now + max_wait_ns if nothing completed. Returns the events run.
+  int Run(int64_t max_wait_ns);
+  bool idle() const { return events_.empty(); }
+
+  // Schedules `fn` at virtual time `at_ns` (not before now). Events of one instant run in the
+  // order they were scheduled.
+  void Schedule(int64_t at_ns, std::function<void()> fn);
+
+  NodeState* node(int id) const;
+  uint64_t completions_added() const { return completions_added_; }
+  void CountCompletion() { ++completions_added_; }
+
+ private:
+  class VirtualClock : public Clock {
+   public:
+    explicit VirtualClock(const Fabric* f) : f_(f) {}
+    absl::Time Now() const override { return absl::UnixEpoch() + absl::Nanoseconds(f_->now_ns_); }
+
+   private:
+    const Fabric* f_;
+  };
+  struct Event {
+    int64_t at_ns;
+    uint64_t seq;
+    std::function<void()> fn;
+    bool operator>(const Event& o) const {
+      return at_ns != o.at_ns ? at_ns > o.at_ns : seq > o.seq;
+    }
+  };
+
+  int64_t now_ns_ = 0;
+  uint64_t next_seq_ = 0;
+  uint64_t completions_added_ = 0;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  std::vector<std::unique_ptr<NodeState>> nodes_;
+  VirtualClock clock_{this};
+};
+
+// Statistics of the node behind a device created by Fabric::CreateDevice.
+NodeStats StatsOf(const rnic::Device& device);
+
+}  // namespace unloadkv::sim
+
+#endif  // UNLOADKV_TRANSPORT_SIM_FABRIC_H_

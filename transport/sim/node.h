@@ -1,0 +1,83 @@
+// Internal state of simulated nodes. Not part of the public interface.
+#ifndef UNLOADKV_TRANSPORT_SIM_NODE_H_
+#define UNLOADKV_TRANSPORT_SIM_NODE_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "transport/rnic/queue_pair.h"
+#include "transport/rnic/region_table.h"
+#include "transport/sim/fabric.h"
+#include "transport/sim/lru_set.h"
+
+namespace unloadkv::sim {
+
+struct SimCqState {
+  std::deque<rnic::WorkCompletion> queue;
+  int core = 0;
+  bool alive = true;
+};
+
+// A request travelling from a requester QP to its responder.
+struct Request {
+  rnic::Opcode opcode;
+  uint32_t psn;
+  uint64_t remote_addr;
+  uint32_t rkey;
+  uint32_t imm;
+  uint32_t length;      // bytes to write/send, or to read
+  std::string payload;  // WRITE*/SEND* data, gathered at post time
+};
+
+struct Outstanding {
+  rnic::SendWorkRequest wr;
+  uint32_t psn = 0;
+  rnic::WcStatus local_error = rnic::WcStatus::kSuccess;
+};
+
+struct SimQpState {
+  uint32_t qp_num = 0;
+  int node = 0;
+  rnic::QpConfig config;
+  SimCqState* send_cq = nullptr;
+  SimCqState* recv_cq = nullptr;
+  std::shared_ptr<SimCqState> send_cq_ref, recv_cq_ref;  // keep CQs alive
+  rnic::QpState state = rnic::QpState::kReset;
+  int peer_node = -1;
+  uint32_t peer_qp = 0;
+  uint32_t next_psn = 0;
+  uint64_t epoch = 0;  // bumped on error: in-flight events of an older epoch are dropped
+  std::deque<Outstanding> outstanding;
+  std::deque<rnic::RecvWorkRequest> recvs;
+  std::deque<Request> inbound;  // arrived, not yet executed (waits for Connect or a receive)
+  bool rnr_armed = false;
+  uint32_t rnr_psn = 0;
+  int64_t tx_ready_ns = 0;     // requests of this QP leave the NIC in order
+  int64_t last_placed_ns = 0;  // and are placed at the target in order
+  bool poisoned = false;
+};
+
+struct NodeState {
+  int id = 0;
+  NodeModel model;
+  bool alive = true;
+  rnic::RegionTable regions;
+  absl::flat_hash_map<uint32_t, uint64_t> page_size;  // key -> translation page size
+  uint32_t next_key = 1;
+  uint32_t next_qp = 1;
+  int next_core = 0;
+  absl::flat_hash_map<uint32_t, std::unique_ptr<SimQpState>> qps;
+  LruSet mpt{0}, mtt{0};
+  std::vector<int64_t> translation_unit_free;
+  std::vector<int64_t> core_free;
+  int64_t tx_free_ns = 0, rx_free_ns = 0, link_free_ns = 0;
+  NodeStats stats;
+};
+
+}  // namespace unloadkv::sim
+
+#endif  // UNLOADKV_TRANSPORT_SIM_NODE_H_

@@ -1,0 +1,241 @@
+// Control path of the simulated fabric: the event loop, nodes, and the rnic handles.
+#include <algorithm>
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "transport/rnic/request_checks.h"
+#include "transport/sim/datapath.h"
+#include "transport/sim/fabric.h"
+#include "transport/sim/node.h"
+
+namespace unloadkv::sim {
+
+// ---------------------------------------------------------------------------- Fabric
+
+Fabric::Fabric() = default;
+Fabric::~Fabric() = default;
+
+void Fabric::Schedule(int64_t at_ns, std::function<void()> fn) {
+  events_.push(Event{std::max(at_ns, now_ns_), next_seq_++, std::move(fn)});
+}
+
+NodeState* Fabric::node(int id) const {
+  if (id < 0 || id >= static_cast<int>(nodes_.size())) return nullptr;
+  return nodes_[id].get();
+}
+
+int Fabric::Run(int64_t max_wait_ns) {
+  constexpr int64_t kFar = std::numeric_limits<int64_t>::max() / 4;
+  const int64_t limit = max_wait_ns >= kFar - now_ns_ ? kFar : now_ns_ + max_wait_ns;
+  const uint64_t before = completions_added_;
+  int ran = 0;
+  while (!events_.empty() && events_.top().at_ns <= limit) {
+    const int64_t t = events_.top().at_ns;
+    now_ns_ = t;
+    while (!events_.empty() && events_.top().at_ns == t) {
+      // Copy out before pop: the handler may schedule more events.
+      std::function<void()> fn = std::move(const_cast<Event&>(events_.top()).fn);
+      events_.pop();
+      fn();
+      ++ran;
+    }
+    if (completions_added_ != before) return ran;
+  }
+  if (limit < kFar) now_ns_ = std::max(now_ns_, limit);  // waiting lets time pass
+  return ran;
+}
+
+// ---------------------------------------------------------------------------- handles
+
+namespace {
+
+class SimMemoryRegion : public rnic::MemoryRegion {
+ public:
+  SimMemoryRegion(const Description& d, NodeState* node) : MemoryRegion(d), node_(node) {}
+  ~SimMemoryRegion() override {
+    node_->regions.Erase(rkey());
+    node_->page_size.erase(rkey());
+  }
+
+ private:
+  NodeState* node_;
+};
+
+class SimCompletionQueue : public rnic::CompletionQueue {
+ public:
+  SimCompletionQueue(Fabric* f, NodeState* node, std::shared_ptr<SimCqState> state)
+      : f_(f), node_(node), state_(std::move(state)) {}
+  ~SimCompletionQueue() override { state_->alive = false; }
+
+  // Polling charges the modeled CPU: a fixed cost per completion, plus, for a staged write
+  // (a WRITE_WITH_IMM's receive), the copy the unload worker makes of byte_len bytes to a
+  // random destination, and for a message the cost of handling it.
+  int Poll(absl::Span<rnic::WorkCompletion> out) override {
+    if (state_->queue.empty()) f_->Run(0);
+    size_t n = std::min(out.size(), state_->queue.size());
+    const CpuModel& cpu = node_->model.cpu;
+    for (size_t i = 0; i < n; ++i) {
+      out[i] = state_->queue.front();
+      state_->queue.pop_front();
+      int64_t cost = cpu.poll_ns;
+      if (out[i].status == rnic::WcStatus::kSuccess) {
+        if (out[i].opcode == rnic::WcOpcode::kRecvRdmaWithImm) {
+          cost += cpu.random_access_ns + TransferNs(out[i].byte_len, cpu.copy_gbps);
+        } else if (out[i].opcode == rnic::WcOpcode::kRecv) {
+          cost += cpu.message_ns;
+        }
+      }
+      ChargeCpu(*f_, *node_, state_->core, cost);
+    }
+    return static_cast<int>(n);
+  }
+  void RequestNotify() override {}
+  int notify_fd() const override { return -1; }
+  const std::shared_ptr<SimCqState>& state() const { return state_; }
+
+ private:
+  Fabric* f_;
+  NodeState* node_;
+  std::shared_ptr<SimCqState> state_;
+};
+
+class SimQueuePair : public rnic::QueuePair {
+ public:
+  SimQueuePair(Fabric* f, NodeState* node, SimQpState* qp) : f_(f), node_(node), qp_(qp) {}
+  ~SimQueuePair() override {
+    FailQp(*f_, *node_, *qp_, rnic::WcStatus::kFlushed, /*tell_peer=*/true);
+    node_->qps.erase(qp_->qp_num);
+  }
+  uint32_t qp_num() const override { return qp_->qp_num; }
+  rnic::QpState state() const override { return qp_->state; }
+  rnic::QpAttributes local_attributes() const override {
+    return rnic::QpAttributes{"sim", absl::StrCat("node:", node_->id), qp_->qp_num, 0};
+  }
+  absl::Status Connect(const rnic::QpAttributes& remote) override {
+    if (remote.transport != "sim") {
+      return absl::InvalidArgumentError(absl::StrCat("Connect: peer uses transport '",
+                                                     remote.transport, "', this device is 'sim'"));
+    }
+    absl::string_view addr = remote.address;
+    int node;
+    if (!absl::ConsumePrefix(&addr, "node:") || !absl::SimpleAtoi(addr, &node) ||
+        f_->node(node) == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Connect: '", remote.address, "' names no node of this fabric"));
+    }
+    if (qp_->state != rnic::QpState::kReset) {
+      return absl::FailedPreconditionError("Connect: queue pair is not in the reset state");
+    }
+    qp_->peer_node = node;
+    qp_->peer_qp = remote.qp_num;
+    qp_->state = rnic::QpState::kReadyToSend;
+    // Requests that arrived before Connect from another QP than the peer are refused.
+    Drain(*f_, *node_, *qp_);
+    return absl::OkStatus();
+  }
+  absl::Status PostSend(absl::Span<const rnic::SendWorkRequest> wrs) override {
+    return sim::PostSend(*f_, *node_, *qp_, wrs);
+  }
+  absl::Status PostRecv(absl::Span<const rnic::RecvWorkRequest> wrs) override {
+    return sim::PostRecv(*f_, *node_, *qp_, wrs);
+  }
+  void SetError() override {
+    FailQp(*f_, *node_, *qp_, rnic::WcStatus::kFlushed, /*tell_peer=*/true);
+  }
+
+ private:
+  Fabric* f_;
+  NodeState* node_;
+  SimQpState* qp_;  // owned by node_->qps until this handle is destroyed
+};
+
+class SimDevice : public rnic::Device {
+ public:
+  SimDevice(Fabric* f, NodeState* node) : f_(f), node_(node) {}
+  ~SimDevice() override { node_->alive = false; }
+
+  std::string transport() const override { return "sim"; }
+  rnic::DeviceLimits limits() const override { return rnic::DeviceLimits(); }
+  absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> RegisterMemory(void* addr, size_t length,
+                                                                     uint32_t access) override {
+    if (absl::Status st = rnic::CheckRegistration(addr, length, access); !st.ok()) return st;
+    uint32_t key = (static_cast<uint32_t>(node_->id) << 24) | (node_->next_key++ & 0xffffff);
+    size_t page = (access & rnic::kHugePageBacked) ? size_t{2} << 20 : 4096;
+    access &= ~uint32_t{rnic::kHugePageBacked};
+    node_->regions.Insert(key, {reinterpret_cast<uint64_t>(addr), length, access});
+    node_->page_size[key] = page;
+    rnic::MemoryRegion::Description d{addr, length, key, key, access, page};
+    return std::unique_ptr<rnic::MemoryRegion>(new SimMemoryRegion(d, node_));
+  }
+  absl::StatusOr<std::unique_ptr<rnic::CompletionQueue>> CreateCompletionQueue(
+      int capacity) override {
+    if (capacity <= 0) {
+      return absl::InvalidArgumentError("CreateCompletionQueue: capacity must be positive");
+    }
+    auto state = std::make_shared<SimCqState>();
+    state->core = node_->next_core++ % std::max(1, node_->model.cpu.cores);
+    return std::unique_ptr<rnic::CompletionQueue>(
+        new SimCompletionQueue(f_, node_, std::move(state)));
+  }
+  absl::StatusOr<std::unique_ptr<rnic::QueuePair>> CreateQueuePair(
+      const rnic::QpConfig& config) override {
+    auto* scq = dynamic_cast<SimCompletionQueue*>(config.send_cq);
+    auto* rcq = dynamic_cast<SimCompletionQueue*>(config.recv_cq);
+    if (scq == nullptr || rcq == nullptr) {
+      return absl::InvalidArgumentError(
+          "CreateQueuePair: send_cq and recv_cq must be CQs of a sim device");
+    }
+    if (config.max_send_wr == 0 || config.max_recv_wr == 0 ||
+        config.max_send_wr > limits().max_qp_wr || config.max_recv_wr > limits().max_qp_wr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "CreateQueuePair: max_send_wr and max_recv_wr must be in 1..", limits().max_qp_wr));
+    }
+    auto qp = std::make_unique<SimQpState>();
+    qp->qp_num = node_->next_qp++;
+    qp->node = node_->id;
+    qp->config = config;
+    qp->send_cq_ref = scq->state();
+    qp->recv_cq_ref = rcq->state();
+    qp->send_cq = qp->send_cq_ref.get();
+    qp->recv_cq = qp->recv_cq_ref.get();
+    SimQpState* raw = qp.get();
+    node_->qps[raw->qp_num] = std::move(qp);
+    return std::unique_ptr<rnic::QueuePair>(new SimQueuePair(f_, node_, raw));
+  }
+  int Progress(absl::Duration max_wait) override {
+    return f_->Run(max_wait == absl::InfiniteDuration()
+                       ? std::numeric_limits<int64_t>::max()
+                       : std::max<int64_t>(0, absl::ToInt64Nanoseconds(max_wait)));
+  }
+  const Clock& clock() const override { return f_->clock(); }
+  NodeState* node() const { return node_; }
+
+ private:
+  Fabric* f_;
+  NodeState* node_;
+};
+
+}  // namespace
+
+std::unique_ptr<rnic::Device> Fabric::CreateDevice(const NodeModel& model) {
+  auto node = std::make_unique<NodeState>();
+  node->id = static_cast<int>(nodes_.size());
+  node->model = model;
+  node->mpt = LruSet(model.nic.mpt_cache_entries);
+  node->mtt = LruSet(model.nic.mtt_cache_entries);
+  node->translation_unit_free.assign(std::max(1, model.nic.translation_units), 0);
+  node->core_free.assign(std::max(1, model.cpu.cores), 0);
+  NodeState* raw = node.get();
+  nodes_.push_back(std::move(node));
+  return std::make_unique<SimDevice>(this, raw);
+}
+
+NodeStats StatsOf(const rnic::Device& device) {
+  auto* d = dynamic_cast<const SimDevice*>(&device);
+  return d == nullptr ? NodeStats() : d->node()->stats;
+}
+
+}  // namespace unloadkv::sim
