@@ -10,6 +10,8 @@ namespace unloadkv::sim {
 namespace {
 
 constexpr uint64_t kHeaderBytes = 64;  // modeled transport headers per message on the wire
+// How long a requester waits for an answer before giving up (verbs: timeout x retry_cnt).
+constexpr int64_t kTransportTimeoutNs = 100'000;
 
 void Push(Fabric& f, SimCqState* cq, const rnic::WorkCompletion& wc) {
   if (cq == nullptr || !cq->alive) return;
@@ -285,12 +287,15 @@ absl::Status PostSend(Fabric& f, NodeState& n, SimQpState& qp,
       if (q == nullptr || q->state == rnic::QpState::kError ||
           (q->state == rnic::QpState::kReadyToSend &&
            (q->peer_node != src_node || q->peer_qp != src_qp))) {
-        // Nobody answers: the requester's transport retries run out.
-        NodeState* sn = nullptr;
-        SimQpState* s = FindQp(f, src_node, src_qp, &sn);
-        if (s != nullptr && s->epoch == src_epoch) {
-          FailQp(f, *sn, *s, rnic::WcStatus::kRetryExceeded, /*tell_peer=*/false);
-        }
+        // Nobody answers: the request is dropped and the requester's retries run out after
+        // the transport timeout, unless something (a NAK already in flight) fails it first.
+        f.Schedule(f.now_ns() + kTransportTimeoutNs, [&f, src_node, src_qp, src_epoch] {
+          NodeState* sn = nullptr;
+          SimQpState* s = FindQp(f, src_node, src_qp, &sn);
+          if (s != nullptr && s->epoch == src_epoch) {
+            FailQp(f, *sn, *s, rnic::WcStatus::kRetryExceeded, /*tell_peer=*/false);
+          }
+        });
         return;
       }
       q->inbound.push_back(r);

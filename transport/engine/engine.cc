@@ -1,0 +1,548 @@
+// Set-up and the initiator side of the write engine.
+#include "transport/engine/engine.h"
+
+#include <poll.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "transport/base/logging.h"
+#include "transport/engine/engine_internal.h"
+
+namespace unloadkv::engine {
+
+// ---------------------------------------------------------------------------- RingMemory
+
+RingMemory::RingMemory(size_t bytes, bool try_huge) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  if (try_huge) {
+    size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
+    void* p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+    if (p != MAP_FAILED) {
+      mem_ = p;
+      bytes_ = rounded;
+      huge_ = true;
+      return;
+    }
+  }
+  mem_ = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  bytes_ = bytes;
+  if (mem_ == MAP_FAILED) {
+    mem_ = nullptr;
+    bytes_ = 0;
+  }
+}
+
+RingMemory::~RingMemory() {
+  if (mem_ != nullptr) munmap(mem_, bytes_);
+}
+
+// ---------------------------------------------------------------------------- ConnectionInfo
+
+std::string EncodeConnectionInfo(const ConnectionInfo& i) {
+  return absl::StrCat(rnic::EncodeQpAttributes(i.qp), " ring_addr=", i.ring_addr,
+                      " ring_rkey=", i.ring_rkey, " ring_slots=", i.ring_slots,
+                      " slot_bytes=", i.slot_bytes, " message_slots=", i.message_slots,
+                      " max_message_bytes=", i.max_message_bytes);
+}
+
+absl::StatusOr<ConnectionInfo> DecodeConnectionInfo(absl::string_view text) {
+  if (text.size() > 2048) return absl::InvalidArgumentError("connection info: over 2 KiB");
+  std::vector<std::string> qp_fields;
+  ConnectionInfo info;
+  struct Field {
+    const char* name;
+    uint64_t* wide;
+    uint32_t* narrow;
+    bool seen;
+  } fields[] = {{"ring_addr", &info.ring_addr, nullptr, false},
+                {"ring_rkey", nullptr, &info.ring_rkey, false},
+                {"ring_slots", nullptr, &info.ring_slots, false},
+                {"slot_bytes", nullptr, &info.slot_bytes, false},
+                {"message_slots", nullptr, &info.message_slots, false},
+                {"max_message_bytes", nullptr, &info.max_message_bytes, false}};
+  for (absl::string_view token : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(token, absl::MaxSplits('=', 1));
+    if (kv.first == "transport" || kv.first == "address" || kv.first == "qp_num" ||
+        kv.first == "psn") {
+      qp_fields.emplace_back(token);
+      continue;
+    }
+    Field* f = nullptr;
+    for (Field& candidate : fields) {
+      if (kv.first == candidate.name) f = &candidate;
+    }
+    if (f == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("connection info: unknown key '", kv.first, "'"));
+    }
+    bool ok =
+        f->wide ? absl::SimpleAtoi(kv.second, f->wide) : absl::SimpleAtoi(kv.second, f->narrow);
+    if (!ok || f->seen) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("connection info: bad or repeated value for '", f->name, "'"));
+    }
+    f->seen = true;
+  }
+  for (const Field& f : fields) {
+    if (!f.seen)
+      return absl::InvalidArgumentError(absl::StrCat("connection info: missing '", f.name, "'"));
+  }
+  absl::StatusOr<rnic::QpAttributes> qp = rnic::DecodeQpAttributes(absl::StrJoin(qp_fields, " "));
+  if (!qp.ok()) return qp.status();
+  info.qp = *qp;
+  return info;
+}
+
+// ---------------------------------------------------------------------------- Op bookkeeping
+
+Op* ConnectionState::FindOp(uint64_t id) {
+  if (ops.empty() || id < ops.front().id) return nullptr;
+  uint64_t i = id - ops.front().id;
+  return i < ops.size() ? &ops[i] : nullptr;
+}
+
+Op* ConnectionState::FindOpByIndex(uint32_t low32) {
+  if (ops.empty()) return nullptr;
+  uint64_t first = ops.front().id;
+  uint64_t id = first + static_cast<uint32_t>(low32 - static_cast<uint32_t>(first));
+  return FindOp(id);
+}
+
+void MarkDone(ConnectionState& c, Op& op, rnic::WcStatus status) {
+  if (op.done) return;
+  op.done = true;
+  op.status = status;
+  op.done_at = c.engine->clock().Now();
+  if (op.is_write && op.posted && status == rnic::WcStatus::kSuccess) {
+    uint64_t before = c.policy->switches();
+    c.policy->Observe(op.decision, op.done_at - op.posted_at);
+    if (c.options.metrics != nullptr && c.policy->switches() != before) {
+      c.options.metrics->OnPolicySwitch();
+    }
+  }
+}
+
+void FinishInOrder(ConnectionState& c, Deferred& out) {
+  while (!c.ops.empty() && c.ops.front().done) {
+    Op op = std::move(c.ops.front());
+    c.ops.pop_front();
+    if (c.first_unposted > 0) --c.first_unposted;
+    if (op.is_write) {
+      WriteResult r{op.status, op.path, op.done_at - op.submitted};
+      if (c.options.metrics != nullptr) {
+        c.options.metrics->OnWriteCompleted(op.path, op.local.length, r.latency, r.ok());
+      }
+      if (op.write_done) out.push_back([cb = std::move(op.write_done), r] { cb(r); });
+    } else if (op.send_done) {
+      out.push_back([cb = std::move(op.send_done), s = op.status] { cb(s); });
+    }
+  }
+}
+
+void FailConnection(ConnectionState& c, Deferred& out) {
+  if (c.failed) return;
+  c.failed = true;
+  c.qp->SetError();
+  // Writes waiting for acks and ops never posted can no longer complete otherwise.
+  for (Op& op : c.ops) MarkDone(c, op, rnic::WcStatus::kFlushed);
+  c.unload_inflight.clear();
+  FinishInOrder(c, out);
+}
+
+void AckUnloaded(ConnectionState& c, uint64_t applied, rnic::WcStatus status, Deferred& out) {
+  // `applied` staged writes succeeded; with an error status, the next one failed with it.
+  while (!c.unload_inflight.empty()) {
+    Op* op = c.FindOp(c.unload_inflight.front());
+    if (op == nullptr) {
+      c.unload_inflight.pop_front();
+      continue;
+    }
+    if (op->unload_seq >= applied) break;
+    MarkDone(c, *op, rnic::WcStatus::kSuccess);
+    c.unload_inflight.pop_front();
+  }
+  c.acked_unload_seq = std::max(c.acked_unload_seq, applied);
+  if (status != rnic::WcStatus::kSuccess) {
+    if (!c.unload_inflight.empty()) {
+      Op* op = c.FindOp(c.unload_inflight.front());
+      if (op != nullptr) MarkDone(c, *op, status);
+    }
+    FinishInOrder(c, out);
+    FailConnection(c, out);
+  }
+}
+
+namespace {
+
+bool Overlaps(const Op& a, uint64_t addr, uint32_t len) {
+  return addr < a.remote_addr + a.local.length && a.remote_addr < addr + len;
+}
+
+// Posts `op` if it can go now; returns false when it must wait (ring, credits, queue depth).
+bool TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  if (c.send_wrs >= c.max_send_wrs) return false;
+  if (!op.is_write) {
+    if (c.message_credits == 0 || c.free_send_slots.empty()) return false;
+    op.send_slot = c.free_send_slots.back();
+    c.free_send_slots.pop_back();
+    char* slot = c.send_slots.data() + size_t(op.send_slot) * c.options.max_message_bytes;
+    std::memcpy(slot, op.message.data(), op.message.size());
+    rnic::SendWorkRequest wr =
+        rnic::MakeSendWithImm(MakeWrId(WrKind::kMessage, c.id, static_cast<uint32_t>(op.id)),
+                              c.send_mr->Sge(size_t(op.send_slot) * c.options.max_message_bytes,
+                                             static_cast<uint32_t>(op.message.size())),
+                              kImmMessage);
+    if (!c.qp->PostSend(wr).ok()) return false;
+    --c.message_credits;
+    ++c.send_wrs;
+    op.posted = true;
+    op.posted_at = c.engine->clock().Now();
+    std::string().swap(op.message);
+    return true;
+  }
+  const uint32_t len = op.local.length;
+  const bool fits = len + kStagingHeaderSize <= c.remote.slot_bytes;
+  // Ordering: a write overlapping an unloaded write still in flight must follow it through
+  // the staging ring (or wait for it, if it cannot be staged).
+  bool overlap = false;
+  for (uint64_t id : c.unload_inflight) {
+    Op* prior = c.FindOp(id);
+    if (prior != nullptr && Overlaps(*prior, op.remote_addr, len)) overlap = true;
+  }
+  Path path = op.decision.path;
+  if (overlap) {
+    if (!fits) return false;
+    path = Path::kUnload;
+  }
+  if (path == Path::kUnload && c.next_unload_seq - c.acked_unload_seq >= c.remote.ring_slots) {
+    if (overlap || c.policy->OnRingFull() == FullRingAction::kWait) return false;
+    path = Path::kOffload;
+  }
+  rnic::SendWorkRequest wr;
+  if (path == Path::kOffload) {
+    wr = rnic::MakeWrite(MakeWrId(WrKind::kOffloadWrite, c.id, static_cast<uint32_t>(op.id)),
+                         op.local, op.remote_addr, op.rkey);
+  } else {
+    uint64_t seq = c.next_unload_seq;
+    uint32_t slot = static_cast<uint32_t>(seq % c.remote.ring_slots);
+    StagingHeader h{len, seq, op.remote_addr, op.rkey};
+    EncodeStagingHeader(h, c.headers.data() + size_t(slot) * kStagingHeaderSize);
+    wr.wr_id = MakeWrId(WrKind::kUnloadWrite, c.id, static_cast<uint32_t>(op.id));
+    wr.opcode = rnic::Opcode::kWriteWithImm;
+    wr.sg_list[0] = c.headers_mr->Sge(size_t(slot) * kStagingHeaderSize, kStagingHeaderSize);
+    wr.sg_list[1] = op.local;
+    wr.num_sge = len > 0 ? 2 : 1;
+    wr.remote_addr = c.remote.ring_addr + uint64_t{slot} * c.remote.slot_bytes;
+    wr.rkey = c.remote.ring_rkey;
+    wr.imm = slot;
+    if (!c.qp->PostSend(wr).ok()) return false;
+    op.unload_seq = seq;
+    ++c.next_unload_seq;
+    c.unload_inflight.push_back(op.id);
+    if (c.options.metrics != nullptr) {
+      c.options.metrics->OnRingOccupancy(
+          static_cast<uint32_t>(c.next_unload_seq - c.acked_unload_seq), c.remote.ring_slots);
+    }
+  }
+  if (path == Path::kOffload && !c.qp->PostSend(wr).ok()) return false;
+  op.path = path;
+  op.posted = true;
+  op.posted_at = c.engine->clock().Now();
+  ++c.send_wrs;
+  return true;
+}
+
+}  // namespace
+
+void PostReady(ConnectionState& c, Deferred& out) {
+  // Post in order; the first op that cannot go holds back the ones behind it.
+  while (!c.failed && c.first_unposted < c.ops.size()) {
+    if (!TryPost(c, c.ops[c.first_unposted])) break;
+    ++c.first_unposted;
+  }
+}
+
+// ---------------------------------------------------------------------------- Connection
+
+Connection::~Connection() {
+  Deferred out;
+  {
+    MutexLock l(&state_->mu);
+    FailConnection(*state_, out);
+  }
+  for (auto& f : out) f();
+  Engine::Worker& w = *state_->engine->workers_[state_->worker];
+  MutexLock l(&w.mu);
+  w.conns.erase(state_->id);
+}
+
+const ConnectionInfo& Connection::local_info() const { return state_->local; }
+uint32_t Connection::qp_num() const { return state_->qp->qp_num(); }
+
+bool Connection::failed() const {
+  MutexLock l(&state_->mu);
+  return state_->failed;
+}
+
+void Connection::SetMessageHandler(MessageHandler handler) {
+  MutexLock l(&state_->mu);
+  state_->handler = std::move(handler);
+}
+
+absl::Status Connection::Connect(const ConnectionInfo& remote) {
+  ConnectionState& c = *state_;
+  if (remote.ring_slots == 0 || remote.ring_slots > 65536 ||
+      remote.slot_bytes < kStagingHeaderSize || remote.slot_bytes > (64u << 20) ||
+      remote.message_slots == 0 || remote.message_slots > 4096 || remote.max_message_bytes < 64 ||
+      remote.ring_addr == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Connect: peer parameters out of range: ", EncodeConnectionInfo(remote)));
+  }
+  MutexLock l(&c.mu);
+  if (c.connected) return absl::FailedPreconditionError("Connect: already connected");
+  if (absl::Status st = c.qp->Connect(remote.qp); !st.ok()) return st;
+  c.remote = remote;
+  c.message_credits = remote.message_slots;
+  c.connected = true;
+  return absl::OkStatus();
+}
+
+absl::Status Connection::Write(const rnic::ScatterGatherEntry& local, uint64_t remote_addr,
+                               uint32_t rkey, WriteCallback done) {
+  ConnectionState& c = *state_;
+  Deferred out;
+  {
+    MutexLock l(&c.mu);
+    if (!c.connected || c.failed) {
+      return absl::FailedPreconditionError(c.failed ? "Write: connection has failed"
+                                                    : "Write: connection is not connected");
+    }
+    if (local.length > c.engine->device()->limits().max_message_bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Write: ", local.length, " bytes over the limit"));
+    }
+    Op& op = c.ops.emplace_back();
+    op.id = c.next_op_id++;
+    op.is_write = true;
+    op.local = local;
+    op.remote_addr = remote_addr;
+    op.rkey = rkey;
+    op.write_done = std::move(done);
+    op.submitted = c.engine->clock().Now();
+    op.decision = c.policy->Decide(remote_addr, local.length,
+                                   local.length + kStagingHeaderSize <= c.remote.slot_bytes);
+    op.path = op.decision.path;
+    PostReady(c, out);
+  }
+  for (auto& f : out) f();
+  return absl::OkStatus();
+}
+
+absl::Status Connection::Send(absl::Span<const char> message, SendCallback done) {
+  ConnectionState& c = *state_;
+  Deferred out;
+  {
+    MutexLock l(&c.mu);
+    if (!c.connected || c.failed) {
+      return absl::FailedPreconditionError(c.failed ? "Send: connection has failed"
+                                                    : "Send: connection is not connected");
+    }
+    uint32_t limit = std::min(c.options.max_message_bytes, c.remote.max_message_bytes);
+    if (message.size() > limit) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Send: message of ", message.size(), " bytes, limit ", limit));
+    }
+    Op& op = c.ops.emplace_back();
+    op.id = c.next_op_id++;
+    op.is_write = false;
+    op.message.assign(message.data(), message.size());
+    op.send_done = std::move(done);
+    op.submitted = c.engine->clock().Now();
+    PostReady(c, out);
+  }
+  for (auto& f : out) f();
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------- Engine
+
+Engine::Engine(rnic::Device* device, const EngineOptions& options)
+    : device_(device), options_(options), table_(std::make_shared<ValidationTable>()) {}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(rnic::Device* device,
+                                                       const EngineOptions& options) {
+  if (device == nullptr) return absl::InvalidArgumentError("Engine: no device");
+  if (options.unload_workers < 1 || options.unload_workers > 64) {
+    return absl::InvalidArgumentError("Engine: unload_workers must be in 1..64");
+  }
+  if (options.staging_slots < 1 || options.staging_slots > 4096 ||
+      options.staging_slot_bytes < 64 || options.staging_slot_bytes > (64u << 20)) {
+    return absl::InvalidArgumentError(
+        "Engine: staging_slots must be in 1..4096 and staging_slot_bytes in 64..64 MiB");
+  }
+  if (options.message_slots < 1 || options.message_slots > 1024 || options.max_message_bytes < 64 ||
+      options.max_message_bytes > (1u << 20)) {
+    return absl::InvalidArgumentError(
+        "Engine: message_slots must be in 1..1024 and max_message_bytes in 64..1 MiB");
+  }
+  std::unique_ptr<Engine> e(new Engine(device, options));
+  for (int i = 0; i < options.unload_workers; ++i) {
+    auto w = std::make_unique<Worker>();
+    absl::StatusOr<std::unique_ptr<rnic::CompletionQueue>> cq = device->CreateCompletionQueue(4096);
+    if (!cq.ok()) return cq.status();
+    w->cq = std::move(*cq);
+    e->workers_.push_back(std::move(w));
+  }
+  RingMemory probe(size_t{2} << 20, options.huge_pages);
+  e->staging_memory_ = probe.huge() ? "2 MiB huge pages"
+                       : options.huge_pages
+                           ? "4 KiB pages (no huge pages available: see /proc/sys/vm/nr_hugepages)"
+                           : "4 KiB pages (huge pages disabled)";
+  return e;
+}
+
+Engine::~Engine() { Stop(); }
+
+namespace {
+class EngineMemoryRegion : public rnic::MemoryRegion {
+ public:
+  EngineMemoryRegion(std::unique_ptr<rnic::MemoryRegion> inner,
+                     std::shared_ptr<ValidationTable> table)
+      : MemoryRegion(Description{inner->addr(), inner->length(), inner->lkey(), inner->rkey(),
+                                 inner->access(), inner->page_size()}),
+        inner_(std::move(inner)),
+        table_(std::move(table)) {}
+  ~EngineMemoryRegion() override {
+    MutexLock l(&table_->mu);
+    table_->regions.Erase(rkey());
+  }
+
+ private:
+  std::unique_ptr<rnic::MemoryRegion> inner_;
+  std::shared_ptr<ValidationTable> table_;
+};
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> Engine::RegisterMemory(void* addr,
+                                                                           size_t length,
+                                                                           uint32_t access) {
+  absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> mr =
+      device_->RegisterMemory(addr, length, access);
+  if (!mr.ok()) return mr.status();
+  {
+    MutexLock l(&table_->mu);
+    table_->regions.Insert((*mr)->rkey(), {(*mr)->address(), (*mr)->length(), (*mr)->access()});
+  }
+  return std::unique_ptr<rnic::MemoryRegion>(new EngineMemoryRegion(std::move(*mr), table_));
+}
+
+absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
+    std::unique_ptr<PathPolicy> policy) {
+  if (policy == nullptr) return absl::InvalidArgumentError("CreateConnection: no policy");
+  auto c = std::make_shared<ConnectionState>();
+  c->engine = this;
+  c->options = options_;
+  c->id = next_connection_++ & 0xffffff;
+  c->worker = static_cast<int>(c->id % workers_.size());
+  c->policy = std::move(policy);
+  const EngineOptions& o = options_;
+  Worker& w = *workers_[c->worker];
+  // Receives: staged writes (our ring), messages, and the peer's acks.
+  c->recv_count = o.staging_slots + o.message_slots + kAckSlots;
+  c->max_send_wrs = o.staging_slots + o.message_slots + kAckSlots + 256;
+  rnic::QpConfig cfg;
+  cfg.send_cq = w.cq.get();
+  cfg.recv_cq = w.cq.get();
+  cfg.max_send_wr = c->max_send_wrs + kAckSlots;
+  cfg.max_recv_wr = c->recv_count;
+  cfg.rnr_timeout = absl::InfiniteDuration();  // the peer engine always reposts
+  absl::StatusOr<std::unique_ptr<rnic::QueuePair>> qp = device_->CreateQueuePair(cfg);
+  if (!qp.ok()) return qp.status();
+  c->qp = std::move(*qp);
+
+  c->ring =
+      std::make_unique<RingMemory>(size_t{o.staging_slots} * o.staging_slot_bytes, o.huge_pages);
+  if (c->ring->data() == nullptr) return absl::ResourceExhaustedError("staging ring: mmap failed");
+  uint32_t ring_access = rnic::kLocalWrite | rnic::kRemoteWrite |
+                         (c->ring->huge() ? uint32_t{rnic::kHugePageBacked} : 0u);
+  auto reg = [&](void* p, size_t n, uint32_t access,
+                 std::unique_ptr<rnic::MemoryRegion>* out) -> absl::Status {
+    absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> mr = device_->RegisterMemory(p, n, access);
+    if (!mr.ok()) return mr.status();
+    *out = std::move(*mr);
+    return absl::OkStatus();
+  };
+  c->headers.assign(size_t{o.staging_slots} * kStagingHeaderSize, 0);
+  c->send_slots.assign(size_t{o.message_slots} * o.max_message_bytes, 0);
+  c->recv_buffers.assign(size_t{c->recv_count} * o.max_message_bytes, 0);
+  c->acks.assign(size_t{kAckSlots} * kAckBytes, 0);
+  for (absl::Status st :
+       {reg(c->ring->data(), c->ring->size(), ring_access, &c->ring_mr),
+        reg(c->headers.data(), c->headers.size(), 0, &c->headers_mr),
+        reg(c->send_slots.data(), c->send_slots.size(), 0, &c->send_mr),
+        reg(c->recv_buffers.data(), c->recv_buffers.size(), rnic::kLocalWrite, &c->recv_mr),
+        reg(c->acks.data(), c->acks.size(), 0, &c->acks_mr)}) {
+    if (!st.ok()) return st;
+  }
+  for (uint32_t i = 0; i < o.message_slots; ++i) c->free_send_slots.push_back(i);
+  {
+    MutexLock l(&c->mu);
+    for (uint32_t i = 0; i < c->recv_count; ++i) Repost(*c, i);
+  }
+  c->local.qp = c->qp->local_attributes();
+  c->local.ring_addr = c->ring_mr->address();
+  c->local.ring_rkey = c->ring_mr->rkey();
+  c->local.ring_slots = o.staging_slots;
+  c->local.slot_bytes = o.staging_slot_bytes;
+  c->local.message_slots = o.message_slots;
+  c->local.max_message_bytes = o.max_message_bytes;
+  {
+    MutexLock l(&w.mu);
+    w.conns[c->id] = c;
+  }
+  return std::unique_ptr<Connection>(new Connection(std::move(c)));
+}
+
+int Engine::PollOnce() {
+  int n = 0;
+  for (auto& w : workers_) n += w->PollOnce(*table_, options_.metrics);
+  return n;
+}
+
+void Engine::Start() {
+  if (!threads_.empty()) return;
+  stop_.store(false);
+  for (auto& w : workers_) {
+    threads_.emplace_back([this, worker = w.get()] {
+      while (!stop_.load(std::memory_order_acquire)) {
+        if (worker->PollOnce(*table_, options_.metrics) > 0) continue;
+        if (device_->event_fd() >= 0) {
+          device_->Progress(absl::Milliseconds(1));
+        } else if (worker->cq->notify_fd() >= 0) {
+          worker->cq->RequestNotify();
+          if (worker->PollOnce(*table_, options_.metrics) > 0) continue;
+          pollfd p{worker->cq->notify_fd(), POLLIN, 0};
+          ::poll(&p, 1, 1);
+        }
+      }
+    });
+  }
+}
+
+void Engine::Stop() {
+  stop_.store(true, std::memory_order_release);
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+}
+
+}  // namespace unloadkv::engine

@@ -1,0 +1,149 @@
+// The offload/unload write engine.
+//
+// An Engine owns the per-node side of the technique: memory registration that both paths
+// validate against, and unload workers. A Connection is one reliable connection to a peer
+// engine, carrying writes (each on the path its policy picks) and messages.
+//
+//   auto engine = Engine::Create(device, options);            // one per node
+//   auto mr = engine->RegisterMemory(buf, len, kLocalWrite | kRemoteWrite);  // writable by peers
+//   auto conn = engine->CreateConnection(MakePolicy("adaptive"));
+//   ... exchange conn->local_info() with the peer out of band, then conn->Connect(peer_info)
+//   conn->Write(local_sge, remote_addr, rkey, [](const WriteResult& r) { ... });
+//
+// Semantics, whatever path a write takes (each is a test in engine_test.cc):
+//  1. A write's callback with ok status means its bytes are visible in the target's memory.
+//  2. Callbacks fire in post order. A message sent after a write is handed to the peer's
+//     handler after that write is visible. A write never overtakes an earlier unloaded write
+//     to overlapping bytes (it follows it through the staging ring).
+//  3. A write the target NIC would refuse (unknown rkey, no remote-write access, out of bounds)
+//     is refused on the unload path too, with the same status, copying nothing; as with RC, the
+//     connection then fails and later work completes with kFlushed.
+//  4. At most `staging_slots` unloaded writes are in flight per connection; when all are in
+//     use, a write the policy routes to unload waits or goes offload (PathPolicy::OnRingFull).
+//
+// Threading: PollOnce drives all workers from the calling thread (the simulated fabric, tests);
+// Start() instead runs one thread per worker. Write/Send may be called from any thread;
+// callbacks run on worker threads (or inside PollOnce) and must not block.
+#ifndef UNLOADKV_TRANSPORT_ENGINE_ENGINE_H_
+#define UNLOADKV_TRANSPORT_ENGINE_ENGINE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "transport/base/clock.h"
+#include "transport/engine/metrics.h"
+#include "transport/engine/policy.h"
+#include "transport/rnic/device.h"
+
+namespace unloadkv::engine {
+
+struct EngineOptions {
+  int unload_workers = 1;                  // threads (or PollOnce slices) serving connections
+  uint32_t staging_slots = 64;             // unloaded writes in flight per connection
+  uint32_t staging_slot_bytes = 16 << 10;  // header + payload; larger writes go offload
+  bool huge_pages = true;                  // try 2 MiB pages for staging rings
+  uint32_t message_slots = 32;             // messages in flight per connection and direction
+  uint32_t max_message_bytes = 4096;
+  EngineMetrics* metrics = nullptr;  // optional; must outlive the engine
+};
+
+// What a peer needs to connect to a Connection: plain data, one text line when encoded.
+struct ConnectionInfo {
+  rnic::QpAttributes qp;
+  uint64_t ring_addr = 0;
+  uint32_t ring_rkey = 0;
+  uint32_t ring_slots = 0;
+  uint32_t slot_bytes = 0;
+  uint32_t message_slots = 0;
+  uint32_t max_message_bytes = 0;
+};
+std::string EncodeConnectionInfo(const ConnectionInfo& info);
+absl::StatusOr<ConnectionInfo> DecodeConnectionInfo(absl::string_view text);
+
+struct WriteResult {
+  rnic::WcStatus status = rnic::WcStatus::kSuccess;
+  Path path = Path::kOffload;
+  absl::Duration latency;  // post to completion, on the engine's clock
+  bool ok() const { return status == rnic::WcStatus::kSuccess; }
+};
+using WriteCallback = std::function<void(const WriteResult&)>;
+using SendCallback = std::function<void(rnic::WcStatus)>;
+// Receives each message; the bytes are valid only during the call.
+using MessageHandler = std::function<void(absl::Span<const char>)>;
+
+class Engine;
+struct ConnectionState;
+
+class Connection {
+ public:
+  ~Connection();
+  const ConnectionInfo& local_info() const;
+  // Connects to the peer; validates that its staging and message parameters are usable.
+  absl::Status Connect(const ConnectionInfo& remote);
+  void SetMessageHandler(MessageHandler handler);
+
+  // Writes `local` (in a region registered with this engine's device) to [remote_addr,
+  // remote_addr + local.length) in the peer region `rkey`. Fails at once (and calls nothing)
+  // if the connection is not connected or `local` is larger than the device limit.
+  absl::Status Write(const rnic::ScatterGatherEntry& local, uint64_t remote_addr, uint32_t rkey,
+                     WriteCallback done);
+  // Sends a message of at most max_message_bytes; the bytes are copied before return.
+  absl::Status Send(absl::Span<const char> message, SendCallback done);
+
+  bool failed() const;
+  uint32_t qp_num() const;
+
+ private:
+  friend class Engine;
+  explicit Connection(std::shared_ptr<ConnectionState> state) : state_(std::move(state)) {}
+  std::shared_ptr<ConnectionState> state_;
+};
+
+class Engine {
+ public:
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(rnic::Device* device,
+                                                        const EngineOptions& options);
+  ~Engine();
+
+  // Registers memory with the device and with the engine's validation table, so that unloaded
+  // writes are checked against exactly what the NIC checks offloaded ones against.
+  absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> RegisterMemory(void* addr, size_t length,
+                                                                     uint32_t access);
+  absl::StatusOr<std::unique_ptr<Connection>> CreateConnection(std::unique_ptr<PathPolicy> policy);
+
+  // Processes whatever completions every worker has; returns how many. Never blocks.
+  int PollOnce();
+  // Runs each worker on its own thread until Stop() or destruction.
+  void Start();
+  void Stop();
+
+  // "2 MiB huge pages" or "4 KiB pages (huge pages unavailable: ...)".
+  const std::string& staging_memory() const { return staging_memory_; }
+  const Clock& clock() const { return device_->clock(); }
+  rnic::Device* device() const { return device_; }
+
+ private:
+  struct Worker;
+  friend class Connection;
+  Engine(rnic::Device* device, const EngineOptions& options);
+
+  rnic::Device* device_;
+  EngineOptions options_;
+  std::string staging_memory_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::shared_ptr<struct ValidationTable> table_;
+  uint32_t next_connection_ = 0;
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace unloadkv::engine
+
+#endif  // UNLOADKV_TRANSPORT_ENGINE_ENGINE_H_

@@ -1,0 +1,161 @@
+// Internal state of the write engine, shared by engine.cc (set-up, initiator side) and
+// unload_worker.cc (completion processing, target side). Not part of the public interface.
+#ifndef UNLOADKV_TRANSPORT_ENGINE_ENGINE_INTERNAL_H_
+#define UNLOADKV_TRANSPORT_ENGINE_ENGINE_INTERNAL_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "transport/base/mutex.h"
+#include "transport/engine/engine.h"
+#include "transport/engine/staging_header.h"
+#include "transport/rnic/region_table.h"
+
+namespace unloadkv::engine {
+
+// Immediate values of SEND_WITH_IMM on an engine connection.
+inline constexpr uint32_t kImmMessage = 0x4D534731;  // an application message
+inline constexpr uint32_t kImmAck = 0x41434B31;      // an ack (payload: AckPayload)
+inline constexpr uint32_t kAckSlots = 16;            // acks in flight per connection
+inline constexpr size_t kAckBytes = 16;
+
+// Work request ids: kind in the top byte, connection id below it, an index in the low 32 bits.
+enum class WrKind : uint8_t { kOffloadWrite = 1, kUnloadWrite, kMessage, kAck, kRecv };
+inline uint64_t MakeWrId(WrKind k, uint32_t conn, uint32_t index) {
+  return (uint64_t{static_cast<uint8_t>(k)} << 56) | (uint64_t{conn & 0xffffff} << 32) | index;
+}
+inline WrKind KindOf(uint64_t wr_id) { return static_cast<WrKind>(wr_id >> 56); }
+inline uint32_t ConnOf(uint64_t wr_id) { return (wr_id >> 32) & 0xffffff; }
+inline uint32_t IndexOf(uint64_t wr_id) { return static_cast<uint32_t>(wr_id); }
+
+// The regions peers may write to, as registered through Engine::RegisterMemory.
+struct ValidationTable {
+  Mutex mu;
+  rnic::RegionTable regions ABSL_GUARDED_BY(mu);
+};
+
+// Memory for a staging ring: 2 MiB pages when available, else ordinary pages.
+class RingMemory {
+ public:
+  RingMemory(size_t bytes, bool try_huge);
+  ~RingMemory();
+  char* data() const { return static_cast<char*>(mem_); }
+  size_t size() const { return bytes_; }
+  bool huge() const { return huge_; }
+
+ private:
+  void* mem_ = nullptr;
+  size_t bytes_ = 0;
+  bool huge_ = false;
+};
+
+// One write or message, from Write/Send until its callback.
+struct Op {
+  uint64_t id = 0;
+  bool is_write = true;
+  Path path = Path::kOffload;
+  Decision decision;
+  bool posted = false;
+  bool done = false;
+  rnic::WcStatus status = rnic::WcStatus::kSuccess;
+  absl::Time submitted, posted_at, done_at;
+  // Write fields.
+  rnic::ScatterGatherEntry local;
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint64_t unload_seq = 0;
+  WriteCallback write_done;
+  // Message fields.
+  std::string message;  // held until a send slot and a credit are free
+  int send_slot = -1;
+  SendCallback send_done;
+};
+
+struct ConnectionState {
+  Mutex mu;
+  Engine* engine = nullptr;
+  EngineOptions options;
+  uint32_t id = 0;
+  int worker = 0;
+  std::unique_ptr<rnic::QueuePair> qp;
+  std::unique_ptr<PathPolicy> policy ABSL_GUARDED_BY(mu);
+  ConnectionInfo local;
+  ConnectionInfo remote ABSL_GUARDED_BY(mu);
+  bool connected ABSL_GUARDED_BY(mu) = false;
+  bool failed ABSL_GUARDED_BY(mu) = false;
+  MessageHandler handler ABSL_GUARDED_BY(mu);
+
+  // Local memory: incoming staging ring, outgoing headers, message send slots, receive
+  // buffers, ack payloads.
+  std::unique_ptr<RingMemory> ring;
+  std::unique_ptr<rnic::MemoryRegion> ring_mr;
+  std::vector<char> headers, send_slots, recv_buffers, acks;
+  std::unique_ptr<rnic::MemoryRegion> headers_mr, send_mr, recv_mr, acks_mr;
+  uint32_t recv_count = 0;
+
+  // Initiator side.
+  std::deque<Op> ops ABSL_GUARDED_BY(mu);  // ops.front().id is the oldest unfinished op
+  uint64_t next_op_id ABSL_GUARDED_BY(mu) = 0;
+  uint64_t next_unload_seq ABSL_GUARDED_BY(mu) = 0;
+  uint64_t acked_unload_seq ABSL_GUARDED_BY(mu) = 0;
+  std::deque<uint64_t> unload_inflight ABSL_GUARDED_BY(mu);  // op ids, in sequence order
+  uint32_t message_credits ABSL_GUARDED_BY(mu) = 0;
+  std::vector<int> free_send_slots ABSL_GUARDED_BY(mu);
+  size_t first_unposted ABSL_GUARDED_BY(mu) = 0;  // index in ops of the first unposted op
+  uint32_t send_wrs ABSL_GUARDED_BY(mu) = 0;      // posted send WRs not yet completed
+  uint32_t max_send_wrs = 0;
+
+  // Target side.
+  uint64_t expected_seq ABSL_GUARDED_BY(mu) = 0;  // staged writes applied so far
+  uint32_t credits_to_return ABSL_GUARDED_BY(mu) = 0;
+  bool ack_pending ABSL_GUARDED_BY(mu) = false;
+  uint32_t acks_in_flight ABSL_GUARDED_BY(mu) = 0;
+  uint32_t next_ack_slot ABSL_GUARDED_BY(mu) = 0;
+  bool refusing ABSL_GUARDED_BY(mu) = false;  // a staged write was refused: NAK, then fail
+  rnic::WcStatus nak_status ABSL_GUARDED_BY(mu) = rnic::WcStatus::kSuccess;
+  bool nak_sent ABSL_GUARDED_BY(mu) = false;
+
+  Op* FindOp(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  Op* FindOpByIndex(uint32_t low32) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+};
+
+// Callbacks collected under a connection's lock and run after it is released.
+using Deferred = std::vector<std::function<void()>>;
+
+// Initiator-side helpers (engine.cc).
+void PostReady(ConnectionState& c, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+void MarkDone(ConnectionState& c, Op& op, rnic::WcStatus status)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+void FinishInOrder(ConnectionState& c, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+void FailConnection(ConnectionState& c, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+void AckUnloaded(ConnectionState& c, uint64_t applied, rnic::WcStatus status, Deferred& out)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+
+// Target-side helpers (unload_worker.cc).
+void ApplyStagedWrite(ConnectionState& c, uint32_t slot, uint32_t byte_len, ValidationTable& table,
+                      EngineMetrics* metrics) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+void SendAckIfDue(ConnectionState& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+void Repost(ConnectionState& c, uint32_t recv_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+
+}  // namespace unloadkv::engine
+
+namespace unloadkv::engine {
+
+// One unload worker: a CQ shared by the connections assigned to it (their sends and receives).
+struct Engine::Worker {
+  std::unique_ptr<rnic::CompletionQueue> cq;
+  Mutex mu;
+  absl::flat_hash_map<uint32_t, std::shared_ptr<ConnectionState>> conns ABSL_GUARDED_BY(mu);
+
+  // Handles up to one batch of completions; returns how many. (unload_worker.cc)
+  int PollOnce(ValidationTable& table, EngineMetrics* metrics);
+};
+
+}  // namespace unloadkv::engine
+
+#endif  // UNLOADKV_TRANSPORT_ENGINE_ENGINE_INTERNAL_H_

@@ -1,0 +1,362 @@
+// The write engine's invariants (engine.h), on the soft RNIC and on the simulated fabric.
+#include "transport/engine/engine.h"
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "transport/base/logging.h"
+#include "transport/base/mutex.h"
+#include "transport/engine/adaptive_policy.h"
+#include "transport/sim/fabric.h"
+#include "transport/soft/soft_device.h"
+
+namespace unloadkv::engine {
+namespace {
+
+// Routes writes by a fixed script (cycled), to put writes on chosen paths.
+class ScriptedPolicy : public PathPolicy {
+ public:
+  explicit ScriptedPolicy(std::vector<Path> script) : script_(std::move(script)) {}
+  absl::string_view name() const override { return "scripted"; }
+  Decision Decide(uint64_t, uint32_t, bool possible) override {
+    Path p = script_[next_++ % script_.size()];
+    return {possible ? p : Path::kOffload, 0};
+  }
+
+ private:
+  std::vector<Path> script_;
+  size_t next_ = 0;
+};
+
+std::unique_ptr<PathPolicy> Only(Path p) {
+  return std::make_unique<ScriptedPolicy>(std::vector<Path>{p});
+}
+
+// Two engines on a backend, and a way to wait while they make progress.
+class Harness {
+ public:
+  virtual ~Harness() = default;
+  virtual rnic::Device& a() = 0;
+  virtual rnic::Device& b() = 0;
+  virtual void Start(Engine& ea, Engine& eb) = 0;
+  // Returns once `done()` holds or `timeout` (on the device clock) passes; false on timeout.
+  virtual bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout) = 0;
+};
+
+class SoftHarness : public Harness {
+ public:
+  SoftHarness() {
+    SetMinLogLevel(LogLevel::kError);
+    a_ = std::move(*soft::SoftDevice::Create({}));
+    b_ = std::move(*soft::SoftDevice::Create({}));
+  }
+  rnic::Device& a() override { return *a_; }
+  rnic::Device& b() override { return *b_; }
+  void Start(Engine& ea, Engine& eb) override {
+    ea.Start();
+    eb.Start();
+  }
+  bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout) override {
+    absl::Time deadline = absl::Now() + timeout;
+    while (!done()) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Microseconds(200));
+    }
+    return true;
+  }
+
+ private:
+  std::unique_ptr<soft::SoftDevice> a_, b_;
+};
+
+class SimHarness : public Harness {
+ public:
+  SimHarness() : a_(fabric_.CreateDevice()), b_(fabric_.CreateDevice()) {
+    SetMinLogLevel(LogLevel::kError);
+  }
+  rnic::Device& a() override { return *a_; }
+  rnic::Device& b() override { return *b_; }
+  void Start(Engine& ea, Engine& eb) override {
+    ea_ = &ea;
+    eb_ = &eb;
+  }
+  bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout) override {
+    int64_t deadline = fabric_.now_ns() + absl::ToInt64Nanoseconds(timeout);
+    while (!done()) {
+      if (fabric_.now_ns() > deadline) return false;
+      int n = ea_->PollOnce() + eb_->PollOnce();
+      if (n == 0) {
+        if (fabric_.idle()) return done();
+        fabric_.Run(deadline - fabric_.now_ns());
+      }
+    }
+    return true;
+  }
+
+ private:
+  sim::Fabric fabric_;
+  std::unique_ptr<rnic::Device> a_, b_;
+  Engine* ea_ = nullptr;
+  Engine* eb_ = nullptr;
+};
+
+class EngineTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  static constexpr size_t kBytes = 8 << 20;
+
+  void SetUp() override {
+    if (GetParam() == "soft") {
+      h_ = std::make_unique<SoftHarness>();
+    } else {
+      h_ = std::make_unique<SimHarness>();
+    }
+    EngineOptions o;
+    o.staging_slots = 8;
+    o.metrics = &metrics_;
+    ea_ = std::move(*Engine::Create(&h_->a(), o));
+    eb_ = std::move(*Engine::Create(&h_->b(), o));
+    src_.assign(kBytes, 0);
+    dst_.assign(kBytes, 0);
+    src_mr_ = std::move(*ea_->RegisterMemory(src_.data(), kBytes, rnic::kLocalWrite));
+    dst_mr_ = std::move(
+        *eb_->RegisterMemory(dst_.data(), kBytes, rnic::kLocalWrite | rnic::kRemoteWrite));
+    h_->Start(*ea_, *eb_);
+  }
+
+  void TearDown() override {
+    ca_.reset();
+    cb_.reset();
+    ea_.reset();
+    eb_.reset();
+  }
+
+  void Connect(std::unique_ptr<PathPolicy> policy) {
+    ca_ = std::move(*ea_->CreateConnection(std::move(policy)));
+    cb_ = std::move(*eb_->CreateConnection(Only(Path::kOffload)));
+    ASSERT_TRUE(ca_->Connect(cb_->local_info()).ok());
+    ASSERT_TRUE(cb_->Connect(ca_->local_info()).ok());
+  }
+
+  uint64_t Dst(size_t off) const { return dst_mr_->address() + off; }
+
+  std::unique_ptr<Harness> h_;
+  CountingMetrics metrics_;
+  std::unique_ptr<Engine> ea_, eb_;
+  std::vector<char> src_, dst_;
+  std::unique_ptr<rnic::MemoryRegion> src_mr_, dst_mr_;
+  std::unique_ptr<Connection> ca_, cb_;
+};
+
+TEST_P(EngineTest, CompletionMeansVisibleOnBothPaths) {
+  for (Path path : {Path::kOffload, Path::kUnload}) {
+    SCOPED_TRACE(PathName(path));
+    Connect(Only(path));
+    constexpr int kWrites = 200;
+    std::atomic<int> done{0}, bad{0};
+    std::mt19937 rng(1);
+    for (int i = 0; i < kWrites; ++i) {
+      size_t off = (rng() % 2000) * 4096;
+      uint32_t len = 1 + rng() % 4000;
+      for (uint32_t k = 0; k < len; ++k) src_[off + k] = static_cast<char>(rng());
+      ASSERT_TRUE(ca_->Write(src_mr_->Sge(off, len), Dst(off), dst_mr_->rkey(),
+                             [&, off, len, path](const WriteResult& r) {
+                               if (!r.ok() || r.path != path ||
+                                   std::memcmp(&src_[off], &dst_[off], len) != 0) {
+                                 ++bad;
+                               }
+                               ++done;
+                             })
+                      .ok());
+      ASSERT_TRUE(h_->WaitUntil([&] { return done.load() == i + 1; }, absl::Seconds(10)));
+    }
+    EXPECT_EQ(bad.load(), 0) << "a completed write was not visible, failed or took another path";
+  }
+}
+
+TEST_P(EngineTest, CallbacksFollowPostOrderAndLaterWritesNeverOvertakeEarlierOnes) {
+  // Alternate paths on writes to one 8-byte counter; each write carries its own index.
+  Connect(std::make_unique<ScriptedPolicy>(std::vector<Path>{Path::kUnload, Path::kOffload,
+                                                             Path::kUnload, Path::kUnload,
+                                                             Path::kOffload, Path::kOffload}));
+  constexpr int kWrites = 300;
+  std::vector<int> order;
+  Mutex mu;
+  std::atomic<int> done{0}, regressions{0};
+  for (int i = 0; i < kWrites; ++i) {
+    // Bursts of five, sometimes leaving two in flight, so some writes overlap in-flight unloaded
+    // ones (and must follow them) while others find the ring empty and really go offload.
+    if (i % 5 == 0 && i > 0) {
+      int keep = (i % 10 == 0) ? 0 : 2;  // alternately drain, and leave two in flight
+      ASSERT_TRUE(h_->WaitUntil([&] { return done.load() >= i - keep; }, absl::Seconds(10)));
+    }
+    uint64_t v = i + 1;
+    std::memcpy(&src_[i * 8], &v, 8);
+    ASSERT_TRUE(ca_->Write(src_mr_->Sge(i * 8, 8), Dst(0), dst_mr_->rkey(),
+                           [&, i](const WriteResult& r) {
+                             uint64_t seen;
+                             std::memcpy(&seen, &dst_[0], 8);
+                             // Visible, and never older than this write.
+                             if (!r.ok() || seen < static_cast<uint64_t>(i + 1)) ++regressions;
+                             {
+                               MutexLock l(&mu);
+                               order.push_back(i);
+                             }
+                             ++done;  // last: the test may end as soon as it sees this
+                           })
+                    .ok());
+  }
+  ASSERT_TRUE(h_->WaitUntil([&] { return done.load() == kWrites; }, absl::Seconds(20)));
+  EXPECT_EQ(regressions.load(), 0);
+  for (int i = 0; i < kWrites; ++i) ASSERT_EQ(order[i], i) << "callbacks out of post order";
+  uint64_t last;
+  std::memcpy(&last, &dst_[0], 8);
+  EXPECT_EQ(last, static_cast<uint64_t>(kWrites)) << "an earlier write landed after a later one";
+  EXPECT_GT(metrics_.writes[0].load(), 0u);
+  EXPECT_GT(metrics_.writes[1].load(), 0u);
+}
+
+TEST_P(EngineTest, MessageAfterWriteIsDeliveredAfterTheWriteIsVisible) {
+  for (Path path : {Path::kUnload, Path::kOffload}) {
+    SCOPED_TRACE(PathName(path));
+    Connect(Only(path));
+    std::atomic<int> delivered{0}, stale{0};
+    cb_->SetMessageHandler([&](absl::Span<const char> m) {
+      uint64_t off, expect;
+      std::memcpy(&off, m.data(), 8);
+      std::memcpy(&expect, m.data() + 8, 8);
+      uint64_t seen;
+      std::memcpy(&seen, &dst_[off], 8);
+      if (seen != expect) ++stale;
+      ++delivered;
+    });
+    constexpr int kRounds = 100;
+    for (int i = 0; i < kRounds; ++i) {
+      uint64_t off = (i % 50) * 4096, value = 1000 + i + (path == Path::kOffload ? 7777 : 0);
+      std::memcpy(&src_[off], &value, 8);
+      ASSERT_TRUE(ca_->Write(src_mr_->Sge(off, 8), Dst(off), dst_mr_->rkey(), nullptr).ok());
+      char msg[16];
+      std::memcpy(msg, &off, 8);
+      std::memcpy(msg + 8, &value, 8);
+      // No wait for the write: the message alone must see it.
+      ASSERT_TRUE(ca_->Send(absl::MakeConstSpan(msg, 16), nullptr).ok());
+      ASSERT_TRUE(h_->WaitUntil([&] { return delivered.load() == i + 1; }, absl::Seconds(10)));
+    }
+    EXPECT_EQ(stale.load(), 0) << "a message overtook the write posted before it";
+  }
+}
+
+TEST_P(EngineTest, RefusedWritesFailTheSameWayOnBothPathsAndWriteNothing) {
+  std::vector<char> ro(1 << 20, 0);
+  auto ro_mr =
+      std::move(*eb_->RegisterMemory(ro.data(), ro.size(), rnic::kLocalWrite | rnic::kRemoteRead));
+  struct Case {
+    const char* name;
+    uint32_t rkey;
+    uint64_t addr;
+  } cases[] = {
+      {"unknown rkey", dst_mr_->rkey() ^ 0x1234, Dst(0)},
+      {"no remote write", ro_mr->rkey(), ro_mr->address()},
+      {"past the end", dst_mr_->rkey(), Dst(kBytes - 16)},
+  };
+  for (Path path : {Path::kOffload, Path::kUnload}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(absl::StrCat(PathName(path), ": ", c.name));
+      Connect(Only(path));
+      std::vector<char> dst_before = dst_, ro_before = ro;
+      std::atomic<int> done{0};
+      WriteResult first, second;
+      std::memset(src_.data(), 'Z', 64);
+      ASSERT_TRUE(ca_->Write(src_mr_->Sge(0, 64), c.addr, c.rkey,
+                             [&](const WriteResult& r) {
+                               first = r;
+                               ++done;
+                             })
+                      .ok());
+      absl::Status st =
+          ca_->Write(src_mr_->Sge(0, 64), Dst(0), dst_mr_->rkey(), [&](const WriteResult& r) {
+            second = r;
+            ++done;
+          });
+      int expected = st.ok() ? 2 : 1;
+      ASSERT_TRUE(h_->WaitUntil([&] { return done.load() == expected; }, absl::Seconds(10)));
+      EXPECT_EQ(first.status, rnic::WcStatus::kRemoteAccessError);
+      if (st.ok()) {
+        EXPECT_EQ(second.status, rnic::WcStatus::kFlushed) << "later work must not succeed";
+      }
+      ASSERT_TRUE(h_->WaitUntil([&] { return ca_->failed(); }, absl::Seconds(10)));
+      EXPECT_FALSE(ca_->Write(src_mr_->Sge(0, 8), Dst(0), dst_mr_->rkey(), nullptr).ok());
+      EXPECT_TRUE(dst_ == dst_before && ro == ro_before) << "a refused write changed memory";
+    }
+  }
+  EXPECT_GT(metrics_.validation_failures[static_cast<int>(ValidationFailure::kUnknownKey)], 0u);
+  EXPECT_GT(metrics_.validation_failures[static_cast<int>(ValidationFailure::kNoPermission)], 0u);
+  EXPECT_GT(metrics_.validation_failures[static_cast<int>(ValidationFailure::kOutOfBounds)], 0u);
+}
+
+TEST_P(EngineTest, FullRingWaitsAndNeverOverflows) {
+  Connect(Only(Path::kUnload));
+  constexpr int kWrites = 500;  // far more than the 8 staging slots
+  std::atomic<int> done{0}, ok{0};
+  for (int i = 0; i < kWrites; ++i) {
+    std::memset(&src_[i * 512], i & 0x7f, 512);
+    ASSERT_TRUE(ca_->Write(src_mr_->Sge(i * 512, 512), Dst(i * 512), dst_mr_->rkey(),
+                           [&](const WriteResult& r) {
+                             ok += r.ok() && r.path == Path::kUnload;
+                             ++done;
+                           })
+                    .ok());
+  }
+  ASSERT_TRUE(h_->WaitUntil([&] { return done.load() == kWrites; }, absl::Seconds(20)));
+  EXPECT_EQ(ok.load(), kWrites);
+  EXPECT_LE(metrics_.ring_used_max.load(), 8u);
+  EXPECT_EQ(metrics_.ring_used_max.load(), 8u) << "the ring was never full: test too weak";
+  EXPECT_EQ(std::memcmp(src_.data(), dst_.data(), kWrites * 512), 0);
+}
+
+TEST_P(EngineTest, FullRingFallsBackToOffloadWhenThePolicySaysSo) {
+  Connect(std::make_unique<AdaptivePolicy>());
+  constexpr int kWrites = 2000;
+  std::atomic<int> done{0}, ok{0};
+  for (int i = 0; i < kWrites; ++i) {
+    size_t off = (i * 7919 % 2000) * 4096;
+    ASSERT_TRUE(ca_->Write(src_mr_->Sge(off, 64), Dst(off), dst_mr_->rkey(),
+                           [&](const WriteResult& r) {
+                             ok += r.ok();
+                             ++done;
+                           })
+                    .ok());
+  }
+  ASSERT_TRUE(h_->WaitUntil([&] { return done.load() == kWrites; }, absl::Seconds(20)));
+  EXPECT_EQ(ok.load(), kWrites);
+  EXPECT_LE(metrics_.ring_used_max.load(), 8u);
+}
+
+TEST_P(EngineTest, BadParametersAreRejectedWithClearErrors) {
+  EngineOptions bad;
+  bad.unload_workers = 0;
+  EXPECT_EQ(Engine::Create(&h_->a(), bad).status().code(), absl::StatusCode::kInvalidArgument);
+  Connect(Only(Path::kUnload));
+  ConnectionInfo info = ca_->local_info();
+  info.ring_slots = 0;
+  auto extra = std::move(*ea_->CreateConnection(Only(Path::kUnload)));
+  EXPECT_EQ(extra->Connect(info).code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<ConnectionInfo> round =
+      DecodeConnectionInfo(EncodeConnectionInfo(ca_->local_info()));
+  ASSERT_TRUE(round.ok()) << round.status();
+  EXPECT_EQ(round->ring_rkey, ca_->local_info().ring_rkey);
+  EXPECT_FALSE(DecodeConnectionInfo("transport=soft ring_slots=3").ok());
+  EXPECT_FALSE(MakePolicy("sometimes").ok());
+  std::vector<char> big(5000, 'x');
+  EXPECT_EQ(ca_->Send(absl::MakeConstSpan(big), nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, EngineTest, ::testing::Values("soft", "sim"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace unloadkv::engine

@@ -1,0 +1,61 @@
+// Path policies: which path each write takes. One policy object per connection.
+#ifndef UNLOADKV_TRANSPORT_ENGINE_POLICY_H_
+#define UNLOADKV_TRANSPORT_ENGINE_POLICY_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "transport/engine/path.h"
+
+namespace unloadkv::engine {
+
+// What a policy decided for one write; handed back with the write's observed latency.
+struct Decision {
+  Path path = Path::kOffload;
+  uint16_t cell = 0;  // policy-private bookkeeping (which estimate the write informs)
+};
+
+// What to do with a write the policy routes to unload while every staging slot is in use.
+enum class FullRingAction { kWait, kOffload };
+
+// Contract: Decide and Observe are called from the connection's thread only, must not block or
+// allocate, and must cost well under a microsecond. A policy learns only from what it is
+// told here (addresses, sizes, observed latencies); it never sees the NIC or its model.
+class PathPolicy {
+ public:
+  virtual ~PathPolicy() = default;
+  virtual absl::string_view name() const = 0;
+  // `remote_addr`/`length` describe the write; `unload_possible` is false when the write does
+  // not fit a staging slot (the result must then be kOffload).
+  virtual Decision Decide(uint64_t remote_addr, uint32_t length, bool unload_possible) = 0;
+  // The write decided as `d` completed after `latency` (post to completion).
+  virtual void Observe(const Decision& d, absl::Duration latency) {}
+  virtual FullRingAction OnRingFull() const { return FullRingAction::kWait; }
+  // How many times the preferred path of some class changed.
+  virtual uint64_t switches() const { return 0; }
+};
+
+class OffloadPolicy : public PathPolicy {
+ public:
+  absl::string_view name() const override { return "offload"; }
+  Decision Decide(uint64_t, uint32_t, bool) override { return {Path::kOffload, 0}; }
+};
+
+class UnloadPolicy : public PathPolicy {
+ public:
+  absl::string_view name() const override { return "unload"; }
+  Decision Decide(uint64_t, uint32_t, bool unload_possible) override {
+    return {unload_possible ? Path::kUnload : Path::kOffload, 0};
+  }
+};
+
+// "offload", "unload" or "adaptive"; anything else is InvalidArgument naming the choices.
+absl::StatusOr<std::unique_ptr<PathPolicy>> MakePolicy(absl::string_view name);
+
+}  // namespace unloadkv::engine
+
+#endif  // UNLOADKV_TRANSPORT_ENGINE_POLICY_H_

@@ -1,0 +1,221 @@
+// Completion processing of the write engine: the unload worker (validate, copy, acknowledge
+// staged writes), message delivery, and the initiator's handling of completions and acks.
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "transport/base/logging.h"
+#include "transport/engine/engine_internal.h"
+
+namespace unloadkv::engine {
+namespace {
+
+template <typename T>
+void Put(char* out, T v) {
+  std::memcpy(out, &v, sizeof(v));
+}
+template <typename T>
+T Get(const char* in) {
+  T v;
+  std::memcpy(&v, in, sizeof(v));
+  return v;
+}
+
+ValidationFailure FailureOf(rnic::AccessVerdict v) {
+  switch (v) {
+    case rnic::AccessVerdict::kUnknownKey:
+      return ValidationFailure::kUnknownKey;
+    case rnic::AccessVerdict::kNoPermission:
+      return ValidationFailure::kNoPermission;
+    default:
+      return ValidationFailure::kOutOfBounds;
+  }
+}
+
+void Refuse(ConnectionState& c, rnic::WcStatus status, ValidationFailure reason,
+            EngineMetrics* metrics, absl::string_view detail) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  if (metrics != nullptr) metrics->OnValidationFailure(reason);
+  Log(LogLevel::kWarning, absl::StrCat("engine: refused staged write ", c.expected_seq, " (",
+                                       ValidationFailureName(reason), "): ", detail));
+  c.refusing = true;
+  c.nak_status = status;
+  c.ack_pending = true;
+}
+
+}  // namespace
+
+void Repost(ConnectionState& c, uint32_t i) {
+  const uint32_t size = c.options.max_message_bytes;
+  (void)c.qp->PostRecv(
+      rnic::MakeRecv(MakeWrId(WrKind::kRecv, c.id, i), c.recv_mr->Sge(size_t{i} * size, size)));
+}
+
+void ApplyStagedWrite(ConnectionState& c, uint32_t slot, uint32_t byte_len, ValidationTable& table,
+                      EngineMetrics* metrics) {
+  if (c.refusing || c.failed) return;  // after a refusal nothing more is applied
+  if (slot >= c.local.ring_slots) {
+    Refuse(c, rnic::WcStatus::kRemoteInvalidRequest, ValidationFailure::kBadHeader, metrics,
+           absl::StrCat("slot ", slot, " of ", c.local.ring_slots));
+    return;
+  }
+  const char* base = c.ring->data() + size_t{slot} * c.local.slot_bytes;
+  absl::StatusOr<StagingHeader> h = ParseStagingHeader(base, byte_len, c.local.slot_bytes);
+  if (!h.ok()) {
+    Refuse(c, rnic::WcStatus::kRemoteInvalidRequest, ValidationFailure::kBadHeader, metrics,
+           h.status().message());
+    return;
+  }
+  if (h->sequence != c.expected_seq || slot != h->sequence % c.local.ring_slots) {
+    Refuse(c, rnic::WcStatus::kRemoteInvalidRequest, ValidationFailure::kBadSequence, metrics,
+           absl::StrCat("sequence ", h->sequence, " in slot ", slot));
+    return;
+  }
+  // Exactly the NIC's check, against the regions registered through this engine.
+  rnic::AccessVerdict verdict;
+  {
+    MutexLock l(&table.mu);
+    verdict = table.regions.Check(h->rkey, h->remote_addr, h->length, rnic::kRemoteWrite);
+  }
+  if (verdict != rnic::AccessVerdict::kOk) {
+    Refuse(c, rnic::WcStatus::kRemoteAccessError, FailureOf(verdict), metrics,
+           absl::StrCat("rkey 0x", absl::Hex(h->rkey), " addr 0x", absl::Hex(h->remote_addr),
+                        " len ", h->length));
+    return;
+  }
+  if (h->length > 0) {
+    std::memcpy(reinterpret_cast<void*>(h->remote_addr), base + kStagingHeaderSize, h->length);
+  }
+  ++c.expected_seq;
+  c.ack_pending = true;
+}
+
+void SendAckIfDue(ConnectionState& c) {
+  if (!c.ack_pending || c.failed || c.nak_sent || !c.connected) return;
+  if (c.acks_in_flight >= kAckSlots) return;  // retried when an ack completes
+  uint32_t slot = c.next_ack_slot++ % kAckSlots;
+  char* p = c.acks.data() + size_t{slot} * kAckBytes;
+  Put<uint64_t>(p, c.expected_seq);
+  Put<uint32_t>(p + 8, static_cast<uint32_t>(c.refusing ? c.nak_status : rnic::WcStatus::kSuccess));
+  Put<uint32_t>(p + 12, c.credits_to_return);
+  rnic::SendWorkRequest wr =
+      rnic::MakeSendWithImm(MakeWrId(WrKind::kAck, c.id, slot),
+                            c.acks_mr->Sge(size_t{slot} * kAckBytes, kAckBytes), kImmAck);
+  if (!c.qp->PostSend(wr).ok()) return;
+  ++c.acks_in_flight;
+  c.credits_to_return = 0;
+  c.ack_pending = false;
+  if (c.refusing) c.nak_sent = true;
+}
+
+int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
+  rnic::WorkCompletion wcs[32];
+  int n = cq->Poll(absl::MakeSpan(wcs));
+  if (n <= 0) return 0;
+  std::vector<std::shared_ptr<ConnectionState>> touched;
+  for (int i = 0; i < n; ++i) {
+    const rnic::WorkCompletion& wc = wcs[i];
+    std::shared_ptr<ConnectionState> cp;
+    {
+      MutexLock l(&mu);
+      auto it = conns.find(ConnOf(wc.wr_id));
+      if (it == conns.end()) continue;  // connection already closed
+      cp = it->second;
+    }
+    ConnectionState& c = *cp;
+    Deferred out;
+    absl::Span<const char> message;
+    MessageHandler handler;
+    bool deliver = false;
+    uint32_t recv_index = 0;
+    {
+      MutexLock l(&c.mu);
+      const bool ok = wc.status == rnic::WcStatus::kSuccess;
+      switch (KindOf(wc.wr_id)) {
+        case WrKind::kOffloadWrite:
+        case WrKind::kUnloadWrite:
+        case WrKind::kMessage: {
+          --c.send_wrs;
+          Op* op = c.FindOpByIndex(IndexOf(wc.wr_id));
+          if (op != nullptr && !op->is_write && op->send_slot >= 0) {
+            c.free_send_slots.push_back(op->send_slot);
+            op->send_slot = -1;
+          }
+          if (!ok) {
+            if (op != nullptr) MarkDone(c, *op, wc.status);
+            FailConnection(c, out);
+          } else if (op != nullptr && KindOf(wc.wr_id) != WrKind::kUnloadWrite) {
+            MarkDone(c, *op, rnic::WcStatus::kSuccess);  // unloaded writes finish on their ack
+          }
+          break;
+        }
+        case WrKind::kAck:
+          --c.send_wrs;
+          --c.acks_in_flight;
+          if (!ok) {
+            FailConnection(c, out);
+          } else if (c.nak_sent) {
+            FailConnection(c, out);  // the refusal is delivered; now fail, as RC does
+          }
+          break;
+        case WrKind::kRecv: {
+          recv_index = IndexOf(wc.wr_id);
+          if (!ok) {
+            FailConnection(c, out);
+            break;
+          }
+          const char* buf =
+              c.recv_buffers.data() + size_t{recv_index} * c.options.max_message_bytes;
+          if (wc.opcode == rnic::WcOpcode::kRecvRdmaWithImm) {
+            ApplyStagedWrite(c, wc.imm, wc.byte_len, table, metrics);
+            Repost(c, recv_index);
+          } else if (wc.has_imm && wc.imm == kImmAck && wc.byte_len == kAckBytes) {
+            uint64_t applied = Get<uint64_t>(buf);
+            uint32_t status = Get<uint32_t>(buf + 8);
+            uint32_t credits = Get<uint32_t>(buf + 12);
+            Repost(c, recv_index);
+            c.message_credits += credits;
+            if (status != 0 &&
+                status != static_cast<uint32_t>(rnic::WcStatus::kRemoteAccessError) &&
+                status != static_cast<uint32_t>(rnic::WcStatus::kRemoteInvalidRequest)) {
+              status = static_cast<uint32_t>(rnic::WcStatus::kRemoteInvalidRequest);
+            }
+            AckUnloaded(c, applied, static_cast<rnic::WcStatus>(status), out);
+          } else if (wc.has_imm && wc.imm == kImmMessage) {
+            // After a refused staged write nothing later is delivered, as RC would have
+            // failed the connection before this message.
+            if (!c.refusing) {
+              message = absl::MakeConstSpan(buf, wc.byte_len);
+              handler = c.handler;
+              deliver = true;
+            }
+          } else {
+            Log(LogLevel::kWarning, absl::StrCat("engine: unexpected receive ", wc.DebugString()));
+            FailConnection(c, out);
+          }
+          break;
+        }
+      }
+      PostReady(c, out);
+      FinishInOrder(c, out);
+    }
+    for (auto& f : out) f();
+    if (deliver) {
+      // Delivered outside the lock; the buffer is reposted (and its credit returned) after.
+      if (handler) handler(message);
+      MutexLock l(&c.mu);
+      if (!c.failed) {
+        Repost(c, recv_index);
+        ++c.credits_to_return;
+        c.ack_pending = true;
+      }
+    }
+    if (std::find(touched.begin(), touched.end(), cp) == touched.end()) touched.push_back(cp);
+  }
+  // One ack per connection per batch covers every staged write applied in it.
+  for (const std::shared_ptr<ConnectionState>& cp : touched) {
+    MutexLock l(&cp->mu);
+    SendAckIfDue(*cp);
+  }
+  return n;
+}
+
+}  // namespace unloadkv::engine
