@@ -22,41 +22,51 @@ int AdaptivePolicy::HeatClass(uint32_t count) {
   return 0;
 }
 
+double AdaptivePolicy::ExploreShare(const Cell& cell) const {
+  // Until both paths have enough samples, explore a lot; then the worse the other path looks,
+  // the less it is explored (1/32 within 20%, 1/128 within 2x, 1/512 beyond).
+  if (cell.samples[0] < options_.min_samples || cell.samples[1] < options_.min_samples) {
+    return 0.25;
+  }
+  double fast = std::min(cell.mean_ns[0], cell.mean_ns[1]);
+  double slow = std::max(cell.mean_ns[0], cell.mean_ns[1]);
+  double ratio = slow / std::max(1.0, fast);
+  return ratio < 1.2 ? 1.0 / 32 : ratio < 2.0 ? 1.0 / 128 : 1.0 / 512;
+}
+
 Decision AdaptivePolicy::Decide(uint64_t remote_addr, uint32_t length, bool unload_possible) {
   uint32_t heat = sketch_.Add(remote_addr >> 12);
   uint16_t cell_index = static_cast<uint16_t>(SizeClass(length) * kHeatClasses + HeatClass(heat));
   if (!unload_possible) return {Path::kOffload, cell_index};
   Cell& cell = cells_[cell_index];
-  ++cell.decisions;
-  Path pref = cell.preferred;
-  Path other = pref == Path::kOffload ? Path::kUnload : Path::kOffload;
-  int p = static_cast<int>(pref), o = static_cast<int>(other);
-  // Explore the other path: always until it has enough samples, then at a rate that falls as
-  // it looks worse (1/32 when within 20%, 1/128 within 2x, 1/512 beyond).
-  uint32_t period = 32;
-  if (cell.samples[o] >= options_.min_samples && cell.samples[p] > 0) {
-    double ratio = cell.mean_ns[o] / std::max(1.0, cell.mean_ns[p]);
-    period = ratio < 1.2 ? 32 : ratio < 2.0 ? 128 : 512;
-  } else if (cell.samples[o] < options_.min_samples) {
-    period = 4;
+  double floor = ExploreShare(cell);
+  double share = std::clamp(cell.share, floor, 1.0 - floor);
+  cell.accumulator += share;
+  if (cell.accumulator >= 1.0) {
+    cell.accumulator -= 1.0;
+    return {Path::kUnload, cell_index};
   }
-  if (cell.decisions % period == 0) return {other, cell_index};
-  return {pref, cell_index};
+  return {Path::kOffload, cell_index};
 }
 
 void AdaptivePolicy::Observe(const Decision& d, absl::Duration latency) {
   Cell& cell = cells_[d.cell];
   int i = static_cast<int>(d.path);
   double ns = absl::ToDoubleNanoseconds(latency);
-  cell.mean_ns[i] =
-      cell.samples[i] == 0 ? ns : cell.mean_ns[i] + options_.ewma_weight * (ns - cell.mean_ns[i]);
   ++cell.samples[i];
-  int p = static_cast<int>(cell.preferred), o = 1 - p;
-  if (cell.samples[o] >= options_.min_samples && cell.samples[p] >= options_.min_samples &&
-      cell.mean_ns[o] < cell.mean_ns[p] * (1.0 - options_.hysteresis)) {
-    cell.preferred = static_cast<Path>(o);
-    ++switches_;
+  // A plain mean until 1/n falls below the EWMA weight, so a cold first sample (an early miss)
+  // does not linger in an estimate that sees few samples, as the explored path's does.
+  double w = std::max(options_.ewma_weight, 1.0 / cell.samples[i]);
+  cell.mean_ns[i] += w * (ns - cell.mean_ns[i]);
+  if (cell.samples[0] < options_.min_samples || cell.samples[1] < options_.min_samples) return;
+  const double off = cell.mean_ns[0], unl = cell.mean_ns[1];
+  const bool was_unload = cell.share >= 0.5;
+  if (unl < off * (1.0 - options_.hysteresis)) {
+    cell.share = std::min(1.0, cell.share + options_.step);
+  } else if (off < unl * (1.0 - options_.hysteresis)) {
+    cell.share = std::max(0.0, cell.share - options_.step);
   }
+  if ((cell.share >= 0.5) != was_unload) ++switches_;
 }
 
 absl::StatusOr<std::unique_ptr<PathPolicy>> MakePolicy(absl::string_view name) {

@@ -125,7 +125,9 @@ void MarkDone(ConnectionState& c, Op& op, rnic::WcStatus status) {
   op.done_at = c.engine->clock().Now();
   if (op.is_write && op.posted && status == rnic::WcStatus::kSuccess) {
     uint64_t before = c.policy->switches();
-    c.policy->Observe(op.decision, op.done_at - op.posted_at);
+    Decision taken = op.decision;
+    taken.path = op.path;  // the ordering and full-ring rules may have overridden the policy
+    c.policy->Observe(taken, op.done_at - op.posted_at);
     if (c.options.metrics != nullptr && c.policy->switches() != before) {
       c.options.metrics->OnPolicySwitch();
     }
@@ -404,9 +406,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(rnic::Device* device,
     e->workers_.push_back(std::move(w));
   }
   RingMemory probe(size_t{2} << 20, options.huge_pages);
-  e->staging_memory_ = probe.huge() ? "2 MiB huge pages"
-                       : options.huge_pages
-                           ? "4 KiB pages (no huge pages available: see /proc/sys/vm/nr_hugepages)"
+  e->staging_memory_ =
+      probe.huge()                                  ? "2 MiB huge pages"
+      : options.huge_pages && device->models_host() ? "2 MiB huge pages (modeled node)"
+      : options.huge_pages ? "4 KiB pages (no huge pages available: see /proc/sys/vm/nr_hugepages)"
                            : "4 KiB pages (huge pages disabled)";
   return e;
 }
@@ -473,8 +476,10 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
   c->ring =
       std::make_unique<RingMemory>(size_t{o.staging_slots} * o.staging_slot_bytes, o.huge_pages);
   if (c->ring->data() == nullptr) return absl::ResourceExhaustedError("staging ring: mmap failed");
-  uint32_t ring_access = rnic::kLocalWrite | rnic::kRemoteWrite |
-                         (c->ring->huge() ? uint32_t{rnic::kHugePageBacked} : 0u);
+  // On a modeled node, huge pages requested are huge pages had (whatever this host offers).
+  const bool huge = c->ring->huge() || (o.huge_pages && device_->models_host());
+  uint32_t ring_access =
+      rnic::kLocalWrite | rnic::kRemoteWrite | (huge ? uint32_t{rnic::kHugePageBacked} : 0u);
   auto reg = [&](void* p, size_t n, uint32_t access,
                  std::unique_ptr<rnic::MemoryRegion>* out) -> absl::Status {
     absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> mr = device_->RegisterMemory(p, n, access);

@@ -269,10 +269,14 @@ absl::Status PostSend(Fabric& f, NodeState& n, SimQpState& qp,
     }
     // The CPU rings the doorbell; the NIC fetches the request and its payload over PCIe.
     int64_t posted = ChargeCpu(f, n, qp.send_cq->core, n.model.cpu.post_ns);
-    int64_t start = std::max({posted, n.tx_free_ns, qp.tx_ready_ns});
+    // The NIC pipelines fetches; requests of one QP only leave in post order.
+    int64_t start = std::max(posted, n.tx_free_ns);
     n.tx_free_ns = start + m.nic_op_ns;
-    int64_t fetched =
-        start + m.nic_op_ns + m.pcie_rtt_ns + TransferNs(r.payload.size(), m.pcie_gbps);
+    const bool inline_post = r.payload.size() + 32 <= m.max_inline_bytes;
+    int64_t fetched = start + m.nic_op_ns +
+                      (inline_post ? m.pcie_rtt_ns / 2
+                                   : m.pcie_rtt_ns + TransferNs(r.payload.size(), m.pcie_gbps));
+    fetched = std::max(fetched, qp.tx_ready_ns);
     qp.tx_ready_ns = fetched;
     int64_t arrive = Transmit(n, fetched, kHeaderBytes + r.payload.size());
     qp.outstanding.push_back(o);

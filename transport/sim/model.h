@@ -14,6 +14,9 @@ struct NicModel {
   int64_t pcie_rtt_ns = 350;      // idle PCIe round trip (NIC <-> host memory)
   double pcie_gbps = 100;         // effective DMA bandwidth, Gbit/s
   int64_t nic_op_ns = 50;         // per-message pipeline occupancy, each direction
+  // Requests whose payload is at most this many bytes are written into the doorbell with the
+  // request (mlx5 BlueFlame/inline): one posted PCIe write instead of a fetch round trip.
+  uint32_t max_inline_bytes = 128;
   // Translation caches (LRU). The MPT caches region contexts (by key), the MTT caches page
   // translations (by key and page).
   int mpt_cache_entries = 256;
@@ -22,7 +25,7 @@ struct NicModel {
   // ICM page it sits in) ...
   int miss_pcie_reads = 3;
   // ... and at most this many misses are fetched at once; further misses queue.
-  int translation_units = 4;
+  int translation_units = 5;
 };
 
 struct CpuModel {

@@ -73,7 +73,19 @@ class SimCompletionQueue : public rnic::CompletionQueue {
   // Polling charges the modeled CPU: a fixed cost per completion, plus, for a staged write
   // (a WRITE_WITH_IMM's receive), the copy the unload worker makes of byte_len bytes to a
   // random destination, and for a message the cost of handling it.
+  //
+  // A core still busy with earlier work cannot poll: Poll returns nothing and the fabric wakes
+  // the caller when the core is free. Under load, completions therefore pile up and are
+  // handled in batches, as on a real busy core.
   int Poll(absl::Span<rnic::WorkCompletion> out) override {
+    const int64_t free = node_->core_free[state_->core % node_->core_free.size()];
+    if (free > f_->now_ns()) {
+      if (wake_at_ != free) {
+        wake_at_ = free;
+        f_->Schedule(free, [f = f_] { f->CountCompletion(); });
+      }
+      return 0;
+    }
     if (state_->queue.empty()) f_->Run(0);
     size_t n = std::min(out.size(), state_->queue.size());
     const CpuModel& cpu = node_->model.cpu;
@@ -100,6 +112,7 @@ class SimCompletionQueue : public rnic::CompletionQueue {
   Fabric* f_;
   NodeState* node_;
   std::shared_ptr<SimCqState> state_;
+  int64_t wake_at_ = -1;
 };
 
 class SimQueuePair : public rnic::QueuePair {
@@ -211,6 +224,7 @@ class SimDevice : public rnic::Device {
                        : std::max<int64_t>(0, absl::ToInt64Nanoseconds(max_wait)));
   }
   const Clock& clock() const override { return f_->clock(); }
+  bool models_host() const override { return true; }
   NodeState* node() const { return node_; }
 
  private:

@@ -1,0 +1,493 @@
+// writebench: random-write latency and throughput of the offload/unload engine, per path
+// policy, over a working set, on the simulated fabric (modeled numbers) or the soft RNIC
+// (measured numbers). See docs/benchmarks.md.
+//
+//   bazel run -c opt //transport/bench:writebench -- --fabric=sim --working_set=4GiB \
+//       --write_size=64 --pattern=uniform --policy=offload,unload,adaptive
+//   bazel run -c opt //transport/bench:writebench -- --sweep --csv=/tmp/sweep.csv \
+//       --png=/tmp/sweep.png
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "gflags/gflags.h"
+#include "transport/base/logging.h"
+#include "transport/bench/workload.h"
+#include "transport/engine/engine.h"
+#include "transport/sim/fabric.h"
+#include "transport/soft/soft_device.h"
+
+DEFINE_string(fabric, "sim", "sim (virtual time, modeled), soft (TCP, measured) or verbs");
+DEFINE_string(policy, "offload,unload,adaptive", "one or a comma list of offload,unload,adaptive");
+DEFINE_string(working_set, "4GiB", "bytes the writes spread over (KiB/MiB/GiB suffixes)");
+DEFINE_string(write_size, "64", "bytes per write");
+DEFINE_string(pattern, "uniform", "uniform, zipfian, hotcold or phased");
+DEFINE_int64(ops, 20000, "writes measured per run (after the warm-up)");
+DEFINE_int64(warmup, 2000, "writes issued before measuring");
+DEFINE_int32(window, 16, "writes in flight");
+DEFINE_int32(unload_workers, 1, "unload workers at the target");
+DEFINE_uint64(seed, 1, "workload seed");
+DEFINE_string(csv, "", "append one row per (policy, point) to this CSV file");
+DEFINE_bool(sweep, false,
+            "sweep working sets 4KiB..4GiB and write sizes 64B..64KiB, plus the zipfian and "
+            "phased points, then check the targets");
+DEFINE_string(sweep_sizes, "64,1024,16384,65536", "write sizes of the sweep");
+DEFINE_string(png, "", "with --sweep: draw latency and throughput vs working set (gnuplot)");
+
+namespace unloadkv::bench {
+namespace {
+
+struct Point {
+  std::string policy;
+  Pattern pattern;
+  uint64_t working_set;
+  uint32_t write_size;
+};
+
+struct Result {
+  Point point;
+  int64_t ops = 0;
+  double mean_us = 0, p50_us = 0, p99_us = 0, ops_per_s = 0, gbps = 0, unload_fraction = 0;
+  std::vector<double> latencies_us;  // in issue order, measured writes only
+  uint64_t mtt_misses = 0;
+};
+
+bool Modeled() { return FLAGS_fabric == "sim"; }
+int ReportSweep(const std::vector<struct Result>& all);
+
+// Runs one point: two nodes, one connection, a closed loop with FLAGS_window writes in flight.
+absl::StatusOr<Result> RunPoint(const Point& pt) {
+  std::unique_ptr<sim::Fabric> fabric;
+  std::unique_ptr<rnic::Device> dev_a, dev_b;
+  if (FLAGS_fabric == "sim") {
+    fabric = std::make_unique<sim::Fabric>();
+    dev_a = fabric->CreateDevice();
+    dev_b = fabric->CreateDevice();
+  } else if (FLAGS_fabric == "soft") {
+    auto a = soft::SoftDevice::Create({});
+    auto b = soft::SoftDevice::Create({});
+    if (!a.ok()) return a.status();
+    if (!b.ok()) return b.status();
+    dev_a = std::move(*a);
+    dev_b = std::move(*b);
+  } else if (FLAGS_fabric == "verbs") {
+    return absl::UnimplementedError(
+        "--fabric=verbs: the verbs backend is not built yet; use --fabric=sim or --fabric=soft");
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--fabric='", FLAGS_fabric, "': choose sim, soft or verbs"));
+  }
+  engine::CountingMetrics metrics;
+  engine::EngineOptions opts;
+  opts.staging_slot_bytes = std::max<uint32_t>(16 << 10, pt.write_size + 64);
+  opts.unload_workers = FLAGS_unload_workers;
+  opts.metrics = &metrics;
+  auto ea = engine::Engine::Create(dev_a.get(), opts);
+  auto eb = engine::Engine::Create(dev_b.get(), opts);
+  if (!ea.ok()) return ea.status();
+  if (!eb.ok()) return eb.status();
+  // The target's working set: reserved, touched only where written.
+  void* arena = mmap(nullptr, pt.working_set, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (arena == MAP_FAILED) return absl::ResourceExhaustedError("mmap of the working set failed");
+  std::vector<char> src(size_t{pt.write_size} * FLAGS_window, 'w');
+  absl::Status status;
+  Result r;
+  r.point = pt;
+  {
+    auto dst_mr =
+        (*eb)->RegisterMemory(arena, pt.working_set, rnic::kLocalWrite | rnic::kRemoteWrite);
+    auto src_mr = (*ea)->RegisterMemory(src.data(), src.size(), rnic::kLocalWrite);
+    auto policy = engine::MakePolicy(pt.policy);
+    if (!dst_mr.ok() || !src_mr.ok() || !policy.ok()) {
+      munmap(arena, pt.working_set);
+      return !policy.ok() ? policy.status() : !dst_mr.ok() ? dst_mr.status() : src_mr.status();
+    }
+    auto ca = (*ea)->CreateConnection(std::move(*policy));
+    auto cb = (*eb)->CreateConnection(std::make_unique<engine::OffloadPolicy>());
+    if (!ca.ok() || !cb.ok()) return !ca.ok() ? ca.status() : cb.status();
+    if (auto st = (*ca)->Connect((*cb)->local_info()); !st.ok()) return st;
+    if (auto st = (*cb)->Connect((*ca)->local_info()); !st.ok()) return st;
+
+    const int64_t total = FLAGS_warmup + FLAGS_ops;
+    AddressStream addrs(pt.pattern, pt.working_set, pt.write_size, FLAGS_seed,
+                        std::max<int64_t>(1, total / 4));
+    std::vector<double> lat(total, 0);
+    std::vector<uint8_t> unloaded(total, 0);
+    std::mutex mu;
+    std::condition_variable cv;
+    int64_t issued = 0, completed = 0, failed = 0;
+    absl::Time measure_start, measure_end;
+    const Clock& clock = (*ea)->clock();
+    auto issue = [&](int64_t i) {
+      uint64_t off = addrs.Next();
+      if (i == FLAGS_warmup) measure_start = clock.Now();
+      size_t slot = size_t(i % FLAGS_window) * pt.write_size;
+      return (*ca)->Write((*src_mr)->Sge(slot, pt.write_size), (*dst_mr)->address() + off,
+                          (*dst_mr)->rkey(), [&, i](const engine::WriteResult& w) {
+                            std::lock_guard<std::mutex> l(mu);
+                            lat[i] = absl::ToDoubleMicroseconds(w.latency);
+                            unloaded[i] = w.path == engine::Path::kUnload;
+                            failed += !w.ok();
+                            if (++completed == total) measure_end = clock.Now();
+                            cv.notify_one();
+                          });
+    };
+    if (fabric) {
+      while (true) {
+        {
+          std::lock_guard<std::mutex> l(mu);
+          if (completed == total || failed > 0) break;
+        }
+        while (issued < total && issued - completed < FLAGS_window && status.ok()) {
+          status = issue(issued++);
+        }
+        if (!status.ok()) break;
+        if ((*ea)->PollOnce() + (*eb)->PollOnce() == 0) {
+          if (fabric->idle()) {
+            status = absl::InternalError("simulation stalled with writes outstanding");
+            break;
+          }
+          fabric->Run(int64_t{1} << 40);
+        }
+      }
+    } else {
+      (*ea)->Start();
+      (*eb)->Start();
+      std::unique_lock<std::mutex> l(mu);
+      while (completed < total && failed == 0 && status.ok()) {
+        while (issued < total && issued - completed < FLAGS_window && status.ok()) {
+          l.unlock();
+          status = issue(issued++);
+          l.lock();
+        }
+        cv.wait_for(l, std::chrono::milliseconds(100));
+      }
+      l.unlock();
+      (*ea)->Stop();
+      (*eb)->Stop();
+    }
+    if (status.ok() && failed > 0) {
+      status = absl::InternalError(absl::StrCat(failed, " writes failed"));
+    }
+    if (status.ok()) {
+      r.ops = FLAGS_ops;
+      r.latencies_us.assign(lat.begin() + FLAGS_warmup, lat.end());
+      std::vector<double> sorted = r.latencies_us;
+      std::sort(sorted.begin(), sorted.end());
+      r.mean_us = std::accumulate(sorted.begin(), sorted.end(), 0.0) / sorted.size();
+      r.p50_us = sorted[sorted.size() / 2];
+      r.p99_us = sorted[std::min(sorted.size() - 1, sorted.size() * 99 / 100)];
+      double secs = absl::ToDoubleSeconds(measure_end - measure_start);
+      r.ops_per_s = secs > 0 ? FLAGS_ops / secs : 0;
+      r.gbps = r.ops_per_s * pt.write_size / 1e9;
+      r.unload_fraction =
+          std::accumulate(unloaded.begin() + FLAGS_warmup, unloaded.end(), 0.0) / FLAGS_ops;
+      if (fabric) r.mtt_misses = sim::StatsOf(*dev_b).mtt_misses;
+    }
+  }
+  munmap(arena, pt.working_set);
+  if (!status.ok()) return status;
+  return r;
+}
+
+std::string HumanBytes(uint64_t b) {
+  if (b >= (1ull << 30) && b % (1ull << 30) == 0) return absl::StrCat(b >> 30, "GiB");
+  if (b >= (1ull << 20) && b % (1ull << 20) == 0) return absl::StrCat(b >> 20, "MiB");
+  if (b >= 1024 && b % 1024 == 0) return absl::StrCat(b >> 10, "KiB");
+  return absl::StrCat(b, "B");
+}
+
+void PrintRow(const Result& r) {
+  std::printf("%-8s %-8s %8s %7s | %8.3f %8.3f %8.3f | %10.0f %7.3f | %5.2f\n",
+              r.point.policy.c_str(), PatternName(r.point.pattern),
+              HumanBytes(r.point.working_set).c_str(), HumanBytes(r.point.write_size).c_str(),
+              r.mean_us, r.p50_us, r.p99_us, r.ops_per_s, r.gbps, r.unload_fraction);
+  std::fflush(stdout);
+}
+
+void PrintHeader() {
+  std::printf("%-8s %-8s %8s %7s | %8s %8s %8s | %10s %7s | %5s\n", "policy", "pattern", "wset",
+              "size", "mean_us", "p50_us", "p99_us", "ops/s", "GB/s", "unld");
+}
+
+absl::Status AppendCsv(const std::string& path, const std::vector<Result>& rows) {
+  if (path.empty()) return absl::OkStatus();
+  bool fresh = !std::ifstream(path).good();
+  std::ofstream out(path, std::ios::app);
+  if (!out) return absl::InvalidArgumentError(absl::StrCat("--csv: cannot write ", path));
+  if (fresh) {
+    out << "fabric,policy,pattern,working_set_bytes,write_size,ops,mean_us,p50_us,p99_us,"
+           "throughput_ops,throughput_gbps,unload_fraction\n";
+  }
+  for (const Result& r : rows) {
+    out << absl::StrFormat("%s,%s,%s,%d,%d,%d,%.4f,%.4f,%.4f,%.1f,%.5f,%.4f\n", FLAGS_fabric,
+                           r.point.policy, PatternName(r.point.pattern), r.point.working_set,
+                           r.point.write_size, r.ops, r.mean_us, r.p50_us, r.p99_us, r.ops_per_s,
+                           r.gbps, r.unload_fraction);
+  }
+  return absl::OkStatus();
+}
+
+// Writes after each phase change until adaptive's 500-write moving mean is within 10% of the
+// best static policy's mean over the second half of that phase; -1 if it never gets there.
+std::vector<int64_t> Reconvergence(const std::vector<Result>& runs) {
+  std::vector<int64_t> out;
+  const Result* adaptive = nullptr;
+  for (const Result& r : runs) {
+    if (r.point.policy == "adaptive") adaptive = &r;
+  }
+  if (adaptive == nullptr) return out;
+  const int64_t total = FLAGS_warmup + FLAGS_ops, phase_len = std::max<int64_t>(1, total / 4);
+  for (int p = 1; p < 4; ++p) {
+    int64_t begin = p * phase_len - FLAGS_warmup,
+            end = std::min<int64_t>(begin + phase_len, FLAGS_ops);
+    if (begin < 0 || end - begin < 1000) continue;
+    double best = 1e300;
+    for (const Result& r : runs) {
+      if (r.point.policy == "adaptive") continue;
+      double s = 0;
+      int64_t mid = begin + (end - begin) / 2;
+      for (int64_t i = mid; i < end; ++i) s += r.latencies_us[i];
+      best = std::min(best, s / (end - mid));
+    }
+    int64_t found = -1;
+    const int64_t w = 500;
+    double s = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      s += adaptive->latencies_us[i];
+      if (i - begin >= w) s -= adaptive->latencies_us[i - w];
+      if (i - begin + 1 >= w && s / w <= best * 1.1) {
+        found = i - begin + 1;
+        break;
+      }
+    }
+    out.push_back(found);
+  }
+  return out;
+}
+
+int Main() {
+  SetMinLogLevel(LogLevel::kError);
+  std::vector<std::string> policies = absl::StrSplit(FLAGS_policy, ',', absl::SkipEmpty());
+  for (const std::string& p : policies) {
+    if (!engine::MakePolicy(p).ok()) {
+      std::fprintf(stderr, "writebench: --policy: %s\n",
+                   engine::MakePolicy(p).status().ToString().c_str());
+      return 2;
+    }
+  }
+  if (FLAGS_ops < 1000 || FLAGS_window < 1 || FLAGS_window > 1024 || FLAGS_warmup < 0) {
+    std::fprintf(stderr, "writebench: need --ops >= 1000, 1 <= --window <= 1024, --warmup >= 0\n");
+    return 2;
+  }
+  absl::StatusOr<Pattern> pattern = ParsePattern(FLAGS_pattern);
+  absl::StatusOr<uint64_t> ws = ParseBytes(FLAGS_working_set);
+  absl::StatusOr<uint64_t> size = ParseBytes(FLAGS_write_size);
+  for (const absl::Status& st : {pattern.status(), ws.status(), size.status()}) {
+    if (!st.ok()) {
+      std::fprintf(stderr, "writebench: %s\n", st.ToString().c_str());
+      return 2;
+    }
+  }
+  if (*size > (1u << 20) || *size > *ws) {
+    std::fprintf(stderr, "writebench: --write_size must be at most 1 MiB and the working set\n");
+    return 2;
+  }
+  std::printf(
+      "writebench on %s: %s numbers; window %d, %lld writes per point after %lld "
+      "warm-up writes, seed %llu\n",
+      FLAGS_fabric.c_str(),
+      Modeled() ? "MODELED (simulated fabric, virtual time)" : "MEASURED (real time)", FLAGS_window,
+      static_cast<long long>(FLAGS_ops), static_cast<long long>(FLAGS_warmup),
+      static_cast<unsigned long long>(FLAGS_seed));
+  PrintHeader();
+  std::vector<Result> all;
+  auto run = [&](const Point& pt) -> bool {
+    absl::StatusOr<Result> r = RunPoint(pt);
+    if (!r.ok()) {
+      std::fprintf(stderr, "writebench: %s\n", r.status().ToString().c_str());
+      return false;
+    }
+    PrintRow(*r);
+    all.push_back(std::move(*r));
+    return true;
+  };
+  if (!FLAGS_sweep) {
+    for (const std::string& p : policies) {
+      if (!run({p, *pattern, *ws, static_cast<uint32_t>(*size)})) return 1;
+    }
+    if (*pattern == Pattern::kPhased) {
+      std::vector<int64_t> rc = Reconvergence(all);
+      for (size_t i = 0; i < rc.size(); ++i) {
+        std::printf("phase %zu: adaptive within 10%% of the best static policy after %lld writes\n",
+                    i + 2, static_cast<long long>(rc[i]));
+      }
+    }
+  } else {
+    std::vector<uint32_t> sizes;
+    for (absl::string_view s : absl::StrSplit(FLAGS_sweep_sizes, ',', absl::SkipEmpty())) {
+      absl::StatusOr<uint64_t> b = ParseBytes(std::string(s));
+      if (!b.ok() || *b > (1u << 20)) {
+        std::fprintf(stderr, "writebench: --sweep_sizes: bad entry '%s'\n", std::string(s).c_str());
+        return 2;
+      }
+      sizes.push_back(static_cast<uint32_t>(*b));
+    }
+    int point = 0, points = 0;
+    for (uint32_t s : sizes) {
+      for (uint64_t w = 4096; w <= (uint64_t{4} << 30); w *= 4) points += w >= s;
+    }
+    for (uint32_t s : sizes) {
+      for (uint64_t w = 4096; w <= (uint64_t{4} << 30); w *= 4) {
+        if (w < s) continue;
+        std::fprintf(stderr, "[writebench] point %d/%d: size %s, working set %s\n", ++point, points,
+                     HumanBytes(s).c_str(), HumanBytes(w).c_str());
+        for (const std::string& p : policies) {
+          if (!run({p, Pattern::kUniform, w, s})) return 1;
+        }
+      }
+    }
+    for (Pattern extra : {Pattern::kZipfian, Pattern::kPhased}) {
+      std::fprintf(stderr, "[writebench] %s point, 4GiB\n", PatternName(extra));
+      for (const std::string& p : policies) {
+        if (!run({p, extra, uint64_t{4} << 30, sizes.front()})) return 1;
+      }
+    }
+  }
+  if (absl::Status st = AppendCsv(FLAGS_csv, all); !st.ok()) {
+    std::fprintf(stderr, "writebench: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  if (FLAGS_sweep) {
+    return ReportSweep(all);
+  }
+  return 0;
+}
+
+const Result* Find(const std::vector<Result>& all, const std::string& policy, Pattern pattern,
+                   uint64_t ws, uint32_t size) {
+  for (const Result& r : all) {
+    if (r.point.policy == policy && r.point.pattern == pattern && r.point.working_set == ws &&
+        r.point.write_size == size) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+int ReportSweep(const std::vector<Result>& all) {
+  const uint32_t s0 = all.front().point.write_size;
+  const uint64_t small = 4096, large = uint64_t{4} << 30;
+  std::printf("\nTargets (%s):\n", Modeled() ? "modeled" : "measured");
+  const Result* o_small = Find(all, "offload", Pattern::kUniform, small, s0);
+  const Result* o_large = Find(all, "offload", Pattern::kUniform, large, s0);
+  if (o_small && o_large) {
+    std::printf(
+        "  calibration, offload %uB writes: mean latency 4GiB/4KiB = %.2fx (want 1.7-2.3), "
+        "throughput loss = %.0f%% (want 30-45)\n",
+        s0, o_large->mean_us / o_small->mean_us,
+        100 * (1 - o_large->ops_per_s / o_small->ops_per_s));
+  }
+  double worst = 0;
+  std::string worst_at;
+  for (const Result& r : all) {
+    if (r.point.policy != "adaptive") continue;
+    const Result* o =
+        Find(all, "offload", r.point.pattern, r.point.working_set, r.point.write_size);
+    const Result* u = Find(all, "unload", r.point.pattern, r.point.working_set, r.point.write_size);
+    if (!o || !u) continue;
+    double best_lat = std::min(o->mean_us, u->mean_us);
+    double best_tput = std::max(o->ops_per_s, u->ops_per_s);
+    double worse = std::max(r.mean_us / best_lat - 1, 1 - r.ops_per_s / best_tput);
+    if (worse > worst) {
+      worst = worse;
+      worst_at = absl::StrCat(PatternName(r.point.pattern), " ", HumanBytes(r.point.working_set),
+                              " ", HumanBytes(r.point.write_size));
+    }
+  }
+  std::printf(
+      "  adaptive vs the better static policy, worst point: %.1f%% worse (%s) (want <= 3%%)\n",
+      100 * worst, worst_at.c_str());
+  const Result* a_large = Find(all, "adaptive", Pattern::kUniform, large, s0);
+  if (o_large && a_large) {
+    std::printf(
+        "  uniform 4GiB: adaptive vs offload: latency %.2fx better, throughput %.2fx "
+        "(want >= 1.25x in either)\n",
+        o_large->mean_us / a_large->mean_us, a_large->ops_per_s / o_large->ops_per_s);
+  }
+  const Result* az = Find(all, "adaptive", Pattern::kZipfian, large, s0);
+  const Result* oz = Find(all, "offload", Pattern::kZipfian, large, s0);
+  const Result* uz = Find(all, "unload", Pattern::kZipfian, large, s0);
+  if (az && oz && uz) {
+    std::printf(
+        "  zipfian 0.99 4GiB: adaptive mean %.3f us vs offload %.3f (%.0f%% better), "
+        "unload %.3f (%.0f%% better) (want >= 10%% vs both)\n",
+        az->mean_us, oz->mean_us, 100 * (1 - az->mean_us / oz->mean_us), uz->mean_us,
+        100 * (1 - az->mean_us / uz->mean_us));
+  }
+  std::vector<Result> phased;
+  for (const Result& r : all) {
+    if (r.point.pattern == Pattern::kPhased) phased.push_back(r);
+  }
+  std::vector<int64_t> rc = Reconvergence(phased);
+  for (size_t i = 0; i < rc.size(); ++i) {
+    std::printf(
+        "  phased 4GiB, phase %zu: adaptive within 10%% of the best static policy after "
+        "%lld writes\n",
+        i + 2, static_cast<long long>(rc[i]));
+  }
+  if (!FLAGS_png.empty()) {
+    if (FLAGS_csv.empty()) {
+      std::fprintf(stderr, "writebench: --png needs --csv\n");
+      return 2;
+    }
+    std::string script = FLAGS_png + ".gp";
+    std::ofstream gp(script);
+    gp << "set terminal pngcairo size 1600,900 font ',10'\nset output '" << FLAGS_png << "'\n"
+       << "set datafile separator ','\nset logscale x 2\nset key top left\nset grid\n"
+       << "set xlabel 'working set (bytes)'\nset multiplot layout 2," << 1 << " title 'writebench "
+       << FLAGS_fabric << " (" << (Modeled() ? "modeled" : "measured") << "), uniform, " << s0
+       << " B writes'\n";
+    const char* pols[] = {"offload", "unload", "adaptive"};
+    for (int panel = 0; panel < 2; ++panel) {
+      gp << "set ylabel '" << (panel == 0 ? "mean latency (us)" : "throughput (Mops/s)") << "'\n";
+      gp << "plot ";
+      for (int i = 0; i < 3; ++i) {
+        gp << (i ? ", " : "") << "'" << FLAGS_csv << "' using ($3 eq 'uniform' && $2 eq '"
+           << pols[i] << "' && $5 == " << s0 << " ? $4 : 1/0):(" << (panel == 0 ? "$7" : "$10/1e6")
+           << ") with linespoints title '" << pols[i] << "'";
+      }
+      gp << "\n";
+    }
+    gp << "unset multiplot\n";
+    gp.close();
+    int rc_gp = std::system(absl::StrCat("gnuplot '", script, "'").c_str());
+    if (rc_gp != 0) {
+      std::fprintf(stderr, "writebench: gnuplot failed (is gnuplot installed?)\n");
+      return 1;
+    }
+    std::printf("plot: %s\n", FLAGS_png.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace unloadkv::bench
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("offload/unload write benchmark; see docs/benchmarks.md");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  return unloadkv::bench::Main();
+}

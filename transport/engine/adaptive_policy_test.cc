@@ -1,0 +1,88 @@
+#include "transport/engine/adaptive_policy.h"
+
+#include <random>
+
+#include "gtest/gtest.h"
+
+namespace unloadkv::engine {
+namespace {
+
+// A synthetic world: offload is fast on hot pages and slow on cold ones, unload costs the same
+// everywhere. The policy must discover that from latencies alone.
+absl::Duration WorldLatency(Path p, bool hot) {
+  if (p == Path::kUnload) return absl::Nanoseconds(2300);
+  return absl::Nanoseconds(hot ? 1500 : 3200);
+}
+
+TEST(AdaptivePolicyTest, KeepsHotPagesOffloadedAndUnloadsColdOnes) {
+  AdaptivePolicy policy;
+  std::mt19937_64 rng(5);
+  int hot_offloaded = 0, hot_total = 0, cold_unloaded = 0, cold_total = 0;
+  for (int i = 0; i < 200000; ++i) {
+    bool hot = rng() % 2 == 0;
+    uint64_t page = hot ? rng() % 16 : 1000 + rng() % 1000000;
+    Decision d = policy.Decide(page << 12, 64, true);
+    policy.Observe(d, WorldLatency(d.path, hot));
+    if (i < 100000) continue;  // measure after learning
+    if (hot) {
+      ++hot_total;
+      hot_offloaded += d.path == Path::kOffload;
+    } else {
+      ++cold_total;
+      cold_unloaded += d.path == Path::kUnload;
+    }
+  }
+  EXPECT_GT(hot_offloaded, hot_total * 0.95);
+  EXPECT_GT(cold_unloaded, cold_total * 0.95);
+  EXPECT_GT(policy.switches(), 0u);
+}
+
+TEST(AdaptivePolicyTest, FollowsAChangeInWhichPathIsFaster) {
+  AdaptivePolicy policy;
+  auto run = [&](absl::Duration offload, absl::Duration unload, int n) {
+    int unloaded = 0;
+    for (int i = 0; i < n; ++i) {
+      Decision d = policy.Decide(uint64_t(i % 100000) << 12, 64, true);
+      policy.Observe(d, d.path == Path::kOffload ? offload : unload);
+      if (i >= n / 2) unloaded += d.path == Path::kUnload;
+    }
+    return static_cast<double>(unloaded) / (n / 2);
+  };
+  EXPECT_GT(run(absl::Nanoseconds(3000), absl::Nanoseconds(2000), 50000), 0.9);
+  EXPECT_LT(run(absl::Nanoseconds(1500), absl::Nanoseconds(2000), 50000), 0.1);
+}
+
+TEST(AdaptivePolicyTest, DoesNotFlapBetweenNearlyEqualPaths) {
+  AdaptivePolicy policy;
+  std::mt19937_64 rng(9);
+  for (int i = 0; i < 100000; ++i) {
+    Decision d = policy.Decide(uint64_t(rng() % 1000000) << 12, 64, true);
+    // Within 2% of each other, with noise: below the 5% hysteresis.
+    double base = d.path == Path::kOffload ? 2000 : 2030;
+    policy.Observe(d, absl::Nanoseconds(base + static_cast<double>(rng() % 40)));
+  }
+  EXPECT_LE(policy.switches(), 2u);
+}
+
+TEST(AdaptivePolicyTest, NeverUnloadsAWriteThatDoesNotFitASlot) {
+  AdaptivePolicy policy;
+  for (int i = 0; i < 10000; ++i) {
+    Decision d = policy.Decide(uint64_t(i) << 12, 1 << 20, false);
+    ASSERT_EQ(d.path, Path::kOffload);
+  }
+}
+
+TEST(HeatSketchTest, FrequentPagesEstimateHigherAndCoolDown) {
+  HeatSketch sketch(16, 1000);
+  for (int i = 0; i < 900; ++i) {
+    sketch.Add(7);
+    sketch.Add(100000 + i);
+  }
+  EXPECT_GT(sketch.Estimate(7), 100u);
+  EXPECT_LE(sketch.Estimate(555555), 2u);
+  for (int i = 0; i < 5000; ++i) sketch.Add(200000 + i);  // several halvings
+  EXPECT_LT(sketch.Estimate(7), 60u);
+}
+
+}  // namespace
+}  // namespace unloadkv::engine
