@@ -48,7 +48,8 @@ RingMemory::~RingMemory() {
 // ---------------------------------------------------------------------------- ConnectionInfo
 
 std::string EncodeConnectionInfo(const ConnectionInfo& i) {
-  return absl::StrCat(rnic::EncodeQpAttributes(i.qp), " ring_addr=", i.ring_addr,
+  return absl::StrCat(rnic::EncodeQpAttributes(i.qp), " stage_qp_num=", i.stage_qp_num,
+                      " stage_psn=", i.stage_psn, " ring_addr=", i.ring_addr,
                       " ring_rkey=", i.ring_rkey, " ring_slots=", i.ring_slots,
                       " slot_bytes=", i.slot_bytes, " message_slots=", i.message_slots,
                       " max_message_bytes=", i.max_message_bytes);
@@ -63,7 +64,9 @@ absl::StatusOr<ConnectionInfo> DecodeConnectionInfo(absl::string_view text) {
     uint64_t* wide;
     uint32_t* narrow;
     bool seen;
-  } fields[] = {{"ring_addr", &info.ring_addr, nullptr, false},
+  } fields[] = {{"stage_qp_num", nullptr, &info.stage_qp_num, false},
+                {"stage_psn", nullptr, &info.stage_psn, false},
+                {"ring_addr", &info.ring_addr, nullptr, false},
                 {"ring_rkey", nullptr, &info.ring_rkey, false},
                 {"ring_slots", nullptr, &info.ring_slots, false},
                 {"slot_bytes", nullptr, &info.slot_bytes, false},
@@ -151,12 +154,20 @@ void FinishInOrder(ConnectionState& c, Deferred& out) {
   }
 }
 
-void FailConnection(ConnectionState& c, Deferred& out) {
+void FailConnection(ConnectionState& c, Deferred& out, FailScope scope) {
+  if (scope != FailScope::kStageFailed) c.qp->SetError();
   if (c.failed) return;
   c.failed = true;
-  c.qp->SetError();
-  // Writes waiting for acks and ops never posted can no longer complete otherwise.
-  for (Op& op : c.ops) MarkDone(c, op, rnic::WcStatus::kFlushed);
+  c.stage_qp->SetError();
+  // Ops never posted, and unloaded writes waiting for an ack, can no longer complete. Posted
+  // offloaded writes and messages complete through their own QP, which reports each one (with
+  // the precise status of a refusal racing with this failure, or kFlushed).
+  for (size_t k = c.first_unposted; k < c.ops.size(); ++k) {
+    MarkDone(c, c.ops[k], rnic::WcStatus::kFlushed);
+  }
+  for (uint64_t id : c.unload_inflight) {
+    if (Op* op = c.FindOp(id); op != nullptr) MarkDone(c, *op, rnic::WcStatus::kFlushed);
+  }
   c.unload_inflight.clear();
   FinishInOrder(c, out);
 }
@@ -180,7 +191,7 @@ void AckUnloaded(ConnectionState& c, uint64_t applied, rnic::WcStatus status, De
       if (op != nullptr) MarkDone(c, *op, status);
     }
     FinishInOrder(c, out);
-    FailConnection(c, out);
+    FailConnection(c, out, FailScope::kStageFailed);
   }
 }
 
@@ -199,11 +210,12 @@ bool TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
     c.free_send_slots.pop_back();
     char* slot = c.send_slots.data() + size_t(op.send_slot) * c.options.max_message_bytes;
     std::memcpy(slot, op.message.data(), op.message.size());
-    rnic::SendWorkRequest wr =
-        rnic::MakeSendWithImm(MakeWrId(WrKind::kMessage, c.id, static_cast<uint32_t>(op.id)),
-                              c.send_mr->Sge(size_t(op.send_slot) * c.options.max_message_bytes,
-                                             static_cast<uint32_t>(op.message.size())),
-                              kImmMessage);
+    rnic::SendWorkRequest wr = rnic::MakeSendWithImm(
+        MakeWrId(WrKind::kMessage, c.id, static_cast<uint32_t>(op.id)),
+        c.send_mr->Sge(size_t(op.send_slot) * c.options.max_message_bytes,
+                       static_cast<uint32_t>(op.message.size())),
+        // The target delivers the message once this many unloaded writes are applied.
+        static_cast<uint32_t>(c.next_unload_seq));
     if (!c.qp->PostSend(wr).ok()) return false;
     --c.message_credits;
     ++c.send_wrs;
@@ -214,17 +226,27 @@ bool TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   }
   const uint32_t len = op.local.length;
   const bool fits = len + kStagingHeaderSize <= c.remote.slot_bytes;
-  // Ordering: a write overlapping an unloaded write still in flight must follow it through
-  // the staging ring (or wait for it, if it cannot be staged).
-  bool overlap = false;
+  // Ordering: a write overlapping an in-flight write of the other path must take that path
+  // too (the two QPs are not ordered with each other); with both in flight, it waits.
+  bool overlap = false, overlap_offload = false;
   for (uint64_t id : c.unload_inflight) {
     Op* prior = c.FindOp(id);
     if (prior != nullptr && Overlaps(*prior, op.remote_addr, len)) overlap = true;
   }
+  for (size_t k = 0; k < c.first_unposted && k < c.ops.size(); ++k) {
+    const Op& prior = c.ops[k];
+    if (prior.is_write && prior.posted && !prior.done && prior.path == Path::kOffload &&
+        Overlaps(prior, op.remote_addr, len)) {
+      overlap_offload = true;
+    }
+  }
   Path path = op.decision.path;
+  if (overlap && overlap_offload) return false;
   if (overlap) {
     if (!fits) return false;
     path = Path::kUnload;
+  } else if (overlap_offload) {
+    path = Path::kOffload;
   }
   if (path == Path::kUnload && c.next_unload_seq - c.acked_unload_seq >= c.remote.ring_slots) {
     if (overlap || c.policy->OnRingFull() == FullRingAction::kWait) return false;
@@ -247,7 +269,7 @@ bool TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
     wr.remote_addr = c.remote.ring_addr + uint64_t{slot} * c.remote.slot_bytes;
     wr.rkey = c.remote.ring_rkey;
     wr.imm = slot;
-    if (!c.qp->PostSend(wr).ok()) return false;
+    if (!c.stage_qp->PostSend(wr).ok()) return false;
     op.unload_seq = seq;
     ++c.next_unload_seq;
     c.unload_inflight.push_back(op.id);
@@ -280,7 +302,10 @@ Connection::~Connection() {
   Deferred out;
   {
     MutexLock l(&state_->mu);
-    FailConnection(*state_, out);
+    FailConnection(*state_, out, FailScope::kClose);
+    // The worker forgets this connection below: complete whatever is still waiting.
+    for (Op& op : state_->ops) MarkDone(*state_, op, rnic::WcStatus::kFlushed);
+    FinishInOrder(*state_, out);
   }
   for (auto& f : out) f();
   Engine::Worker& w = *state_->engine->workers_[state_->worker];
@@ -313,6 +338,13 @@ absl::Status Connection::Connect(const ConnectionInfo& remote) {
   MutexLock l(&c.mu);
   if (c.connected) return absl::FailedPreconditionError("Connect: already connected");
   if (absl::Status st = c.qp->Connect(remote.qp); !st.ok()) return st;
+  rnic::QpAttributes stage = remote.qp;
+  stage.qp_num = remote.stage_qp_num;
+  stage.psn = remote.stage_psn;
+  if (absl::Status st = c.stage_qp->Connect(stage); !st.ok()) {
+    c.qp->SetError();
+    return st;
+  }
   c.remote = remote;
   c.message_credits = remote.message_slots;
   c.connected = true;
@@ -467,11 +499,15 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
   cfg.send_cq = w.cq.get();
   cfg.recv_cq = w.cq.get();
   cfg.max_send_wr = c->max_send_wrs + kAckSlots;
-  cfg.max_recv_wr = c->recv_count;
+  cfg.max_recv_wr = o.message_slots;
   cfg.rnr_timeout = absl::InfiniteDuration();  // the peer engine always reposts
   absl::StatusOr<std::unique_ptr<rnic::QueuePair>> qp = device_->CreateQueuePair(cfg);
   if (!qp.ok()) return qp.status();
   c->qp = std::move(*qp);
+  cfg.max_recv_wr = o.staging_slots + kAckSlots;
+  qp = device_->CreateQueuePair(cfg);
+  if (!qp.ok()) return qp.status();
+  c->stage_qp = std::move(*qp);
 
   c->ring =
       std::make_unique<RingMemory>(size_t{o.staging_slots} * o.staging_slot_bytes, o.huge_pages);
@@ -505,6 +541,8 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
     for (uint32_t i = 0; i < c->recv_count; ++i) Repost(*c, i);
   }
   c->local.qp = c->qp->local_attributes();
+  c->local.stage_qp_num = c->stage_qp->qp_num();
+  c->local.stage_psn = c->stage_qp->local_attributes().psn;
   c->local.ring_addr = c->ring_mr->address();
   c->local.ring_rkey = c->ring_mr->rkey();
   c->local.ring_slots = o.staging_slots;

@@ -13,8 +13,14 @@
 // Semantics, whatever path a write takes (each is a test in engine_test.cc):
 //  1. A write's callback with ok status means its bytes are visible in the target's memory.
 //  2. Callbacks fire in post order. A message sent after a write is handed to the peer's
-//     handler after that write is visible. A write never overtakes an earlier unloaded write
-//     to overlapping bytes (it follows it through the staging ring).
+//     handler after that write is visible. A write never overtakes an earlier write to
+//     overlapping bytes that took the other path: it follows that write's path instead.
+//
+// Each connection uses two QPs, so that a staged write never waits behind an offloaded
+// write's translation miss (RC places one QP's requests in order): the main QP carries
+// offloaded writes and messages, the staging QP unloaded writes and their acks. Messages name
+// how many unloaded writes preceded them; the target delivers a message only after applying
+// those.
 //  3. A write the target NIC would refuse (unknown rkey, no remote-write access, out of bounds)
 //     is refused on the unload path too, with the same status, copying nothing; as with RC, the
 //     connection then fails and later work completes with kFlushed.
@@ -56,7 +62,9 @@ struct EngineOptions {
 
 // What a peer needs to connect to a Connection: plain data, one text line when encoded.
 struct ConnectionInfo {
-  rnic::QpAttributes qp;
+  rnic::QpAttributes qp;      // main QP: offloaded writes and messages
+  uint32_t stage_qp_num = 0;  // staging QP (same device): unloaded writes and their acks
+  uint32_t stage_psn = 0;
   uint64_t ring_addr = 0;
   uint32_t ring_rkey = 0;
   uint32_t ring_slots = 0;

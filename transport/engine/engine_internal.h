@@ -82,7 +82,8 @@ struct ConnectionState {
   EngineOptions options;
   uint32_t id = 0;
   int worker = 0;
-  std::unique_ptr<rnic::QueuePair> qp;
+  std::unique_ptr<rnic::QueuePair> qp;        // main: offloaded writes, messages
+  std::unique_ptr<rnic::QueuePair> stage_qp;  // staging: unloaded writes, acks
   std::unique_ptr<PathPolicy> policy ABSL_GUARDED_BY(mu);
   ConnectionInfo local;
   ConnectionInfo remote ABSL_GUARDED_BY(mu);
@@ -96,7 +97,7 @@ struct ConnectionState {
   std::unique_ptr<rnic::MemoryRegion> ring_mr;
   std::vector<char> headers, send_slots, recv_buffers, acks;
   std::unique_ptr<rnic::MemoryRegion> headers_mr, send_mr, recv_mr, acks_mr;
-  uint32_t recv_count = 0;
+  uint32_t recv_count = 0;  // buffers [0, message_slots) serve qp, the rest stage_qp
 
   // Initiator side.
   std::deque<Op> ops ABSL_GUARDED_BY(mu);  // ops.front().id is the oldest unfinished op
@@ -119,6 +120,12 @@ struct ConnectionState {
   bool refusing ABSL_GUARDED_BY(mu) = false;  // a staged write was refused: NAK, then fail
   rnic::WcStatus nak_status ABSL_GUARDED_BY(mu) = rnic::WcStatus::kSuccess;
   bool nak_sent ABSL_GUARDED_BY(mu) = false;
+  // Messages received before the unloaded writes they follow were applied: (buffer, length,
+  // unloaded writes required), in arrival order.
+  struct Held {
+    uint32_t buffer, length, need;
+  };
+  std::deque<Held> held ABSL_GUARDED_BY(mu);
 
   Op* FindOp(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   Op* FindOpByIndex(uint32_t low32) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
@@ -132,7 +139,13 @@ void PostReady(ConnectionState& c, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
 void MarkDone(ConnectionState& c, Op& op, rnic::WcStatus status)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 void FinishInOrder(ConnectionState& c, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
-void FailConnection(ConnectionState& c, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+// Which QPs a failure takes down. The main QP is moved to error only when it failed itself
+// (it then reports each of its ops, a refusal with its precise status) or on close: otherwise
+// a staging-side failure racing with a refusal on the main QP would flush the refused write
+// before its NAK is read.
+enum class FailScope { kMainFailed, kStageFailed, kClose };
+void FailConnection(ConnectionState& c, Deferred& out, FailScope scope)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 void AckUnloaded(ConnectionState& c, uint64_t applied, rnic::WcStatus status, Deferred& out)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 

@@ -45,7 +45,8 @@ void Refuse(ConnectionState& c, rnic::WcStatus status, ValidationFailure reason,
 
 void Repost(ConnectionState& c, uint32_t i) {
   const uint32_t size = c.options.max_message_bytes;
-  (void)c.qp->PostRecv(
+  rnic::QueuePair& qp = i < c.options.message_slots ? *c.qp : *c.stage_qp;
+  (void)qp.PostRecv(
       rnic::MakeRecv(MakeWrId(WrKind::kRecv, c.id, i), c.recv_mr->Sge(size_t{i} * size, size)));
 }
 
@@ -99,7 +100,7 @@ void SendAckIfDue(ConnectionState& c) {
   rnic::SendWorkRequest wr =
       rnic::MakeSendWithImm(MakeWrId(WrKind::kAck, c.id, slot),
                             c.acks_mr->Sge(size_t{slot} * kAckBytes, kAckBytes), kImmAck);
-  if (!c.qp->PostSend(wr).ok()) return;
+  if (!c.stage_qp->PostSend(wr).ok()) return;
   ++c.acks_in_flight;
   c.credits_to_return = 0;
   c.ack_pending = false;
@@ -122,9 +123,8 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
     }
     ConnectionState& c = *cp;
     Deferred out;
-    absl::Span<const char> message;
     MessageHandler handler;
-    bool deliver = false;
+    std::vector<ConnectionState::Held> deliver;  // messages now in order to hand over
     uint32_t recv_index = 0;
     {
       MutexLock l(&c.mu);
@@ -141,7 +141,9 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
           }
           if (!ok) {
             if (op != nullptr) MarkDone(c, *op, wc.status);
-            FailConnection(c, out);
+            FailConnection(c, out,
+                           KindOf(wc.wr_id) == WrKind::kUnloadWrite ? FailScope::kStageFailed
+                                                                    : FailScope::kMainFailed);
           } else if (op != nullptr && KindOf(wc.wr_id) != WrKind::kUnloadWrite) {
             MarkDone(c, *op, rnic::WcStatus::kSuccess);  // unloaded writes finish on their ack
           }
@@ -151,23 +153,28 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
           --c.send_wrs;
           --c.acks_in_flight;
           if (!ok) {
-            FailConnection(c, out);
+            FailConnection(c, out, FailScope::kStageFailed);
           } else if (c.nak_sent) {
-            FailConnection(c, out);  // the refusal is delivered; now fail, as RC does
+            // The refusal is delivered; now fail, as RC does.
+            FailConnection(c, out, FailScope::kStageFailed);
           }
           break;
         case WrKind::kRecv: {
           recv_index = IndexOf(wc.wr_id);
           if (!ok) {
-            FailConnection(c, out);
+            FailConnection(c, out,
+                           recv_index < c.options.message_slots ? FailScope::kMainFailed
+                                                                : FailScope::kStageFailed);
             break;
           }
           const char* buf =
               c.recv_buffers.data() + size_t{recv_index} * c.options.max_message_bytes;
-          if (wc.opcode == rnic::WcOpcode::kRecvRdmaWithImm) {
+          if (wc.opcode == rnic::WcOpcode::kRecvRdmaWithImm &&
+              recv_index >= c.options.message_slots) {
             ApplyStagedWrite(c, wc.imm, wc.byte_len, table, metrics);
             Repost(c, recv_index);
-          } else if (wc.has_imm && wc.imm == kImmAck && wc.byte_len == kAckBytes) {
+          } else if (wc.has_imm && wc.imm == kImmAck && wc.byte_len == kAckBytes &&
+                     recv_index >= c.options.message_slots) {
             uint64_t applied = Get<uint64_t>(buf);
             uint32_t status = Get<uint32_t>(buf + 8);
             uint32_t credits = Get<uint32_t>(buf + 12);
@@ -179,32 +186,41 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
               status = static_cast<uint32_t>(rnic::WcStatus::kRemoteInvalidRequest);
             }
             AckUnloaded(c, applied, static_cast<rnic::WcStatus>(status), out);
-          } else if (wc.has_imm && wc.imm == kImmMessage) {
-            // After a refused staged write nothing later is delivered, as RC would have
-            // failed the connection before this message.
-            if (!c.refusing) {
-              message = absl::MakeConstSpan(buf, wc.byte_len);
-              handler = c.handler;
-              deliver = true;
-            }
+          } else if (wc.has_imm && recv_index < c.options.message_slots) {
+            // A message; imm = unloaded writes posted before it, which must be applied first.
+            // After a refused staged write nothing later is delivered (RC would have failed).
+            if (!c.refusing) c.held.push_back({recv_index, wc.byte_len, wc.imm});
           } else {
             Log(LogLevel::kWarning, absl::StrCat("engine: unexpected receive ", wc.DebugString()));
-            FailConnection(c, out);
+            FailConnection(c, out, FailScope::kClose);  // a protocol violation
           }
           break;
         }
       }
+      // Hand over held messages whose preceding unloaded writes are now applied.
+      while (!c.held.empty() && !c.refusing &&
+             static_cast<int32_t>(static_cast<uint32_t>(c.expected_seq) - c.held.front().need) >=
+                 0) {
+        deliver.push_back(c.held.front());
+        c.held.pop_front();
+      }
+      if (!deliver.empty()) handler = c.handler;
       PostReady(c, out);
       FinishInOrder(c, out);
     }
     for (auto& f : out) f();
-    if (deliver) {
-      // Delivered outside the lock; the buffer is reposted (and its credit returned) after.
-      if (handler) handler(message);
+    if (!deliver.empty()) {
+      // Delivered outside the lock; each buffer is reposted (its credit returned) after.
+      for (const ConnectionState::Held& m : deliver) {
+        if (handler) {
+          handler(absl::MakeConstSpan(
+              c.recv_buffers.data() + size_t{m.buffer} * c.options.max_message_bytes, m.length));
+        }
+      }
       MutexLock l(&c.mu);
       if (!c.failed) {
-        Repost(c, recv_index);
-        ++c.credits_to_return;
+        for (const ConnectionState::Held& m : deliver) Repost(c, m.buffer);
+        c.credits_to_return += static_cast<uint32_t>(deliver.size());
         c.ack_pending = true;
       }
     }
