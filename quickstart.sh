@@ -10,7 +10,7 @@ PACKAGES=(
   bazel-bootstrap bazel-rules-java bazel-platforms g++
   libabsl-dev libprotobuf-dev protobuf-compiler libgflags-dev libgtest-dev libgmock-dev
   prometheus-cpp-dev libibverbs-dev rdma-core libbenchmark-dev
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev gnuplot-nox
 )
 
 log() { printf '[quickstart %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -63,15 +63,13 @@ test_phase() {
   rm -f "$out"
 }
 
-run_tests() {
-  test_phase "unit, conformance, two-process and fuzz-regression tests" //...
-  test_phase "AddressSanitizer + UndefinedBehaviorSanitizer" --config=asan //...
-  test_phase "ThreadSanitizer on the concurrent transport" --config=tsan //transport/...
-  log "libFuzzer: frame decoder, 30 s"
-  local fuzz_base="${HOME}/.cache/unloadkv-fuzz" corpus
+# Runs a libFuzzer target (clang, own output base) for $2 seconds on a fresh corpus.
+fuzz_run() {
+  local target=$1 seconds=$2 fuzz_base="${HOME}/.cache/unloadkv-fuzz" corpus
+  log "libFuzzer: $target, ${seconds} s"
   corpus=$(mktemp -d)
-  if bazel --output_base="$fuzz_base" run --config=fuzz //transport/soft:frame_fuzzer -- \
-      -max_total_time=30 -print_final_stats=1 "$corpus" >"$corpus.log" 2>&1; then
+  if bazel --output_base="$fuzz_base" run --config=fuzz "$target" -- \
+      -max_total_time="$seconds" -print_final_stats=1 "$corpus" >"$corpus.log" 2>&1; then
     PASSED=$((PASSED + 1))
     log "libFuzzer: $(grep -E 'stat::number_of_executed_units' "$corpus.log" | awk '{print $2}') inputs, no crash"
   else
@@ -79,6 +77,16 @@ run_tests() {
     tail -40 "$corpus.log" >&2
   fi
   rm -rf "$corpus" "$corpus.log"
+}
+
+run_tests() {
+  test_phase "unit, conformance, two-process and fuzz-regression tests" //...
+  test_phase "AddressSanitizer + UndefinedBehaviorSanitizer" --config=asan //...
+  test_phase "ThreadSanitizer on the concurrent transport" --config=tsan //transport/...
+  local target
+  for target in //transport/soft:frame_fuzzer //transport/engine:staging_header_fuzzer; do
+    fuzz_run "$target" 20
+  done
   echo
   echo "${PASSED} passed, ${FAILED} failed"
   ((FAILED == 0))

@@ -457,17 +457,19 @@ int ReportSweep(const std::vector<Result>& all) {
     std::ofstream gp(script);
     gp << "set terminal pngcairo size 1600,900 font ',10'\nset output '" << FLAGS_png << "'\n"
        << "set datafile separator ','\nset logscale x 2\nset key top left\nset grid\n"
-       << "set xlabel 'working set (bytes)'\nset multiplot layout 2," << 1 << " title 'writebench "
-       << FLAGS_fabric << " (" << (Modeled() ? "modeled" : "measured") << "), uniform, " << s0
-       << " B writes'\n";
+       << "set format x '%.0b%B'\nset xlabel 'working set (bytes, binary prefixes)'\nset multiplot "
+          "layout 2,"
+       << 1 << " title 'writebench " << FLAGS_fabric << " (" << (Modeled() ? "modeled" : "measured")
+       << "), uniform, " << s0 << " B writes'\n";
     const char* pols[] = {"offload", "unload", "adaptive"};
     for (int panel = 0; panel < 2; ++panel) {
       gp << "set ylabel '" << (panel == 0 ? "mean latency (us)" : "throughput (Mops/s)") << "'\n";
       gp << "plot ";
       for (int i = 0; i < 3; ++i) {
-        gp << (i ? ", " : "") << "'" << FLAGS_csv << "' using ($3 eq 'uniform' && $2 eq '"
-           << pols[i] << "' && $5 == " << s0 << " ? $4 : 1/0):(" << (panel == 0 ? "$7" : "$10/1e6")
-           << ") with linespoints title '" << pols[i] << "'";
+        gp << (i ? ", " : "") << "'" << FLAGS_csv
+           << "' using (strcol(3) eq 'uniform' && strcol(2) eq '" << pols[i] << "' && $5 == " << s0
+           << " ? $4 : 1/0):(" << (panel == 0 ? "$7" : "$10/1e6") << ") with linespoints title '"
+           << pols[i] << "'";
       }
       gp << "\n";
     }
