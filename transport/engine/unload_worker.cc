@@ -3,22 +3,12 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "transport/base/little_endian.h"
 #include "transport/base/logging.h"
 #include "transport/engine/engine_internal.h"
 
 namespace unloadkv::engine {
 namespace {
-
-template <typename T>
-void Put(char* out, T v) {
-  std::memcpy(out, &v, sizeof(v));
-}
-template <typename T>
-T Get(const char* in) {
-  T v;
-  std::memcpy(&v, in, sizeof(v));
-  return v;
-}
 
 ValidationFailure FailureOf(rnic::AccessVerdict v) {
   switch (v) {
@@ -94,9 +84,10 @@ void SendAckIfDue(ConnectionState& c) {
   if (c.acks_in_flight >= kAckSlots) return;  // retried when an ack completes
   uint32_t slot = c.next_ack_slot++ % kAckSlots;
   char* p = c.acks.data() + size_t{slot} * kAckBytes;
-  Put<uint64_t>(p, c.expected_seq);
-  Put<uint32_t>(p + 8, static_cast<uint32_t>(c.refusing ? c.nak_status : rnic::WcStatus::kSuccess));
-  Put<uint32_t>(p + 12, c.credits_to_return);
+  StoreLittleEndian<uint64_t>(p, 0, c.expected_seq);
+  StoreLittleEndian<uint32_t>(
+      p, 8, static_cast<uint32_t>(c.refusing ? c.nak_status : rnic::WcStatus::kSuccess));
+  StoreLittleEndian<uint32_t>(p, 12, c.credits_to_return);
   rnic::SendWorkRequest wr =
       rnic::MakeSendWithImm(MakeWrId(WrKind::kAck, c.id, slot),
                             c.acks_mr->Sge(size_t{slot} * kAckBytes, kAckBytes), kImmAck);
@@ -175,9 +166,9 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
             Repost(c, recv_index);
           } else if (wc.has_imm && wc.imm == kImmAck && wc.byte_len == kAckBytes &&
                      recv_index >= c.options.message_slots) {
-            uint64_t applied = Get<uint64_t>(buf);
-            uint32_t status = Get<uint32_t>(buf + 8);
-            uint32_t credits = Get<uint32_t>(buf + 12);
+            uint64_t applied = LoadLittleEndian<uint64_t>(buf, 0);
+            uint32_t status = LoadLittleEndian<uint32_t>(buf, 8);
+            uint32_t credits = LoadLittleEndian<uint32_t>(buf, 12);
             Repost(c, recv_index);
             c.message_credits += credits;
             if (status != 0 &&

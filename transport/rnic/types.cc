@@ -21,6 +21,20 @@ absl::string_view OpcodeName(Opcode op) {
   return "UNKNOWN";
 }
 
+WcOpcode CompletionOpcode(Opcode op) {
+  switch (op) {
+    case Opcode::kWrite:
+    case Opcode::kWriteWithImm:
+      return WcOpcode::kWrite;
+    case Opcode::kRead:
+      return WcOpcode::kRead;
+    case Opcode::kSend:
+    case Opcode::kSendWithImm:
+      return WcOpcode::kSend;
+  }
+  return WcOpcode::kSend;
+}
+
 absl::string_view WcOpcodeName(WcOpcode op) {
   switch (op) {
     case WcOpcode::kWrite:

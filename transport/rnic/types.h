@@ -62,6 +62,8 @@ enum class WcStatus : uint8_t {
 };
 
 absl::string_view OpcodeName(Opcode op);
+// What the requester's completion of a send request of opcode `op` reports.
+WcOpcode CompletionOpcode(Opcode op);
 absl::string_view WcOpcodeName(WcOpcode op);
 absl::string_view WcStatusName(WcStatus status);
 

@@ -19,24 +19,12 @@ void Push(Fabric& f, SimCqState* cq, const rnic::WorkCompletion& wc) {
   f.CountCompletion();
 }
 
-rnic::WcOpcode WcOpcodeOf(rnic::Opcode op) {
-  switch (op) {
-    case rnic::Opcode::kWrite:
-    case rnic::Opcode::kWriteWithImm:
-      return rnic::WcOpcode::kWrite;
-    case rnic::Opcode::kRead:
-      return rnic::WcOpcode::kRead;
-    default:
-      return rnic::WcOpcode::kSend;
-  }
-}
-
 void CompleteSend(Fabric& f, SimQpState& qp, const Outstanding& o, rnic::WcStatus status) {
   if (status == rnic::WcStatus::kSuccess && !o.wr.signaled) return;
   rnic::WorkCompletion wc;
   wc.wr_id = o.wr.wr_id;
   wc.status = status;
-  wc.opcode = WcOpcodeOf(o.wr.opcode);
+  wc.opcode = rnic::CompletionOpcode(o.wr.opcode);
   wc.qp_num = qp.qp_num;
   if (o.wr.opcode == rnic::Opcode::kRead && status == rnic::WcStatus::kSuccess) {
     wc.byte_len = static_cast<uint32_t>(o.wr.TotalLength());

@@ -50,18 +50,6 @@ FrameType FrameTypeOf(rnic::Opcode op) {
   return FrameType::kSend;
 }
 
-rnic::WcOpcode WcOpcodeOf(rnic::Opcode op) {
-  switch (op) {
-    case rnic::Opcode::kWrite:
-    case rnic::Opcode::kWriteWithImm:
-      return rnic::WcOpcode::kWrite;
-    case rnic::Opcode::kRead:
-      return rnic::WcOpcode::kRead;
-    default:
-      return rnic::WcOpcode::kSend;
-  }
-}
-
 PayloadPlan PlaceNothing() { return PayloadPlan{}; }
 
 PayloadPlan PlaceAt(uint64_t addr, uint64_t len) {
@@ -243,7 +231,7 @@ void Nic::CompleteSend(QpCore* qp, const Outstanding& o, rnic::WcStatus status) 
   rnic::WorkCompletion wc;
   wc.wr_id = o.wr.wr_id;
   wc.status = status;
-  wc.opcode = WcOpcodeOf(o.wr.opcode);
+  wc.opcode = rnic::CompletionOpcode(o.wr.opcode);
   wc.qp_num = qp->qp_num;
   if (o.wr.opcode == rnic::Opcode::kRead && status == rnic::WcStatus::kSuccess) {
     wc.byte_len = static_cast<uint32_t>(o.wr.TotalLength());
