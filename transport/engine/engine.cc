@@ -183,6 +183,7 @@ void AckUnloaded(ConnectionState& c, uint64_t applied, rnic::WcStatus status, De
     if (op->unload_seq >= applied) break;
     MarkDone(c, *op, rnic::WcStatus::kSuccess);
     c.unload_inflight.pop_front();
+    --c.send_wrs;  // its unsignaled WRITE_WITH_IMM is certainly retired by now
   }
   c.acked_unload_seq = std::max(c.acked_unload_seq, applied);
   if (status != rnic::WcStatus::kSuccess) {
@@ -269,6 +270,10 @@ bool TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
     wr.remote_addr = c.remote.ring_addr + uint64_t{slot} * c.remote.slot_bytes;
     wr.rkey = c.remote.ring_rkey;
     wr.imm = slot;
+    // Unsignaled: the engine's ack says more than the NIC's completion would (applied, not
+    // just delivered), and retires the send-queue entry (see AckUnloaded). Errors still
+    // complete.
+    wr.signaled = false;
     if (!c.stage_qp->PostSend(wr).ok()) return false;
     op.unload_seq = seq;
     ++c.next_unload_seq;

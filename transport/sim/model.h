@@ -23,9 +23,9 @@ struct NicModel {
   int mtt_cache_entries = 4096;
   // A translation miss costs this many dependent PCIe reads (context, then entry, then the
   // ICM page it sits in) ...
-  int miss_pcie_reads = 3;
+  int miss_pcie_reads = 4;
   // ... and at most this many misses are fetched at once; further misses queue.
-  int translation_units = 5;
+  int translation_units = 7;
 };
 
 struct CpuModel {
