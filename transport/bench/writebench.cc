@@ -36,7 +36,10 @@ DEFINE_string(pattern, "uniform", "uniform, zipfian, hotcold or phased");
 DEFINE_int64(ops, 20000, "writes measured per run (after the warm-up)");
 DEFINE_int64(warmup, 2000, "writes issued before measuring");
 DEFINE_int32(window, 16, "writes in flight");
-DEFINE_int32(unload_workers, 1, "unload workers at the target");
+DEFINE_int32(unload_workers, 1,
+             "unload workers (threads; modeled cores, of which a sim node has 2) per engine; "
+             "the model is calibrated with 1");
+DEFINE_int32(connections, 0, "connections the writes are spread over (0: one per worker)");
 DEFINE_uint64(seed, 1, "workload seed");
 DEFINE_string(csv, "", "append one row per (policy, point) to this CSV file");
 DEFINE_bool(sweep, false,
@@ -114,11 +117,19 @@ absl::StatusOr<Result> RunPoint(const Point& pt) {
       munmap(arena, pt.working_set);
       return !policy.ok() ? policy.status() : !dst_mr.ok() ? dst_mr.status() : src_mr.status();
     }
-    auto ca = (*ea)->CreateConnection(std::move(*policy));
-    auto cb = (*eb)->CreateConnection(std::make_unique<engine::OffloadPolicy>());
-    if (!ca.ok() || !cb.ok()) return !ca.ok() ? ca.status() : cb.status();
-    if (auto st = (*ca)->Connect((*cb)->local_info()); !st.ok()) return st;
-    if (auto st = (*cb)->Connect((*ca)->local_info()); !st.ok()) return st;
+    // One connection per worker by default, each with its own policy; writes go round-robin.
+    const int nconn = FLAGS_connections > 0 ? FLAGS_connections : FLAGS_unload_workers;
+    std::vector<std::unique_ptr<engine::Connection>> initiators, targets;
+    for (int k = 0; k < nconn; ++k) {
+      auto p = engine::MakePolicy(pt.policy);
+      auto ca = (*ea)->CreateConnection(std::move(*p));
+      auto cb = (*eb)->CreateConnection(std::make_unique<engine::OffloadPolicy>());
+      if (!ca.ok() || !cb.ok()) return !ca.ok() ? ca.status() : cb.status();
+      if (auto st = (*ca)->Connect((*cb)->local_info()); !st.ok()) return st;
+      if (auto st = (*cb)->Connect((*ca)->local_info()); !st.ok()) return st;
+      initiators.push_back(std::move(*ca));
+      targets.push_back(std::move(*cb));
+    }
 
     const int64_t total = FLAGS_warmup + FLAGS_ops;
     AddressStream addrs(pt.pattern, pt.working_set, pt.write_size, FLAGS_seed,
@@ -134,15 +145,16 @@ absl::StatusOr<Result> RunPoint(const Point& pt) {
       uint64_t off = addrs.Next();
       if (i == FLAGS_warmup) measure_start = clock.Now();
       size_t slot = size_t(i % FLAGS_window) * pt.write_size;
-      return (*ca)->Write((*src_mr)->Sge(slot, pt.write_size), (*dst_mr)->address() + off,
-                          (*dst_mr)->rkey(), [&, i](const engine::WriteResult& w) {
-                            std::lock_guard<std::mutex> l(mu);
-                            lat[i] = absl::ToDoubleMicroseconds(w.latency);
-                            unloaded[i] = w.path == engine::Path::kUnload;
-                            failed += !w.ok();
-                            if (++completed == total) measure_end = clock.Now();
-                            cv.notify_one();
-                          });
+      return initiators[i % nconn]->Write((*src_mr)->Sge(slot, pt.write_size),
+                                          (*dst_mr)->address() + off, (*dst_mr)->rkey(),
+                                          [&, i](const engine::WriteResult& w) {
+                                            std::lock_guard<std::mutex> l(mu);
+                                            lat[i] = absl::ToDoubleMicroseconds(w.latency);
+                                            unloaded[i] = w.path == engine::Path::kUnload;
+                                            failed += !w.ok();
+                                            if (++completed == total) measure_end = clock.Now();
+                                            cv.notify_one();
+                                          });
     };
     if (fabric) {
       while (true) {
