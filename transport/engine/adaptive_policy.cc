@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace unloadkv::engine {
 
@@ -73,8 +75,15 @@ absl::StatusOr<std::unique_ptr<PathPolicy>> MakePolicy(absl::string_view name) {
   if (name == "offload") return std::unique_ptr<PathPolicy>(new OffloadPolicy());
   if (name == "unload") return std::unique_ptr<PathPolicy>(new UnloadPolicy());
   if (name == "adaptive") return std::unique_ptr<PathPolicy>(new AdaptivePolicy());
+  if (absl::ConsumePrefix(&name, "split:")) {
+    double f;
+    if (absl::SimpleAtod(name, &f) && f >= 0 && f <= 1) {
+      return std::unique_ptr<PathPolicy>(new SplitPolicy(f));
+    }
+  }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown write policy '", name, "': choose offload, unload or adaptive"));
+      absl::StrCat("unknown write policy '", name,
+                   "': choose offload, unload, adaptive or split:F with 0 <= F <= 1"));
 }
 
 }  // namespace unloadkv::engine

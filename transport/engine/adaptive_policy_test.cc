@@ -86,3 +86,21 @@ TEST(HeatSketchTest, FrequentPagesEstimateHigherAndCoolDown) {
 
 }  // namespace
 }  // namespace unloadkv::engine
+
+namespace unloadkv::engine {
+namespace {
+
+TEST(SplitPolicyTest, SendsTheGivenFractionToUnloadAndParsesStrictly) {
+  auto p = MakePolicy("split:0.25");
+  ASSERT_TRUE(p.ok()) << p.status();
+  int unloaded = 0;
+  for (int i = 0; i < 1000; ++i) unloaded += (*p)->Decide(i << 12, 64, true).path == Path::kUnload;
+  EXPECT_EQ(unloaded, 250);
+  EXPECT_EQ((*p)->Decide(0, 1 << 20, false).path, Path::kOffload);
+  for (const char* bad : {"split:", "split:1.5", "split:-0.1", "split:x", "splits:0.5"}) {
+    EXPECT_FALSE(MakePolicy(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace unloadkv::engine

@@ -53,7 +53,29 @@ class UnloadPolicy : public PathPolicy {
   }
 };
 
-// "offload", "unload" or "adaptive"; anything else is InvalidArgument naming the choices.
+// Sends a fixed fraction of the writes that fit a slot to unload, spread evenly (a baseline:
+// the best fixed split bounds what any policy can reach on a steady workload).
+class SplitPolicy : public PathPolicy {
+ public:
+  explicit SplitPolicy(double unload_fraction) : fraction_(unload_fraction) {}
+  absl::string_view name() const override { return "split"; }
+  Decision Decide(uint64_t, uint32_t, bool unload_possible) override {
+    if (!unload_possible) return {Path::kOffload, 0};
+    acc_ += fraction_;
+    if (acc_ >= 1.0) {
+      acc_ -= 1.0;
+      return {Path::kUnload, 0};
+    }
+    return {Path::kOffload, 0};
+  }
+
+ private:
+  double fraction_;
+  double acc_ = 0;
+};
+
+// "offload", "unload", "adaptive" or "split:F" (0 <= F <= 1); anything else is
+// InvalidArgument naming the choices.
 absl::StatusOr<std::unique_ptr<PathPolicy>> MakePolicy(absl::string_view name);
 
 }  // namespace unloadkv::engine
