@@ -84,8 +84,9 @@ run_tests() {
   test_phase "AddressSanitizer + UndefinedBehaviorSanitizer" --config=asan //...
   test_phase "ThreadSanitizer on the concurrent transport" --config=tsan //transport/...
   local target
-  for target in //transport/soft:frame_fuzzer //transport/engine:staging_header_fuzzer; do
-    fuzz_run "$target" 20
+  for target in //transport/soft:frame_fuzzer //transport/engine:staging_header_fuzzer \
+      //transport/rpc:rpc_frame_fuzzer; do
+    fuzz_run "$target" 15
   done
   echo
   echo "${PASSED} passed, ${FAILED} failed"

@@ -335,6 +335,29 @@ TEST_P(EngineTest, FullRingFallsBackToOffloadWhenThePolicySaysSo) {
   EXPECT_LE(metrics_.ring_used_max.load(), 8u);
 }
 
+TEST_P(EngineTest, MessagesFlowBothWaysWithoutStalling) {
+  // Each side sends messages and acks; send-queue accounting must count both (a miscount once
+  // made every send after the first ack look like a full queue).
+  Connect(Only(Path::kOffload));
+  std::atomic<int> at_b{0}, at_a{0};
+  cb_->SetMessageHandler([&](absl::Span<const char> m) {
+    ++at_b;
+    ASSERT_TRUE(cb_->Send(m, nullptr).ok());  // echo back from inside the handler
+  });
+  ca_->SetMessageHandler([&](absl::Span<const char>) { ++at_a; });
+  constexpr int kMessages = 300;
+  for (int i = 0; i < kMessages; ++i) {
+    std::string m = absl::StrCat("ping ", i);
+    ASSERT_TRUE(ca_->Send(m, nullptr).ok());
+    if (i % 16 == 15) {
+      ASSERT_TRUE(h_->WaitUntil([&] { return at_a.load() == i + 1; }, absl::Seconds(10)))
+          << "stalled after " << at_a.load() << " replies";
+    }
+  }
+  ASSERT_TRUE(h_->WaitUntil([&] { return at_a.load() == kMessages; }, absl::Seconds(10)));
+  EXPECT_EQ(at_b.load(), kMessages);
+}
+
 TEST_P(EngineTest, BadParametersAreRejectedWithClearErrors) {
   EngineOptions bad;
   bad.unload_workers = 0;

@@ -93,6 +93,7 @@ void SendAckIfDue(ConnectionState& c) {
                             c.acks_mr->Sge(size_t{slot} * kAckBytes, kAckBytes), kImmAck);
   if (!c.stage_qp->PostSend(wr).ok()) return;
   ++c.acks_in_flight;
+  ++c.send_wrs;  // retired by the ack's completion (WrKind::kAck)
   c.credits_to_return = 0;
   c.ack_pending = false;
   if (c.refusing) c.nak_sent = true;

@@ -1,0 +1,197 @@
+#include "transport/rpc/rpc.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "transport/base/logging.h"
+#include "transport/rpc/rpc_frame.h"
+
+namespace unloadkv::rpc {
+
+struct Responder::Shared {
+  engine::Connection* conn;
+  std::atomic<bool> replied{false};
+};
+
+void Responder::Reply(const absl::Status& status, std::string payload) {
+  if (shared_ == nullptr || shared_->replied.exchange(true)) return;
+  RpcFrame f;
+  f.kind = FrameKind::kResponse;
+  f.method = method_;
+  f.status = static_cast<uint32_t>(status.code());
+  f.request_id = request_id_;
+  // A failed call carries its message as the payload.
+  std::string body = status.ok() ? std::move(payload) : std::string(status.message());
+  f.payload = body;
+  std::string wire = EncodeRpcFrame(f);
+  absl::Status st = shared_->conn->Send(wire, nullptr);
+  if (!st.ok()) Log(LogLevel::kWarning, absl::StrCat("rpc: reply not sent: ", st.message()));
+}
+
+void RpcServer::Register(uint16_t method, Handler handler) {
+  handlers_[method] = std::move(handler);
+}
+
+void RpcServer::Serve(engine::Connection* conn) {
+  auto shared_conn = conn;
+  conn->SetMessageHandler([this, shared_conn](absl::Span<const char> bytes) {
+    const absl::Time arrived = clock_->Now();
+    absl::StatusOr<RpcFrame> f = DecodeRpcFrame(absl::string_view(bytes.data(), bytes.size()));
+    if (!f.ok() || f->kind != FrameKind::kRequest) {
+      ++malformed_;
+      Log(LogLevel::kWarning, absl::StrCat("rpc: dropped a bad request frame: ",
+                                           f.ok() ? "not a request" : f.status().message()));
+      return;
+    }
+    Responder r;
+    r.shared_ = std::make_shared<Responder::Shared>();
+    r.shared_->conn = shared_conn;
+    r.request_id_ = f->request_id;
+    r.method_ = f->method;
+    if (f->timeout_us != 0) r.deadline_ = arrived + absl::Microseconds(f->timeout_us);
+    auto it = handlers_.find(f->method);
+    if (it == handlers_.end()) {
+      r.Reply(absl::UnimplementedError(absl::StrCat("rpc: unknown method ", f->method)));
+      return;
+    }
+    it->second(f->payload, std::move(r));
+  });
+}
+
+RpcClient::RpcClient(engine::Connection* conn, const Clock* clock, int max_in_flight)
+    : conn_(conn), clock_(clock), max_in_flight_(max_in_flight) {
+  conn_->SetMessageHandler([this](absl::Span<const char> bytes) { OnMessage(bytes); });
+}
+
+RpcClient::~RpcClient() {
+  conn_->SetMessageHandler(nullptr);
+  std::vector<Callback> orphans;
+  {
+    MutexLock l(&mu_);
+    for (auto& [id, p] : pending_) orphans.push_back(std::move(p.done));
+    pending_.clear();
+  }
+  for (Callback& cb : orphans) cb(absl::CancelledError("rpc client destroyed"));
+}
+
+absl::StatusOr<uint64_t> RpcClient::Call(uint16_t method, std::string request,
+                                         absl::Duration timeout, Callback done) {
+  uint64_t id;
+  {
+    MutexLock l(&mu_);
+    if (static_cast<int>(pending_.size()) >= max_in_flight_) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("rpc: ", max_in_flight_, " calls already in flight; retry later"));
+    }
+    id = next_id_++;
+    pending_[id] = Pending{
+        timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : clock_->Now() + timeout,
+        std::move(done)};
+  }
+  RpcFrame f;
+  f.kind = FrameKind::kRequest;
+  f.method = method;
+  f.request_id = id;
+  f.timeout_us = timeout == absl::InfiniteDuration()
+                     ? 0
+                     : static_cast<uint32_t>(
+                           std::min<int64_t>(absl::ToInt64Microseconds(timeout), UINT32_MAX));
+  f.payload = request;
+  absl::Status st = conn_->Send(EncodeRpcFrame(f), nullptr);
+  if (!st.ok()) {
+    MutexLock l(&mu_);
+    pending_.erase(id);
+    return st;
+  }
+  return id;
+}
+
+void RpcClient::OnMessage(absl::Span<const char> bytes) {
+  absl::StatusOr<RpcFrame> f = DecodeRpcFrame(absl::string_view(bytes.data(), bytes.size()));
+  if (!f.ok() || f->kind != FrameKind::kResponse) {
+    Log(LogLevel::kWarning, "rpc: dropped a bad response frame");
+    return;
+  }
+  Callback done;
+  {
+    MutexLock l(&mu_);
+    auto it = pending_.find(f->request_id);
+    if (it == pending_.end()) return;  // cancelled or expired: the answer is late
+    done = std::move(it->second.done);
+    pending_.erase(it);
+  }
+  if (f->status == 0) {
+    done(std::string(f->payload));
+  } else {
+    done(absl::Status(static_cast<absl::StatusCode>(f->status), f->payload));
+  }
+}
+
+void RpcClient::Cancel(uint64_t call_id) {
+  Callback done;
+  {
+    MutexLock l(&mu_);
+    auto it = pending_.find(call_id);
+    if (it == pending_.end()) return;
+    done = std::move(it->second.done);
+    pending_.erase(it);
+  }
+  done(absl::CancelledError(absl::StrCat("rpc: call ", call_id, " cancelled")));
+}
+
+int RpcClient::CheckDeadlines() {
+  std::vector<Callback> expired;
+  const absl::Time now = clock_->Now();
+  {
+    MutexLock l(&mu_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.deadline <= now) {
+        expired.push_back(std::move(it->second.done));
+        pending_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (Callback& cb : expired) cb(absl::DeadlineExceededError("rpc: deadline exceeded"));
+  return static_cast<int>(expired.size());
+}
+
+int RpcClient::in_flight() const {
+  MutexLock l(&mu_);
+  return static_cast<int>(pending_.size());
+}
+
+absl::StatusOr<std::string> RpcClient::CallAndWait(uint16_t method, std::string request,
+                                                   absl::Duration timeout) {
+  struct Wait {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    absl::StatusOr<std::string> result = absl::UnknownError("no answer");
+  };
+  auto w = std::make_shared<Wait>();
+  absl::StatusOr<uint64_t> id =
+      Call(method, std::move(request), timeout, [w](absl::StatusOr<std::string> r) {
+        std::lock_guard<std::mutex> l(w->mu);
+        w->result = std::move(r);
+        w->done = true;
+        w->cv.notify_all();
+      });
+  if (!id.ok()) return id.status();
+  std::unique_lock<std::mutex> l(w->mu);
+  while (!w->done) {
+    w->cv.wait_for(l, std::chrono::milliseconds(1));
+    if (!w->done) {
+      l.unlock();
+      CheckDeadlines();
+      l.lock();
+    }
+  }
+  return w->result;
+}
+
+}  // namespace unloadkv::rpc

@@ -1,0 +1,108 @@
+// Request/response RPC over an engine connection's messages.
+//
+// A client sends a request frame naming a method; the server dispatches it to the handler
+// registered for the method, on the engine worker that received it (the server's event loop),
+// and the handler answers through a Responder, now or later. Payloads are opaque bytes
+// (serialized protobufs); frames are at most the connection's message size.
+//
+// Flow control: a client has at most `max_in_flight` calls outstanding; Call beyond that fails
+// at once with RESOURCE_EXHAUSTED (the caller backs off), so nothing is buffered without bound.
+// Deadlines: a call with a timeout fails with DEADLINE_EXCEEDED once CheckDeadlines runs after
+// it passed. The server sees the timeout as Responder::deadline() (arrival + timeout; the
+// hosts share no clock), so a handler that queues work can give up on expired requests. A late
+// response, or one for a cancelled call, is discarded.
+#ifndef UNLOADKV_TRANSPORT_RPC_RPC_H_
+#define UNLOADKV_TRANSPORT_RPC_RPC_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "transport/base/clock.h"
+#include "transport/base/mutex.h"
+#include "transport/engine/engine.h"
+
+namespace unloadkv::rpc {
+
+// Answers one request, exactly once; safe to call from any thread. Replying twice, or after
+// the connection failed, is ignored.
+class Responder {
+ public:
+  void Reply(const absl::Status& status, std::string payload = "");
+  uint64_t request_id() const { return request_id_; }
+  // When the client stops waiting, on the server's clock; InfiniteFuture() without a timeout.
+  absl::Time deadline() const { return deadline_; }
+
+ private:
+  friend class RpcServer;
+  struct Shared;
+  std::shared_ptr<Shared> shared_;
+  uint64_t request_id_ = 0;
+  uint16_t method_ = 0;
+  absl::Time deadline_ = absl::InfiniteFuture();
+};
+
+using Handler = std::function<void(absl::string_view request, Responder responder)>;
+
+// Thread-safety: Register before Serve; everything else from any thread.
+class RpcServer {
+ public:
+  explicit RpcServer(const Clock* clock) : clock_(clock) {}
+  void Register(uint16_t method, Handler handler);
+  // Serves requests arriving on `conn` (takes over its message handler). `conn` must outlive
+  // the server's use of it (until the connection is destroyed).
+  void Serve(engine::Connection* conn);
+
+  uint64_t malformed_frames() const { return malformed_.load(); }
+
+ private:
+  const Clock* clock_;
+  absl::flat_hash_map<uint16_t, Handler> handlers_;
+  std::atomic<uint64_t> malformed_{0};
+};
+
+class RpcClient {
+ public:
+  using Callback = std::function<void(absl::StatusOr<std::string>)>;
+
+  // Takes over `conn`'s message handler. `conn` must outlive the client.
+  RpcClient(engine::Connection* conn, const Clock* clock, int max_in_flight = 64);
+  ~RpcClient();
+
+  // Starts a call; `done` runs exactly once (on an engine worker, or inside CheckDeadlines or
+  // Cancel). Fails at once (and never runs `done`) when over max_in_flight, when the payload
+  // is too large, or when the connection cannot send.
+  absl::StatusOr<uint64_t> Call(uint16_t method, std::string request, absl::Duration timeout,
+                                Callback done);
+  // Fails the call with CANCELLED if it is still outstanding.
+  void Cancel(uint64_t call_id);
+  // Fails every call whose deadline has passed; returns how many.
+  int CheckDeadlines();
+  int in_flight() const;
+
+  // Blocking convenience for tools and tests (never inside an event loop).
+  absl::StatusOr<std::string> CallAndWait(uint16_t method, std::string request,
+                                          absl::Duration timeout);
+
+ private:
+  struct Pending {
+    absl::Time deadline;
+    Callback done;
+  };
+  void OnMessage(absl::Span<const char> bytes);
+
+  engine::Connection* conn_;
+  const Clock* clock_;
+  const int max_in_flight_;
+  mutable Mutex mu_;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace unloadkv::rpc
+
+#endif  // UNLOADKV_TRANSPORT_RPC_RPC_H_

@@ -1,0 +1,187 @@
+// RPC over engine connections on the soft RNIC: calls, errors, deadlines, cancellation and
+// flow control, plus the frame decoder.
+#include "transport/rpc/rpc.h"
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "transport/base/logging.h"
+#include "transport/rpc/rpc_frame.h"
+#include "transport/soft/soft_device.h"
+
+namespace unloadkv::rpc {
+namespace {
+
+constexpr uint16_t kEcho = 1, kNever = 2, kFail = 3;
+
+class RpcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SetMinLogLevel(getenv("RPCDBG") ? LogLevel::kInfo : LogLevel::kError);
+    da_ = std::move(*soft::SoftDevice::Create({}));
+    db_ = std::move(*soft::SoftDevice::Create({}));
+    ea_ = std::move(*engine::Engine::Create(da_.get(), {}));
+    eb_ = std::move(*engine::Engine::Create(db_.get(), {}));
+    ca_ = std::move(*ea_->CreateConnection(std::make_unique<engine::OffloadPolicy>()));
+    cb_ = std::move(*eb_->CreateConnection(std::make_unique<engine::OffloadPolicy>()));
+    ASSERT_TRUE(ca_->Connect(cb_->local_info()).ok());
+    ASSERT_TRUE(cb_->Connect(ca_->local_info()).ok());
+    server_ = std::make_unique<RpcServer>(RealClock::Get());
+    server_->Register(kEcho, [](absl::string_view req, Responder r) {
+      r.Reply(absl::OkStatus(), std::string(req));
+    });
+    server_->Register(kNever, [this](absl::string_view, Responder r) {
+      std::lock_guard<std::mutex> l(held_mu_);
+      held_.push_back(r);  // answered later (or never)
+    });
+    server_->Register(
+        kFail, [](absl::string_view, Responder r) { r.Reply(absl::NotFoundError("no such key")); });
+    server_->Serve(cb_.get());
+    client_ = std::make_unique<RpcClient>(ca_.get(), RealClock::Get(), /*max_in_flight=*/8);
+    ea_->Start();
+    eb_->Start();
+  }
+  void TearDown() override {
+    ea_->Stop();
+    eb_->Stop();
+    client_.reset();
+    held_.clear();
+    ca_.reset();
+    cb_.reset();
+  }
+
+  std::unique_ptr<soft::SoftDevice> da_, db_;
+  std::unique_ptr<engine::Engine> ea_, eb_;
+  std::unique_ptr<engine::Connection> ca_, cb_;
+  std::unique_ptr<RpcServer> server_;
+  std::unique_ptr<RpcClient> client_;
+  std::mutex held_mu_;
+  std::vector<Responder> held_;
+};
+
+TEST_F(RpcTest, CallsReturnTheServersAnswerOrItsError) {
+  absl::StatusOr<std::string> r = client_->CallAndWait(kEcho, "hello", absl::Seconds(5));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, "hello");
+  r = client_->CallAndWait(kFail, "", absl::Seconds(5));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(r.status().message(), "no such key");
+  r = client_->CallAndWait(99, "", absl::Seconds(5));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(client_->in_flight(), 0);
+}
+
+TEST_F(RpcTest, ManyConcurrentCallsAllComplete) {
+  std::atomic<int> ok{0}, done{0};
+  int issued = 0;
+  while (issued < 500) {
+    absl::StatusOr<uint64_t> id =
+        client_->Call(kEcho, std::to_string(issued), absl::Seconds(10),
+                      [&, want = std::to_string(issued)](absl::StatusOr<std::string> r) {
+                        ok += r.ok() && *r == want;
+                        ++done;
+                      });
+    if (id.ok()) {
+      ++issued;
+    } else {
+      ASSERT_EQ(id.status().code(), absl::StatusCode::kResourceExhausted);
+      absl::SleepFor(absl::Microseconds(50));  // pushed back: wait for answers
+    }
+  }
+  while (done.load() < 500) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_EQ(ok.load(), 500);
+}
+
+TEST_F(RpcTest, FlowControlPushesBackInsteadOfBuffering) {
+  std::atomic<int> done{0};
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(
+        client_->Call(kNever, "", absl::Seconds(30), [&](absl::StatusOr<std::string>) { ++done; })
+            .ok());
+  }
+  absl::StatusOr<uint64_t> extra = client_->Call(kNever, "", absl::Seconds(30), nullptr);
+  EXPECT_EQ(extra.status().code(), absl::StatusCode::kResourceExhausted);
+  // Answering frees room again.
+  while (true) {
+    std::lock_guard<std::mutex> l(held_mu_);
+    if (held_.size() == 8) break;
+  }
+  held_[0].Reply(absl::OkStatus(), "late but fine");
+  held_[0].Reply(absl::OkStatus(), "twice is ignored");
+  while (done.load() < 1) absl::SleepFor(absl::Milliseconds(1));
+  std::atomic<bool> echoed{false};
+  EXPECT_TRUE(client_
+                  ->Call(kEcho, "x", absl::Seconds(5),
+                         [&](absl::StatusOr<std::string> r) { echoed = r.ok(); })
+                  .ok());
+  // Answer everything before `done` and `echoed` go out of scope.
+  {
+    std::lock_guard<std::mutex> l(held_mu_);
+    for (Responder& r : held_) r.Reply(absl::OkStatus());
+  }
+  while (done.load() < 8 || !echoed.load()) absl::SleepFor(absl::Milliseconds(1));
+}
+
+TEST_F(RpcTest, DeadlinesAndCancellationFailCallsAndDropLateAnswers) {
+  absl::StatusOr<std::string> r = client_->CallAndWait(kNever, "", absl::Milliseconds(20));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
+  std::atomic<int> calls{0};
+  absl::Status got;
+  absl::StatusOr<uint64_t> id =
+      client_->Call(kNever, "", absl::Seconds(30), [&](absl::StatusOr<std::string> r) {
+        got = r.status();
+        ++calls;
+      });
+  ASSERT_TRUE(id.ok());
+  client_->Cancel(*id);
+  EXPECT_EQ(got.code(), absl::StatusCode::kCancelled);
+  // The server answers both late; neither reaches a callback again.
+  while (true) {
+    std::lock_guard<std::mutex> l(held_mu_);
+    if (held_.size() == 2) break;
+  }
+  EXPECT_NE(held_[0].deadline(), absl::InfiniteFuture());
+  held_[0].Reply(absl::OkStatus(), "late");
+  held_[1].Reply(absl::OkStatus(), "late");
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(client_->in_flight(), 0);
+}
+
+TEST_F(RpcTest, MalformedRequestsAreCountedAndDropped) {
+  ASSERT_TRUE(ca_->Send("garbage that is not a frame", nullptr).ok());
+  absl::StatusOr<std::string> r = client_->CallAndWait(kEcho, "still fine", absl::Seconds(5));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(server_->malformed_frames(), 1u);
+}
+
+TEST(RpcFrameTest, RoundTripsAndRejectsBadFrames) {
+  RpcFrame f;
+  f.kind = FrameKind::kResponse;
+  f.method = 7;
+  f.status = 5;
+  f.request_id = 123456789;
+  f.payload = "payload";
+  std::string wire = EncodeRpcFrame(f);
+  absl::StatusOr<RpcFrame> d = DecodeRpcFrame(wire);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->request_id, 123456789u);
+  EXPECT_EQ(d->payload, "payload");
+  EXPECT_FALSE(DecodeRpcFrame(wire.substr(0, 10)).ok());
+  EXPECT_FALSE(DecodeRpcFrame(wire + "x").ok());
+  std::string bad = wire;
+  bad[0] = 9;
+  EXPECT_FALSE(DecodeRpcFrame(bad).ok());
+  bad = wire;
+  bad[1] = 2;
+  EXPECT_FALSE(DecodeRpcFrame(bad).ok());
+  bad = wire;
+  bad[4] = 99;
+  EXPECT_FALSE(DecodeRpcFrame(bad).ok());
+}
+
+}  // namespace
+}  // namespace unloadkv::rpc
