@@ -30,7 +30,17 @@ absl::Status Errno(absl::string_view what) {
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
 }
 
-// Parses "host:port" into a sockaddr. Host is a numeric IPv4 address or "localhost".
+// Parses a host (numeric IPv4 or "localhost") into `sa`.
+absl::Status ParseHost(absl::string_view host, sockaddr_in* sa) {
+  std::string h = host == "localhost" ? "127.0.0.1" : std::string(host);
+  if (inet_pton(AF_INET, h.c_str(), &sa->sin_addr) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("soft address: host '", host, "' must be numeric IPv4 or localhost"));
+  }
+  return absl::OkStatus();
+}
+
+// Parses "host:port" into a sockaddr.
 absl::StatusOr<sockaddr_in> ParseHostPort(absl::string_view text) {
   std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
   uint32_t port;
@@ -41,11 +51,7 @@ absl::StatusOr<sockaddr_in> ParseHostPort(absl::string_view text) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_port = htons(static_cast<uint16_t>(port));
-  std::string host = parts[0] == "localhost" ? "127.0.0.1" : std::string(parts[0]);
-  if (inet_pton(AF_INET, host.c_str(), &sa.sin_addr) != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("soft address '", text, "': host must be numeric IPv4 or localhost"));
-  }
+  if (absl::Status st = ParseHost(parts[0], &sa); !st.ok()) return st;
   return sa;
 }
 
@@ -337,15 +343,15 @@ absl::Status Nic::Connect(QpCore* qp, const rnic::QpAttributes& remote) {
 // ---------------------------------------------------------------------------- SoftDevice
 
 absl::StatusOr<std::unique_ptr<SoftDevice>> SoftDevice::Create(const Options& options) {
-  absl::StatusOr<sockaddr_in> sa = ParseHostPort(
-      absl::StrCat(options.listen_host, ":", options.listen_port ? options.listen_port : 1));
-  if (!sa.ok()) return sa.status();
-  sa->sin_port = htons(options.listen_port);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(options.listen_port);
+  if (absl::Status st = ParseHost(options.listen_host, &sa); !st.ok()) return st;
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return Errno("soft device: socket");
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (bind(fd, reinterpret_cast<const sockaddr*>(&*sa), sizeof(*sa)) != 0) {
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
     absl::Status st =
         Errno(absl::StrCat("soft device: bind ", options.listen_host, ":", options.listen_port));
     close(fd);

@@ -26,6 +26,14 @@ absl::Status VerbError(absl::string_view verb, int err) {
   return absl::UnavailableError(absl::StrCat(verb, " failed: ", std::strerror(err), hint));
 }
 
+// Copies a request's SGEs into the array libibverbs reads.
+template <typename Wr>
+void FillSges(const Wr& w, ibv_sge* out) {
+  for (int k = 0; k < w.num_sge; ++k) {
+    out[k] = {w.sg_list[k].addr, w.sg_list[k].length, w.sg_list[k].lkey};
+  }
+}
+
 class VerbsMemoryRegion : public rnic::MemoryRegion {
  public:
   VerbsMemoryRegion(const Description& d, ibv_mr* mr) : MemoryRegion(d), mr_(mr) {}
@@ -160,9 +168,7 @@ class VerbsQueuePair : public rnic::QueuePair {
       if (absl::Status st = rnic::CheckSendRequest(wrs[i], limits, i); !st.ok()) return st;
       const rnic::SendWorkRequest& w = wrs[i];
       ibv_sge sge[rnic::kMaxSge];
-      for (int k = 0; k < w.num_sge; ++k) {
-        sge[k] = {w.sg_list[k].addr, w.sg_list[k].length, w.sg_list[k].lkey};
-      }
+      FillSges(w, sge);
       ibv_send_wr wr{};
       wr.wr_id = w.wr_id;
       wr.sg_list = sge;
@@ -190,9 +196,7 @@ class VerbsQueuePair : public rnic::QueuePair {
       if (absl::Status st = rnic::CheckRecvRequest(wrs[i], i); !st.ok()) return st;
       const rnic::RecvWorkRequest& w = wrs[i];
       ibv_sge sge[rnic::kMaxSge];
-      for (int k = 0; k < w.num_sge; ++k) {
-        sge[k] = {w.sg_list[k].addr, w.sg_list[k].length, w.sg_list[k].lkey};
-      }
+      FillSges(w, sge);
       ibv_recv_wr wr{};
       wr.wr_id = w.wr_id;
       wr.sg_list = sge;
