@@ -34,6 +34,16 @@ void FillSges(const Wr& w, ibv_sge* out) {
   }
 }
 
+// The status for a failed ibv_post_send/ibv_post_recv of request `index`: a full queue is
+// RESOURCE_EXHAUSTED (the caller retries later), anything else the verb's error.
+absl::Status PostError(absl::string_view verb, absl::string_view queue, size_t index, int err) {
+  if (err == ENOMEM) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(verb, ": request ", index, ": ", queue, " queue full"));
+  }
+  return VerbError(absl::StrCat(verb, " (request ", index, ")"), err);
+}
+
 class VerbsMemoryRegion : public rnic::MemoryRegion {
  public:
   VerbsMemoryRegion(const Description& d, ibv_mr* mr) : MemoryRegion(d), mr_(mr) {}
@@ -183,11 +193,7 @@ class VerbsQueuePair : public rnic::QueuePair {
         wr.wr.rdma.rkey = w.rkey;
       }
       ibv_send_wr* bad = nullptr;
-      if (int e = ibv_post_send(qp_, &wr, &bad)) {
-        return e == ENOMEM ? absl::ResourceExhaustedError(
-                                 absl::StrCat("PostSend: request ", i, ": send queue full"))
-                           : VerbError(absl::StrCat("ibv_post_send (request ", i, ")"), e);
-      }
+      if (int e = ibv_post_send(qp_, &wr, &bad)) return PostError("ibv_post_send", "send", i, e);
     }
     return absl::OkStatus();
   }
@@ -202,11 +208,7 @@ class VerbsQueuePair : public rnic::QueuePair {
       wr.sg_list = sge;
       wr.num_sge = w.num_sge;
       ibv_recv_wr* bad = nullptr;
-      if (int e = ibv_post_recv(qp_, &wr, &bad)) {
-        return e == ENOMEM ? absl::ResourceExhaustedError(
-                                 absl::StrCat("PostRecv: request ", i, ": receive queue full"))
-                           : VerbError(absl::StrCat("ibv_post_recv (request ", i, ")"), e);
-      }
+      if (int e = ibv_post_recv(qp_, &wr, &bad)) return PostError("ibv_post_recv", "receive", i, e);
     }
     return absl::OkStatus();
   }
