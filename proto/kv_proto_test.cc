@@ -7,7 +7,6 @@ namespace {
 
 TEST(KvProtoTest, RoundTripsAndRejectsTruncatedInput) {
   GrantResponse r;
-  r.mutable_status()->set_code(OK);
   SlotGrant* g = r.add_grants();
   g->set_grant_id(7);
   g->set_addr(0x7f0000001000);
@@ -20,6 +19,7 @@ TEST(KvProtoTest, RoundTripsAndRejectsTruncatedInput) {
   EXPECT_EQ(back.grants(0).addr(), 0x7f0000001000u);
   GrantResponse truncated;
   EXPECT_FALSE(truncated.ParseFromString(wire.substr(0, wire.size() - 3)));
+  EXPECT_EQ(Method_Name(PUT), "PUT");
 }
 
 }  // namespace

@@ -2,7 +2,6 @@
 #include "transport/engine/engine.h"
 
 #include <poll.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
@@ -17,33 +16,6 @@
 #include "transport/engine/engine_internal.h"
 
 namespace unloadkv::engine {
-
-// ---------------------------------------------------------------------------- RingMemory
-
-RingMemory::RingMemory(size_t bytes, bool try_huge) {
-  constexpr size_t kHuge = size_t{2} << 20;
-  if (try_huge) {
-    size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
-    void* p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
-    if (p != MAP_FAILED) {
-      mem_ = p;
-      bytes_ = rounded;
-      huge_ = true;
-      return;
-    }
-  }
-  mem_ = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  bytes_ = bytes;
-  if (mem_ == MAP_FAILED) {
-    mem_ = nullptr;
-    bytes_ = 0;
-  }
-}
-
-RingMemory::~RingMemory() {
-  if (mem_ != nullptr) munmap(mem_, bytes_);
-}
 
 // ---------------------------------------------------------------------------- ConnectionInfo
 
@@ -442,7 +414,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(rnic::Device* device,
     w->cq = std::move(*cq);
     e->workers_.push_back(std::move(w));
   }
-  RingMemory probe(size_t{2} << 20, options.huge_pages);
+  MappedMemory probe(size_t{2} << 20, options.huge_pages);
   e->staging_memory_ =
       probe.huge()                                  ? "2 MiB huge pages"
       : options.huge_pages && device->models_host() ? "2 MiB huge pages (modeled node)"
@@ -515,7 +487,7 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
   c->stage_qp = std::move(*qp);
 
   c->ring =
-      std::make_unique<RingMemory>(size_t{o.staging_slots} * o.staging_slot_bytes, o.huge_pages);
+      std::make_unique<MappedMemory>(size_t{o.staging_slots} * o.staging_slot_bytes, o.huge_pages);
   if (c->ring->data() == nullptr) return absl::ResourceExhaustedError("staging ring: mmap failed");
   // On a modeled node, huge pages requested are huge pages had (whatever this host offers).
   const bool huge = c->ring->huge() || (o.huge_pages && device_->models_host());

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "transport/base/mapped_memory.h"
 #include "transport/base/mutex.h"
 #include "transport/engine/engine.h"
 #include "transport/engine/staging_header.h"
@@ -37,21 +38,6 @@ inline uint32_t IndexOf(uint64_t wr_id) { return static_cast<uint32_t>(wr_id); }
 struct ValidationTable {
   Mutex mu;
   rnic::RegionTable regions ABSL_GUARDED_BY(mu);
-};
-
-// Memory for a staging ring: 2 MiB pages when available, else ordinary pages.
-class RingMemory {
- public:
-  RingMemory(size_t bytes, bool try_huge);
-  ~RingMemory();
-  char* data() const { return static_cast<char*>(mem_); }
-  size_t size() const { return bytes_; }
-  bool huge() const { return huge_; }
-
- private:
-  void* mem_ = nullptr;
-  size_t bytes_ = 0;
-  bool huge_ = false;
 };
 
 // One write or message, from Write/Send until its callback.
@@ -93,7 +79,7 @@ struct ConnectionState {
 
   // Local memory: incoming staging ring, outgoing headers, message send slots, receive
   // buffers, ack payloads.
-  std::unique_ptr<RingMemory> ring;
+  std::unique_ptr<MappedMemory> ring;
   std::unique_ptr<rnic::MemoryRegion> ring_mr;
   std::vector<char> headers, send_slots, recv_buffers, acks;
   std::unique_ptr<rnic::MemoryRegion> headers_mr, send_mr, recv_mr, acks_mr;

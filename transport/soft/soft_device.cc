@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "transport/base/net.h"
 #include "transport/rnic/request_checks.h"
 #include "transport/soft/nic.h"
 
@@ -28,31 +29,6 @@ namespace {
 
 absl::Status Errno(absl::string_view what) {
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
-}
-
-// Parses a host (numeric IPv4 or "localhost") into `sa`.
-absl::Status ParseHost(absl::string_view host, sockaddr_in* sa) {
-  std::string h = host == "localhost" ? "127.0.0.1" : std::string(host);
-  if (inet_pton(AF_INET, h.c_str(), &sa->sin_addr) != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("soft address: host '", host, "' must be numeric IPv4 or localhost"));
-  }
-  return absl::OkStatus();
-}
-
-// Parses "host:port" into a sockaddr.
-absl::StatusOr<sockaddr_in> ParseHostPort(absl::string_view text) {
-  std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
-  uint32_t port;
-  if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &port) || port == 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("soft address '", text, "' is not host:port with a port in 1..65535"));
-  }
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  if (absl::Status st = ParseHost(parts[0], &sa); !st.ok()) return st;
-  return sa;
 }
 
 void SetNoDelayNonBlocking(int fd) {

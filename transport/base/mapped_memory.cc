@@ -1,0 +1,31 @@
+#include "transport/base/mapped_memory.h"
+
+#include <sys/mman.h>
+
+namespace unloadkv {
+
+MappedMemory::MappedMemory(size_t bytes, bool try_huge) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  if (try_huge) {
+    size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
+    void* p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+    if (p != MAP_FAILED) {
+      mem_ = p;
+      bytes_ = rounded;
+      huge_ = true;
+      return;
+    }
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p != MAP_FAILED) {
+    mem_ = p;
+    bytes_ = bytes;
+  }
+}
+
+MappedMemory::~MappedMemory() {
+  if (mem_ != nullptr) munmap(mem_, bytes_);
+}
+
+}  // namespace unloadkv

@@ -1,0 +1,46 @@
+// IPv4 socket helpers shared by the soft RNIC and the bootstrap exchange.
+#ifndef UNLOADKV_TRANSPORT_BASE_NET_H_
+#define UNLOADKV_TRANSPORT_BASE_NET_H_
+
+#include <netinet/in.h>
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace unloadkv {
+
+// Parses a host (numeric IPv4 or "localhost") into `sa->sin_addr`.
+absl::Status ParseHost(absl::string_view host, sockaddr_in* sa);
+// Parses "host:port". Port 0 is accepted only with `allow_port_zero` (listen on any port).
+// Errors are InvalidArgument and quote the text.
+absl::StatusOr<sockaddr_in> ParseHostPort(absl::string_view text, bool allow_port_zero = false);
+std::string FormatHostPort(const sockaddr_in& sa);
+
+// Owns a file descriptor; closes it on destruction. Movable, not copyable.
+class ScopedFd {
+ public:
+  ScopedFd() = default;
+  explicit ScopedFd(int fd) : fd_(fd) {}
+  ~ScopedFd();
+  ScopedFd(ScopedFd&& o) noexcept : fd_(o.release()) {}
+  ScopedFd& operator=(ScopedFd&& o) noexcept;
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace unloadkv
+
+#endif  // UNLOADKV_TRANSPORT_BASE_NET_H_

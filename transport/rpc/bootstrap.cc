@@ -1,0 +1,164 @@
+#include "transport/rpc/bootstrap.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace unloadkv::rpc {
+namespace {
+
+absl::Status Errno(absl::string_view what) {
+  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+int RemainingMs(absl::Time deadline) {
+  absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) return 0;
+  return static_cast<int>(absl::ToInt64Milliseconds(left)) + 1;
+}
+
+// Waits for `events` on `fd` until `deadline`; DeadlineExceeded naming `what` on timeout.
+absl::Status WaitFor(int fd, short events, absl::Time deadline, absl::string_view what) {
+  while (true) {
+    pollfd p{fd, events, 0};
+    int n = poll(&p, 1, RemainingMs(deadline));
+    if (n > 0) return absl::OkStatus();
+    if (n == 0) return absl::DeadlineExceededError(absl::StrCat(what, ": timed out"));
+    if (errno != EINTR) return Errno(what);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BootstrapListener>> BootstrapListener::Listen(
+    absl::string_view host_port) {
+  absl::StatusOr<sockaddr_in> sa = ParseHostPort(host_port, /*allow_port_zero=*/true);
+  if (!sa.ok()) return sa.status();
+  ScopedFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid()) return Errno("bootstrap: socket");
+  int one = 1;
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&*sa), sizeof(*sa)) != 0) {
+    return absl::UnavailableError(absl::StrCat("bootstrap: cannot listen on ", host_port, ": ",
+                                               std::strerror(errno),
+                                               errno == EADDRINUSE ? " (port in use)" : ""));
+  }
+  if (listen(fd.get(), 128) != 0) return Errno("bootstrap: listen");
+  sockaddr_in bound{};
+  socklen_t len = sizeof(bound);
+  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len);
+  return std::unique_ptr<BootstrapListener>(
+      new BootstrapListener(std::move(fd), FormatHostPort(bound)));
+}
+
+absl::StatusOr<ScopedFd> BootstrapListener::Accept(absl::Duration wait) {
+  pollfd p{fd_.get(), POLLIN, 0};
+  int n = poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(wait)));
+  if (n < 0 && errno != EINTR) return Errno("bootstrap: poll");
+  if (n <= 0) return ScopedFd();
+  ScopedFd conn(accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+  if (!conn.valid() && errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+    return Errno("bootstrap: accept");
+  }
+  return conn;
+}
+
+absl::StatusOr<ScopedFd> Dial(absl::string_view host_port, absl::Duration timeout) {
+  absl::StatusOr<sockaddr_in> sa = ParseHostPort(host_port);
+  if (!sa.ok()) return sa.status();
+  const absl::Time deadline = absl::Now() + timeout;
+  ScopedFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid()) return Errno("bootstrap: socket");
+  if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&*sa), sizeof(*sa)) != 0) {
+    if (errno != EINPROGRESS) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot connect to ", host_port, ": ", std::strerror(errno)));
+    }
+    if (absl::Status st =
+            WaitFor(fd.get(), POLLOUT, deadline, absl::StrCat("connecting to ", host_port));
+        !st.ok()) {
+      return st;
+    }
+    int err = 0;
+    socklen_t len = sizeof(err);
+    getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot connect to ", host_port, ": ", std::strerror(err)));
+    }
+  }
+  return fd;
+}
+
+absl::StatusOr<std::string> ReadLine(int fd, size_t max_bytes, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::string line;
+  char buf[512];
+  while (true) {
+    // Peek, then consume only up to the newline, so bytes after it stay in the socket.
+    ssize_t n = recv(fd, buf, sizeof(buf), MSG_PEEK);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (absl::Status st = WaitFor(fd, POLLIN, deadline, "bootstrap: reading a line"); !st.ok()) {
+        return st;
+      }
+      continue;
+    }
+    if (n < 0) return Errno("bootstrap: read");
+    if (n == 0) return absl::UnavailableError("bootstrap: peer closed before a full line");
+    const char* nl = static_cast<const char*>(std::memchr(buf, '\n', n));
+    size_t take = nl != nullptr ? static_cast<size_t>(nl - buf) + 1 : static_cast<size_t>(n);
+    if (recv(fd, buf, take, 0) != static_cast<ssize_t>(take)) return Errno("bootstrap: read");
+    line.append(buf, nl != nullptr ? take - 1 : take);
+    if (line.size() > max_bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bootstrap: line longer than ", max_bytes, " bytes"));
+    }
+    if (nl != nullptr) return line;
+  }
+}
+
+absl::Status WriteAll(int fd, absl::string_view data, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!data.empty()) {
+    ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      data.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (absl::Status st = WaitFor(fd, POLLOUT, deadline, "bootstrap: writing"); !st.ok()) {
+        return st;
+      }
+      continue;
+    }
+    return Errno("bootstrap: write");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ExchangeAsClient(absl::string_view host_port,
+                                             absl::string_view local_info, absl::Duration timeout) {
+  absl::StatusOr<ScopedFd> fd = Dial(host_port, timeout);
+  if (!fd.ok()) return fd.status();
+  if (absl::Status st =
+          WriteAll(fd->get(), absl::StrCat(kBootstrapHello, " ", local_info, "\n"), timeout);
+      !st.ok()) {
+    return st;
+  }
+  absl::StatusOr<std::string> line = ReadLine(fd->get(), kMaxBootstrapLine, timeout);
+  if (!line.ok()) return line.status();
+  if (absl::StartsWith(*line, "ok ")) return line->substr(3);
+  if (absl::StartsWith(*line, "error ")) {
+    return absl::FailedPreconditionError(absl::StrCat("server refused: ", line->substr(6)));
+  }
+  return absl::InvalidArgumentError("bootstrap: the server's answer is not 'ok' or 'error'");
+}
+
+}  // namespace unloadkv::rpc
