@@ -1,0 +1,109 @@
+// The KV state of one server: the ordered index (key -> slot, size, version), slot grants
+// held by client connections, and the slab arena they are carved from.
+//
+// A value reaches the store in two steps (ARCHITECTURE.md section 6): GrantSlots hands a client
+// free slots; the client writes a value into one through the write engine and then calls Put
+// naming the grant. Put publishes the slot under the key and frees the key's old slot. A grant
+// is used at most once and only by the client it was given to; anything else is refused and
+// changes nothing. Until Put, a written slot is invisible, so a client that dies between its
+// value write and its Put leaves no trace (DropClient returns its slots).
+//
+// Trust model: the arena is one registered region, so a client holding its rkey can write any
+// slot, published or not, with RDMA; the store protects against stale and forged *grants*, not
+// against a client that writes outside its grants (as in FaRM-style designs, clients are
+// trusted with the rkey). See docs/kv.md.
+//
+// Thread-safety: every method may be called from any thread.
+#ifndef UNLOADKV_SERVER_KV_STORE_H_
+#define UNLOADKV_SERVER_KV_STORE_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "server/slab_arena.h"
+#include "transport/base/mutex.h"
+
+namespace unloadkv::server {
+
+inline constexpr size_t kMaxKeyBytes = 256;
+inline constexpr uint32_t kMaxValueBytes = SlabArena::kMaxSlotBytes;
+inline constexpr uint32_t kMaxGrantsPerRequest = 64;
+inline constexpr size_t kMaxGrantsPerClient = 1024;
+inline constexpr uint32_t kMaxScanLimit = 1000;
+inline constexpr size_t kScanResponseBudget = 60 << 10;  // keys + values per Scan response
+
+class KvStore {
+ public:
+  struct Grant {
+    uint64_t id = 0;
+    Slot slot;
+  };
+  struct Value {
+    std::string bytes;
+    uint64_t version = 0;
+  };
+  struct ScanResult {
+    std::vector<std::pair<std::string, std::string>> items;
+    bool more = false;
+  };
+  struct Stats {
+    uint64_t keys = 0;
+    uint64_t arena_bytes = 0;
+    uint64_t arena_used_bytes = 0;  // live values and outstanding grants
+    uint64_t grants_outstanding = 0;
+  };
+
+  // `arena` is `arena_bytes` of memory clients write values into; not owned, must outlive
+  // the store.
+  KvStore(const char* arena, size_t arena_bytes);
+
+  // `count` slots that each hold `size` bytes, granted to `client`.
+  absl::StatusOr<std::vector<Grant>> GrantSlots(uint64_t client, uint32_t size, uint32_t count);
+  // Publishes the value `client` wrote into grant `grant_id` under `key`; returns its version.
+  // FailedPrecondition for a grant that is unknown, used, or another client's, or a size over
+  // the slot; InvalidArgument for a bad key.
+  absl::StatusOr<uint64_t> Put(uint64_t client, absl::string_view key, uint64_t grant_id,
+                               uint32_t value_size);
+  absl::StatusOr<Value> Get(absl::string_view key) const;
+  // Returns the version of the deletion.
+  absl::StatusOr<uint64_t> Delete(absl::string_view key);
+  // Keys in [start, end) (end empty: unbounded), at most `limit`, stopping early rather than
+  // exceed kScanResponseBudget (but always returning at least one key when one exists).
+  absl::StatusOr<ScanResult> Scan(absl::string_view start, absl::string_view end,
+                                  uint32_t limit) const;
+  // The client's connection ended: its outstanding grants are revoked and their slots freed.
+  // Returns how many.
+  size_t DropClient(uint64_t client);
+  Stats stats() const;
+
+ private:
+  struct Entry {
+    Slot slot;
+    uint32_t size = 0;
+    uint64_t version = 0;
+  };
+  struct Granted {
+    uint64_t client = 0;
+    Slot slot;
+  };
+  static absl::Status CheckKey(absl::string_view key);
+
+  const char* const arena_;
+  mutable Mutex mu_;
+  SlabArena slabs_ ABSL_GUARDED_BY(mu_);
+  absl::btree_map<std::string, Entry> index_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, Granted> grants_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, size_t> grants_per_client_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_grant_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace unloadkv::server
+
+#endif  // UNLOADKV_SERVER_KV_STORE_H_

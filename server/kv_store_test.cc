@@ -1,0 +1,125 @@
+// The store's rules: grants are per client and single-use, a value is invisible until its Put,
+// refusals change nothing, a dropped client's grants come back, Scan is ordered and bounded.
+#include "server/kv_store.h"
+
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace unloadkv::server {
+namespace {
+
+class KvStoreTest : public ::testing::Test {
+ protected:
+  KvStoreTest() : arena_(4 * SlabArena::kChunkBytes), store_(arena_.data(), arena_.size()) {}
+
+  // What a client does: get a grant, write the value into the slot, Put.
+  absl::StatusOr<uint64_t> PutValue(uint64_t client, const std::string& key,
+                                    const std::string& value) {
+    auto g = store_.GrantSlots(client, value.size(), 1);
+    if (!g.ok()) return g.status();
+    std::memcpy(arena_.data() + (*g)[0].slot.offset, value.data(), value.size());
+    return store_.Put(client, key, (*g)[0].id, value.size());
+  }
+
+  std::vector<char> arena_;
+  KvStore store_;
+};
+
+TEST_F(KvStoreTest, PutGetDeleteAndVersionsIncrease) {
+  auto v1 = PutValue(1, "k", "one");
+  ASSERT_TRUE(v1.ok());
+  auto v2 = PutValue(1, "k", "two");
+  ASSERT_TRUE(v2.ok());
+  EXPECT_GT(*v2, *v1);
+  auto got = store_.Get("k");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->bytes, "two");
+  EXPECT_EQ(got->version, *v2);
+  EXPECT_EQ(store_.stats().arena_used_bytes, 64u);  // the old slot was freed
+  auto d = store_.Delete("k");
+  ASSERT_TRUE(d.ok());
+  EXPECT_GT(*d, *v2);
+  EXPECT_EQ(store_.Get("k").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_.Delete("k").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_.stats().arena_used_bytes, 0u);
+}
+
+TEST_F(KvStoreTest, ForgedStaleAndForeignGrantsChangeNothing) {
+  ASSERT_TRUE(PutValue(1, "k", "live").ok());
+  auto g = store_.GrantSlots(1, 10, 2);
+  ASSERT_TRUE(g.ok());
+  std::memcpy(arena_.data() + (*g)[0].slot.offset, "forged", 6);
+  KvStore::Stats before = store_.stats();
+  // Unknown id, another client's grant, a size over the slot.
+  EXPECT_EQ(store_.Put(1, "k", 999999, 6).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_.Put(2, "k", (*g)[0].id, 6).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_.Put(1, "k", (*g)[0].id, 65).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_.Put(1, std::string(257, 'x'), (*g)[0].id, 6).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_.Get("k")->bytes, "live");
+  EXPECT_EQ(store_.stats().arena_used_bytes, before.arena_used_bytes);
+  // Used once, then stale.
+  ASSERT_TRUE(store_.Put(1, "k", (*g)[0].id, 6).ok());
+  EXPECT_EQ(store_.Get("k")->bytes, "forged");
+  EXPECT_EQ(store_.Put(1, "k2", (*g)[0].id, 6).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_.Get("k2").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(KvStoreTest, DroppedClientsGrantsAreFreedAndInvisible) {
+  auto g = store_.GrantSlots(7, 1000, 5);
+  ASSERT_TRUE(g.ok());
+  std::memcpy(arena_.data() + (*g)[0].slot.offset, "partial", 7);  // written, never Put
+  EXPECT_EQ(store_.stats().grants_outstanding, 5u);
+  EXPECT_EQ(store_.DropClient(7), 5u);
+  EXPECT_EQ(store_.stats().arena_used_bytes, 0u);
+  EXPECT_EQ(store_.Put(7, "k", (*g)[0].id, 7).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_.stats().keys, 0u);
+}
+
+TEST_F(KvStoreTest, GrantLimitsAndArenaExhaustion) {
+  EXPECT_EQ(store_.GrantSlots(1, 10, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_.GrantSlots(1, 10, 65).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_.GrantSlots(1, kMaxValueBytes + 1, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  for (int i = 0; i < 16; ++i) ASSERT_TRUE(store_.GrantSlots(1, 10, 64).ok());
+  EXPECT_EQ(store_.GrantSlots(1, 10, 1).status().code(), absl::StatusCode::kResourceExhausted);
+  // 4 chunks of 64 KiB slots = 64 slots; a request that cannot be met whole takes nothing.
+  EXPECT_TRUE(store_.GrantSlots(2, 40000, 48).ok());
+  const uint64_t used = store_.stats().arena_used_bytes;
+  EXPECT_EQ(store_.GrantSlots(3, 40000, 64).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(store_.stats().arena_used_bytes, used);
+}
+
+TEST_F(KvStoreTest, ScanIsOrderedBoundedAndPaged) {
+  for (char c = 'a'; c <= 'j'; ++c) ASSERT_TRUE(PutValue(1, std::string(1, c), "v").ok());
+  auto r = store_.Scan("c", "g", 100);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->items.size(), 4u);
+  EXPECT_EQ(r->items.front().first, "c");
+  EXPECT_EQ(r->items.back().first, "f");
+  EXPECT_FALSE(r->more);
+  r = store_.Scan("", "", 3);
+  ASSERT_EQ(r->items.size(), 3u);
+  EXPECT_TRUE(r->more);
+  r = store_.Scan("h", "", 3);
+  EXPECT_EQ(r->items.size(), 3u);
+  EXPECT_FALSE(r->more);
+  EXPECT_EQ(store_.Scan("", "", 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_.Scan("", "", 1001).status().code(), absl::StatusCode::kInvalidArgument);
+  // Large values: the byte budget stops a page early but never returns an empty page.
+  std::string big(40000, 'x');
+  ASSERT_TRUE(PutValue(1, "big1", big).ok());
+  ASSERT_TRUE(PutValue(1, "big2", big).ok());
+  r = store_.Scan("big", "c", 10);
+  ASSERT_EQ(r->items.size(), 1u);
+  EXPECT_TRUE(r->more);
+}
+
+}  // namespace
+}  // namespace unloadkv::server
