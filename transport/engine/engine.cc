@@ -299,8 +299,11 @@ bool Connection::failed() const {
 }
 
 void Connection::SetMessageHandler(MessageHandler handler) {
-  MutexLock l(&state_->mu);
-  state_->handler = std::move(handler);
+  {
+    MutexLock l(&state_->mu);
+    std::swap(state_->handler, handler);
+  }
+  // The old handler is destroyed here, unlocked: it may own this connection (RpcServer::Serve).
 }
 
 absl::Status Connection::Connect(const ConnectionInfo& remote) {
@@ -329,7 +332,8 @@ absl::Status Connection::Connect(const ConnectionInfo& remote) {
 }
 
 absl::Status Connection::Write(const rnic::ScatterGatherEntry& local, uint64_t remote_addr,
-                               uint32_t rkey, WriteCallback done) {
+                               uint32_t rkey, WriteCallback done,
+                               std::optional<Path>* posted_path) {
   ConnectionState& c = *state_;
   Deferred out;
   {
@@ -354,6 +358,9 @@ absl::Status Connection::Write(const rnic::ScatterGatherEntry& local, uint64_t r
                                    local.length + kStagingHeaderSize <= c.remote.slot_bytes);
     op.path = op.decision.path;
     PostReady(c, out);
+    if (posted_path != nullptr) {
+      *posted_path = op.posted ? std::optional<Path>(op.path) : std::nullopt;
+    }
   }
   for (auto& f : out) f();
   return absl::OkStatus();

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -99,9 +100,11 @@ class Connection {
 
   // Writes `local` (in a region registered with this engine's device) to [remote_addr,
   // remote_addr + local.length) in the peer region `rkey`. Fails at once (and calls nothing)
-  // if the connection is not connected or `local` is larger than the device limit.
+  // if the connection is not connected or `local` is larger than the device limit. When the
+  // write is posted during the call (it did not wait behind earlier work or a full ring) and
+  // `posted_path` is given, the path it took is stored there (the callback reports it too).
   absl::Status Write(const rnic::ScatterGatherEntry& local, uint64_t remote_addr, uint32_t rkey,
-                     WriteCallback done);
+                     WriteCallback done, std::optional<Path>* posted_path = nullptr);
   // Sends a message of at most max_message_bytes; the bytes are copied before return.
   absl::Status Send(absl::Span<const char> message, SendCallback done);
 

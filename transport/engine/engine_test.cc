@@ -217,6 +217,9 @@ TEST_P(EngineTest, CallbacksFollowPostOrderAndLaterWritesNeverOvertakeEarlierOne
   EXPECT_EQ(last, static_cast<uint64_t>(kWrites)) << "an earlier write landed after a later one";
   EXPECT_GT(metrics_.writes[0].load(), 0u);
   EXPECT_GT(metrics_.writes[1].load(), 0u);
+  // Both engines share metrics_: the target applied every unloaded write the initiator posted.
+  EXPECT_EQ(metrics_.staged_writes_applied.load(),
+            metrics_.writes[static_cast<int>(Path::kUnload)].load());
 }
 
 TEST_P(EngineTest, MessageAfterWriteIsDeliveredAfterTheWriteIsVisible) {

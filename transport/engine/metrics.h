@@ -30,6 +30,8 @@ class EngineMetrics {
   // A write completed (ok) or failed; latency is post to completion on the engine's clock.
   virtual void OnWriteCompleted(Path path, uint32_t bytes, absl::Duration latency, bool ok) {}
   virtual void OnValidationFailure(ValidationFailure reason) {}
+  // Target side: an unload worker validated and applied a staged write of `bytes`.
+  virtual void OnStagedWriteApplied(uint32_t bytes) {}
   // After each unloaded write is posted: staging slots of its connection in use.
   virtual void OnRingOccupancy(uint32_t used, uint32_t capacity) {}
   // A connection's policy changed its preferred path for some class of writes.
@@ -43,6 +45,9 @@ class CountingMetrics : public EngineMetrics {
   void OnValidationFailure(ValidationFailure reason) override;
   void OnRingOccupancy(uint32_t used, uint32_t capacity) override;
   void OnPolicySwitch() override { policy_switches.fetch_add(1, std::memory_order_relaxed); }
+  void OnStagedWriteApplied(uint32_t bytes) override {
+    staged_writes_applied.fetch_add(1, std::memory_order_relaxed);
+  }
 
   std::atomic<uint64_t> writes[2] = {};  // by Path
   std::atomic<uint64_t> write_bytes[2] = {};
@@ -51,6 +56,7 @@ class CountingMetrics : public EngineMetrics {
   std::atomic<uint64_t> validation_failures[kValidationFailureKinds] = {};
   std::atomic<uint32_t> ring_used_max = 0;
   std::atomic<uint64_t> policy_switches = 0;
+  std::atomic<uint64_t> staged_writes_applied = 0;  // target side
 };
 
 }  // namespace unloadkv::engine

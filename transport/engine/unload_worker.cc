@@ -77,6 +77,7 @@ void ApplyStagedWrite(ConnectionState& c, uint32_t slot, uint32_t byte_len, Vali
   }
   ++c.expected_seq;
   c.ack_pending = true;
+  if (metrics != nullptr) metrics->OnStagedWriteApplied(h->length);
 }
 
 void SendAckIfDue(ConnectionState& c) {

@@ -12,7 +12,7 @@
 namespace unloadkv::rpc {
 
 struct Responder::Shared {
-  engine::Connection* conn;
+  std::shared_ptr<engine::Connection> conn;
   std::atomic<bool> replied{false};
 };
 
@@ -35,9 +35,14 @@ void RpcServer::Register(uint16_t method, Handler handler) {
   handlers_[method] = std::move(handler);
 }
 
-void RpcServer::Serve(engine::Connection* conn) {
-  auto shared_conn = conn;
-  conn->SetMessageHandler([this, shared_conn](absl::Span<const char> bytes) {
+void RpcServer::Serve(engine::Connection* conn, uint64_t peer) {
+  // Not owning: the caller keeps `conn` alive.
+  Serve(std::shared_ptr<engine::Connection>(std::shared_ptr<void>(), conn), peer);
+}
+
+void RpcServer::Serve(std::shared_ptr<engine::Connection> conn, uint64_t peer) {
+  engine::Connection* raw = conn.get();
+  raw->SetMessageHandler([this, shared_conn = std::move(conn), peer](absl::Span<const char> bytes) {
     const absl::Time arrived = clock_->Now();
     absl::StatusOr<RpcFrame> f = DecodeRpcFrame(absl::string_view(bytes.data(), bytes.size()));
     if (!f.ok() || f->kind != FrameKind::kRequest) {
@@ -51,6 +56,7 @@ void RpcServer::Serve(engine::Connection* conn) {
     r.shared_->conn = shared_conn;
     r.request_id_ = f->request_id;
     r.method_ = f->method;
+    r.peer_ = peer;
     if (f->timeout_us != 0) r.deadline_ = arrived + absl::Microseconds(f->timeout_us);
     auto it = handlers_.find(f->method);
     if (it == handlers_.end()) {

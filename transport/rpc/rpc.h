@@ -34,6 +34,8 @@ class Responder {
  public:
   void Reply(const absl::Status& status, std::string payload = "");
   uint64_t request_id() const { return request_id_; }
+  // The tag the connection was served with (RpcServer::Serve): which client asked.
+  uint64_t peer() const { return peer_; }
   // When the client stops waiting, on the server's clock; InfiniteFuture() without a timeout.
   absl::Time deadline() const { return deadline_; }
 
@@ -43,6 +45,7 @@ class Responder {
   std::shared_ptr<Shared> shared_;
   uint64_t request_id_ = 0;
   uint16_t method_ = 0;
+  uint64_t peer_ = 0;
   absl::Time deadline_ = absl::InfiniteFuture();
 };
 
@@ -53,9 +56,12 @@ class RpcServer {
  public:
   explicit RpcServer(const Clock* clock) : clock_(clock) {}
   void Register(uint16_t method, Handler handler);
-  // Serves requests arriving on `conn` (takes over its message handler). `conn` must outlive
-  // the server's use of it (until the connection is destroyed).
-  void Serve(engine::Connection* conn);
+  // Serves requests arriving on `conn` (takes over its message handler); responders see
+  // `peer`. The handler and every Responder share ownership of `conn`, so a reply after the
+  // owner let go is safe; to release it, the owner calls conn->SetMessageHandler(nullptr).
+  void Serve(std::shared_ptr<engine::Connection> conn, uint64_t peer = 0);
+  // As above for a connection the caller keeps alive for as long as it may receive.
+  void Serve(engine::Connection* conn, uint64_t peer = 0);
 
   uint64_t malformed_frames() const { return malformed_.load(); }
 

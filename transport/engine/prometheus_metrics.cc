@@ -1,0 +1,101 @@
+#include "transport/engine/prometheus_metrics.h"
+
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+#include "transport/base/net.h"
+
+namespace unloadkv::engine {
+
+prometheus::Histogram::BucketBoundaries LatencyBuckets() {
+  prometheus::Histogram::BucketBoundaries b;
+  for (double s = 1e-6; s < 1.5; s *= 2) b.push_back(s);
+  return b;
+}
+
+PrometheusEngineMetrics::PrometheusEngineMetrics(std::shared_ptr<prometheus::Registry> registry)
+    : registry_(std::move(registry)) {
+  auto& writes = prometheus::BuildCounter()
+                     .Name("unloadkv_engine_writes_total")
+                     .Help("Writes this node initiated, by path and result")
+                     .Register(*registry_);
+  auto& bytes = prometheus::BuildCounter()
+                    .Name("unloadkv_engine_write_bytes_total")
+                    .Help("Bytes of successful writes this node initiated, by path")
+                    .Register(*registry_);
+  auto& latency = prometheus::BuildHistogram()
+                      .Name("unloadkv_engine_write_latency_seconds")
+                      .Help("Write latency from post to completion, by path")
+                      .Register(*registry_);
+  for (int p = 0; p < 2; ++p) {
+    const std::string path = PathName(static_cast<Path>(p));
+    writes_[p][0] = &writes.Add({{"path", path}, {"result", "error"}});
+    writes_[p][1] = &writes.Add({{"path", path}, {"result", "ok"}});
+    bytes_[p] = &bytes.Add({{"path", path}});
+    latency_[p] = &latency.Add({{"path", path}}, LatencyBuckets());
+  }
+  auto& failures = prometheus::BuildCounter()
+                       .Name("unloadkv_unload_validation_failures_total")
+                       .Help("Staged writes the unload workers refused, by reason")
+                       .Register(*registry_);
+  for (int r = 0; r < kValidationFailureKinds; ++r) {
+    failures_[r] =
+        &failures.Add({{"reason", ValidationFailureName(static_cast<ValidationFailure>(r))}});
+  }
+  applied_ = &prometheus::BuildCounter()
+                  .Name("unloadkv_unload_applied_writes_total")
+                  .Help("Staged writes from peers that unload workers validated and applied")
+                  .Register(*registry_)
+                  .Add({});
+  ring_ = &prometheus::BuildGauge()
+               .Name("unloadkv_staging_ring_slots_in_use")
+               .Help("Staging slots in use on the connection that last posted an unloaded write")
+               .Register(*registry_)
+               .Add({});
+  switches_ = &prometheus::BuildCounter()
+                   .Name("unloadkv_policy_switches_total")
+                   .Help("Times a path policy changed its preferred path for a class of writes")
+                   .Register(*registry_)
+                   .Add({});
+}
+
+void PrometheusEngineMetrics::OnWriteCompleted(Path path, uint32_t bytes, absl::Duration latency,
+                                               bool ok) {
+  const int p = static_cast<int>(path);
+  writes_[p][ok ? 1 : 0]->Increment();
+  if (ok) {
+    bytes_[p]->Increment(bytes);
+    latency_[p]->Observe(absl::ToDoubleSeconds(latency));
+  }
+}
+
+void PrometheusEngineMetrics::OnValidationFailure(ValidationFailure reason) {
+  failures_[static_cast<int>(reason)]->Increment();
+}
+
+void PrometheusEngineMetrics::OnStagedWriteApplied(uint32_t) { applied_->Increment(); }
+
+void PrometheusEngineMetrics::OnRingOccupancy(uint32_t used, uint32_t) { ring_->Set(used); }
+
+void PrometheusEngineMetrics::OnPolicySwitch() { switches_->Increment(); }
+
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
+    const std::string& address, std::shared_ptr<prometheus::Registry> registry) {
+  absl::StatusOr<sockaddr_in> sa = ParseHostPort(address, /*allow_port_zero=*/true);
+  if (!sa.ok()) return sa.status();
+  std::unique_ptr<MetricsEndpoint> m(new MetricsEndpoint());
+  // prometheus-cpp reports a failed bind by throwing; nothing else here throws.
+  try {
+    m->exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/1);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("metrics: cannot listen on ", address, " (port in use?): ", e.what()));
+  }
+  m->exposer_->RegisterCollectable(registry);
+  std::vector<int> ports = m->exposer_->GetListeningPorts();
+  sa->sin_port = htons(static_cast<uint16_t>(ports.empty() ? 0 : ports[0]));
+  m->url_ = absl::StrCat("http://", FormatHostPort(*sa), "/metrics");
+  return m;
+}
+
+}  // namespace unloadkv::engine
