@@ -15,7 +15,7 @@ absl::Status KvStore::CheckKey(absl::string_view key) {
 }
 
 absl::StatusOr<std::vector<KvStore::Grant>> KvStore::GrantSlots(uint64_t client, uint32_t size,
-                                                                 uint32_t count) {
+                                                                uint32_t count) {
   if (size > kMaxValueBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("value of ", size, " bytes; values are at most ", kMaxValueBytes, " bytes"));
@@ -27,8 +27,8 @@ absl::StatusOr<std::vector<KvStore::Grant>> KvStore::GrantSlots(uint64_t client,
   MutexLock l(&mu_);
   size_t& held = grants_per_client_[client];
   if (held + count > kMaxGrantsPerClient) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "connection holds ", held, " unused grants; at most ", kMaxGrantsPerClient));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("connection holds ", held, " unused grants; at most ", kMaxGrantsPerClient));
   }
   std::vector<Grant> out;
   out.reserve(count);
@@ -114,8 +114,7 @@ absl::StatusOr<KvStore::ScanResult> KvStore::Scan(absl::string_view start, absl:
       break;
     }
     bytes += cost;
-    r.items.emplace_back(it->first,
-                         std::string(arena_ + it->second.slot.offset, it->second.size));
+    r.items.emplace_back(it->first, std::string(arena_ + it->second.slot.offset, it->second.size));
   }
   return r;
 }

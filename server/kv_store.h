@@ -26,17 +26,18 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "proto/limits.h"
 #include "server/slab_arena.h"
 #include "transport/base/mutex.h"
 
 namespace unloadkv::server {
 
-inline constexpr size_t kMaxKeyBytes = 256;
-inline constexpr uint32_t kMaxValueBytes = SlabArena::kMaxSlotBytes;
-inline constexpr uint32_t kMaxGrantsPerRequest = 64;
-inline constexpr size_t kMaxGrantsPerClient = 1024;
-inline constexpr uint32_t kMaxScanLimit = 1000;
-inline constexpr size_t kScanResponseBudget = 60 << 10;  // keys + values per Scan response
+using proto::kMaxGrantsPerClient;
+using proto::kMaxGrantsPerRequest;
+using proto::kMaxKeyBytes;
+using proto::kMaxScanLimit;
+using proto::kMaxValueBytes;
+using proto::kScanResponseBudget;
 
 class KvStore {
  public:

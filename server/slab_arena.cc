@@ -6,13 +6,6 @@ namespace unloadkv::server {
 
 SlabArena::SlabArena(size_t bytes) : chunk_class_(bytes / kChunkBytes, -1) {}
 
-int SlabArena::ClassOf(uint32_t size) {
-  for (int c = 0; c < kClasses; ++c) {
-    if (size <= ClassCapacity(c)) return c;
-  }
-  return -1;
-}
-
 absl::StatusOr<Slot> SlabArena::Allocate(uint32_t size) {
   const int cls = ClassOf(size);
   if (cls < 0) {

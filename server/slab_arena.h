@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "proto/limits.h"
 
 namespace unloadkv::server {
 
@@ -20,17 +21,17 @@ struct Slot {
 // Thread-compatible (the KV store serializes access).
 class SlabArena {
  public:
-  static constexpr uint32_t kMinSlotBytes = 64;
-  static constexpr uint32_t kMaxSlotBytes = 64 << 10;
-  static constexpr int kClasses = 11;
+  static constexpr uint32_t kMinSlotBytes = proto::kMinSlotBytes;
+  static constexpr uint32_t kMaxSlotBytes = proto::kMaxValueBytes;
+  static constexpr int kClasses = proto::kSlotClasses;
   static constexpr size_t kChunkBytes = size_t{1} << 20;
 
   // Manages [0, bytes) rounded down to whole chunks.
   explicit SlabArena(size_t bytes);
 
   // The smallest class holding `size` bytes; -1 when size > kMaxSlotBytes.
-  static int ClassOf(uint32_t size);
-  static uint32_t ClassCapacity(int cls) { return kMinSlotBytes << cls; }
+  static int ClassOf(uint32_t size) { return proto::SlotClassOf(size); }
+  static uint32_t ClassCapacity(int cls) { return proto::SlotClassCapacity(cls); }
 
   // A free slot of the smallest class holding `size`; ResourceExhausted when that class and
   // the unassigned chunks are used up, InvalidArgument when size > kMaxSlotBytes.

@@ -48,9 +48,9 @@ TEST(SlabArenaTest, ExhaustionIsAnErrorAndFreeingRecovers) {
 TEST(SlabArenaTest, RefusesSlotsItDidNotHandOut) {
   SlabArena a(2 * SlabArena::kChunkBytes);
   Slot s = *a.Allocate(256);
-  EXPECT_FALSE(a.Free({s.offset + 64, 256}));                  // misaligned
-  EXPECT_FALSE(a.Free({s.offset, 512}));                       // wrong class
-  EXPECT_FALSE(a.Free({SlabArena::kChunkBytes, 256}));         // unassigned chunk
+  EXPECT_FALSE(a.Free({s.offset + 64, 256}));           // misaligned
+  EXPECT_FALSE(a.Free({s.offset, 512}));                // wrong class
+  EXPECT_FALSE(a.Free({SlabArena::kChunkBytes, 256}));  // unassigned chunk
   EXPECT_EQ(a.used_bytes(), 256u);
 }
 

@@ -1,0 +1,148 @@
+// The SDK against an in-process kvserver over the soft transport: every operation, the
+// documented limits, many requests in flight, and value writes on both engine paths.
+#include "client/client.h"
+
+#include <atomic>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "server/kv_server.h"
+#include "transport/base/logging.h"
+
+namespace unloadkv {
+namespace {
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SetMinLogLevel(LogLevel::kError);
+    server::KvServerOptions o;
+    o.listen = "127.0.0.1:0";
+    o.metrics_address = "";
+    o.arena_bytes = 64 << 20;
+    auto s = server::KvServer::Start(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+    loop_ = std::thread([this] { server_->Run(stop_); });
+  }
+  void TearDown() override {
+    stop_ = true;
+    loop_.join();
+  }
+  std::unique_ptr<Client> Connect(const std::string& policy = "adaptive") {
+    ClientOptions o;
+    o.server = server_->address();
+    o.policy = policy;
+    auto c = Client::Connect(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  std::unique_ptr<server::KvServer> server_;
+  std::atomic<bool> stop_{false};
+  std::thread loop_;
+};
+
+TEST_F(ClientTest, PutGetDeleteScanStats) {
+  auto c = Connect();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->Put("b", "beta").ok());
+  ASSERT_TRUE(c->Put("a", "alpha").ok());
+  ASSERT_TRUE(c->Put("c", "").ok());  // empty values are values
+  ASSERT_TRUE(c->Put("a", std::string(proto::kMaxValueBytes, 'z')).ok());
+  EXPECT_EQ(c->Get("b").value(), "beta");
+  EXPECT_EQ(c->Get("c").value(), "");
+  EXPECT_EQ(c->Get("a").value(), std::string(proto::kMaxValueBytes, 'z'));
+  EXPECT_EQ(c->Get("nope").status().code(), absl::StatusCode::kNotFound);
+  absl::StatusOr<ScanPage> page = c->Scan("a", "", 2);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->items.size(), 1u);  // a's 64 KiB value fills the page's byte budget
+  EXPECT_TRUE(page->more);
+  page = c->Scan("b", "", 10);
+  ASSERT_EQ(page->items.size(), 2u);
+  EXPECT_EQ(page->items[0], std::make_pair(std::string("b"), std::string("beta")));
+  EXPECT_FALSE(page->more);
+  ASSERT_TRUE(c->Delete("b").ok());
+  EXPECT_EQ(c->Delete("b").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(c->Get("b").status().code(), absl::StatusCode::kNotFound);
+  absl::StatusOr<proto::StatsResponse> st = c->Stats();
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->keys(), 2u);
+  EXPECT_EQ(st->connections(), 1u);
+  EXPECT_EQ(st->transport(), "soft");
+  EXPECT_GT(st->arena_used_bytes(), 0u);
+}
+
+TEST_F(ClientTest, LimitsAreClearErrorsAndChangeNothing) {
+  auto c = Connect();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->Put("", "v").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Put(std::string(257, 'k'), "v").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Put("k", std::string(proto::kMaxValueBytes + 1, 'v')).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Get(std::string(300, 'k')).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Scan("", "", 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Scan("", "", 1001).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Stats()->keys(), 0u);
+}
+
+TEST_F(ClientTest, ManyAsyncRequestsInFlightAllComplete) {
+  auto c = Connect();
+  ASSERT_TRUE(c);
+  constexpr int kOps = 2000;
+  std::atomic<int> done{0}, failed{0}, outstanding{0};
+  for (int i = 0; i < kOps; ++i) {
+    while (outstanding.load() >= 48) std::this_thread::yield();
+    ++outstanding;
+    c->PutAsync(absl::StrCat("key", i % 300), absl::StrCat("value", i),
+                [&](absl::StatusOr<uint64_t> v) {
+                  if (!v.ok()) ++failed;
+                  ++done;
+                  --outstanding;
+                });
+  }
+  while (done.load() < kOps) std::this_thread::yield();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(c->Stats()->keys(), 300u);
+  // Per key, the last Put issued wins: Puts of one key are applied in issue order.
+  for (int k = 0; k < 300; k += 37) {
+    int last = k + (kOps - 1 - k) / 300 * 300;
+    EXPECT_EQ(c->Get(absl::StrCat("key", k)).value(), absl::StrCat("value", last));
+  }
+}
+
+TEST_F(ClientTest, ValueWritesTakeThePathThePolicyPicks) {
+  for (const char* policy : {"offload", "unload"}) {
+    auto c = Connect(policy);
+    ASSERT_TRUE(c);
+    for (int i = 0; i < 50; ++i) ASSERT_TRUE(c->Put(absl::StrCat(policy, i), "payload").ok());
+    WriteStats w = c->write_stats();
+    if (std::string(policy) == "offload") {
+      EXPECT_EQ(w.offload, 50u);
+      EXPECT_EQ(w.unload, 0u);
+    } else {
+      EXPECT_EQ(w.unload, 50u);
+      EXPECT_EQ(w.offload, 0u);
+    }
+    EXPECT_EQ(c->Get(absl::StrCat(policy, 49)).value(), "payload");
+  }
+  absl::StatusOr<proto::StatsResponse> st = Connect()->Stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->offload_writes(), 50u);
+  EXPECT_EQ(st->unload_writes(), 50u);
+}
+
+TEST_F(ClientTest, ConnectingToNothingIsAClearError) {
+  ClientOptions o;
+  o.server = "127.0.0.1:1";
+  o.timeout = absl::Seconds(1);
+  auto c = Client::Connect(o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("127.0.0.1:1"), std::string::npos) << c.status();
+  o.policy = "fastest";
+  EXPECT_EQ(Client::Connect(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace unloadkv

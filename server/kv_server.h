@@ -1,0 +1,97 @@
+// One kvserver: the device, the write engine, the registered value arena, the KV service, the
+// bootstrap listener that admits clients, and the /metrics endpoint.
+//
+// Threads: engine workers (Options::unload_workers) run the RPC handlers and unload workers;
+// the thread that calls Poll/Run admits clients and reaps failed connections (a client that
+// went away: its unused grants are returned, so a value it wrote but never PUT stays invisible).
+#ifndef UNLOADKV_SERVER_KV_SERVER_H_
+#define UNLOADKV_SERVER_KV_SERVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/kv_service.h"
+#include "server/kv_store.h"
+#include "server/server_metrics.h"
+#include "transport/base/mapped_memory.h"
+#include "transport/base/mutex.h"
+#include "transport/engine/engine.h"
+#include "transport/engine/prometheus_metrics.h"
+#include "transport/rnic/device.h"
+#include "transport/rpc/bootstrap.h"
+#include "transport/rpc/rpc.h"
+
+namespace unloadkv::server {
+
+struct KvServerOptions {
+  std::string listen = "127.0.0.1:7070";  // bootstrap address clients dial (port 0: any)
+  std::string transport = "soft";         // soft | verbs
+  std::string verbs_device;               // verbs: empty picks the first active port
+  uint64_t arena_bytes = uint64_t{256} << 20;
+  bool huge_pages = true;           // arena and staging rings on 2 MiB pages if possible
+  std::string policy = "adaptive";  // path policy of writes this server initiates
+  int unload_workers = 1;
+  std::string metrics_address = "127.0.0.1:9464";  // empty: no /metrics endpoint
+  int max_connections = 256;
+};
+
+// Checks flag values before anything is opened; InvalidArgument naming the flag.
+absl::Status ValidateOptions(const KvServerOptions& o);
+
+class KvServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<KvServer>> Start(const KvServerOptions& options);
+  ~KvServer();
+
+  const std::string& address() const { return address_; }
+  std::string metrics_url() const { return metrics_ ? metrics_->url() : ""; }
+  const std::string& arena_memory() const { return arena_memory_; }
+  const std::string& staging_memory() const { return engine_->staging_memory(); }
+  std::string transport() const { return device_->transport(); }
+
+  // Admits at most one waiting client (waiting up to `wait` for one), reaps connections that
+  // failed, refreshes gauges. Call from one thread.
+  void Poll(absl::Duration wait);
+  // Polls until `stop` is set (a signal handler may set it), then shuts down.
+  void Run(const std::atomic<bool>& stop);
+  // Stops admitting, answers UNAVAILABLE from then on, closes every connection, stops the
+  // engine. Idempotent.
+  void Shutdown();
+
+  KvStore::Stats stats() const { return store_->stats(); }
+  size_t connections() const;
+
+ private:
+  KvServer() = default;
+  void Admit(ScopedFd fd);
+  void Reap();
+
+  KvServerOptions options_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<engine::PrometheusEngineMetrics> engine_metrics_;
+  std::unique_ptr<ServerMetrics> server_metrics_;
+  std::unique_ptr<rnic::Device> device_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<MappedMemory> arena_;
+  std::string arena_memory_;
+  std::unique_ptr<rnic::MemoryRegion> arena_mr_;
+  std::unique_ptr<KvStore> store_;
+  std::unique_ptr<KvService> service_;
+  std::unique_ptr<rpc::RpcServer> rpc_;
+  std::unique_ptr<rpc::BootstrapListener> listener_;
+  std::string address_;
+  std::unique_ptr<engine::MetricsEndpoint> metrics_;
+
+  mutable Mutex mu_;
+  std::map<uint64_t, std::shared_ptr<engine::Connection>> conns_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_client_ = 1;
+  bool shut_down_ = false;
+};
+
+}  // namespace unloadkv::server
+
+#endif  // UNLOADKV_SERVER_KV_SERVER_H_

@@ -1,0 +1,81 @@
+#include "server/server_metrics.h"
+
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "transport/engine/prometheus_metrics.h"
+
+namespace unloadkv::server {
+namespace {
+
+std::string MethodLabel(int m) {
+  return absl::AsciiStrToLower(proto::Method_Name(static_cast<proto::Method>(m)));
+}
+
+std::string CodeLabel(absl::StatusCode code) {
+  return absl::AsciiStrToLower(absl::StatusCodeToString(code));
+}
+
+}  // namespace
+
+ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry) {
+  requests_ = &prometheus::BuildCounter()
+                   .Name("unloadkv_rpc_requests_total")
+                   .Help("RPC requests answered, by method and canonical status code")
+                   .Register(*registry);
+  auto& latency = prometheus::BuildHistogram()
+                      .Name("unloadkv_rpc_latency_seconds")
+                      .Help("RPC handling time from arrival to reply, by method")
+                      .Register(*registry);
+  for (int m = 0; m < kMethods; ++m) {
+    latency_[m] = &latency.Add({{"method", MethodLabel(m)}}, engine::LatencyBuckets());
+  }
+  auto& writes = prometheus::BuildCounter()
+                     .Name("unloadkv_value_writes_total")
+                     .Help("Value writes named by PUT requests, by the path the client posted")
+                     .Register(*registry);
+  value_writes_[proto::PATH_UNKNOWN] = &writes.Add({{"path", "unknown"}});
+  value_writes_[proto::OFFLOAD] = &writes.Add({{"path", "offload"}});
+  value_writes_[proto::UNLOAD] = &writes.Add({{"path", "unload"}});
+  auto gauge = [&](const char* name, const char* help) {
+    return &prometheus::BuildGauge().Name(name).Help(help).Register(*registry).Add({});
+  };
+  arena_used_ = gauge("unloadkv_arena_used_bytes", "Arena bytes held by values and grants");
+  arena_free_ = gauge("unloadkv_arena_free_bytes", "Arena bytes not held");
+  keys_ = gauge("unloadkv_keys", "Keys in the index");
+  connections_ = gauge("unloadkv_connections", "Client connections open");
+  accepted_ = &prometheus::BuildCounter()
+                   .Name("unloadkv_connections_accepted_total")
+                   .Help("Client connections accepted")
+                   .Register(*registry)
+                   .Add({});
+  refused_ = &prometheus::BuildCounter()
+                  .Name("unloadkv_connections_refused_total")
+                  .Help("Bootstrap attempts refused (bad hello, bad info, limit, shutdown)")
+                  .Register(*registry)
+                  .Add({});
+}
+
+void ServerMetrics::OnRpc(proto::Method method, const absl::Status& status,
+                          absl::Duration latency) {
+  const int m = static_cast<int>(method);
+  if (m < 0 || m >= kMethods) return;
+  requests_->Add({{"method", MethodLabel(m)}, {"code", CodeLabel(status.code())}}).Increment();
+  latency_[m]->Observe(absl::ToDoubleSeconds(latency));
+}
+
+void ServerMetrics::OnValueWrite(proto::WritePath path) {
+  const int p = static_cast<int>(path);
+  value_writes_[p >= 0 && p < 3 ? p : 0]->Increment();
+}
+
+void ServerMetrics::SetArena(uint64_t used_bytes, uint64_t free_bytes) {
+  arena_used_->Set(static_cast<double>(used_bytes));
+  arena_free_->Set(static_cast<double>(free_bytes));
+}
+void ServerMetrics::SetKeys(uint64_t keys) { keys_->Set(static_cast<double>(keys)); }
+void ServerMetrics::SetConnections(uint64_t n) { connections_->Set(static_cast<double>(n)); }
+void ServerMetrics::OnConnectionAccepted() { accepted_->Increment(); }
+void ServerMetrics::OnConnectionRefused() { refused_->Increment(); }
+
+}  // namespace unloadkv::server

@@ -1,0 +1,54 @@
+// kvserver's own Prometheus metrics, next to the engine's (transport/engine/prometheus_metrics.h)
+// in one registry:
+//   unloadkv_rpc_requests_total{method,code}     requests answered, by canonical code name
+//   unloadkv_rpc_latency_seconds{method}         histogram, arrival to reply
+//   unloadkv_value_writes_total{path}            value writes named by PUTs, by the path the
+//                                                client posted them on (offload|unload|unknown)
+//   unloadkv_arena_used_bytes, unloadkv_arena_free_bytes, unloadkv_keys, unloadkv_connections
+//   unloadkv_connections_accepted_total, unloadkv_connections_refused_total
+#ifndef UNLOADKV_SERVER_SERVER_METRICS_H_
+#define UNLOADKV_SERVER_SERVER_METRICS_H_
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "proto/kv.pb.h"
+
+namespace unloadkv::server {
+
+// Thread-safe.
+class ServerMetrics {
+ public:
+  static constexpr int kMethods = 7;  // proto::Method values
+
+  explicit ServerMetrics(std::shared_ptr<prometheus::Registry> registry);
+
+  void OnRpc(proto::Method method, const absl::Status& status, absl::Duration latency);
+  void OnValueWrite(proto::WritePath path);
+  void SetArena(uint64_t used_bytes, uint64_t free_bytes);
+  void SetKeys(uint64_t keys);
+  void SetConnections(uint64_t n);
+  void OnConnectionAccepted();
+  void OnConnectionRefused();
+
+ private:
+  prometheus::Family<prometheus::Counter>* requests_;
+  prometheus::Histogram* latency_[kMethods];
+  prometheus::Counter* value_writes_[3];
+  prometheus::Gauge* arena_used_;
+  prometheus::Gauge* arena_free_;
+  prometheus::Gauge* keys_;
+  prometheus::Gauge* connections_;
+  prometheus::Counter* accepted_;
+  prometheus::Counter* refused_;
+};
+
+}  // namespace unloadkv::server
+
+#endif  // UNLOADKV_SERVER_SERVER_METRICS_H_

@@ -1,0 +1,27 @@
+// Opens the RNIC a binary asked for by name: "soft" (RC over TCP, no hardware) or "verbs"
+// (rdma-core). Shared by kvserver, kvclient and the benchmarks so that every binary accepts the
+// same --transport values with the same errors.
+#ifndef UNLOADKV_TRANSPORT_BACKENDS_OPEN_DEVICE_H_
+#define UNLOADKV_TRANSPORT_BACKENDS_OPEN_DEVICE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "transport/rnic/device.h"
+
+namespace unloadkv::backends {
+
+struct DeviceSpec {
+  std::string transport = "soft";       // soft | verbs
+  std::string soft_host = "127.0.0.1";  // soft: the address its data streams listen on
+  std::string verbs_device;             // verbs: empty picks the first active port
+};
+
+// InvalidArgument naming the choices for an unknown transport; the backend's own errors
+// (for verbs: no device, no active port, memlock limit) otherwise.
+absl::StatusOr<std::unique_ptr<rnic::Device>> OpenDevice(const DeviceSpec& spec);
+
+}  // namespace unloadkv::backends
+
+#endif  // UNLOADKV_TRANSPORT_BACKENDS_OPEN_DEVICE_H_
