@@ -242,7 +242,9 @@ void Nic::CompleteSend(QpCore* qp, const Outstanding& o, rnic::WcStatus status) 
 void Nic::FailQp(QpCore* qp, rnic::WcStatus head_status, absl::string_view reason) {
   if (qp->state == rnic::QpState::kError) return;
   if (qp->state != rnic::QpState::kReset || !qp->outstanding.empty()) {
-    Log(head_status == rnic::WcStatus::kFlushed ? LogLevel::kInfo : LogLevel::kWarning,
+    // A peer that closes with nothing outstanding is an ordinary disconnect.
+    Log(head_status == rnic::WcStatus::kFlushed || qp->outstanding.empty() ? LogLevel::kInfo
+                                                                           : LogLevel::kWarning,
         absl::StrCat("soft qp ", qp->qp_num, " -> error: ", reason));
   }
   qp->state = rnic::QpState::kError;

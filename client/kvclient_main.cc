@@ -1,0 +1,225 @@
+// kvclient: the unloadkv command line.
+//   kvclient [--server=HOST:PORT] get KEY
+//   kvclient put KEY VALUE
+//   kvclient del KEY
+//   kvclient scan [START [END]] [--limit=N]
+//   kvclient stats
+//   kvclient load [--ops=N] [--in_flight=N] [--keys=N] [--value_size=N] [--read_fraction=F]
+//                 [--metrics=HOST:PORT]
+// Exit status: 0 on success, 1 when the operation failed (NOT_FOUND included), 2 on usage
+// errors.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/client.h"
+#include "proto/limits.h"
+#include "transport/base/logging.h"
+#include "gflags/gflags.h"
+#include "transport/base/mutex.h"
+#include "transport/engine/prometheus_metrics.h"
+
+DEFINE_string(server, "127.0.0.1:7070", "kvserver address (its --listen)");
+DEFINE_string(transport, "soft", "RNIC backend: soft or verbs (must match the server)");
+DEFINE_string(policy, "adaptive", "path policy for value writes: offload, unload, adaptive, "
+              "split:F");
+DEFINE_int32(timeout_ms, 5000, "per-request timeout");
+DEFINE_uint32(limit, 100, "scan: keys per page (1..1000)");
+DEFINE_uint64(ops, 100000, "load: operations to run");
+DEFINE_int32(in_flight, 32, "load: requests in flight (1..1024)");
+DEFINE_uint64(keys, 10000, "load: key space");
+DEFINE_uint32(value_size, 256, "load: value bytes (0..65536)");
+DEFINE_double(read_fraction, 0.5, "load: fraction of operations that are GETs");
+DEFINE_uint64(seed, 1, "load: random seed");
+DEFINE_string(metrics, "", "load: serve Prometheus /metrics on HOST:PORT while running");
+
+namespace unloadkv {
+namespace {
+
+int Usage(const std::string& why) {
+  std::fprintf(stderr, "kvclient: %s\n%s", why.c_str(),
+               gflags::ProgramUsage());
+  return 2;
+}
+
+int Fail(const absl::Status& st) {
+  std::fprintf(stderr, "kvclient: %s\n", st.ToString().c_str());
+  return 1;
+}
+
+double Percentile(std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  size_t i = std::min(v.size() - 1, static_cast<size_t>(p * v.size()));
+  std::nth_element(v.begin(), v.begin() + i, v.end());
+  return v[i];
+}
+
+int Load(Client& c, engine::MetricsEndpoint* endpoint) {
+  if (FLAGS_in_flight < 1 || FLAGS_in_flight > 1024) return Usage("--in_flight must be 1..1024");
+  if (FLAGS_keys < 1) return Usage("--keys must be at least 1");
+  if (FLAGS_value_size > proto::kMaxValueBytes) return Usage("--value_size is at most 65536");
+  if (FLAGS_read_fraction < 0 || FLAGS_read_fraction > 1) {
+    return Usage("--read_fraction must be in [0, 1]");
+  }
+  if (endpoint != nullptr) std::printf("kvclient: metrics at %s\n", endpoint->url().c_str());
+  std::printf("kvclient: load: %llu ops, %d in flight, %llu keys, %u-byte values, %.0f%% GETs\n",
+              static_cast<unsigned long long>(FLAGS_ops), FLAGS_in_flight,
+              static_cast<unsigned long long>(FLAGS_keys), FLAGS_value_size,
+              FLAGS_read_fraction * 100);
+  std::fflush(stdout);
+  const std::string value(FLAGS_value_size, 'v');
+  std::mt19937_64 rng(FLAGS_seed);
+  Mutex mu;
+  std::vector<double> put_us, get_us;
+  std::atomic<uint64_t> done{0}, errors{0}, not_found{0};
+  std::atomic<int> outstanding{0};
+  const absl::Time start = absl::Now();
+  absl::Time next_report = start + absl::Seconds(1);
+  for (uint64_t i = 0; i < FLAGS_ops; ++i) {
+    while (outstanding.load() >= FLAGS_in_flight) std::this_thread::yield();
+    if (absl::Now() >= next_report) {
+      next_report += absl::Seconds(1);
+      std::printf("kvclient: %llu/%llu ops (%.0f%%), %.0f ops/s\n",
+                  static_cast<unsigned long long>(done.load()),
+                  static_cast<unsigned long long>(FLAGS_ops), 100.0 * done.load() / FLAGS_ops,
+                  done.load() / absl::ToDoubleSeconds(absl::Now() - start));
+      std::fflush(stdout);
+    }
+    const std::string key = absl::StrCat("key", rng() % FLAGS_keys);
+    const bool read = std::uniform_real_distribution<double>(0, 1)(rng) < FLAGS_read_fraction;
+    const absl::Time t0 = absl::Now();
+    ++outstanding;
+    auto finish = [&, t0, read](const absl::Status& st) {
+      const double us = absl::ToDoubleMicroseconds(absl::Now() - t0);
+      if (st.code() == absl::StatusCode::kNotFound) {
+        ++not_found;
+      } else if (!st.ok()) {
+        ++errors;
+      }
+      {
+        MutexLock l(&mu);
+        (read ? get_us : put_us).push_back(us);
+      }
+      ++done;
+      --outstanding;
+    };
+    if (read) {
+      c.GetAsync(key, [finish](absl::StatusOr<std::string> r) { finish(r.status()); });
+    } else {
+      c.PutAsync(key, value, [finish](absl::StatusOr<uint64_t> r) { finish(r.status()); });
+    }
+  }
+  while (done.load() < FLAGS_ops) std::this_thread::yield();
+  const double secs = absl::ToDoubleSeconds(absl::Now() - start);
+  WriteStats w = c.write_stats();
+  MutexLock l(&mu);
+  std::printf("kvclient: done: %llu ops in %.2f s = %.0f ops/s (measured, transport %s)\n",
+              static_cast<unsigned long long>(FLAGS_ops), secs, FLAGS_ops / secs,
+              FLAGS_transport.c_str());
+  std::printf("  PUT %6zu ops  p50 %8.1f us  p99 %8.1f us\n", put_us.size(),
+              Percentile(put_us, 0.5), Percentile(put_us, 0.99));
+  std::printf("  GET %6zu ops  p50 %8.1f us  p99 %8.1f us  (%llu not found)\n", get_us.size(),
+              Percentile(get_us, 0.5), Percentile(get_us, 0.99),
+              static_cast<unsigned long long>(not_found.load()));
+  const uint64_t writes = w.offload + w.unload;
+  std::printf("  value writes: %llu offload, %llu unload (%.1f%% unloaded, policy %s)\n",
+              static_cast<unsigned long long>(w.offload), static_cast<unsigned long long>(w.unload),
+              writes ? 100.0 * w.unload / writes : 0.0, FLAGS_policy.c_str());
+  std::fflush(stdout);
+  if (errors.load() > 0) {
+    std::fprintf(stderr, "kvclient: %llu operations failed\n",
+                 static_cast<unsigned long long>(errors.load()));
+    return 1;
+  }
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2) return Usage("no command");
+  const std::string cmd = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  auto want = [&](size_t lo, size_t hi) { return args.size() >= lo && args.size() <= hi; };
+  if (cmd == "get" && !want(1, 1)) return Usage("usage: get KEY");
+  if (cmd == "put" && !want(2, 2)) return Usage("usage: put KEY VALUE");
+  if (cmd == "del" && !want(1, 1)) return Usage("usage: del KEY");
+  if (cmd == "scan" && !want(0, 2)) return Usage("usage: scan [START [END]]");
+  if ((cmd == "stats" || cmd == "load") && !want(0, 0)) {
+    return Usage(absl::StrCat(cmd, " takes no arguments"));
+  }
+  if (cmd != "get" && cmd != "put" && cmd != "del" && cmd != "scan" && cmd != "stats" &&
+      cmd != "load") {
+    return Usage(absl::StrCat("unknown command '", cmd, "'"));
+  }
+  if (FLAGS_timeout_ms < 1) return Usage("--timeout_ms must be positive");
+
+  ClientOptions o;
+  o.server = FLAGS_server;
+  o.transport = FLAGS_transport;
+  o.policy = FLAGS_policy;
+  o.timeout = absl::Milliseconds(FLAGS_timeout_ms);
+  o.max_in_flight = cmd == "load" ? std::max(1, FLAGS_in_flight) : 8;
+  std::shared_ptr<prometheus::Registry> registry;
+  std::unique_ptr<engine::PrometheusEngineMetrics> metrics;
+  std::unique_ptr<engine::MetricsEndpoint> endpoint;
+  if (cmd == "load" && !FLAGS_metrics.empty()) {
+    registry = std::make_shared<prometheus::Registry>();
+    metrics = std::make_unique<engine::PrometheusEngineMetrics>(registry);
+    auto e = engine::MetricsEndpoint::Start(FLAGS_metrics, registry);
+    if (!e.ok()) return Fail(e.status());
+    endpoint = std::move(*e);
+    o.metrics = metrics.get();
+  }
+  auto client = Client::Connect(o);
+  if (!client.ok()) return Fail(client.status());
+  Client& c = **client;
+
+  if (cmd == "get") {
+    absl::StatusOr<std::string> v = c.Get(args[0]);
+    if (!v.ok()) return Fail(v.status());
+    std::fwrite(v->data(), 1, v->size(), stdout);
+    std::printf("\n");
+  } else if (cmd == "put") {
+    if (absl::Status st = c.Put(args[0], args[1]); !st.ok()) return Fail(st);
+    std::printf("OK\n");
+  } else if (cmd == "del") {
+    if (absl::Status st = c.Delete(args[0]); !st.ok()) return Fail(st);
+    std::printf("OK\n");
+  } else if (cmd == "scan") {
+    if (FLAGS_limit < 1 || FLAGS_limit > proto::kMaxScanLimit) {
+      return Usage("--limit must be in 1..1000");
+    }
+    absl::StatusOr<ScanPage> p =
+        c.Scan(args.empty() ? "" : args[0], args.size() < 2 ? "" : args[1], FLAGS_limit);
+    if (!p.ok()) return Fail(p.status());
+    for (const auto& [k, v] : p->items) std::printf("%s\t%s\n", k.c_str(), v.c_str());
+    if (p->more) std::printf("(more)\n");
+  } else if (cmd == "stats") {
+    absl::StatusOr<proto::StatsResponse> s = c.Stats();
+    if (!s.ok()) return Fail(s.status());
+    std::printf(
+        "keys %llu\narena_bytes %llu\narena_used_bytes %llu\nconnections %llu\n"
+        "offload_writes %llu\nunload_writes %llu\ntransport %s\nstaging_memory %s\n",
+        (unsigned long long)s->keys(), (unsigned long long)s->arena_bytes(),
+        (unsigned long long)s->arena_used_bytes(), (unsigned long long)s->connections(),
+        (unsigned long long)s->offload_writes(), (unsigned long long)s->unload_writes(),
+        s->transport().c_str(), s->staging_memory().c_str());
+  } else {
+    return Load(c, endpoint.get());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace unloadkv
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "kvclient [flags] get KEY | put KEY VALUE | del KEY | scan [START [END]] | stats | load");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  unloadkv::SetMinLogLevel(unloadkv::LogLevel::kError);
+  return unloadkv::Main(argc, argv);
+}
