@@ -17,15 +17,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
+#include "gflags/gflags.h"
 #include "proto/limits.h"
 #include "transport/base/logging.h"
-#include "gflags/gflags.h"
 #include "transport/base/mutex.h"
 #include "transport/engine/prometheus_metrics.h"
 
 DEFINE_string(server, "127.0.0.1:7070", "kvserver address (its --listen)");
 DEFINE_string(transport, "soft", "RNIC backend: soft or verbs (must match the server)");
-DEFINE_string(policy, "adaptive", "path policy for value writes: offload, unload, adaptive, "
+DEFINE_string(policy, "adaptive",
+              "path policy for value writes: offload, unload, adaptive, "
               "split:F");
 DEFINE_int32(timeout_ms, 5000, "per-request timeout");
 DEFINE_uint32(limit, 100, "scan: keys per page (1..1000)");
@@ -41,8 +42,7 @@ namespace unloadkv {
 namespace {
 
 int Usage(const std::string& why) {
-  std::fprintf(stderr, "kvclient: %s\n%s", why.c_str(),
-               gflags::ProgramUsage());
+  std::fprintf(stderr, "kvclient: %s\n%s", why.c_str(), gflags::ProgramUsage());
   return 2;
 }
 

@@ -84,8 +84,8 @@ class KeyChecker {
 std::string Describe(const KvOp& op) {
   const char* kind = op.kind == KvOp::kPut ? "put" : op.kind == KvOp::kGet ? "get" : "del";
   std::string what = op.kind == KvOp::kDelete ? (op.found ? "ok" : "not-found")
-                     : op.value             ? absl::StrCat("\"", *op.value, "\"")
-                                            : "not-found";
+                     : op.value               ? absl::StrCat("\"", *op.value, "\"")
+                                              : "not-found";
   return absl::StrCat("  client ", op.client, " ", kind, " ", what, " [", op.invoke_ns, ", ",
                       op.response_ns ? absl::StrCat(*op.response_ns) : "?", "]\n");
 }
@@ -97,8 +97,8 @@ absl::Status CheckLinearizable(const std::vector<KvOp>& history) {
   for (const KvOp& op : history) by_key[op.key].push_back(&op);
   for (auto& [key, ops] : by_key) {
     if (ops.size() > kMaxOpsPerKey) {
-      return absl::InvalidArgumentError(absl::StrCat("key '", key, "' has ", ops.size(),
-                                                     " operations; at most ", kMaxOpsPerKey));
+      return absl::InvalidArgumentError(
+          absl::StrCat("key '", key, "' has ", ops.size(), " operations; at most ", kMaxOpsPerKey));
     }
     if (!KeyChecker(ops).Check()) {
       std::string msg = absl::StrCat("history of key '", key, "' is not linearizable:\n");

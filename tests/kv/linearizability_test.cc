@@ -18,10 +18,10 @@ KvOp Del(int c, bool found, int64_t a, int64_t b) {
 }
 
 TEST(LinearizabilityTest, SequentialHistoryPasses) {
-  EXPECT_TRUE(CheckLinearizable({Get(1, std::nullopt, 0, 1), Put(1, "a", 2, 3),
-                                 Get(2, "a", 4, 5), Del(1, true, 6, 7), Del(2, false, 8, 9),
-                                 Get(1, std::nullopt, 10, 11)})
-                  .ok());
+  EXPECT_TRUE(
+      CheckLinearizable({Get(1, std::nullopt, 0, 1), Put(1, "a", 2, 3), Get(2, "a", 4, 5),
+                         Del(1, true, 6, 7), Del(2, false, 8, 9), Get(1, std::nullopt, 10, 11)})
+          .ok());
 }
 
 TEST(LinearizabilityTest, StaleReadAfterCompletedWriteFails) {
@@ -44,8 +44,8 @@ TEST(LinearizabilityTest, ValuesNeverWrittenAndDoubleDeletesFail) {
   EXPECT_FALSE(CheckLinearizable({Put(1, "a", 0, 1), Get(2, "z", 2, 3)}).ok());
   EXPECT_FALSE(CheckLinearizable({Put(1, "a", 0, 1), Del(1, true, 2, 3), Del(2, true, 4, 5)}).ok());
   // A read that goes back in time after another reader saw the new value.
-  EXPECT_FALSE(CheckLinearizable({Put(1, "a", 0, 1), Put(1, "b", 2, 20), Get(2, "b", 3, 4),
-                                  Get(3, "a", 5, 6)})
+  EXPECT_FALSE(CheckLinearizable(
+                   {Put(1, "a", 0, 1), Put(1, "b", 2, 20), Get(2, "b", 3, 4), Get(3, "a", 5, 6)})
                    .ok());
 }
 

@@ -1,0 +1,251 @@
+// kvserver and kvclient as real processes: the CLI, graceful shutdown, start-up errors, and the
+// protocol's bad-input rules (forged, stale and foreign grants, oversized values, unknown
+// methods, malformed frames, a client killed between its value write and its PUT).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "proto/kv.pb.h"
+#include "tests/kv/raw_connection.h"
+#include "transport/base/logging.h"
+
+namespace unloadkv {
+namespace {
+
+struct Output {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs a binary to completion, capturing its output.
+Output RunBinary(const std::string& path, const std::vector<std::string>& args) {
+  int out[2], err[2];
+  if (pipe(out) != 0 || pipe(err) != 0) return {};
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    close(out[0]);
+    close(err[0]);
+    alarm(30);  // survives exec: a binary that should have exited is killed, not waited on
+    std::vector<char*> argv{const_cast<char*>(path.c_str())};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(path.c_str(), argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  Output o;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(out[0], buf, sizeof(buf))) > 0) o.out.append(buf, n);
+  while ((n = read(err[0], buf, sizeof(buf))) > 0) o.err.append(buf, n);
+  close(out[0]);
+  close(err[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return o;
+}
+
+// A kvserver process on a free port; SIGTERM and reap on Stop.
+class ServerProcess {
+ public:
+  explicit ServerProcess(std::vector<std::string> extra = {}) {
+    int out[2];
+    if (pipe(out) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], 1);
+      close(out[0]);
+      std::vector<std::string> args{"server/kvserver", "--listen=127.0.0.1:0",
+                                    "--metrics=", "--arena_bytes=33554432"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(out[1]);
+    out_ = out[0];
+    // The first line names the address.
+    std::string line = ReadLine();
+    const std::string tag = "listening on ";
+    size_t at = line.find(tag);
+    if (at != std::string::npos) {
+      address_ = line.substr(at + tag.size(), line.find(' ', at + tag.size()) - at - tag.size());
+    }
+  }
+  ~ServerProcess() {
+    if (pid_ > 0) Stop();
+  }
+  const std::string& address() const { return address_; }
+  std::string ReadLine() {
+    std::string line;
+    char c;
+    while (read(out_, &c, 1) == 1 && c != '\n') line.push_back(c);
+    return line;
+  }
+  // SIGTERM; returns the exit code and the rest of stdout.
+  std::pair<int, std::string> Stop() {
+    kill(pid_, SIGTERM);
+    std::string rest;
+    char buf[1024];
+    ssize_t n;
+    while ((n = read(out_, buf, sizeof(buf))) > 0) rest.append(buf, n);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    close(out_);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), rest};
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  std::string address_;
+};
+
+Output Cli(const ServerProcess& s, std::vector<std::string> args) {
+  args.insert(args.begin(), "--server=" + s.address());
+  return RunBinary("client/kvclient", args);
+}
+
+uint64_t StatValue(const std::string& stats, const std::string& name) {
+  size_t at = stats.find(name + " ");
+  return at == std::string::npos ? ~0ull : std::stoull(stats.substr(at + name.size() + 1));
+}
+
+TEST(KvProcessTest, CliRoundTripAndGracefulShutdown) {
+  ServerProcess s;
+  ASSERT_FALSE(s.address().empty());
+  EXPECT_EQ(Cli(s, {"put", "greeting", "hello"}).out, "OK\n");
+  EXPECT_EQ(Cli(s, {"put", "zeta", "last"}).exit_code, 0);
+  EXPECT_EQ(Cli(s, {"get", "greeting"}).out, "hello\n");
+  Output missing = Cli(s, {"get", "nobody"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(missing.err, "NOT_FOUND")) << missing.err;
+  EXPECT_EQ(Cli(s, {"scan"}).out, "greeting\thello\nzeta\tlast\n");
+  EXPECT_EQ(Cli(s, {"del", "zeta"}).exit_code, 0);
+  Output stats = Cli(s, {"stats"});
+  EXPECT_EQ(StatValue(stats.out, "keys"), 1u) << stats.out;
+  Output load = Cli(s, {"load", "--ops=3000", "--in_flight=16", "--keys=100"});
+  EXPECT_EQ(load.exit_code, 0) << load.err;
+  EXPECT_TRUE(absl::StrContains(load.out, "value writes:")) << load.out;
+  EXPECT_EQ(Cli(s, {"frobnicate"}).exit_code, 2);
+  EXPECT_EQ(Cli(s, {"put", "only-key"}).exit_code, 2);
+  auto [code, rest] = s.Stop();
+  EXPECT_EQ(code, 0);
+  EXPECT_TRUE(absl::StrContains(rest, "shut down cleanly")) << rest;
+}
+
+TEST(KvProcessTest, StartupErrorsNameTheFix) {
+  Output verbs =
+      RunBinary("server/kvserver", {"--transport=verbs", "--listen=127.0.0.1:0", "--metrics="});
+  EXPECT_NE(verbs.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(verbs.err, "--transport=soft")) << verbs.err;
+  for (const char* bad : {"--transport=carrier-pigeon", "--arena_bytes=1", "--policy=fastest",
+                          "--listen=nowhere", "--unload_workers=0", "--metrics=1.2.3"}) {
+    Output o = RunBinary("server/kvserver", {"--metrics=", "--listen=127.0.0.1:0", bad});
+    EXPECT_EQ(o.exit_code, 1) << bad;
+    EXPECT_TRUE(absl::StrContains(o.err, "INVALID_ARGUMENT")) << bad << ": " << o.err;
+  }
+  ServerProcess s;
+  Output busy = RunBinary("server/kvserver", {"--listen=" + s.address(), "--metrics="});
+  EXPECT_EQ(busy.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(busy.err, "port in use")) << busy.err;
+  Output unreachable = RunBinary("client/kvclient", {"--server=127.0.0.1:1", "stats"});
+  EXPECT_EQ(unreachable.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(unreachable.err, "127.0.0.1:1")) << unreachable.err;
+}
+
+TEST(KvProcessTest, ForgedStaleAndForeignGrantsAndBadFramesChangeNothing) {
+  SetMinLogLevel(LogLevel::kError);
+  ServerProcess s;
+  auto a = testing::RawConnection::Open(s.address());
+  auto b = testing::RawConnection::Open(s.address());
+  ASSERT_TRUE(a.ok() && b.ok());
+  absl::StatusOr<proto::SlotGrant> g = (*a)->Grant(100);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->capacity(), 128u);
+  ASSERT_TRUE((*a)->WriteValue(*g, "first").ok());
+  ASSERT_TRUE((*a)->Put("k", g->grant_id(), 5).ok());
+  // Stale (used), forged (never granted), foreign (b's grant named by a), oversized.
+  EXPECT_EQ((*a)->Put("k", g->grant_id(), 5).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*a)->Put("k", 0xdeadbeef, 5).code(), absl::StatusCode::kFailedPrecondition);
+  absl::StatusOr<proto::SlotGrant> gb = (*b)->Grant(100);
+  ASSERT_TRUE(gb.ok());
+  ASSERT_TRUE((*b)->WriteValue(*gb, "second").ok());
+  EXPECT_EQ((*a)->Put("k", gb->grant_id(), 6).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*b)->Put("k", gb->grant_id(), 129).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*b)->Put(std::string(257, 'k'), gb->grant_id(), 6).code(),
+            absl::StatusCode::kInvalidArgument);
+  // Limits on grants, unknown methods, unparsable payloads, frames that are not RPC frames.
+  proto::GrantRequest too_big;
+  too_big.set_size(proto::GrantRequest().size() + (64 << 10) + 1);
+  too_big.set_count(1);
+  EXPECT_EQ((*a)->Call(proto::GRANT, too_big).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*a)->Call(uint16_t{99}, "").status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ((*a)->Call(uint16_t{proto::GET}, "\xff\xff\xff").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE((*a)->SendRaw("this is not an rpc frame").ok());
+  ASSERT_TRUE((*a)->SendRaw(std::string(24, '\0')).ok());
+  // Nothing above changed k, and both connections still work.
+  proto::GetRequest get;
+  get.set_key("k");
+  for (auto* conn : {a->get(), b->get()}) {
+    absl::StatusOr<std::string> bytes = conn->Call(proto::GET, get);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    proto::GetResponse resp;
+    ASSERT_TRUE(resp.ParseFromString(*bytes));
+    EXPECT_EQ(resp.value(), "first");
+  }
+}
+
+TEST(KvProcessTest, ClientKilledBetweenValueWriteAndPutLeavesNoTrace) {
+  ServerProcess s;
+  const uint64_t used_before = StatValue(Cli(s, {"stats"}).out, "arena_used_bytes");
+  ASSERT_EQ(Cli(s, {"put", "victim", "old"}).exit_code, 0);
+  pid_t child = fork();
+  if (child == 0) {
+    // A client that writes a new value into a granted slot and dies before its PUT.
+    SetMinLogLevel(LogLevel::kError);
+    auto raw = testing::RawConnection::Open(s.address());
+    if (!raw.ok()) _exit(10);
+    for (int i = 0; i < 8; ++i) {
+      absl::StatusOr<proto::SlotGrant> g = (*raw)->Grant(3000);
+      if (!g.ok() || !(*raw)->WriteValue(*g, std::string(3000, 'P')).ok()) _exit(11);
+    }
+    raise(SIGKILL);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "child exit " << status;
+  // The server notices the dead connection and returns its grants.
+  std::string stats;
+  for (int i = 0; i < 100; ++i) {
+    stats = Cli(s, {"stats"}).out;
+    if (StatValue(stats, "connections") == 1 &&
+        StatValue(stats, "arena_used_bytes") == used_before + 64) {
+      break;
+    }
+    usleep(50 * 1000);
+  }
+  EXPECT_EQ(StatValue(stats, "arena_used_bytes"), used_before + 64) << stats;  // "old" only
+  EXPECT_EQ(StatValue(stats, "keys"), 1u);
+  EXPECT_EQ(Cli(s, {"get", "victim"}).out, "old\n");
+  EXPECT_EQ(Cli(s, {"scan"}).out, "victim\told\n");
+  EXPECT_EQ(s.Stop().first, 0);
+}
+
+}  // namespace
+}  // namespace unloadkv

@@ -1,0 +1,91 @@
+#include "tests/kv/raw_connection.h"
+
+#include <atomic>
+#include <cstring>
+
+#include "proto/limits.h"
+#include "transport/backends/open_device.h"
+#include "transport/rpc/bootstrap.h"
+
+namespace unloadkv::testing {
+
+absl::StatusOr<std::unique_ptr<RawConnection>> RawConnection::Open(const std::string& server) {
+  std::unique_ptr<RawConnection> r(new RawConnection());
+  auto dev = backends::OpenDevice({});
+  if (!dev.ok()) return dev.status();
+  r->device_ = std::move(*dev);
+  engine::EngineOptions eo;
+  eo.max_message_bytes = proto::kMaxMessageBytes;
+  auto engine = engine::Engine::Create(r->device_.get(), eo);
+  if (!engine.ok()) return engine.status();
+  r->engine_ = std::move(*engine);
+  r->buf_.assign(proto::kMaxValueBytes, 0);
+  auto mr = r->engine_->RegisterMemory(r->buf_.data(), r->buf_.size(), rnic::kLocalWrite);
+  if (!mr.ok()) return mr.status();
+  r->mr_ = std::move(*mr);
+  auto conn = r->engine_->CreateConnection(std::make_unique<engine::OffloadPolicy>());
+  if (!conn.ok()) return conn.status();
+  r->conn_ = std::move(*conn);
+  r->rpc_ = std::make_unique<rpc::RpcClient>(r->conn_.get(), RealClock::Get());
+  auto answer = rpc::ExchangeAsClient(server, engine::EncodeConnectionInfo(r->conn_->local_info()),
+                                      absl::Seconds(5));
+  if (!answer.ok()) return answer.status();
+  auto info = engine::DecodeConnectionInfo(*answer);
+  if (!info.ok()) return info.status();
+  if (absl::Status st = r->conn_->Connect(*info); !st.ok()) return st;
+  r->engine_->Start();
+  return r;
+}
+
+RawConnection::~RawConnection() {
+  if (engine_) engine_->Stop();
+  rpc_.reset();
+  conn_.reset();
+}
+
+absl::StatusOr<std::string> RawConnection::Call(uint16_t method, const std::string& payload) {
+  return rpc_->CallAndWait(method, payload, absl::Seconds(5));
+}
+
+absl::StatusOr<proto::SlotGrant> RawConnection::Grant(uint32_t size) {
+  proto::GrantRequest req;
+  req.set_size(size);
+  req.set_count(1);
+  auto bytes = Call(proto::GRANT, req);
+  if (!bytes.ok()) return bytes.status();
+  proto::GrantResponse resp;
+  if (!resp.ParseFromString(*bytes) || resp.grants_size() != 1) {
+    return absl::InternalError("bad GrantResponse");
+  }
+  return resp.grants(0);
+}
+
+absl::Status RawConnection::WriteValue(const proto::SlotGrant& g, const std::string& value) {
+  std::memcpy(buf_.data(), value.data(), value.size());
+  std::atomic<int> done{0};
+  std::atomic<bool> ok{false};
+  absl::Status st = conn_->Write(mr_->Sge(0, static_cast<uint32_t>(value.size())), g.addr(),
+                                 g.rkey(), [&](const engine::WriteResult& r) {
+                                   ok = r.ok();
+                                   done = 1;
+                                 });
+  if (!st.ok()) return st;
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (!done.load() && absl::Now() < deadline) absl::SleepFor(absl::Microseconds(50));
+  if (!done.load()) return absl::DeadlineExceededError("value write did not complete");
+  return ok ? absl::OkStatus() : absl::InternalError("value write failed");
+}
+
+absl::Status RawConnection::Put(const std::string& key, uint64_t grant_id, uint32_t size) {
+  proto::PutRequest req;
+  req.set_key(key);
+  req.set_grant_id(grant_id);
+  req.set_value_size(size);
+  return Call(proto::PUT, req).status();
+}
+
+absl::Status RawConnection::SendRaw(const std::string& bytes) {
+  return conn_->Send(bytes, nullptr);
+}
+
+}  // namespace unloadkv::testing

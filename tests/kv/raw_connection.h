@@ -1,0 +1,47 @@
+// A protocol-level kvserver connection for tests that must do what the SDK never does: forge
+// grants, reuse them, send malformed frames, or die between a value write and its PUT.
+#ifndef UNLOADKV_TESTS_KV_RAW_CONNECTION_H_
+#define UNLOADKV_TESTS_KV_RAW_CONNECTION_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "google/protobuf/message.h"
+#include "proto/kv.pb.h"
+#include "transport/engine/engine.h"
+#include "transport/rnic/device.h"
+#include "transport/rpc/rpc.h"
+
+namespace unloadkv::testing {
+
+class RawConnection {
+ public:
+  static absl::StatusOr<std::unique_ptr<RawConnection>> Open(const std::string& server);
+  ~RawConnection();
+
+  absl::StatusOr<std::string> Call(uint16_t method, const std::string& payload);
+  absl::StatusOr<std::string> Call(proto::Method method, const google::protobuf::Message& m) {
+    return Call(static_cast<uint16_t>(method), m.SerializeAsString());
+  }
+  absl::StatusOr<proto::SlotGrant> Grant(uint32_t size);
+  // Writes `value` into the slot and waits until the write completed (it is in server memory).
+  absl::Status WriteValue(const proto::SlotGrant& g, const std::string& value);
+  absl::Status Put(const std::string& key, uint64_t grant_id, uint32_t size);
+  // Sends raw bytes as a message (bypassing RPC framing).
+  absl::Status SendRaw(const std::string& bytes);
+
+ private:
+  RawConnection() = default;
+  std::unique_ptr<rnic::Device> device_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::vector<char> buf_;
+  std::unique_ptr<rnic::MemoryRegion> mr_;
+  std::shared_ptr<engine::Connection> conn_;
+  std::unique_ptr<rpc::RpcClient> rpc_;
+};
+
+}  // namespace unloadkv::testing
+
+#endif  // UNLOADKV_TESTS_KV_RAW_CONNECTION_H_
