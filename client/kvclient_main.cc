@@ -10,7 +10,9 @@
 // errors.
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -40,6 +42,32 @@ DEFINE_string(metrics, "", "load: serve Prometheus /metrics on HOST:PORT while r
 
 namespace unloadkv {
 namespace {
+
+// Bounds requests in flight; the issuing thread sleeps instead of spinning, so the client's
+// engine thread and the server keep the CPU.
+class Window {
+ public:
+  explicit Window(int size) : free_(size) {}
+  void Acquire() {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return free_ > 0; });
+    --free_;
+  }
+  void Release() {
+    std::lock_guard<std::mutex> l(mu_);
+    ++free_;
+    cv_.notify_one();
+  }
+  void WaitAll(int size) {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return free_ == size; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int free_;
+};
 
 int Usage(const std::string& why) {
   std::fprintf(stderr, "kvclient: %s\n%s", why.c_str(), gflags::ProgramUsage());
@@ -76,11 +104,11 @@ int Load(Client& c, engine::MetricsEndpoint* endpoint) {
   Mutex mu;
   std::vector<double> put_us, get_us;
   std::atomic<uint64_t> done{0}, errors{0}, not_found{0};
-  std::atomic<int> outstanding{0};
+  Window window(FLAGS_in_flight);
   const absl::Time start = absl::Now();
   absl::Time next_report = start + absl::Seconds(1);
   for (uint64_t i = 0; i < FLAGS_ops; ++i) {
-    while (outstanding.load() >= FLAGS_in_flight) std::this_thread::yield();
+    window.Acquire();
     if (absl::Now() >= next_report) {
       next_report += absl::Seconds(1);
       std::printf("kvclient: %llu/%llu ops (%.0f%%), %.0f ops/s\n",
@@ -92,7 +120,6 @@ int Load(Client& c, engine::MetricsEndpoint* endpoint) {
     const std::string key = absl::StrCat("key", rng() % FLAGS_keys);
     const bool read = std::uniform_real_distribution<double>(0, 1)(rng) < FLAGS_read_fraction;
     const absl::Time t0 = absl::Now();
-    ++outstanding;
     auto finish = [&, t0, read](const absl::Status& st) {
       const double us = absl::ToDoubleMicroseconds(absl::Now() - t0);
       if (st.code() == absl::StatusCode::kNotFound) {
@@ -105,7 +132,7 @@ int Load(Client& c, engine::MetricsEndpoint* endpoint) {
         (read ? get_us : put_us).push_back(us);
       }
       ++done;
-      --outstanding;
+      window.Release();
     };
     if (read) {
       c.GetAsync(key, [finish](absl::StatusOr<std::string> r) { finish(r.status()); });
@@ -113,7 +140,7 @@ int Load(Client& c, engine::MetricsEndpoint* endpoint) {
       c.PutAsync(key, value, [finish](absl::StatusOr<uint64_t> r) { finish(r.status()); });
     }
   }
-  while (done.load() < FLAGS_ops) std::this_thread::yield();
+  window.WaitAll(FLAGS_in_flight);
   const double secs = absl::ToDoubleSeconds(absl::Now() - start);
   WriteStats w = c.write_stats();
   MutexLock l(&mu);
