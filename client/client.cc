@@ -63,7 +63,9 @@ absl::Status CheckKey(absl::string_view key) {
   return absl::OkStatus();
 }
 
-// Runs an async call and waits for its callback (never on an engine thread).
+// Runs an async call and waits for its callback (never on an engine thread). The state lives
+// on the waiting thread's stack: the callback sets the result and notifies while holding the
+// mutex, and the waiter can only return after that critical section ended.
 template <typename T, typename Start>
 T Await(Start start) {
   struct State {
@@ -71,17 +73,16 @@ T Await(Start start) {
     std::condition_variable cv;
     bool done = false;
     std::optional<T> result;
-  };
-  auto s = std::make_shared<State>();
-  start([s](T r) {
-    std::lock_guard<std::mutex> l(s->mu);
-    s->result.emplace(std::move(r));
-    s->done = true;
-    s->cv.notify_all();
+  } s;
+  start([&s](T r) {
+    std::lock_guard<std::mutex> l(s.mu);
+    s.result.emplace(std::move(r));
+    s.done = true;
+    s.cv.notify_all();
   });
-  std::unique_lock<std::mutex> l(s->mu);
-  s->cv.wait(l, [&] { return s->done; });
-  return std::move(*s->result);
+  std::unique_lock<std::mutex> l(s.mu);
+  s.cv.wait(l, [&] { return s.done; });
+  return std::move(*s.result);
 }
 
 bool Transient(const absl::Status& st, bool idempotent) {
