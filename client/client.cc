@@ -107,9 +107,13 @@ T WithRetries(int max_retries, bool idempotent, Fn fn) {
   return r;
 }
 
+// Errors are moved, never copied, from the engine thread that made them to the caller: a
+// non-OK absl::Status shares a reference-counted rep, and Debian's Abseil is not built with
+// TSan, so a rep referenced from two threads and released inside the library looks like a race
+// to TSan. With one owner at a time there is nothing to misreport.
 template <typename Resp>
 absl::StatusOr<Resp> Parse(absl::StatusOr<std::string> bytes) {
-  if (!bytes.ok()) return bytes.status();
+  if (!bytes.ok()) return std::move(bytes).status();
   Resp r;
   if (!r.ParseFromString(*bytes)) return absl::InternalError("server response does not parse");
   return r;
@@ -241,7 +245,9 @@ void Client::RequestGrants(int cls) {
           run.emplace_back(std::move(g.waiters.front()), g.pool.back());
           g.pool.pop_back();
         } else {
-          run.emplace_back(std::move(g.waiters.front()), r.status());
+          // A fresh Status per waiter: each then has one owner thread (see Parse).
+          run.emplace_back(std::move(g.waiters.front()),
+                           absl::Status(r.status().code(), r.status().message()));
         }
         g.waiters.pop_front();
       }
@@ -303,7 +309,7 @@ void Client::WriteAndPut(const std::string& key, const std::string& value,
                                                         : proto::OFFLOAD);
   absl::Status st = Call(proto::PUT, req, [done](absl::StatusOr<std::string> bytes) {
     absl::StatusOr<proto::PutResponse> r = Parse<proto::PutResponse>(std::move(bytes));
-    if (!r.ok()) return done(r.status());
+    if (!r.ok()) return done(std::move(r).status());
     done(r->version());
   });
   if (!st.ok()) {
@@ -322,7 +328,7 @@ void Client::PutAsync(absl::string_view key, absl::string_view value, PutDone do
   WithGrant(static_cast<uint32_t>(value.size()),
             [this, k = std::string(key), v = std::string(value),
              done](absl::StatusOr<proto::SlotGrant> g) {
-              if (!g.ok()) return done(g.status());
+              if (!g.ok()) return done(std::move(g).status());
               WriteAndPut(k, v, *g, done);
             });
 }
@@ -334,7 +340,7 @@ void Client::GetAsync(absl::string_view key,
   req.set_key(std::string(key));
   absl::Status st = Call(proto::GET, req, [done](absl::StatusOr<std::string> bytes) {
     absl::StatusOr<proto::GetResponse> r = Parse<proto::GetResponse>(std::move(bytes));
-    if (!r.ok()) return done(r.status());
+    if (!r.ok()) return done(std::move(r).status());
     done(std::move(*r->mutable_value()));
   });
   if (!st.ok()) done(st);
@@ -382,7 +388,7 @@ absl::StatusOr<ScanPage> Client::Scan(absl::string_view start, absl::string_view
       if (absl::Status st = Call(proto::SCAN, req, d); !st.ok()) d(st);
     });
     absl::StatusOr<proto::ScanResponse> r = Parse<proto::ScanResponse>(std::move(bytes));
-    if (!r.ok()) return absl::StatusOr<ScanPage>(r.status());
+    if (!r.ok()) return absl::StatusOr<ScanPage>(std::move(r).status());
     if (r->keys_size() != r->values_size()) {
       return absl::StatusOr<ScanPage>(absl::InternalError("scan response: keys and values differ"));
     }
