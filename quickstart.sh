@@ -10,7 +10,7 @@ PACKAGES=(
   bazel-bootstrap bazel-rules-java bazel-platforms g++
   libabsl-dev libprotobuf-dev protobuf-compiler libgflags-dev libgtest-dev libgmock-dev
   prometheus-cpp-dev libibverbs-dev rdma-core libbenchmark-dev
-  clang libclang-rt-14-dev gnuplot-nox
+  clang libclang-rt-14-dev gnuplot-nox redis-server libhiredis-dev
 )
 
 log() { printf '[quickstart %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }

@@ -1,0 +1,164 @@
+#include "client/ycsb/runner.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace unloadkv::ycsb {
+namespace {
+
+std::string ReturnCode(const absl::Status& st) {
+  if (st.ok()) return "OK";
+  if (st.code() == absl::StatusCode::kNotFound) return "NOT_FOUND";
+  return "ERROR";
+}
+
+constexpr int kOps = 5;
+
+struct Shared {
+  std::atomic<uint64_t> done{0};
+  std::atomic<uint64_t> count[kOps] = {};
+  std::atomic<uint64_t> sum_us[kOps] = {};
+  std::atomic<bool> finished{false};
+};
+
+}  // namespace
+
+absl::StatusOr<RunResult> RunPhase(Workload& w, const RunOptions& o, const DbFactory& connect) {
+  if (o.threads < 1 || o.threads > 1024) {
+    return absl::InvalidArgumentError("threads must be in 1..1024");
+  }
+  const WorkloadConfig& c = w.config();
+  const uint64_t total = o.load ? c.insert_count : c.operation_count;
+  // Connect every thread first, so a bad address fails before anything runs.
+  std::vector<std::unique_ptr<Db>> dbs;
+  for (int t = 0; t < o.threads; ++t) {
+    auto db = connect();
+    if (!db.ok()) return db.status();
+    dbs.push_back(std::move(*db));
+  }
+  Shared shared;
+  std::vector<Measurements> per_thread(o.threads);
+  std::vector<std::thread> threads;
+  const absl::Time start = absl::Now();
+  for (int t = 0; t < o.threads; ++t) {
+    const uint64_t mine = total / o.threads + (static_cast<uint64_t>(t) < total % o.threads);
+    const uint64_t first = (total / o.threads) * t + std::min<uint64_t>(t, total % o.threads);
+    threads.emplace_back([&, t, mine, first] {
+      Db& db = *dbs[t];
+      Measurements& m = per_thread[t];
+      Workload::Thread gen(&w, o.seed * 1000003 + t);
+      const double per_thread_rate = o.target_ops > 0 ? o.target_ops / o.threads : 0;
+      for (uint64_t i = 0; i < mine; ++i) {
+        absl::Time intended = absl::Now();
+        if (per_thread_rate > 0) {
+          intended = start + absl::Seconds(i / per_thread_rate);
+          absl::Duration wait = intended - absl::Now();
+          if (wait > absl::ZeroDuration()) absl::SleepFor(wait);
+        }
+        const absl::Time t0 = absl::Now();
+        Op op = o.load ? Op::kInsert : gen.NextOp();
+        absl::Status st;
+        switch (op) {
+          case Op::kRead: {
+            Record r;
+            st = db.Read(w.KeyName(gen.NextKeyNumber()), gen.ReadFields(), &r);
+            break;
+          }
+          case Op::kUpdate:
+            st = db.Update(w.KeyName(gen.NextKeyNumber()), gen.BuildUpdate());
+            break;
+          case Op::kInsert: {
+            const uint64_t n = o.load ? c.insert_start + first + i : w.insert_sequence().Next();
+            st = db.Insert(w.KeyName(n), gen.BuildRecord());
+            if (!o.load) w.insert_sequence().Acknowledge(n);
+            break;
+          }
+          case Op::kScan: {
+            std::vector<Record> rs;
+            st = db.Scan(w.KeyName(gen.NextKeyNumber()), gen.NextScanLength(), gen.ReadFields(),
+                         &rs);
+            break;
+          }
+          case Op::kReadModifyWrite: {
+            const std::string key = w.KeyName(gen.NextKeyNumber());
+            Record r;
+            const absl::Time r0 = absl::Now();
+            st = db.Read(key, gen.ReadFields(), &r);
+            const absl::Time r1 = absl::Now();
+            m.Record("READ", absl::ToInt64Microseconds(r1 - r0), ReturnCode(st));
+            if (st.ok()) {
+              st = db.Update(key, gen.BuildUpdate());
+              m.Record("UPDATE", absl::ToInt64Microseconds(absl::Now() - r1), ReturnCode(st));
+            }
+            break;
+          }
+        }
+        const absl::Time t1 = absl::Now();
+        const int64_t us = absl::ToInt64Microseconds(t1 - t0);
+        m.Record(OpName(op), us, ReturnCode(st));
+        if (per_thread_rate > 0)
+          m.RecordIntended(OpName(op), absl::ToInt64Microseconds(t1 - intended));
+        const int k = static_cast<int>(op);
+        shared.count[k].fetch_add(1, std::memory_order_relaxed);
+        shared.sum_us[k].fetch_add(us, std::memory_order_relaxed);
+        shared.done.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  // Status lines, as YCSB's StatusThread prints them (-s).
+  std::mutex mu;
+  std::condition_variable cv;
+  std::thread status([&] {
+    if (o.status == nullptr || o.status_interval_s <= 0) return;
+    uint64_t last = 0;
+    absl::Time last_t = start;
+    std::unique_lock<std::mutex> l(mu);
+    while (!cv.wait_for(l,
+                        std::chrono::milliseconds(static_cast<int64_t>(o.status_interval_s * 1000)),
+                        [&] { return shared.finished.load(); })) {
+      const absl::Time now = absl::Now();
+      const uint64_t done = shared.done.load();
+      const double cur = (done - last) / absl::ToDoubleSeconds(now - last_t);
+      std::string line =
+          absl::StrCat(absl::FormatTime("%Y-%m-%d %H:%M:%E3S", now, absl::LocalTimeZone()), " ",
+                       static_cast<int64_t>(absl::ToDoubleSeconds(now - start)), " sec: ", done,
+                       " operations; ", JavaDouble(cur), " current ops/sec;");
+      if (done > 0 && done < total) {
+        const double left_s = (total - done) * absl::ToDoubleSeconds(now - start) / done;
+        absl::StrAppend(&line, " est completion in ", static_cast<int64_t>(left_s), " seconds");
+      }
+      for (int k = 0; k < kOps; ++k) {
+        const uint64_t n = shared.count[k].load();
+        if (n == 0) continue;
+        absl::StrAppend(&line, " [", OpName(static_cast<Op>(k)), ": Count=", n,
+                        ", Avg=", JavaDouble(static_cast<double>(shared.sum_us[k].load()) / n),
+                        "]");
+      }
+      std::fprintf(o.status, "%s\n", line.c_str());
+      std::fflush(o.status);
+      last = done;
+      last_t = now;
+    }
+  });
+  for (std::thread& th : threads) th.join();
+  const absl::Time end = absl::Now();
+  {
+    std::lock_guard<std::mutex> l(mu);
+    shared.finished = true;
+    cv.notify_all();
+  }
+  status.join();
+  RunResult r;
+  r.runtime_ms = absl::ToInt64Milliseconds(end - start);
+  r.operations = shared.done.load();
+  for (const Measurements& m : per_thread) r.measurements.Add(m);
+  return r;
+}
+
+}  // namespace unloadkv::ycsb

@@ -1,0 +1,114 @@
+#include "client/ycsb/unloadkv_db.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+
+namespace unloadkv::ycsb {
+namespace {
+
+// Record keys never contain '/', so "<key>/" .. "<key>0" bounds exactly one record's fields.
+std::string FieldKey(const std::string& key, const std::string& field) {
+  return absl::StrCat(key, "/", field);
+}
+
+bool Wanted(const std::vector<std::string>& fields, absl::string_view f) {
+  return fields.empty() || std::find(fields.begin(), fields.end(), f) != fields.end();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Db>> UnloadkvDb::Connect(const ClientOptions& options) {
+  auto c = Client::Connect(options);
+  if (!c.ok()) return c.status();
+  return std::unique_ptr<Db>(new UnloadkvDb(std::move(*c)));
+}
+
+absl::Status UnloadkvDb::Read(const std::string& key, const std::vector<std::string>& fields,
+                              Record* out) {
+  out->clear();
+  if (fields.size() == 1) {
+    absl::StatusOr<std::string> v = client_->Get(FieldKey(key, fields[0]));
+    if (!v.ok()) return v.status();
+    out->emplace_back(fields[0], std::move(*v));
+    return absl::OkStatus();
+  }
+  std::string start = absl::StrCat(key, "/"), end = absl::StrCat(key, "0");
+  while (true) {
+    absl::StatusOr<ScanPage> page = client_->Scan(start, end, 1000);
+    if (!page.ok()) return page.status();
+    for (auto& [k, v] : page->items) {
+      std::string field = k.substr(key.size() + 1);
+      if (Wanted(fields, field)) out->emplace_back(std::move(field), std::move(v));
+    }
+    if (!page->more || page->items.empty()) break;
+    start = page->items.back().first + std::string(1, '\0');
+  }
+  if (out->empty()) return absl::NotFoundError(absl::StrCat("record ", key));
+  return absl::OkStatus();
+}
+
+absl::Status UnloadkvDb::Scan(const std::string& start_key, int count,
+                              const std::vector<std::string>& fields, std::vector<Record>* out) {
+  out->clear();
+  std::string start = start_key, current;
+  while (static_cast<int>(out->size()) <= count) {
+    absl::StatusOr<ScanPage> page = client_->Scan(start, "", 1000);
+    if (!page.ok()) return page.status();
+    for (auto& [k, v] : page->items) {
+      size_t slash = k.find('/');
+      if (slash == std::string::npos) continue;
+      std::string record = k.substr(0, slash);
+      if (record != current) {
+        if (static_cast<int>(out->size()) == count) return absl::OkStatus();
+        out->emplace_back();
+        current = record;
+      }
+      std::string field = k.substr(slash + 1);
+      if (Wanted(fields, field)) out->back().emplace_back(std::move(field), std::move(v));
+    }
+    if (!page->more || page->items.empty()) break;
+    start = page->items.back().first + std::string(1, '\0');
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UnloadkvDb::PutAll(const std::string& key, const Record& values) {
+  if (values.size() == 1) return client_->Put(FieldKey(key, values[0].first), values[0].second);
+  // All fields in flight together; wait for the last answer.
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t left = values.size();
+  absl::Status first_error;
+  for (const auto& [field, value] : values) {
+    client_->PutAsync(FieldKey(key, field), value, [&](absl::StatusOr<uint64_t> r) {
+      std::lock_guard<std::mutex> l(mu);
+      if (!r.ok() && first_error.ok()) first_error = std::move(r).status();
+      if (--left == 0) cv.notify_all();
+    });
+  }
+  std::unique_lock<std::mutex> l(mu);
+  cv.wait(l, [&] { return left == 0; });
+  return first_error;
+}
+
+absl::Status UnloadkvDb::Update(const std::string& key, const Record& values) {
+  return PutAll(key, values);
+}
+
+absl::Status UnloadkvDb::Insert(const std::string& key, const Record& values) {
+  return PutAll(key, values);
+}
+
+absl::Status UnloadkvDb::Delete(const std::string& key) {
+  Record fields;
+  if (absl::Status st = Read(key, {}, &fields); !st.ok()) return st;
+  for (const auto& [field, value] : fields) {
+    if (absl::Status st = client_->Delete(FieldKey(key, field)); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace unloadkv::ycsb

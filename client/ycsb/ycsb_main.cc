@@ -1,0 +1,125 @@
+// ycsb: YCSB's core workloads against unloadkv or Redis, with YCSB's command line and output.
+//   ycsb load unloadkv -P client/ycsb/workloads/workloada -p recordcount=100000 -threads 8 -s
+//   ycsb run  redis    -P client/ycsb/workloads/workloada -p redis.port=6379 -target 5000
+// Binding properties: unloadkv.server (127.0.0.1:7070), unloadkv.transport (soft),
+// unloadkv.policy (adaptive); redis.host (127.0.0.1), redis.port (6379).
+// Other properties: threadcount, target, status.interval (s, default 10),
+// hdrhistogram.percentiles (default 95,99), plus the core workload's (docs/ycsb.md).
+// Exit status: 0 when every operation returned OK (NOT_FOUND included), 1 on errors, 2 on
+// usage errors.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/ycsb/redis_db.h"
+#include "client/ycsb/runner.h"
+#include "client/ycsb/unloadkv_db.h"
+#include "transport/base/logging.h"
+
+namespace unloadkv::ycsb {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: ycsb load|run unloadkv|redis [-P workloadfile]... [-p key=value]... "
+    "[-threads N] [-target OPS] [-s]\n";
+
+int Usage(const std::string& why) {
+  std::fprintf(stderr, "ycsb: %s\n%s", why.c_str(), kUsage);
+  return 2;
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 3) return Usage("missing command or binding");
+  const std::string command = argv[1], binding = argv[2];
+  if (command != "load" && command != "run") return Usage("command must be load or run");
+  if (binding != "unloadkv" && binding != "redis")
+    return Usage("binding must be unloadkv or redis");
+  Properties props;
+  bool status = false;
+  for (int i = 3; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    if (a == "-P") {
+      const char* f = next();
+      if (!f) return Usage("-P needs a file");
+      if (absl::Status st = props.LoadFile(f); !st.ok()) return Usage(std::string(st.message()));
+    } else if (a == "-p") {
+      const char* kv = next();
+      if (!kv) return Usage("-p needs key=value");
+      if (absl::Status st = props.SetFromArg(kv); !st.ok()) return Usage(std::string(st.message()));
+    } else if (a == "-threads" || a == "-target") {
+      const char* v = next();
+      if (!v) return Usage(a + " needs a value");
+      props.Set(a == "-threads" ? "threadcount" : "target", v, a);
+    } else if (a == "-s") {
+      status = true;
+    } else {
+      return Usage(absl::StrCat("unknown argument '", a, "'"));
+    }
+  }
+  absl::StatusOr<WorkloadConfig> config = ReadWorkloadConfig(props);
+  if (!config.ok()) return Usage(std::string(config.status().message()));
+  RunOptions o;
+  o.load = command == "load";
+  auto threads = props.GetInt("threadcount", 1, 1, 1024);
+  auto target = props.GetDouble("target", 0, 0, 1e9);
+  auto interval = props.GetDouble("status.interval", 10, 0.1, 3600);
+  if (!threads.ok()) return Usage(std::string(threads.status().message()));
+  if (!target.ok()) return Usage(std::string(target.status().message()));
+  if (!interval.ok()) return Usage(std::string(interval.status().message()));
+  o.threads = static_cast<int>(*threads);
+  o.target_ops = *target;
+  o.status_interval_s = *interval;
+  o.status = status ? stderr : nullptr;
+  std::vector<double> percentiles;
+  for (absl::string_view p : absl::StrSplit(props.GetString("hdrhistogram.percentiles", "95,99"),
+                                            ',', absl::SkipEmpty())) {
+    double v;
+    if (!absl::SimpleAtod(p, &v) || v <= 0 || v > 100) {
+      return Usage("hdrhistogram.percentiles: numbers in (0, 100], comma-separated");
+    }
+    percentiles.push_back(v);
+  }
+
+  DbFactory connect;
+  if (binding == "unloadkv") {
+    ClientOptions co;
+    co.server = props.GetString("unloadkv.server", "127.0.0.1:7070");
+    co.transport = props.GetString("unloadkv.transport", "soft");
+    co.policy = props.GetString("unloadkv.policy", "adaptive");
+    connect = [co] { return UnloadkvDb::Connect(co); };
+  } else {
+    const std::string addr = absl::StrCat(props.GetString("redis.host", "127.0.0.1"), ":",
+                                          props.GetString("redis.port", "6379"));
+    connect = [addr] { return RedisDb::Connect(addr); };
+  }
+  Workload workload(*config);
+  std::fprintf(stderr, "ycsb: %s %s: %lld %s, %d threads%s\n", command.c_str(), binding.c_str(),
+               static_cast<long long>(o.load ? config->insert_count : config->operation_count),
+               o.load ? "records" : "operations", o.threads,
+               o.target_ops > 0 ? absl::StrCat(", target ", o.target_ops, " ops/s").c_str() : "");
+  absl::StatusOr<RunResult> r = RunPhase(workload, o, connect);
+  if (!r.ok()) {
+    std::fprintf(stderr, "ycsb: %s\n", r.status().ToString().c_str());
+    return 1;
+  }
+  std::fputs(FormatSummary(r->runtime_ms, r->operations, r->measurements, percentiles).c_str(),
+             stdout);
+  uint64_t errors = 0;
+  for (const auto& [name, s] : r->measurements.series()) {
+    auto it = s.returns.find("ERROR");
+    if (it != s.returns.end()) errors += it->second;
+  }
+  return errors == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace unloadkv::ycsb
+
+int main(int argc, char** argv) {
+  unloadkv::SetMinLogLevel(unloadkv::LogLevel::kError);
+  return unloadkv::ycsb::Main(argc, argv);
+}
