@@ -1,5 +1,6 @@
 // Completion processing of the write engine: the unload worker (validate, copy, acknowledge
 // staged writes), message delivery, and the initiator's handling of completions and acks.
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -214,7 +215,12 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
       if (!c.failed) {
         for (const ConnectionState::Held& m : deliver) Repost(c, m.buffer);
         c.credits_to_return += static_cast<uint32_t>(deliver.size());
-        c.ack_pending = true;
+        // Credits alone go back in batches of half the window (the peer keeps the other half
+        // to send with meanwhile); an ack due for unloaded writes carries them earlier. One
+        // ack per message would double the packets of a request/response exchange.
+        if (c.credits_to_return >= std::max<uint32_t>(1, c.options.message_slots / 2)) {
+          c.ack_pending = true;
+        }
       }
     }
     if (std::find(touched.begin(), touched.end(), cp) == touched.end()) touched.push_back(cp);
