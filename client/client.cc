@@ -64,29 +64,15 @@ absl::Status CheckKey(absl::string_view key) {
   return absl::OkStatus();
 }
 
-// Runs an async call and waits for its callback (never on an engine thread). The state lives
-// on the waiting thread's stack: the callback fills it and notifies while holding the mutex,
-// and the waiter can only return after that critical section ended. (Spinning before
-// sleeping was measured and rejected: on two cores the spinning caller slows the engine
-// thread it waits for; see docs/kv.md.)
-template <typename T, typename Start>
-T Await(Start start) {
-  struct State {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    std::optional<T> result;
-  } s;
-  start([&s](T r) {
-    std::lock_guard<std::mutex> l(s.mu);
-    s.result.emplace(std::move(r));
-    s.done = true;
-    s.cv.notify_all();
-  });
-  std::unique_lock<std::mutex> l(s.mu);
-  s.cv.wait(l, [&] { return s.done; });
-  return std::move(*s.result);
-}
+// The state of one synchronous call: the callback fills it under the mutex; the waiter reads
+// it after Client::Wait saw `done`, taking the mutex so the callback has finished with it.
+template <typename T>
+struct Pending {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::atomic<bool> done{false};
+  std::optional<T> result;
+};
 
 bool Transient(const absl::Status& st, bool idempotent) {
   return st.code() == absl::StatusCode::kResourceExhausted ||
@@ -169,7 +155,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   auto remote = engine::DecodeConnectionInfo(*answer);
   if (!remote.ok()) return remote.status();
   if (absl::Status st = c->conn_->Connect(*remote); !st.ok()) return st;
-  c->engine_->Start();
+  if (!options.caller_progress) c->engine_->Start();
   Client* self = c.get();
   c->ticker_ = std::thread([self] {
     while (!self->stop_.load()) {
@@ -195,9 +181,56 @@ absl::Status Client::ConnectionError() const {
       absl::StrCat("connection to kvserver at ", options_.server, " lost"));
 }
 
+template <typename T, typename Start>
+T Client::Await(Start start) {
+  Pending<T> s;
+  start([&s](T r) {
+    std::lock_guard<std::mutex> l(s.mu);
+    s.result.emplace(std::move(r));
+    s.done.store(true, std::memory_order_release);
+  });
+  Wait([&s] { return s.done.load(std::memory_order_acquire); });
+  std::lock_guard<std::mutex> l(s.mu);  // the callback has left its critical section
+  return std::move(*s.result);
+}
+
+void Client::Signal() {
+  {
+    std::lock_guard<std::mutex> l(progress_mu_);
+    ++progress_epoch_;
+  }
+  progress_cv_.notify_all();
+}
+
+void Client::Wait(const std::function<bool()>& done) {
+  while (!done()) {
+    if (options_.caller_progress) {
+      std::unique_lock<std::mutex> drive(drive_mu_, std::try_to_lock);
+      if (drive.owns_lock()) {
+        // Drive until this caller's own work is done; others' callbacks run here too.
+        while (!done() && !stop_.load()) {
+          if (engine_->PollOnce() > 0) continue;
+          device_->Progress(absl::Milliseconds(1));
+        }
+        drive.unlock();
+        Signal();  // another waiter may take over
+        continue;
+      }
+    }
+    std::unique_lock<std::mutex> l(progress_mu_);
+    const uint64_t epoch = progress_epoch_;
+    progress_cv_.wait_for(l, std::chrono::milliseconds(options_.caller_progress ? 1 : 100),
+                          [&] { return progress_epoch_ != epoch || done(); });
+  }
+}
+
 absl::Status Client::Call(proto::Method method, const google::protobuf::Message& req, Reply done) {
-  absl::StatusOr<uint64_t> id =
-      rpc_->Call(method, req.SerializeAsString(), options_.timeout, std::move(done));
+  // Every answer wakes the threads in Wait after its callback ran.
+  absl::StatusOr<uint64_t> id = rpc_->Call(method, req.SerializeAsString(), options_.timeout,
+                                           [this, done = std::move(done)](auto r) {
+                                             done(std::move(r));
+                                             Signal();
+                                           });
   if (id.ok()) return absl::OkStatus();
   return conn_->failed() ? ConnectionError() : id.status();
 }

@@ -23,9 +23,11 @@
 #define UNLOADKV_CLIENT_CLIENT_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -56,6 +58,11 @@ struct ClientOptions {
   absl::Duration timeout = absl::Seconds(5);  // per request
   int max_retries = 3;
   engine::EngineMetrics* metrics = nullptr;  // optional extra sink (e.g. Prometheus); outlives
+  // Who drives the connection. false: an engine thread, so async callbacks run whenever
+  // answers arrive. true: the threads blocked in synchronous calls (or in Wait) drive it
+  // themselves, one at a time, which saves waking a second thread per request; async
+  // callbacks then run only while some thread is inside a synchronous call or Wait.
+  bool caller_progress = false;
 };
 
 struct ScanPage {
@@ -87,6 +94,11 @@ class Client {
   void GetAsync(absl::string_view key, std::function<void(absl::StatusOr<std::string>)> done);
   void DeleteAsync(absl::string_view key, std::function<void(absl::Status)> done);
 
+  // Returns once `done()` is true, driving the connection meanwhile when caller_progress is
+  // set (else waiting for the engine thread). `done` is called with no lock held, from this
+  // thread only. For waiting on async requests; never call it from a callback.
+  void Wait(const std::function<bool()>& done);
+
   int in_flight() const { return rpc_->in_flight(); }
   bool connected() const { return !conn_->failed(); }
   WriteStats write_stats() const;
@@ -101,6 +113,11 @@ class Client {
   using GrantUse = std::function<void(absl::StatusOr<proto::SlotGrant>)>;
 
   Client() = default;
+  // Starts a request with a callback and returns its result once Wait saw it.
+  template <typename T, typename Start>
+  T Await(Start start);
+  // Wakes threads in Wait: something completed, or the driver let go.
+  void Signal();
   // Sends one request; `done` runs exactly once if this returns OK, never otherwise.
   absl::Status Call(proto::Method method, const google::protobuf::Message& req, Reply done);
   // Calls `use` with a grant able to hold `size` bytes, fetching more when the pool is empty.
@@ -124,6 +141,13 @@ class Client {
   mutable Mutex mu_;
   std::vector<uint32_t> free_buffers_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Grants>> grants_ ABSL_GUARDED_BY(mu_);  // by size class
+
+  // caller_progress: the thread holding drive_mu_ drives; the others sleep on progress_cv_
+  // until it made progress.
+  std::mutex drive_mu_;
+  std::mutex progress_mu_;
+  std::condition_variable progress_cv_;
+  uint64_t progress_epoch_ = 0;  // guarded by progress_mu_
 
   std::atomic<bool> stop_{false};
   std::thread ticker_;  // fails requests whose deadline passed

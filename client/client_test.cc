@@ -13,7 +13,8 @@
 namespace unloadkv {
 namespace {
 
-class ClientTest : public ::testing::Test {
+// Parameter: ClientOptions::caller_progress.
+class ClientTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     SetMinLogLevel(LogLevel::kError);
@@ -34,6 +35,7 @@ class ClientTest : public ::testing::Test {
     ClientOptions o;
     o.server = server_->address();
     o.policy = policy;
+    o.caller_progress = GetParam();
     auto c = Client::Connect(o);
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? std::move(*c) : nullptr;
@@ -44,7 +46,7 @@ class ClientTest : public ::testing::Test {
   std::thread loop_;
 };
 
-TEST_F(ClientTest, PutGetDeleteScanStats) {
+TEST_P(ClientTest, PutGetDeleteScanStats) {
   auto c = Connect();
   ASSERT_TRUE(c);
   ASSERT_TRUE(c->Put("b", "beta").ok());
@@ -74,7 +76,7 @@ TEST_F(ClientTest, PutGetDeleteScanStats) {
   EXPECT_GT(st->arena_used_bytes(), 0u);
 }
 
-TEST_F(ClientTest, LimitsAreClearErrorsAndChangeNothing) {
+TEST_P(ClientTest, LimitsAreClearErrorsAndChangeNothing) {
   auto c = Connect();
   ASSERT_TRUE(c);
   EXPECT_EQ(c->Put("", "v").code(), absl::StatusCode::kInvalidArgument);
@@ -87,13 +89,13 @@ TEST_F(ClientTest, LimitsAreClearErrorsAndChangeNothing) {
   EXPECT_EQ(c->Stats()->keys(), 0u);
 }
 
-TEST_F(ClientTest, ManyAsyncRequestsInFlightAllComplete) {
+TEST_P(ClientTest, ManyAsyncRequestsInFlightAllComplete) {
   auto c = Connect();
   ASSERT_TRUE(c);
   constexpr int kOps = 2000;
   std::atomic<int> done{0}, failed{0}, outstanding{0};
   for (int i = 0; i < kOps; ++i) {
-    while (outstanding.load() >= 48) std::this_thread::yield();
+    c->Wait([&] { return outstanding.load() < 48; });  // drives the connection if asked to
     ++outstanding;
     c->PutAsync(absl::StrCat("key", i % 300), absl::StrCat("value", i),
                 [&](absl::StatusOr<uint64_t> v) {
@@ -102,7 +104,7 @@ TEST_F(ClientTest, ManyAsyncRequestsInFlightAllComplete) {
                   --outstanding;
                 });
   }
-  while (done.load() < kOps) std::this_thread::yield();
+  c->Wait([&] { return done.load() == kOps; });
   EXPECT_EQ(failed.load(), 0);
   EXPECT_EQ(c->Stats()->keys(), 300u);
   // Per key, the last Put issued wins: Puts of one key are applied in issue order.
@@ -112,7 +114,7 @@ TEST_F(ClientTest, ManyAsyncRequestsInFlightAllComplete) {
   }
 }
 
-TEST_F(ClientTest, ValueWritesTakeThePathThePolicyPicks) {
+TEST_P(ClientTest, ValueWritesTakeThePathThePolicyPicks) {
   for (const char* policy : {"offload", "unload"}) {
     auto c = Connect(policy);
     ASSERT_TRUE(c);
@@ -139,7 +141,7 @@ TEST_F(ClientTest, ValueWritesTakeThePathThePolicyPicks) {
   EXPECT_EQ(st->unload_writes(), 50u);
 }
 
-TEST_F(ClientTest, ConnectingToNothingIsAClearError) {
+TEST_P(ClientTest, ConnectingToNothingIsAClearError) {
   ClientOptions o;
   o.server = "127.0.0.1:1";
   o.timeout = absl::Seconds(1);
@@ -149,6 +151,30 @@ TEST_F(ClientTest, ConnectingToNothingIsAClearError) {
   o.policy = "fastest";
   EXPECT_EQ(Client::Connect(o).status().code(), absl::StatusCode::kInvalidArgument);
 }
+
+TEST_P(ClientTest, ThreadsSharingOneClientAllGetAnswers) {
+  auto c = Connect();
+  ASSERT_TRUE(c);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        const std::string key = absl::StrCat("t", t, "-", i % 20);
+        if (!c->Put(key, absl::StrCat(i)).ok()) ++failures;
+        absl::StatusOr<std::string> v = c->Get(key);
+        if (!v.ok() || *v != absl::StrCat(i)) ++failures;
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Progress, ClientTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "CallerDriven" : "EngineThread";
+                         });
 
 }  // namespace
 }  // namespace unloadkv

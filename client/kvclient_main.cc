@@ -39,6 +39,8 @@ DEFINE_uint32(value_size, 256, "load: value bytes (0..65536)");
 DEFINE_double(read_fraction, 0.5, "load: fraction of operations that are GETs");
 DEFINE_uint64(seed, 1, "load: random seed");
 DEFINE_string(metrics, "", "load: serve Prometheus /metrics on HOST:PORT while running");
+DEFINE_bool(caller_progress, true,
+            "the calling thread drives the connection instead of an engine thread");
 
 namespace unloadkv {
 namespace {
@@ -108,6 +110,7 @@ int Load(Client& c, engine::MetricsEndpoint* endpoint) {
   const absl::Time start = absl::Now();
   absl::Time next_report = start + absl::Seconds(1);
   for (uint64_t i = 0; i < FLAGS_ops; ++i) {
+    c.Wait([&] { return i - done.load() < static_cast<uint64_t>(FLAGS_in_flight); });
     window.Acquire();
     if (absl::Now() >= next_report) {
       next_report += absl::Seconds(1);
@@ -140,6 +143,7 @@ int Load(Client& c, engine::MetricsEndpoint* endpoint) {
       c.PutAsync(key, value, [finish](absl::StatusOr<uint64_t> r) { finish(r.status()); });
     }
   }
+  c.Wait([&] { return done.load() == FLAGS_ops; });
   window.WaitAll(FLAGS_in_flight);
   const double secs = absl::ToDoubleSeconds(absl::Now() - start);
   WriteStats w = c.write_stats();
@@ -188,6 +192,7 @@ int Main(int argc, char** argv) {
   o.transport = FLAGS_transport;
   o.policy = FLAGS_policy;
   o.timeout = absl::Milliseconds(FLAGS_timeout_ms);
+  o.caller_progress = FLAGS_caller_progress;
   o.max_in_flight = cmd == "load" ? std::max(1, FLAGS_in_flight) : 8;
   std::shared_ptr<prometheus::Registry> registry;
   std::unique_ptr<engine::PrometheusEngineMetrics> metrics;

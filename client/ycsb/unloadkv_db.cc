@@ -1,6 +1,7 @@
 #include "client/ycsb/unloadkv_db.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 
@@ -79,18 +80,17 @@ absl::Status UnloadkvDb::PutAll(const std::string& key, const Record& values) {
   if (values.size() == 1) return client_->Put(FieldKey(key, values[0].first), values[0].second);
   // All fields in flight together; wait for the last answer.
   std::mutex mu;
-  std::condition_variable cv;
-  size_t left = values.size();
+  std::atomic<size_t> left{values.size()};
   absl::Status first_error;
   for (const auto& [field, value] : values) {
     client_->PutAsync(FieldKey(key, field), value, [&](absl::StatusOr<uint64_t> r) {
       std::lock_guard<std::mutex> l(mu);
       if (!r.ok() && first_error.ok()) first_error = std::move(r).status();
-      if (--left == 0) cv.notify_all();
+      left.fetch_sub(1, std::memory_order_release);
     });
   }
-  std::unique_lock<std::mutex> l(mu);
-  cv.wait(l, [&] { return left == 0; });
+  client_->Wait([&] { return left.load(std::memory_order_acquire) == 0; });
+  std::lock_guard<std::mutex> l(mu);  // the last callback has left its critical section
   return first_error;
 }
 

@@ -2,7 +2,8 @@
 //   ycsb load unloadkv -P client/ycsb/workloads/workloada -p recordcount=100000 -threads 8 -s
 //   ycsb run  redis    -P client/ycsb/workloads/workloada -p redis.port=6379 -target 5000
 // Binding properties: unloadkv.server (127.0.0.1:7070), unloadkv.transport (soft),
-// unloadkv.policy (adaptive); redis.host (127.0.0.1), redis.port (6379).
+// unloadkv.policy (adaptive), unloadkv.caller_progress (true: each client thread drives its own
+// connection); redis.host (127.0.0.1), redis.port (6379).
 // Other properties: threadcount, target, status.interval (s, default 10),
 // hdrhistogram.percentiles (default 95,99), plus the core workload's (docs/ycsb.md).
 // Exit status: 0 when every operation returned OK (NOT_FOUND included), 1 on errors, 2 on
@@ -90,6 +91,9 @@ int Main(int argc, char** argv) {
     co.server = props.GetString("unloadkv.server", "127.0.0.1:7070");
     co.transport = props.GetString("unloadkv.transport", "soft");
     co.policy = props.GetString("unloadkv.policy", "adaptive");
+    auto caller = props.GetBool("unloadkv.caller_progress", true);
+    if (!caller.ok()) return Usage(std::string(caller.status().message()));
+    co.caller_progress = *caller;
     connect = [co] { return UnloadkvDb::Connect(co); };
   } else {
     const std::string addr = absl::StrCat(props.GetString("redis.host", "127.0.0.1"), ":",

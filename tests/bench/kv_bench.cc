@@ -31,6 +31,8 @@ DEFINE_uint64(ops, 20000, "operations per (kind, in-flight) point");
 DEFINE_uint64(keys, 10000, "key space (preloaded before the GET points)");
 DEFINE_string(in_flight, "1,8,64", "requests in flight per point");
 DEFINE_string(policy, "adaptive", "path policy of the value writes");
+DEFINE_bool(caller_progress, true,
+            "the calling thread drives the connection (ClientOptions::caller_progress)");
 
 namespace unloadkv {
 namespace {
@@ -160,6 +162,9 @@ Point RunPoint(Client& c, bool put, int in_flight, uint64_t ops, uint64_t seed) 
     done = ops;
   }
   for (uint64_t i = done.load(); i < ops; ++i) {
+    if (FLAGS_caller_progress) {
+      c.Wait([&] { return i - done.load() < static_cast<uint64_t>(in_flight); });
+    }
     window.Acquire();
     x = x * 6364136223846793005ull + 1442695040888963407ull;
     const std::string key = absl::StrCat("key", (x >> 33) % FLAGS_keys);
@@ -176,6 +181,7 @@ Point RunPoint(Client& c, bool put, int in_flight, uint64_t ops, uint64_t seed) 
       c.GetAsync(key, [finish](absl::StatusOr<std::string> r) { finish(r.ok()); });
     }
   }
+  if (FLAGS_caller_progress) c.Wait([&] { return done.load() == ops; });
   window.WaitAll(in_flight);
   Point p;
   p.ops_per_s = ops / absl::ToDoubleSeconds(absl::Now() - start);
@@ -219,6 +225,7 @@ int Main() {
   ClientOptions o;
   o.server = line.substr(at + tag.size(), line.find(' ', at + tag.size()) - at - tag.size());
   o.policy = FLAGS_policy;
+  o.caller_progress = FLAGS_caller_progress;
   o.max_in_flight = *std::max_element(depths.begin(), depths.end());
   auto client = Client::Connect(o);
   if (!client.ok()) {

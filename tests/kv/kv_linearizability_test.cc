@@ -41,6 +41,7 @@ TEST(KvLinearizabilityTest, ConcurrentClientsOnOverlappingKeys) {
       o.server = (*server)->address();
       o.policy = policies[c % 4];
       o.max_retries = 0;  // a retried op would need two history entries
+      o.caller_progress = c % 2 == 1;
       auto client = Client::Connect(o);
       if (!client.ok()) {
         ++failures;
