@@ -45,32 +45,6 @@ DEFINE_bool(caller_progress, true,
 namespace unloadkv {
 namespace {
 
-// Bounds requests in flight; the issuing thread sleeps instead of spinning, so the client's
-// engine thread and the server keep the CPU.
-class Window {
- public:
-  explicit Window(int size) : free_(size) {}
-  void Acquire() {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return free_ > 0; });
-    --free_;
-  }
-  void Release() {
-    std::lock_guard<std::mutex> l(mu_);
-    ++free_;
-    cv_.notify_one();
-  }
-  void WaitAll(int size) {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return free_ == size; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int free_;
-};
-
 int Usage(const std::string& why) {
   std::fprintf(stderr, "kvclient: %s\n%s", why.c_str(), gflags::ProgramUsage());
   return 2;
@@ -106,12 +80,10 @@ int Load(Client& c, engine::MetricsEndpoint* endpoint) {
   Mutex mu;
   std::vector<double> put_us, get_us;
   std::atomic<uint64_t> done{0}, errors{0}, not_found{0};
-  Window window(FLAGS_in_flight);
   const absl::Time start = absl::Now();
   absl::Time next_report = start + absl::Seconds(1);
   for (uint64_t i = 0; i < FLAGS_ops; ++i) {
     c.Wait([&] { return i - done.load() < static_cast<uint64_t>(FLAGS_in_flight); });
-    window.Acquire();
     if (absl::Now() >= next_report) {
       next_report += absl::Seconds(1);
       std::printf("kvclient: %llu/%llu ops (%.0f%%), %.0f ops/s\n",
@@ -135,7 +107,6 @@ int Load(Client& c, engine::MetricsEndpoint* endpoint) {
         (read ? get_us : put_us).push_back(us);
       }
       ++done;
-      window.Release();
     };
     if (read) {
       c.GetAsync(key, [finish](absl::StatusOr<std::string> r) { finish(r.status()); });
@@ -144,7 +115,6 @@ int Load(Client& c, engine::MetricsEndpoint* endpoint) {
     }
   }
   c.Wait([&] { return done.load() == FLAGS_ops; });
-  window.WaitAll(FLAGS_in_flight);
   const double secs = absl::ToDoubleSeconds(absl::Now() - start);
   WriteStats w = c.write_stats();
   MutexLock l(&mu);

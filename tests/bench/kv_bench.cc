@@ -23,6 +23,7 @@
 #include "absl/strings/strip.h"
 #include "client/client.h"
 #include "gflags/gflags.h"
+#include "tests/support/subprocess.h"
 #include "transport/base/logging.h"
 #include "transport/base/mutex.h"
 
@@ -37,66 +38,11 @@ DEFINE_bool(caller_progress, true,
 namespace unloadkv {
 namespace {
 
-// Bounds requests in flight; the issuing thread sleeps instead of spinning, so the client's
-// engine thread and the server keep the CPU.
-class Window {
- public:
-  explicit Window(int size) : free_(size) {}
-  void Acquire() {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return free_ > 0; });
-    --free_;
-  }
-  void Release() {
-    std::lock_guard<std::mutex> l(mu_);
-    ++free_;
-    cv_.notify_one();
-  }
-  void WaitAll(int size) {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return free_ == size; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int free_;
-};
-
 // Binaries are found relative to the runfiles root (bazel run's working directory).
 void EnterRunfiles(const char* argv0) {
   std::string dir = absl::StrCat(argv0, ".runfiles/unloadkv");
   struct stat st;
   if (stat(dir.c_str(), &st) == 0) (void)!chdir(dir.c_str());
-}
-
-// Starts a child with stdout on a pipe; returns its pid and the read end.
-pid_t Spawn(std::vector<std::string> args, int* out_fd) {
-  int out[2];
-  if (pipe(out) != 0) return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], 1);
-    close(out[0]);
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(out[1]);
-  *out_fd = out[0];
-  return pid;
-}
-
-std::string ReadAllFd(int fd, bool one_line) {
-  std::string s;
-  char c;
-  while (read(fd, &c, 1) == 1) {
-    if (one_line && c == '\n') break;
-    s.push_back(c);
-  }
-  return s;
 }
 
 struct Rtt {
@@ -105,15 +51,13 @@ struct Rtt {
 
 // Runs rnic_bench for one size and reads the SEND round trip off its latency table.
 absl::StatusOr<Rtt> SendBaseline(uint32_t size) {
-  int fd;
-  pid_t pid =
-      Spawn({"transport/bench/rnic_bench", absl::StrCat("--sizes=", size), "--latency_iters=3000",
-             "--bandwidth_bytes=1048576", "--bandwidth_max_ops=1000"},
-            &fd);
-  std::string out = ReadAllFd(fd, false);
-  close(fd);
-  int status;
-  waitpid(pid, &status, 0);
+  testing::Child child = testing::Spawn(
+      {"transport/bench/rnic_bench", absl::StrCat("--sizes=", size), "--latency_iters=3000",
+       "--bandwidth_bytes=1048576", "--bandwidth_max_ops=1000"},
+      /*capture_stderr=*/false);
+  std::string out = testing::ReadAll(child.out_fd);
+  close(child.out_fd);
+  testing::WaitExit(child.pid);
   for (absl::string_view line : absl::StrSplit(out, '\n')) {
     std::vector<std::string> cols = absl::StrSplit(line, '|');
     if (cols.size() != 4 || absl::StripAsciiWhitespace(cols[0]) == "size") continue;
@@ -146,7 +90,6 @@ Point RunPoint(Client& c, bool put, int in_flight, uint64_t ops, uint64_t seed) 
   const std::string value(FLAGS_value_size, 'v');
   std::vector<double> us(ops);
   std::atomic<uint64_t> done{0}, errors{0};
-  Window window(in_flight);
   uint64_t x = seed;
   const absl::Time start = absl::Now();
   if (in_flight == 1) {
@@ -162,10 +105,8 @@ Point RunPoint(Client& c, bool put, int in_flight, uint64_t ops, uint64_t seed) 
     done = ops;
   }
   for (uint64_t i = done.load(); i < ops; ++i) {
-    if (FLAGS_caller_progress) {
-      c.Wait([&] { return i - done.load() < static_cast<uint64_t>(in_flight); });
-    }
-    window.Acquire();
+    // Bounds requests in flight; drives the connection when caller_progress is set.
+    c.Wait([&] { return i - done.load() < static_cast<uint64_t>(in_flight); });
     x = x * 6364136223846793005ull + 1442695040888963407ull;
     const std::string key = absl::StrCat("key", (x >> 33) % FLAGS_keys);
     const absl::Time t0 = absl::Now();
@@ -173,7 +114,6 @@ Point RunPoint(Client& c, bool put, int in_flight, uint64_t ops, uint64_t seed) 
       us[i] = absl::ToDoubleMicroseconds(absl::Now() - t0);
       if (!ok) ++errors;
       ++done;
-      window.Release();
     };
     if (put) {
       c.PutAsync(key, value, [finish](absl::StatusOr<uint64_t> r) { finish(r.ok()); });
@@ -181,8 +121,7 @@ Point RunPoint(Client& c, bool put, int in_flight, uint64_t ops, uint64_t seed) 
       c.GetAsync(key, [finish](absl::StatusOr<std::string> r) { finish(r.ok()); });
     }
   }
-  if (FLAGS_caller_progress) c.Wait([&] { return done.load() == ops; });
-  window.WaitAll(in_flight);
+  c.Wait([&] { return done.load() == ops; });
   Point p;
   p.ops_per_s = ops / absl::ToDoubleSeconds(absl::Now() - start);
   p.p50 = Percentile(us, 0.5);
@@ -211,11 +150,11 @@ int Main() {
     std::fprintf(stderr, "kv_bench: %s\n", raw.status().ToString().c_str());
     return 1;
   }
-  int server_out;
-  pid_t server =
-      Spawn({"server/kvserver", "--listen=127.0.0.1:0", "--metrics=", "--arena_bytes=268435456"},
-            &server_out);
-  std::string line = ReadAllFd(server_out, true);
+  testing::Child server_child = testing::Spawn(
+      {"server/kvserver", "--listen=127.0.0.1:0", "--metrics=", "--arena_bytes=268435456"},
+      /*capture_stderr=*/false);
+  const pid_t server = server_child.pid;
+  std::string line = testing::ReadLine(server_child.out_fd);
   const std::string tag = "listening on ";
   size_t at = line.find(tag);
   if (at == std::string::npos) {
@@ -275,8 +214,7 @@ int Main() {
       "(p50/raw <= 1.30)\n");
   client->reset();
   kill(server, SIGTERM);
-  int status;
-  waitpid(server, &status, 0);
+  testing::WaitExit(server);
   return errors == 0 ? 0 : 1;
 }
 

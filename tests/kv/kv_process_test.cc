@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "proto/kv.pb.h"
 #include "tests/kv/raw_connection.h"
+#include "tests/support/subprocess.h"
 #include "transport/base/logging.h"
 
 namespace unloadkv {
@@ -24,35 +25,18 @@ struct Output {
   std::string out, err;
 };
 
-// Runs a binary to completion, capturing its output.
+// Runs a binary to completion, capturing its output; killed after 30 s if it hangs.
 Output RunBinary(const std::string& path, const std::vector<std::string>& args) {
-  int out[2], err[2];
-  if (pipe(out) != 0 || pipe(err) != 0) return {};
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], 1);
-    dup2(err[1], 2);
-    close(out[0]);
-    close(err[0]);
-    alarm(30);  // survives exec: a binary that should have exited is killed, not waited on
-    std::vector<char*> argv{const_cast<char*>(path.c_str())};
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(path.c_str(), argv.data());
-    _exit(127);
-  }
-  close(out[1]);
-  close(err[1]);
+  std::vector<std::string> argv{path};
+  argv.insert(argv.end(), args.begin(), args.end());
+  testing::Child c = testing::Spawn(argv, /*capture_stderr=*/true, /*alarm_seconds=*/30);
+  if (c.pid < 0) return {};
   Output o;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(out[0], buf, sizeof(buf))) > 0) o.out.append(buf, n);
-  while ((n = read(err[0], buf, sizeof(buf))) > 0) o.err.append(buf, n);
-  close(out[0]);
-  close(err[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  o.out = testing::ReadAll(c.out_fd);
+  o.err = testing::ReadAll(c.err_fd);
+  close(c.out_fd);
+  close(c.err_fd);
+  o.exit_code = testing::WaitExit(c.pid);
   return o;
 }
 
@@ -60,25 +44,15 @@ Output RunBinary(const std::string& path, const std::vector<std::string>& args) 
 class ServerProcess {
  public:
   explicit ServerProcess(std::vector<std::string> extra = {}) {
-    int out[2];
-    if (pipe(out) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(out[1], 1);
-      close(out[0]);
-      std::vector<std::string> args{"server/kvserver", "--listen=127.0.0.1:0",
-                                    "--metrics=", "--arena_bytes=33554432"};
-      args.insert(args.end(), extra.begin(), extra.end());
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(out[1]);
-    out_ = out[0];
+    std::vector<std::string> args{"server/kvserver", "--listen=127.0.0.1:0",
+                                  "--metrics=", "--arena_bytes=33554432"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    testing::Child c = testing::Spawn(args, /*capture_stderr=*/false);
+    pid_ = c.pid;
+    out_ = c.out_fd;
+    if (pid_ < 0) return;
     // The first line names the address.
-    std::string line = ReadLine();
+    std::string line = testing::ReadLine(out_);
     const std::string tag = "listening on ";
     size_t at = line.find(tag);
     if (at != std::string::npos) {
@@ -89,24 +63,14 @@ class ServerProcess {
     if (pid_ > 0) Stop();
   }
   const std::string& address() const { return address_; }
-  std::string ReadLine() {
-    std::string line;
-    char c;
-    while (read(out_, &c, 1) == 1 && c != '\n') line.push_back(c);
-    return line;
-  }
   // SIGTERM; returns the exit code and the rest of stdout.
   std::pair<int, std::string> Stop() {
     kill(pid_, SIGTERM);
-    std::string rest;
-    char buf[1024];
-    ssize_t n;
-    while ((n = read(out_, buf, sizeof(buf))) > 0) rest.append(buf, n);
-    int status = 0;
-    waitpid(pid_, &status, 0);
+    std::string rest = testing::ReadAll(out_);
+    const int code = testing::WaitExit(pid_);
     pid_ = -1;
     close(out_);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), rest};
+    return {code, rest};
   }
 
  private:
