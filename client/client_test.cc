@@ -121,11 +121,13 @@ TEST_P(ClientTest, ValueWritesTakeThePathThePolicyPicks) {
     for (int i = 0; i < 50; ++i) ASSERT_TRUE(c->Put(absl::StrCat(policy, i), "payload").ok());
     // A write's completion may trail the PUT's answer (the server can reply before its ack
     // for an unloaded write arrives): wait for all 50.
-    WriteStats w = c->write_stats();
-    for (int i = 0; i < 1000 && w.offload + w.unload < 50; ++i) {
-      absl::SleepFor(absl::Milliseconds(5));
+    // (Wait also drives the connection when the caller does the driving.)
+    WriteStats w;
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    c->Wait([&] {
       w = c->write_stats();
-    }
+      return w.offload + w.unload >= 50 || absl::Now() > deadline;
+    });
     if (std::string(policy) == "offload") {
       EXPECT_EQ(w.offload, 50u);
       EXPECT_EQ(w.unload, 0u);
