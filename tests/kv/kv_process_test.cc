@@ -2,6 +2,7 @@
 // protocol's bad-input rules (forged, stale and foreign grants, oversized values, unknown
 // methods, malformed frames, a client killed between its value write and its PUT).
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,12 +11,15 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "proto/kv.pb.h"
 #include "tests/kv/raw_connection.h"
 #include "tests/support/subprocess.h"
 #include "transport/base/logging.h"
+#include "transport/rpc/bootstrap.h"
 
 namespace unloadkv {
 namespace {
@@ -63,6 +67,7 @@ class ServerProcess {
     if (pid_ > 0) Stop();
   }
   const std::string& address() const { return address_; }
+  std::string NextLine() { return testing::ReadLine(out_); }
   // SIGTERM; returns the exit code and the rest of stdout.
   std::pair<int, std::string> Stop() {
     kill(pid_, SIGTERM);
@@ -87,6 +92,72 @@ Output Cli(const ServerProcess& s, std::vector<std::string> args) {
 uint64_t StatValue(const std::string& stats, const std::string& name) {
   size_t at = stats.find(name + " ");
   return at == std::string::npos ? ~0ull : std::stoull(stats.substr(at + name.size() + 1));
+}
+
+// GET http://<host:port>/metrics; the body.
+std::string Scrape(const std::string& host_port) {
+  absl::StatusOr<ScopedFd> fd = rpc::Dial(host_port, absl::Seconds(5));
+  if (!fd.ok()) return "";
+  if (!rpc::WriteAll(fd->get(), "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n",
+                     absl::Seconds(5))
+           .ok()) {
+    return "";
+  }
+  std::string all;
+  char buf[4096];
+  while (true) {
+    pollfd p{fd->get(), POLLIN, 0};
+    if (poll(&p, 1, 5000) <= 0) break;
+    ssize_t n = read(fd->get(), buf, sizeof(buf));
+    if (n <= 0) break;
+    all.append(buf, static_cast<size_t>(n));
+  }
+  size_t body = all.find("\r\n\r\n");
+  return body == std::string::npos ? "" : all.substr(body + 4);
+}
+
+// The value of one sample line ("name{labels} value"); -1 when absent.
+double Sample(const std::string& metrics, const std::string& series) {
+  for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
+    if (absl::StartsWith(line, series + " ")) {
+      double v;
+      if (absl::SimpleAtod(line.substr(series.size() + 1), &v)) return v;
+    }
+  }
+  return -1;
+}
+
+TEST(KvProcessTest, MetricsShowPerPathWritesMovingUnderLoad) {
+  ServerProcess s({"--metrics=127.0.0.1:0"});
+  std::string url;
+  for (int i = 0; i < 3 && url.empty(); ++i) {
+    std::string line = s.NextLine();
+    size_t at = line.find("metrics at http://");
+    if (at != std::string::npos) url = line.substr(at + 18, line.find("/metrics") - at - 18);
+  }
+  ASSERT_FALSE(url.empty());
+  const std::string offload = "unloadkv_value_writes_total{path=\"offload\"}";
+  const std::string unload = "unloadkv_value_writes_total{path=\"unload\"}";
+  const std::string unknown = "unloadkv_value_writes_total{path=\"unknown\"}";
+  const std::string applied = "unloadkv_unload_applied_writes_total";
+  std::string m0 = Scrape(url);
+  ASSERT_EQ(Sample(m0, offload), 0) << m0;
+  ASSERT_EQ(Sample(m0, unload), 0);
+  for (const char* policy : {"offload", "unload"}) {
+    Output load = Cli(s, {"load", "--ops=2000", "--in_flight=4", "--keys=200", "--read_fraction=0",
+                          absl::StrCat("--policy=", policy)});
+    ASSERT_EQ(load.exit_code, 0) << load.err;
+  }
+  std::string m1 = Scrape(url);
+  // 4000 PUTs: each names its value write's path (unknown when it waited behind another).
+  EXPECT_GT(Sample(m1, offload), 0) << m1;
+  EXPECT_GT(Sample(m1, unload), 0) << m1;
+  EXPECT_EQ(Sample(m1, offload) + Sample(m1, unload) + Sample(m1, unknown), 4000);
+  // The target side counted exactly the unloaded writes it applied: the second run's 2000.
+  EXPECT_EQ(Sample(m1, applied), 2000);
+  EXPECT_EQ(Sample(m1, "unloadkv_rpc_requests_total{code=\"ok\",method=\"put\"}"), 4000);
+  EXPECT_GT(Sample(m1, "unloadkv_arena_used_bytes"), 0);
+  EXPECT_NE(m1.find("unloadkv_rpc_latency_seconds_bucket{method=\"put\""), std::string::npos);
 }
 
 TEST(KvProcessTest, CliRoundTripAndGracefulShutdown) {
