@@ -28,6 +28,7 @@ class AdaptivePolicy : public PathPolicy {
     double hysteresis = 0.05;        // means within this fraction count as equal
     double step = 1.0 / 128;         // share change per observation
     uint32_t min_samples = 8;        // per path and cell before trusting its mean
+    uint32_t warmup_samples = 2;     // first observations of each path and cell, not counted
     uint32_t sketch_window = 16384;  // updates between halvings of the heat sketch
   };
   static constexpr int kSizeClasses = 6;
@@ -53,6 +54,7 @@ class AdaptivePolicy : public PathPolicy {
   struct Cell {
     double mean_ns[2] = {0, 0};
     uint32_t samples[2] = {0, 0};
+    uint32_t warmup[2] = {0, 0};
     double share = 0;        // of writes sent to unload, before exploration bounds
     double accumulator = 0;  // deterministic routing of `share`
   };
