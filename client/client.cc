@@ -305,6 +305,7 @@ void Client::WriteAndPut(const std::string& key, const std::string& value,
                          const proto::SlotGrant& g, PutDone done) {
   const uint32_t size = static_cast<uint32_t>(value.size());
   std::optional<engine::Path> posted;
+  std::function<void()> release;  // frees the value buffer; empty for an empty value
   if (size > 0) {
     std::optional<uint32_t> taken;
     {
@@ -321,18 +322,20 @@ void Client::WriteAndPut(const std::string& key, const std::string& value,
     const uint32_t buf = *taken;
     const size_t off = size_t{buf} * proto::kMaxValueBytes;
     std::memcpy(buffers_->data() + off, value.data(), size);
+    // The buffer is free again once the write completed, or once the server answered the PUT
+    // behind it (it handles a message only after the writes before it are placed, so the NIC
+    // is done reading the buffer), whichever comes first: the write's own completion can trail
+    // the answer, and waiting for it would run out of buffers under load.
+    release = [this, buf, once = std::make_shared<std::atomic<bool>>(false)] {
+      if (once->exchange(true)) return;
+      MutexLock l(&mu_);
+      free_buffers_.push_back(buf);
+    };
     absl::Status st = conn_->Write(
         buffers_mr_->Sge(off, size), g.addr(), g.rkey(),
-        [this, buf](const engine::WriteResult&) {
-          MutexLock l(&mu_);
-          free_buffers_.push_back(buf);
-        },
-        &posted);
+        [release](const engine::WriteResult&) { release(); }, &posted);
     if (!st.ok()) {
-      {
-        MutexLock l(&mu_);
-        free_buffers_.push_back(buf);
-      }
+      release();
       return done(conn_->failed() ? ConnectionError() : st);
     }
   }
@@ -343,7 +346,13 @@ void Client::WriteAndPut(const std::string& key, const std::string& value,
   req.set_value_path(!posted                            ? proto::PATH_UNKNOWN
                      : *posted == engine::Path::kUnload ? proto::UNLOAD
                                                         : proto::OFFLOAD);
-  absl::Status st = Call(proto::PUT, req, [done](absl::StatusOr<std::string> bytes) {
+  absl::Status st = Call(proto::PUT, req, [done, release](absl::StatusOr<std::string> bytes) {
+    // An answer from the server (not a local timeout or cancellation) means it saw the PUT.
+    const absl::StatusCode code = bytes.status().code();
+    if (release && code != absl::StatusCode::kDeadlineExceeded &&
+        code != absl::StatusCode::kCancelled) {
+      release();
+    }
     absl::StatusOr<proto::PutResponse> r = Parse<proto::PutResponse>(std::move(bytes));
     if (!r.ok()) return done(std::move(r).status());
     done(r->version());

@@ -80,6 +80,7 @@ int Load(Client& c, engine::MetricsEndpoint* endpoint) {
   Mutex mu;
   std::vector<double> put_us, get_us;
   std::atomic<uint64_t> done{0}, errors{0}, not_found{0};
+  std::string first_error;  // guarded by mu
   const absl::Time start = absl::Now();
   absl::Time next_report = start + absl::Seconds(1);
   for (uint64_t i = 0; i < FLAGS_ops; ++i) {
@@ -100,7 +101,10 @@ int Load(Client& c, engine::MetricsEndpoint* endpoint) {
       if (st.code() == absl::StatusCode::kNotFound) {
         ++not_found;
       } else if (!st.ok()) {
-        ++errors;
+        if (errors++ == 0) {
+          MutexLock l(&mu);
+          first_error = st.ToString();
+        }
       }
       {
         MutexLock l(&mu);
@@ -132,8 +136,8 @@ int Load(Client& c, engine::MetricsEndpoint* endpoint) {
               writes ? 100.0 * w.unload / writes : 0.0, FLAGS_policy.c_str());
   std::fflush(stdout);
   if (errors.load() > 0) {
-    std::fprintf(stderr, "kvclient: %llu operations failed\n",
-                 static_cast<unsigned long long>(errors.load()));
+    std::fprintf(stderr, "kvclient: %llu operations failed (first: %s)\n",
+                 static_cast<unsigned long long>(errors.load()), first_error.c_str());
     return 1;
   }
   return 0;
