@@ -22,12 +22,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "gflags/gflags.h"
+#include "transport/backends/open_device.h"
 #include "transport/base/logging.h"
 #include "transport/bench/workload.h"
 #include "transport/engine/engine.h"
 #include "transport/sim/fabric.h"
-#include "transport/soft/soft_device.h"
-#include "transport/verbs/verbs_device.h"
 
 DEFINE_string(fabric, "sim", "sim (virtual time, modeled), soft (TCP, measured) or verbs");
 DEFINE_string(policy, "offload,unload,adaptive", "one or a comma list of offload,unload,adaptive");
@@ -78,19 +77,14 @@ absl::StatusOr<Result> RunPoint(const Point& pt) {
     fabric = std::make_unique<sim::Fabric>();
     dev_a = fabric->CreateDevice();
     dev_b = fabric->CreateDevice();
-  } else if (FLAGS_fabric == "soft") {
-    auto a = soft::SoftDevice::Create({});
-    auto b = soft::SoftDevice::Create({});
+  } else if (FLAGS_fabric == "soft" || FLAGS_fabric == "verbs") {
+    // verbs: both nodes on the first active RNIC (loopback through the NIC); real two-host
+    // runs use the KV service. Without a device this fails with the reason and the fix.
+    backends::DeviceSpec spec;
+    spec.transport = FLAGS_fabric;
+    auto a = backends::OpenDevice(spec);
     if (!a.ok()) return a.status();
-    if (!b.ok()) return b.status();
-    dev_a = std::move(*a);
-    dev_b = std::move(*b);
-  } else if (FLAGS_fabric == "verbs") {
-    // Both nodes on the first active RNIC (loopback through the NIC); real two-host runs use
-    // the KV service. Without a device this fails with the reason and the fix.
-    auto a = verbs::VerbsDevice::Create({});
-    if (!a.ok()) return a.status();
-    auto b = verbs::VerbsDevice::Create({});
+    auto b = backends::OpenDevice(spec);
     if (!b.ok()) return b.status();
     dev_a = std::move(*a);
     dev_b = std::move(*b);
