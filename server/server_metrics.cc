@@ -60,7 +60,15 @@ void ServerMetrics::OnRpc(proto::Method method, const absl::Status& status,
                           absl::Duration latency) {
   const int m = static_cast<int>(method);
   if (m < 0 || m >= kMethods) return;
-  requests_->Add({{"method", MethodLabel(m)}, {"code", CodeLabel(status.code())}}).Increment();
+  const int code = static_cast<int>(status.code());
+  if (code >= 0 && code < kCodes) {
+    prometheus::Counter* c = request_counters_[m][code].load(std::memory_order_acquire);
+    if (c == nullptr) {
+      c = &requests_->Add({{"method", MethodLabel(m)}, {"code", CodeLabel(status.code())}});
+      request_counters_[m][code].store(c, std::memory_order_release);
+    }
+    c->Increment();
+  }
   latency_[m]->Observe(absl::ToDoubleSeconds(latency));
 }
 

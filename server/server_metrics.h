@@ -9,6 +9,7 @@
 #ifndef UNLOADKV_SERVER_SERVER_METRICS_H_
 #define UNLOADKV_SERVER_SERVER_METRICS_H_
 
+#include <atomic>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -38,7 +39,11 @@ class ServerMetrics {
   void OnConnectionRefused();
 
  private:
+  static constexpr int kCodes = 17;  // absl::StatusCode values 0..16
   prometheus::Family<prometheus::Counter>* requests_;
+  // requests_'s series by (method, code), added on first use: Family::Add hashes the labels
+  // under a lock, which the request path need not pay every time.
+  std::atomic<prometheus::Counter*> request_counters_[kMethods][kCodes] = {};
   prometheus::Histogram* latency_[kMethods];
   prometheus::Counter* value_writes_[3];
   prometheus::Gauge* arena_used_;
