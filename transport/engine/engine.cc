@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "transport/base/little_endian.h"
 #include "transport/base/logging.h"
 #include "transport/engine/engine_internal.h"
 
@@ -98,7 +99,8 @@ void MarkDone(ConnectionState& c, Op& op, rnic::WcStatus status) {
   op.done = true;
   op.status = status;
   op.done_at = c.engine->clock().Now();
-  if (op.is_write && op.posted && status == rnic::WcStatus::kSuccess) {
+  // A quiet write's completion time is when the engine learned of it, not its latency.
+  if (op.is_write && op.posted && !op.quiet && status == rnic::WcStatus::kSuccess) {
     uint64_t before = c.policy->switches();
     Decision taken = op.decision;
     taken.path = op.path;  // the ordering and full-ring rules may have overridden the policy
@@ -117,7 +119,8 @@ void FinishInOrder(ConnectionState& c, Deferred& out) {
     if (op.is_write) {
       WriteResult r{op.status, op.path, op.done_at - op.submitted};
       if (c.options.metrics != nullptr) {
-        c.options.metrics->OnWriteCompleted(op.path, op.local.length, r.latency, r.ok());
+        c.options.metrics->OnWriteCompleted(
+            op.path, op.local.length, op.quiet ? absl::InfiniteDuration() : r.latency, r.ok());
       }
       if (op.write_done) out.push_back([cb = std::move(op.write_done), r] { cb(r); });
     } else if (op.send_done) {
@@ -168,10 +171,37 @@ void AckUnloaded(ConnectionState& c, uint64_t applied, rnic::WcStatus status, De
   }
 }
 
+void RetireQuietBefore(ConnectionState& c, uint64_t main_index) {
+  while (!c.quiet.empty() && c.quiet.front().main_index < main_index) {
+    const ConnectionState::Quiet q = c.quiet.front();
+    c.quiet.pop_front();
+    --c.send_wrs;
+    if (q.send_slot >= 0) {
+      c.free_send_slots.push_back(q.send_slot);
+    } else if (Op* op = c.FindOp(q.op_id); op != nullptr) {
+      MarkDone(c, *op, rnic::WcStatus::kSuccess);
+    }
+  }
+  while (!c.unconfirmed.empty() && c.unconfirmed.front() < main_index) {
+    c.unconfirmed.pop_front();
+    ++c.messages_confirmed;
+  }
+}
+
 namespace {
 
 bool Overlaps(const Op& a, uint64_t addr, uint32_t len) {
   return addr < a.remote_addr + a.local.length && a.remote_addr < addr + len;
+}
+
+// Posts a WR on the main QP, or adds it to the open batch (posted when the batch ends).
+bool PostMain(ConnectionState& c, const rnic::SendWorkRequest& wr)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  if (c.batch_depth > 0) {
+    c.batched.push_back(wr);
+    return true;
+  }
+  return c.qp->PostSend(wr).ok();
 }
 
 // Posts `op` if it can go now; returns false when it must wait (ring, credits, queue depth).
@@ -181,20 +211,48 @@ bool TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
     if (c.message_credits == 0 || c.free_send_slots.empty()) return false;
     op.send_slot = c.free_send_slots.back();
     c.free_send_slots.pop_back();
-    char* slot = c.send_slots.data() + size_t(op.send_slot) * c.options.max_message_bytes;
-    std::memcpy(slot, op.message.data(), op.message.size());
+    char* slot = c.send_slots.data() + size_t(op.send_slot) * c.slot_stride;
+    StoreLittleEndian<uint64_t>(slot, 0, c.messages_received);
+    StoreLittleEndian<uint32_t>(slot, 8, c.credits_to_return);
+    StoreLittleEndian<uint32_t>(slot, 12, 0);
+    std::memcpy(slot + kMessageHeaderBytes, op.message.data(), op.message.size());
+    // A message nobody waits for goes unsignaled (on the soft RNIC a signaled SEND costs an
+    // ACK packet each); every few, and whenever the last free slot is taken, one is signaled
+    // so that its completion retires the quiet ones before it and their slots come back.
+    const uint32_t signal_every = std::max<uint32_t>(1, c.options.message_slots / 4);
+    const bool signaled = op.send_done != nullptr || c.free_send_slots.empty() ||
+                          c.quiet_since_signaled + 1 >= signal_every;
     rnic::SendWorkRequest wr = rnic::MakeSendWithImm(
-        MakeWrId(WrKind::kMessage, c.id, static_cast<uint32_t>(op.id)),
-        c.send_mr->Sge(size_t(op.send_slot) * c.options.max_message_bytes,
-                       static_cast<uint32_t>(op.message.size())),
+        MakeWrId(signaled ? WrKind::kMessage : WrKind::kQuietMessage, c.id,
+                 static_cast<uint32_t>(op.id)),
+        c.send_mr->Sge(size_t(op.send_slot) * c.slot_stride,
+                       static_cast<uint32_t>(kMessageHeaderBytes + op.message.size())),
         // The target delivers the message once this many unloaded writes are applied.
         static_cast<uint32_t>(c.next_unload_seq));
-    if (!c.qp->PostSend(wr).ok()) return false;
+    wr.signaled = signaled;
+    if (!PostMain(c, wr)) {
+      c.free_send_slots.push_back(op.send_slot);
+      op.send_slot = -1;
+      return false;
+    }
     --c.message_credits;
+    c.credits_to_return = 0;  // they went back in the header
     ++c.send_wrs;
+    op.main_index = c.main_posted++;
     op.posted = true;
     op.posted_at = c.engine->clock().Now();
     std::string().swap(op.message);
+    ++c.messages_posted;
+    c.unconfirmed.push_back(op.main_index);
+    if (signaled) {
+      c.quiet_since_signaled = 0;
+    } else {
+      ++c.quiet_since_signaled;
+      c.quiet.push_back({op.main_index, op.send_slot, op.id});
+      op.send_slot = -1;
+      // No callback to hold back: done once posted (its failure fails the connection).
+      MarkDone(c, op, rnic::WcStatus::kSuccess);
+    }
     return true;
   }
   const uint32_t len = op.local.length;
@@ -229,6 +287,10 @@ bool TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   if (path == Path::kOffload) {
     wr = rnic::MakeWrite(MakeWrId(WrKind::kOffloadWrite, c.id, static_cast<uint32_t>(op.id)),
                          op.local, op.remote_addr, op.rkey);
+    // A lazy write may go unsignaled (no ACK for it on the soft RNIC), except every few, whose
+    // latency the policy learns from and whose completion retires the quiet ones before it.
+    const uint32_t signal_every = std::max<uint32_t>(1, c.options.message_slots / 4);
+    wr.signaled = !op.lazy || c.lazy_writes_since_signaled + 1 >= signal_every;
   } else {
     uint64_t seq = c.next_unload_seq;
     uint32_t slot = static_cast<uint32_t>(seq % c.remote.ring_slots);
@@ -255,7 +317,17 @@ bool TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
           static_cast<uint32_t>(c.next_unload_seq - c.acked_unload_seq), c.remote.ring_slots);
     }
   }
-  if (path == Path::kOffload && !c.qp->PostSend(wr).ok()) return false;
+  if (path == Path::kOffload) {
+    if (!PostMain(c, wr)) return false;
+    op.main_index = c.main_posted++;
+    if (wr.signaled) {
+      c.lazy_writes_since_signaled = 0;
+    } else {
+      ++c.lazy_writes_since_signaled;
+      op.quiet = true;
+      c.quiet.push_back({op.main_index, -1, op.id});
+    }
+  }
   op.path = path;
   op.posted = true;
   op.posted_at = c.engine->clock().Now();
@@ -292,6 +364,44 @@ Connection::~Connection() {
 
 const ConnectionInfo& Connection::local_info() const { return state_->local; }
 uint32_t Connection::qp_num() const { return state_->qp->qp_num(); }
+
+Connection::Batch::~Batch() {
+  if (state_ == nullptr) return;
+  ConnectionState& c = *state_;
+  Deferred out;
+  {
+    MutexLock l(&c.mu);
+    if (--c.batch_depth == 0 && !c.batched.empty()) {
+      std::vector<rnic::SendWorkRequest> wrs;
+      wrs.swap(c.batched);
+      if (c.failed || !c.qp->PostSend(wrs).ok()) {
+        // The NIC took none of them, so none will complete through the QP: they fail here.
+        const uint64_t first = c.main_posted - wrs.size();
+        for (size_t k = 0; k < c.first_unposted && k < c.ops.size(); ++k) {
+          Op& op = c.ops[k];
+          const bool on_main = !op.is_write || op.path == Path::kOffload;
+          if (op.posted && on_main && op.main_index >= first) {
+            MarkDone(c, op, rnic::WcStatus::kFlushed);
+          }
+        }
+        FailConnection(c, out, FailScope::kMainFailed);
+        FinishInOrder(c, out);
+      }
+    }
+  }
+  for (auto& f : out) f();
+}
+
+Connection::Batch Connection::BeginBatch() {
+  MutexLock l(&state_->mu);
+  ++state_->batch_depth;
+  return Batch(state_.get());
+}
+
+Connection::QueueState Connection::queue_state() const {
+  MutexLock l(&state_->mu);
+  return {static_cast<uint32_t>(state_->free_send_slots.size()), state_->send_wrs};
+}
 
 bool Connection::failed() const {
   MutexLock l(&state_->mu);
@@ -332,8 +442,8 @@ absl::Status Connection::Connect(const ConnectionInfo& remote) {
 }
 
 absl::Status Connection::Write(const rnic::ScatterGatherEntry& local, uint64_t remote_addr,
-                               uint32_t rkey, WriteCallback done,
-                               std::optional<Path>* posted_path) {
+                               uint32_t rkey, WriteCallback done, std::optional<Path>* posted_path,
+                               const WriteOptions& options) {
   ConnectionState& c = *state_;
   Deferred out;
   {
@@ -353,6 +463,7 @@ absl::Status Connection::Write(const rnic::ScatterGatherEntry& local, uint64_t r
     op.remote_addr = remote_addr;
     op.rkey = rkey;
     op.write_done = std::move(done);
+    op.lazy = options.lazy_completion;
     op.submitted = c.engine->clock().Now();
     op.decision = c.policy->Decide(remote_addr, local.length,
                                    local.length + kStagingHeaderSize <= c.remote.slot_bytes);
@@ -508,8 +619,9 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
     return absl::OkStatus();
   };
   c->headers.assign(size_t{o.staging_slots} * kStagingHeaderSize, 0);
-  c->send_slots.assign(size_t{o.message_slots} * o.max_message_bytes, 0);
-  c->recv_buffers.assign(size_t{c->recv_count} * o.max_message_bytes, 0);
+  c->slot_stride = kMessageHeaderBytes + o.max_message_bytes;
+  c->send_slots.assign(size_t{o.message_slots} * c->slot_stride, 0);
+  c->recv_buffers.assign(size_t{c->recv_count} * c->slot_stride, 0);
   c->acks.assign(size_t{kAckSlots} * kAckBytes, 0);
   for (absl::Status st :
        {reg(c->ring->data(), c->ring->size(), ring_access, &c->ring_mr),

@@ -79,10 +79,23 @@ absl::StatusOr<ConnectionInfo> DecodeConnectionInfo(absl::string_view text);
 struct WriteResult {
   rnic::WcStatus status = rnic::WcStatus::kSuccess;
   Path path = Path::kOffload;
-  absl::Duration latency;  // post to completion, on the engine's clock
+  absl::Duration latency;  // post to completion as the engine learned of it, on its clock
   bool ok() const { return status == rnic::WcStatus::kSuccess; }
 };
 using WriteCallback = std::function<void(const WriteResult&)>;
+
+struct WriteOptions {
+  // The caller needs this write's completion only eventually, because traffic that follows
+  // confirms it (a request behind it whose answer implies the write was placed). The engine
+  // may then post it without asking the NIC for a completion (saving the acknowledgment the
+  // soft RNIC sends per signaled request) and complete it when it learns of it: a later
+  // signaled completion on the connection, or a message from the peer sent after the peer
+  // received a later message of ours. Its callback still means visible, only later; every
+  // few lazy writes one stays signaled, so at most message_slots / 4 wait at a time and the
+  // policy keeps observing latency. Without such traffic a quiet write's callback waits
+  // until the connection's next signaled completion.
+  bool lazy_completion = false;
+};
 using SendCallback = std::function<void(rnic::WcStatus)>;
 // Receives each message; the bytes are valid only during the call.
 using MessageHandler = std::function<void(absl::Span<const char>)>;
@@ -104,9 +117,39 @@ class Connection {
   // write is posted during the call (it did not wait behind earlier work or a full ring) and
   // `posted_path` is given, the path it took is stored there (the callback reports it too).
   absl::Status Write(const rnic::ScatterGatherEntry& local, uint64_t remote_addr, uint32_t rkey,
-                     WriteCallback done, std::optional<Path>* posted_path = nullptr);
-  // Sends a message of at most max_message_bytes; the bytes are copied before return.
+                     WriteCallback done, std::optional<Path>* posted_path = nullptr,
+                     const WriteOptions& options = WriteOptions());
+  // Sends a message of at most max_message_bytes; the bytes are copied before return. Without
+  // a callback the message is posted unsignaled (no per-message completion, so no ACK packet
+  // on the soft RNIC); its slot comes back with a later signaled completion on the same QP.
   absl::Status Send(absl::Span<const char> message, SendCallback done);
+
+  // Posts the writes and messages issued on this connection while the returned Batch lives
+  // together when it is destroyed: one doorbell for all (on the soft RNIC, one packet train
+  // instead of one sendmsg each), e.g. a value write and the message naming it. Semantics
+  // and order are those of the same calls without a batch; only posting waits. Keep a batch
+  // short and never wait for this connection's work inside it: nothing it covers is on the
+  // wire until it ends. Batches nest; the outermost posts. Must not outlive the Connection.
+  class Batch {
+   public:
+    Batch(Batch&& other) noexcept : state_(other.state_) { other.state_ = nullptr; }
+    Batch& operator=(Batch&&) = delete;
+    ~Batch();
+
+   private:
+    friend class Connection;
+    explicit Batch(ConnectionState* state) : state_(state) {}
+    ConnectionState* state_;
+  };
+  Batch BeginBatch();
+
+  // Initiator-side queue state, for tests and debugging: once everything posted has completed,
+  // all message slots are free and no send WR is outstanding.
+  struct QueueState {
+    uint32_t free_message_slots = 0;
+    uint32_t outstanding_send_wrs = 0;
+  };
+  QueueState queue_state() const;
 
   bool failed() const;
   uint32_t qp_num() const;

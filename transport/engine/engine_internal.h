@@ -24,9 +24,21 @@ inline constexpr uint32_t kImmMessage = 0x4D534731;  // an application message
 inline constexpr uint32_t kImmAck = 0x41434B31;      // an ack (payload: AckPayload)
 inline constexpr uint32_t kAckSlots = 16;            // acks in flight per connection
 inline constexpr size_t kAckBytes = 16;
+// Every message starts with a header riding on the traffic back (little-endian): the number of
+// the receiver's messages its sender had received (uint64; see Quiet), then message credits
+// returned (uint32), then 4 reserved bytes (zero).
+inline constexpr uint32_t kMessageHeaderBytes = 16;
 
 // Work request ids: kind in the top byte, connection id below it, an index in the low 32 bits.
-enum class WrKind : uint8_t { kOffloadWrite = 1, kUnloadWrite, kMessage, kAck, kRecv };
+// kQuietMessage: a message posted unsignaled (it completes only on error).
+enum class WrKind : uint8_t {
+  kOffloadWrite = 1,
+  kUnloadWrite,
+  kMessage,
+  kAck,
+  kRecv,
+  kQuietMessage
+};
 inline uint64_t MakeWrId(WrKind k, uint32_t conn, uint32_t index) {
   return (uint64_t{static_cast<uint8_t>(k)} << 56) | (uint64_t{conn & 0xffffff} << 32) | index;
 }
@@ -48,6 +60,9 @@ struct Op {
   Decision decision;
   bool posted = false;
   bool done = false;
+  uint64_t main_index = 0;  // position among the main QP's posted WRs (offloaded writes, messages)
+  bool lazy = false;        // WriteOptions::lazy_completion
+  bool quiet = false;       // posted unsignaled: completed by later evidence (Quiet)
   rnic::WcStatus status = rnic::WcStatus::kSuccess;
   absl::Time submitted, posted_at, done_at;
   // Write fields.
@@ -95,10 +110,30 @@ struct ConnectionState {
   std::vector<int> free_send_slots ABSL_GUARDED_BY(mu);
   size_t first_unposted ABSL_GUARDED_BY(mu) = 0;  // index in ops of the first unposted op
   uint32_t send_wrs ABSL_GUARDED_BY(mu) = 0;      // posted send WRs not yet completed
+  uint64_t main_posted ABSL_GUARDED_BY(mu) = 0;   // WRs ever posted on the main QP
+  // Main-QP WRs posted unsignaled (messages without a callback, lazy writes), oldest first.
+  // They are complete once a later signaled WR completes successfully, or once the peer says
+  // it received a message of ours posted after them (RC places one QP's WRs in order).
+  struct Quiet {
+    uint64_t main_index;
+    int send_slot;   // a message's send slot; -1 for a write
+    uint64_t op_id;  // a write's op, completed when retired
+  };
+  std::deque<Quiet> quiet ABSL_GUARDED_BY(mu);
+  // While a Connection::Batch is open, main-QP WRs collect here and are posted together.
+  int batch_depth ABSL_GUARDED_BY(mu) = 0;
+  std::vector<rnic::SendWorkRequest> batched ABSL_GUARDED_BY(mu);
+  uint32_t quiet_since_signaled ABSL_GUARDED_BY(mu) = 0;        // messages
+  uint32_t lazy_writes_since_signaled ABSL_GUARDED_BY(mu) = 0;  // writes
+  uint64_t messages_posted ABSL_GUARDED_BY(mu) = 0;
+  uint64_t messages_confirmed ABSL_GUARDED_BY(mu) = 0;   // known received by the peer
+  std::deque<uint64_t> unconfirmed ABSL_GUARDED_BY(mu);  // their main_index, oldest first
+  uint32_t slot_stride = 0;  // bytes per send slot and receive buffer: header + max message
   uint32_t max_send_wrs = 0;
 
   // Target side.
   uint64_t expected_seq ABSL_GUARDED_BY(mu) = 0;  // staged writes applied so far
+  uint64_t messages_received ABSL_GUARDED_BY(mu) = 0;
   uint32_t credits_to_return ABSL_GUARDED_BY(mu) = 0;
   bool ack_pending ABSL_GUARDED_BY(mu) = false;
   uint32_t acks_in_flight ABSL_GUARDED_BY(mu) = 0;
@@ -134,6 +169,9 @@ void FailConnection(ConnectionState& c, Deferred& out, FailScope scope)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 void AckUnloaded(ConnectionState& c, uint64_t applied, rnic::WcStatus status, Deferred& out)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+// Every main-QP WR before `main_index` is known complete: quiet messages give back their send
+// slots and queue entries, quiet writes complete.
+void RetireQuietBefore(ConnectionState& c, uint64_t main_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 
 // Target-side helpers (unload_worker.cc).
 void ApplyStagedWrite(ConnectionState& c, uint32_t slot, uint32_t byte_len, ValidationTable& table,

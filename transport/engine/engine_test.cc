@@ -361,6 +361,226 @@ TEST_P(EngineTest, MessagesFlowBothWaysWithoutStalling) {
   EXPECT_EQ(at_b.load(), kMessages);
 }
 
+TEST_P(EngineTest, UnsignaledMessagesGiveTheirSlotsBackAndHoldNoCallbackBack) {
+  // Messages without a callback go unsignaled; only a later signaled completion returns their
+  // send slots. Many times the slot count must flow, with unloaded writes (finished by the
+  // engine's ack, not a main-QP completion) between them whose callbacks must not wait.
+  Connect(Only(Path::kUnload));
+  std::atomic<int> delivered{0}, written{0}, bad{0};
+  cb_->SetMessageHandler([&](absl::Span<const char>) { ++delivered; });
+  constexpr int kRounds = 400;  // > 10x EngineOptions::message_slots
+  for (int i = 0; i < kRounds; ++i) {
+    std::string m = absl::StrCat("m", i);
+    ASSERT_TRUE(ca_->Send(m, nullptr).ok());
+    const size_t off = size_t(i) * 64;
+    src_[off] = static_cast<char>(i);
+    ASSERT_TRUE(ca_->Write(src_mr_->Sge(off, 64), Dst(off), dst_mr_->rkey(),
+                           [&, off](const WriteResult& r) {
+                             if (!r.ok() || dst_[off] != src_[off]) ++bad;
+                             ++written;
+                           })
+                    .ok());
+    // One at a time: a write's callback held behind a quiet message would stall here.
+    ASSERT_TRUE(h_->WaitUntil([&] { return written.load() == i + 1; }, absl::Seconds(10)))
+        << "write " << i << " never completed";
+  }
+  ASSERT_TRUE(h_->WaitUntil([&] { return delivered.load() == kRounds; }, absl::Seconds(10)))
+      << "delivered " << delivered.load();
+  EXPECT_EQ(bad.load(), 0);
+  // And a message with a callback still reports its completion.
+  std::atomic<int> sent{0};
+  ASSERT_TRUE(
+      ca_->Send("last", [&](rnic::WcStatus s) { sent = s == rnic::WcStatus::kSuccess ? 1 : 2; })
+          .ok());
+  ASSERT_TRUE(h_->WaitUntil([&] { return sent.load() != 0; }, absl::Seconds(10)));
+  EXPECT_EQ(sent.load(), 1);
+  // (The handler counts on this frame: let it see the last message before the frame goes.)
+  ASSERT_TRUE(h_->WaitUntil([&] { return delivered.load() == kRounds + 1; }, absl::Seconds(10)));
+  // It was signaled, so it retired every quiet message before it.
+  const Connection::QueueState q = ca_->queue_state();
+  EXPECT_EQ(q.free_message_slots, EngineOptions().message_slots);
+  EXPECT_EQ(q.outstanding_send_wrs, 0u);
+}
+
+TEST_P(EngineTest, LazyWritesCompleteWhenTheAnswerToALaterMessageArrives) {
+  // The KV pattern: a lazy value write, a request behind it, an answer. Most lazy writes go
+  // unsignaled and complete through the answer's acknowledgment; every few stay signaled.
+  Connect(Only(Path::kOffload));
+  std::atomic<int> answers{0}, written{0}, bad{0};
+  cb_->SetMessageHandler(
+      [&](absl::Span<const char> m) { ASSERT_TRUE(cb_->Send(m, nullptr).ok()); });
+  ca_->SetMessageHandler([&](absl::Span<const char>) { ++answers; });
+  WriteOptions lazy;
+  lazy.lazy_completion = true;
+  constexpr int kRounds = 200;
+  for (int i = 0; i < kRounds; ++i) {
+    const size_t off = size_t(i) * 128;
+    for (int k = 0; k < 128; ++k) src_[off + k] = static_cast<char>(i + k);
+    ASSERT_TRUE(ca_->Write(
+                       src_mr_->Sge(off, 128), Dst(off), dst_mr_->rkey(),
+                       [&, off](const WriteResult& r) {
+                         if (!r.ok() || std::memcmp(&src_[off], &dst_[off], 128) != 0) ++bad;
+                         ++written;
+                       },
+                       nullptr, lazy)
+                    .ok());
+    ASSERT_TRUE(ca_->Send("request", nullptr).ok());
+    ASSERT_TRUE(h_->WaitUntil([&] { return answers.load() == i + 1 && written.load() == i + 1; },
+                              absl::Seconds(10)))
+        << "round " << i << ": " << answers.load() << " answers, " << written.load()
+        << " writes completed";
+  }
+  EXPECT_EQ(bad.load(), 0) << "a lazy write's callback came before its bytes were visible";
+  const uint64_t sampled = metrics_.latency_samples[static_cast<int>(Path::kOffload)].load();
+  EXPECT_EQ(metrics_.writes[static_cast<int>(Path::kOffload)].load(), uint64_t{kRounds});
+  EXPECT_GT(sampled, 0u) << "no lazy write stayed signaled: the policy would learn nothing";
+  EXPECT_LT(sampled, uint64_t{kRounds} / 2) << "lazy writes were not posted unsignaled";
+}
+
+TEST_P(EngineTest, ALazyWriteWithNothingAnsweredCompletesWithTheNextSignaledOne) {
+  Connect(Only(Path::kOffload));
+  WriteOptions lazy;
+  lazy.lazy_completion = true;
+  std::vector<int> order;
+  Mutex mu;
+  auto record = [&](int id) {
+    return [&, id](const WriteResult& r) {
+      MutexLock l(&mu);
+      order.push_back(r.ok() ? id : -id);
+    };
+  };
+  src_[0] = 'a';
+  src_[64] = 'b';
+  ASSERT_TRUE(
+      ca_->Write(src_mr_->Sge(0, 64), Dst(0), dst_mr_->rkey(), record(1), nullptr, lazy).ok());
+  ASSERT_TRUE(ca_->Write(src_mr_->Sge(64, 64), Dst(64), dst_mr_->rkey(), record(2)).ok());
+  ASSERT_TRUE(h_->WaitUntil(
+      [&] {
+        MutexLock l(&mu);
+        return order.size() == 2;
+      },
+      absl::Seconds(10)));
+  MutexLock l(&mu);
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  EXPECT_EQ(dst_[0], 'a');
+  EXPECT_EQ(dst_[64], 'b');
+}
+
+TEST_P(EngineTest, ABatchPostsNothingUntilItEndsAndKeepsPostOrder) {
+  for (Path path : {Path::kOffload, Path::kUnload}) {
+    SCOPED_TRACE(PathName(path));
+    Connect(Only(path));
+    std::atomic<int> delivered{0}, stale{0}, written{0};
+    cb_->SetMessageHandler([&](absl::Span<const char> m) {
+      if (m.size() != 1 || dst_[4096] != m[0]) ++stale;
+      ++delivered;
+    });
+    src_[4096] = path == Path::kOffload ? 'o' : 'u';
+    {
+      Connection::Batch batch = ca_->BeginBatch();
+      ASSERT_TRUE(ca_->Write(src_mr_->Sge(4096, 1), Dst(4096), dst_mr_->rkey(),
+                             [&](const WriteResult& r) { written = r.ok() ? 1 : 2; })
+                      .ok());
+      ASSERT_TRUE(ca_->Send(absl::MakeConstSpan(&src_[4096], 1), nullptr).ok());
+      if (path == Path::kOffload) {
+        // Unloaded writes use the staging QP, which a batch does not hold back.
+        absl::SleepFor(absl::Milliseconds(20));
+        EXPECT_FALSE(h_->WaitUntil([&] { return delivered.load() > 0; }, absl::Milliseconds(20)))
+            << "the message went out before the batch ended";
+      }
+    }
+    ASSERT_TRUE(h_->WaitUntil([&] { return delivered.load() == 1 && written.load() != 0; },
+                              absl::Seconds(10)));
+    EXPECT_EQ(written.load(), 1);
+    EXPECT_EQ(stale.load(), 0) << "the message overtook the write before it";
+  }
+}
+
+// A peer speaking the engine protocol badly: raw QPs on device a() connected to an engine
+// connection on b().
+class RawPeer {
+ public:
+  RawPeer(rnic::Device& dev, Connection& engine_side) {
+    cq_ = std::move(*dev.CreateCompletionQueue(256));
+    rnic::QpConfig cfg;
+    cfg.send_cq = cq_.get();
+    cfg.recv_cq = cq_.get();
+    qp_ = std::move(*dev.CreateQueuePair(cfg));
+    stage_ = std::move(*dev.CreateQueuePair(cfg));
+    buf_.assign(1 << 16, 0);
+    mr_ = std::move(
+        *dev.RegisterMemory(buf_.data(), buf_.size(), rnic::kLocalWrite | rnic::kRemoteWrite));
+    ConnectionInfo mine;
+    mine.qp = qp_->local_attributes();
+    mine.stage_qp_num = stage_->qp_num();
+    mine.stage_psn = stage_->local_attributes().psn;
+    mine.ring_addr = mr_->address();
+    mine.ring_rkey = mr_->rkey();
+    mine.ring_slots = 4;
+    mine.slot_bytes = 4096;
+    mine.message_slots = 4;
+    mine.max_message_bytes = 4096;
+    EXPECT_TRUE(engine_side.Connect(mine).ok());
+    const ConnectionInfo& theirs = engine_side.local_info();
+    EXPECT_TRUE(qp_->Connect(theirs.qp).ok());
+    rnic::QpAttributes stage = theirs.qp;
+    stage.qp_num = theirs.stage_qp_num;
+    stage.psn = theirs.stage_psn;
+    EXPECT_TRUE(stage_->Connect(stage).ok());
+  }
+  // Sends a message with the given engine header fields and payload.
+  void Send(uint64_t seen, uint32_t credits, const std::string& payload, uint32_t length) {
+    char* p = buf_.data() + 8192;
+    std::memcpy(p, &seen, 8);
+    std::memcpy(p + 8, &credits, 4);
+    std::memset(p + 12, 0, 4);
+    std::memcpy(p + 16, payload.data(), payload.size());
+    rnic::SendWorkRequest wr = rnic::MakeSendWithImm(1, mr_->Sge(8192, length), 0);
+    EXPECT_TRUE(qp_->PostSend(wr).ok());
+  }
+
+ private:
+  std::unique_ptr<rnic::CompletionQueue> cq_;
+  std::unique_ptr<rnic::QueuePair> qp_, stage_;
+  std::vector<char> buf_;
+  std::unique_ptr<rnic::MemoryRegion> mr_;
+};
+
+TEST_P(EngineTest, ForgedMessageHeadersFailTheConnectionAndDeliverNothing) {
+  struct Case {
+    const char* name;
+    uint64_t seen;
+    uint32_t credits;
+    uint32_t length;  // bytes sent: header + payload
+    bool fails;
+  };
+  const Case cases[] = {
+      {"well formed", 0, 0, 16 + 5, false},
+      {"acknowledges messages never sent", 3, 0, 16 + 5, true},
+      {"returns credits never taken", 0, 1000, 16 + 5, true},
+      {"shorter than the header", 0, 0, 7, true},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    cb_ = std::move(*eb_->CreateConnection(Only(Path::kOffload)));
+    std::atomic<int> delivered{0};
+    cb_->SetMessageHandler([&](absl::Span<const char> m) {
+      if (std::string(m.data(), m.size()) == "hello") ++delivered;
+    });
+    RawPeer peer(h_->a(), *cb_);
+    peer.Send(k.seen, k.credits, "hello", k.length);
+    if (k.fails) {
+      ASSERT_TRUE(h_->WaitUntil([&] { return cb_->failed(); }, absl::Seconds(10)));
+      EXPECT_EQ(delivered.load(), 0);
+    } else {
+      ASSERT_TRUE(h_->WaitUntil([&] { return delivered.load() == 1; }, absl::Seconds(10)));
+      EXPECT_FALSE(cb_->failed());
+    }
+    cb_->SetMessageHandler(nullptr);
+    cb_.reset();
+  }
+}
+
 TEST_P(EngineTest, BadParametersAreRejectedWithClearErrors) {
   EngineOptions bad;
   bad.unload_workers = 0;

@@ -26,7 +26,9 @@ void CountingMetrics::OnWriteCompleted(Path path, uint32_t bytes, absl::Duration
   }
   writes[p].fetch_add(1, std::memory_order_relaxed);
   write_bytes[p].fetch_add(bytes, std::memory_order_relaxed);
+  if (latency == absl::InfiniteDuration()) return;
   latency_ns_sum[p].fetch_add(absl::ToInt64Nanoseconds(latency), std::memory_order_relaxed);
+  latency_samples[p].fetch_add(1, std::memory_order_relaxed);
 }
 
 void CountingMetrics::OnValidationFailure(ValidationFailure reason) {

@@ -27,7 +27,8 @@ const char* ValidationFailureName(ValidationFailure f);
 class EngineMetrics {
  public:
   virtual ~EngineMetrics() = default;
-  // A write completed (ok) or failed; latency is post to completion on the engine's clock.
+  // A write completed (ok) or failed; latency is post to completion on the engine's clock, or
+  // absl::InfiniteDuration() when not measured (a lazy write completed by later evidence).
   virtual void OnWriteCompleted(Path path, uint32_t bytes, absl::Duration latency, bool ok) {}
   virtual void OnValidationFailure(ValidationFailure reason) {}
   // Target side: an unload worker validated and applied a staged write of `bytes`.
@@ -52,7 +53,8 @@ class CountingMetrics : public EngineMetrics {
   std::atomic<uint64_t> writes[2] = {};  // by Path
   std::atomic<uint64_t> write_bytes[2] = {};
   std::atomic<uint64_t> write_errors = 0;
-  std::atomic<uint64_t> latency_ns_sum[2] = {};
+  std::atomic<uint64_t> latency_ns_sum[2] = {};  // over the writes with a measured latency
+  std::atomic<uint64_t> latency_samples[2] = {};
   std::atomic<uint64_t> validation_failures[kValidationFailureKinds] = {};
   std::atomic<uint32_t> ring_used_max = 0;
   std::atomic<uint64_t> policy_switches = 0;

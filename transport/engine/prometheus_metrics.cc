@@ -65,7 +65,7 @@ void PrometheusEngineMetrics::OnWriteCompleted(Path path, uint32_t bytes, absl::
   writes_[p][ok ? 1 : 0]->Increment();
   if (ok) {
     bytes_[p]->Increment(bytes);
-    latency_[p]->Observe(absl::ToDoubleSeconds(latency));
+    if (latency != absl::InfiniteDuration()) latency_[p]->Observe(absl::ToDoubleSeconds(latency));
   }
 }
 

@@ -32,10 +32,24 @@ void Refuse(ConnectionState& c, rnic::WcStatus status, ValidationFailure reason,
   c.ack_pending = true;
 }
 
+// Adds credits the peer returned; more than it could owe fails the connection.
+bool TakeCredits(ConnectionState& c, uint32_t credits, Deferred& out)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  if (credits > c.remote.message_slots - c.message_credits) {
+    Log(LogLevel::kWarning,
+        absl::StrCat("engine: peer returned ", credits, " credits; ", c.message_credits, " of ",
+                     c.remote.message_slots, " held"));
+    FailConnection(c, out, FailScope::kClose);  // a protocol violation
+    return false;
+  }
+  c.message_credits += credits;
+  return true;
+}
+
 }  // namespace
 
 void Repost(ConnectionState& c, uint32_t i) {
-  const uint32_t size = c.options.max_message_bytes;
+  const uint32_t size = c.slot_stride;
   rnic::QueuePair& qp = i < c.options.message_slots ? *c.qp : *c.stage_qp;
   (void)qp.PostRecv(
       rnic::MakeRecv(MakeWrId(WrKind::kRecv, c.id, i), c.recv_mr->Sge(size_t{i} * size, size)));
@@ -124,6 +138,10 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
       MutexLock l(&c.mu);
       const bool ok = wc.status == rnic::WcStatus::kSuccess;
       switch (KindOf(wc.wr_id)) {
+        case WrKind::kQuietMessage:
+          // Unsignaled: completes only with an error (its op finished when it was posted).
+          if (!ok) FailConnection(c, out, FailScope::kMainFailed);
+          break;
         case WrKind::kOffloadWrite:
         case WrKind::kUnloadWrite:
         case WrKind::kMessage: {
@@ -132,6 +150,9 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
           if (op != nullptr && !op->is_write && op->send_slot >= 0) {
             c.free_send_slots.push_back(op->send_slot);
             op->send_slot = -1;
+          }
+          if (ok && op != nullptr && KindOf(wc.wr_id) != WrKind::kUnloadWrite) {
+            RetireQuietBefore(c, op->main_index);
           }
           if (!ok) {
             if (op != nullptr) MarkDone(c, *op, wc.status);
@@ -161,8 +182,7 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
                                                                 : FailScope::kStageFailed);
             break;
           }
-          const char* buf =
-              c.recv_buffers.data() + size_t{recv_index} * c.options.max_message_bytes;
+          const char* buf = c.recv_buffers.data() + size_t{recv_index} * c.slot_stride;
           if (wc.opcode == rnic::WcOpcode::kRecvRdmaWithImm &&
               recv_index >= c.options.message_slots) {
             ApplyStagedWrite(c, wc.imm, wc.byte_len, table, metrics);
@@ -173,17 +193,34 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
             uint32_t status = LoadLittleEndian<uint32_t>(buf, 8);
             uint32_t credits = LoadLittleEndian<uint32_t>(buf, 12);
             Repost(c, recv_index);
-            c.message_credits += credits;
+            if (!TakeCredits(c, credits, out)) break;
             if (status != 0 &&
                 status != static_cast<uint32_t>(rnic::WcStatus::kRemoteAccessError) &&
                 status != static_cast<uint32_t>(rnic::WcStatus::kRemoteInvalidRequest)) {
               status = static_cast<uint32_t>(rnic::WcStatus::kRemoteInvalidRequest);
             }
             AckUnloaded(c, applied, static_cast<rnic::WcStatus>(status), out);
-          } else if (wc.has_imm && recv_index < c.options.message_slots) {
+          } else if (wc.has_imm && recv_index < c.options.message_slots &&
+                     wc.byte_len >= kMessageHeaderBytes) {
             // A message; imm = unloaded writes posted before it, which must be applied first.
+            // Its header says how many of our messages the peer had received when it sent it.
+            const uint64_t seen = LoadLittleEndian<uint64_t>(buf, 0);
+            ++c.messages_received;
+            if (!TakeCredits(c, LoadLittleEndian<uint32_t>(buf, 8), out)) break;
+            if (seen > c.messages_posted) {
+              Log(LogLevel::kWarning, absl::StrCat("engine: peer claims ", seen,
+                                                   " messages received of ", c.messages_posted));
+              FailConnection(c, out, FailScope::kClose);  // a protocol violation
+              break;
+            }
+            if (seen > c.messages_confirmed) {
+              // Everything on the main QP up to and including our seen-th message is done.
+              RetireQuietBefore(c, c.unconfirmed[seen - c.messages_confirmed - 1] + 1);
+            }
             // After a refused staged write nothing later is delivered (RC would have failed).
-            if (!c.refusing) c.held.push_back({recv_index, wc.byte_len, wc.imm});
+            if (!c.refusing) {
+              c.held.push_back({recv_index, wc.byte_len - kMessageHeaderBytes, wc.imm});
+            }
           } else {
             Log(LogLevel::kWarning, absl::StrCat("engine: unexpected receive ", wc.DebugString()));
             FailConnection(c, out, FailScope::kClose);  // a protocol violation
@@ -208,7 +245,8 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
       for (const ConnectionState::Held& m : deliver) {
         if (handler) {
           handler(absl::MakeConstSpan(
-              c.recv_buffers.data() + size_t{m.buffer} * c.options.max_message_bytes, m.length));
+              c.recv_buffers.data() + size_t{m.buffer} * c.slot_stride + kMessageHeaderBytes,
+              m.length));
         }
       }
       MutexLock l(&c.mu);
