@@ -304,6 +304,8 @@ void Client::ReturnGrant(const proto::SlotGrant& g) {
 void Client::WriteAndPut(const std::string& key, const std::string& value,
                          const proto::SlotGrant& g, PutDone done) {
   const uint32_t size = static_cast<uint32_t>(value.size());
+  // The value write and the PUT go out together (one doorbell; one packet train on soft).
+  engine::Connection::Batch batch = conn_->BeginBatch();
   std::optional<engine::Path> posted;
   std::function<void()> release;  // frees the value buffer; empty for an empty value
   if (size > 0) {
@@ -331,9 +333,12 @@ void Client::WriteAndPut(const std::string& key, const std::string& value,
       MutexLock l(&mu_);
       free_buffers_.push_back(buf);
     };
+    // Lazy: the PUT's answer confirms the write, so the NIC need not acknowledge each one.
+    engine::WriteOptions lazy;
+    lazy.lazy_completion = true;
     absl::Status st = conn_->Write(
         buffers_mr_->Sge(off, size), g.addr(), g.rkey(),
-        [release](const engine::WriteResult&) { release(); }, &posted);
+        [release](const engine::WriteResult&) { release(); }, &posted, lazy);
     if (!st.ok()) {
       release();
       return done(conn_->failed() ? ConnectionError() : st);
