@@ -62,6 +62,7 @@ struct Result {
   Point point;
   int64_t ops = 0;
   double mean_us = 0, p50_us = 0, p99_us = 0, ops_per_s = 0, gbps = 0, unload_fraction = 0;
+  double path_mean_us[2] = {0, 0};   // by engine::Path; 0 when no write took it
   std::vector<double> latencies_us;  // in issue order, measured writes only
   uint64_t mtt_misses = 0;
 };
@@ -207,6 +208,13 @@ absl::StatusOr<Result> RunPoint(const Point& pt) {
       r.gbps = r.ops_per_s * pt.write_size / 1e9;
       r.unload_fraction =
           std::accumulate(unloaded.begin() + FLAGS_warmup, unloaded.end(), 0.0) / FLAGS_ops;
+      double sum[2] = {0, 0};
+      int64_t n[2] = {0, 0};
+      for (int64_t i = FLAGS_warmup; i < total; ++i) {
+        sum[unloaded[i]] += lat[i];
+        ++n[unloaded[i]];
+      }
+      for (int p = 0; p < 2; ++p) r.path_mean_us[p] = n[p] > 0 ? sum[p] / n[p] : 0;
       if (fabric) r.mtt_misses = sim::StatsOf(*dev_b).mtt_misses;
     }
   }
@@ -223,16 +231,18 @@ std::string HumanBytes(uint64_t b) {
 }
 
 void PrintRow(const Result& r) {
-  std::printf("%-8s %-8s %8s %7s | %8.3f %8.3f %8.3f | %10.0f %7.3f | %5.2f\n",
+  std::printf("%-8s %-8s %8s %7s | %8.3f %8.3f %8.3f | %10.0f %7.3f | %5.2f | %7.3f %7.3f\n",
               r.point.policy.c_str(), PatternName(r.point.pattern),
               HumanBytes(r.point.working_set).c_str(), HumanBytes(r.point.write_size).c_str(),
-              r.mean_us, r.p50_us, r.p99_us, r.ops_per_s, r.gbps, r.unload_fraction);
+              r.mean_us, r.p50_us, r.p99_us, r.ops_per_s, r.gbps, r.unload_fraction,
+              r.path_mean_us[0], r.path_mean_us[1]);
   std::fflush(stdout);
 }
 
 void PrintHeader() {
-  std::printf("%-8s %-8s %8s %7s | %8s %8s %8s | %10s %7s | %5s\n", "policy", "pattern", "wset",
-              "size", "mean_us", "p50_us", "p99_us", "ops/s", "GB/s", "unld");
+  std::printf("%-8s %-8s %8s %7s | %8s %8s %8s | %10s %7s | %5s | %7s %7s\n", "policy", "pattern",
+              "wset", "size", "mean_us", "p50_us", "p99_us", "ops/s", "GB/s", "unld", "off_us",
+              "unl_us");
 }
 
 absl::Status AppendCsv(const std::string& path, const std::vector<Result>& rows) {
