@@ -26,14 +26,15 @@ int AdaptivePolicy::HeatClass(uint32_t count) {
 
 double AdaptivePolicy::ExploreShare(const Cell& cell) const {
   // Until both paths have enough samples, explore a lot; then the worse the other path looks,
-  // the less it is explored (1/32 within 20%, 1/128 within 2x, 1/512 beyond).
+  // the less it is explored (1/64 within 20%, 1/256 within 2x, 1/1024 beyond). Exploring is
+  // not free: an explored write that takes 2x longer holds back the callbacks behind it.
   if (cell.samples[0] < options_.min_samples || cell.samples[1] < options_.min_samples) {
     return 0.25;
   }
   double fast = std::min(cell.mean_ns[0], cell.mean_ns[1]);
   double slow = std::max(cell.mean_ns[0], cell.mean_ns[1]);
   double ratio = slow / std::max(1.0, fast);
-  return ratio < 1.2 ? 1.0 / 32 : ratio < 2.0 ? 1.0 / 128 : 1.0 / 512;
+  return ratio < 1.2 ? 1.0 / 64 : ratio < 2.0 ? 1.0 / 256 : 1.0 / 1024;
 }
 
 Decision AdaptivePolicy::Decide(uint64_t remote_addr, uint32_t length, bool unload_possible) {
@@ -66,7 +67,11 @@ void AdaptivePolicy::Observe(const Decision& d, absl::Duration latency) {
   ++cell.samples[i];
   // A plain mean until 1/n falls below the EWMA weight, so a cold first sample (an early miss)
   // does not linger in an estimate that sees few samples, as the explored path's does.
-  double w = std::max(options_.ewma_weight, 1.0 / cell.samples[i]);
+  // The explored path's estimate rests on few samples: it follows them faster (1/8), so that
+  // what it saw early (start-up contention, other load) does not outweigh what it sees now.
+  const double path_share = i == 1 ? cell.share : 1.0 - cell.share;
+  const double weight = path_share < 0.125 ? 1.0 / 8 : options_.ewma_weight;
+  double w = std::max(weight, 1.0 / cell.samples[i]);
   cell.mean_ns[i] += w * (ns - cell.mean_ns[i]);
   if (cell.samples[0] < options_.min_samples || cell.samples[1] < options_.min_samples) return;
   const double off = cell.mean_ns[0], unl = cell.mean_ns[1];

@@ -24,9 +24,9 @@ namespace unloadkv::engine {
 class AdaptivePolicy : public PathPolicy {
  public:
   struct Options {
-    double ewma_weight = 1.0 / 16;   // weight of a new sample (after the first 16)
+    double ewma_weight = 1.0 / 64;   // weight of a new sample on a path taken often
     double hysteresis = 0.05;        // means within this fraction count as equal
-    double step = 1.0 / 128;         // share change per observation
+    double step = 1.0 / 512;         // share change per observation
     uint32_t min_samples = 8;        // per path and cell before trusting its mean
     uint32_t warmup_samples = 2;     // first observations of each path and cell, not counted
     uint32_t sketch_window = 16384;  // updates between halvings of the heat sketch
