@@ -78,10 +78,11 @@ int64_t Translate(NodeState& n, uint32_t key, uint64_t addr, uint64_t len, int64
     ++n.stats.mpt_misses;
     ready = Miss(n, ready);
   }
-  auto ps_it = n.page_size.find(key);
-  uint64_t ps = ps_it == n.page_size.end() ? 4096 : ps_it->second;
+  auto it = n.paging.find(key);
+  const uint64_t ps = it == n.paging.end() ? 4096 : it->second.page_size;
+  const uint64_t off = it == n.paging.end() ? addr : addr - it->second.base;
   int64_t done = ready;
-  for (uint64_t page = addr / ps; page <= (addr + len - 1) / ps; ++page) {
+  for (uint64_t page = off / ps; page <= (off + len - 1) / ps; ++page) {
     if (n.mtt.Touch((uint64_t{key} << 40) ^ page)) {
       ++n.stats.mtt_hits;
     } else {

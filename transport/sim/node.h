@@ -66,7 +66,14 @@ struct NodeState {
   NodeModel model;
   bool alive = true;
   rnic::RegionTable regions;
-  absl::flat_hash_map<uint32_t, uint64_t> page_size;  // key -> translation page size
+  // key -> translation page size and region start. Pages are counted from the region's start,
+  // as if every registration were page-aligned, so that translation-cache results do not
+  // depend on where the host placed a buffer (ASLR): the fabric stays deterministic.
+  struct Paging {
+    uint64_t page_size;
+    uint64_t base;
+  };
+  absl::flat_hash_map<uint32_t, Paging> paging;
   uint32_t next_key = 1;
   uint32_t next_qp = 1;
   int next_core = 0;

@@ -57,7 +57,7 @@ class SimMemoryRegion : public rnic::MemoryRegion {
   SimMemoryRegion(const Description& d, NodeState* node) : MemoryRegion(d), node_(node) {}
   ~SimMemoryRegion() override {
     node_->regions.Erase(rkey());
-    node_->page_size.erase(rkey());
+    node_->paging.erase(rkey());
   }
 
  private:
@@ -179,7 +179,7 @@ class SimDevice : public rnic::Device {
     size_t page = (access & rnic::kHugePageBacked) ? size_t{2} << 20 : 4096;
     access &= ~uint32_t{rnic::kHugePageBacked};
     node_->regions.Insert(key, {reinterpret_cast<uint64_t>(addr), length, access});
-    node_->page_size[key] = page;
+    node_->paging[key] = {page, reinterpret_cast<uint64_t>(addr)};
     rnic::MemoryRegion::Description d{addr, length, key, key, access, page};
     return std::unique_ptr<rnic::MemoryRegion>(new SimMemoryRegion(d, node_));
   }
