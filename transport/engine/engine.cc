@@ -621,13 +621,16 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
   c->headers.assign(size_t{o.staging_slots} * kStagingHeaderSize, 0);
   c->slot_stride = kMessageHeaderBytes + o.max_message_bytes;
   c->send_slots.assign(size_t{o.message_slots} * c->slot_stride, 0);
-  c->recv_buffers.assign(size_t{c->recv_count} * c->slot_stride, 0);
+  c->recv_buffers.assign(size_t{o.message_slots} * c->slot_stride, 0);
+  c->stage_recv_buffers.assign(size_t{c->recv_count - o.message_slots} * kAckBytes, 0);
   c->acks.assign(size_t{kAckSlots} * kAckBytes, 0);
   for (absl::Status st :
        {reg(c->ring->data(), c->ring->size(), ring_access, &c->ring_mr),
         reg(c->headers.data(), c->headers.size(), 0, &c->headers_mr),
         reg(c->send_slots.data(), c->send_slots.size(), 0, &c->send_mr),
         reg(c->recv_buffers.data(), c->recv_buffers.size(), rnic::kLocalWrite, &c->recv_mr),
+        reg(c->stage_recv_buffers.data(), c->stage_recv_buffers.size(), rnic::kLocalWrite,
+            &c->stage_recv_mr),
         reg(c->acks.data(), c->acks.size(), 0, &c->acks_mr)}) {
     if (!st.ok()) return st;
   }

@@ -96,9 +96,12 @@ struct ConnectionState {
   // buffers, ack payloads.
   std::unique_ptr<MappedMemory> ring;
   std::unique_ptr<rnic::MemoryRegion> ring_mr;
-  std::vector<char> headers, send_slots, recv_buffers, acks;
-  std::unique_ptr<rnic::MemoryRegion> headers_mr, send_mr, recv_mr, acks_mr;
-  uint32_t recv_count = 0;  // buffers [0, message_slots) serve qp, the rest stage_qp
+  // Receives [0, message_slots) serve the main QP (messages, slot_stride bytes each); the rest
+  // serve the staging QP, whose receives carry acks or nothing (a staged write's data lands in
+  // the ring): kAckBytes each, packed, so they take one page's translation, not one each.
+  std::vector<char> headers, send_slots, recv_buffers, stage_recv_buffers, acks;
+  std::unique_ptr<rnic::MemoryRegion> headers_mr, send_mr, recv_mr, stage_recv_mr, acks_mr;
+  uint32_t recv_count = 0;
 
   // Initiator side.
   std::deque<Op> ops ABSL_GUARDED_BY(mu);  // ops.front().id is the oldest unfinished op

@@ -49,10 +49,14 @@ bool TakeCredits(ConnectionState& c, uint32_t credits, Deferred& out)
 }  // namespace
 
 void Repost(ConnectionState& c, uint32_t i) {
-  const uint32_t size = c.slot_stride;
-  rnic::QueuePair& qp = i < c.options.message_slots ? *c.qp : *c.stage_qp;
-  (void)qp.PostRecv(
-      rnic::MakeRecv(MakeWrId(WrKind::kRecv, c.id, i), c.recv_mr->Sge(size_t{i} * size, size)));
+  const uint64_t id = MakeWrId(WrKind::kRecv, c.id, i);
+  if (i < c.options.message_slots) {
+    (void)c.qp->PostRecv(
+        rnic::MakeRecv(id, c.recv_mr->Sge(size_t{i} * c.slot_stride, c.slot_stride)));
+  } else {
+    const size_t k = i - c.options.message_slots;
+    (void)c.stage_qp->PostRecv(rnic::MakeRecv(id, c.stage_recv_mr->Sge(k * kAckBytes, kAckBytes)));
+  }
 }
 
 void ApplyStagedWrite(ConnectionState& c, uint32_t slot, uint32_t byte_len, ValidationTable& table,
@@ -182,7 +186,10 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
                                                                 : FailScope::kStageFailed);
             break;
           }
-          const char* buf = c.recv_buffers.data() + size_t{recv_index} * c.slot_stride;
+          const char* buf = recv_index < c.options.message_slots
+                                ? c.recv_buffers.data() + size_t{recv_index} * c.slot_stride
+                                : c.stage_recv_buffers.data() +
+                                      size_t{recv_index - c.options.message_slots} * kAckBytes;
           if (wc.opcode == rnic::WcOpcode::kRecvRdmaWithImm &&
               recv_index >= c.options.message_slots) {
             ApplyStagedWrite(c, wc.imm, wc.byte_len, table, metrics);
