@@ -24,64 +24,129 @@ int AdaptivePolicy::HeatClass(uint32_t count) {
   return 0;
 }
 
-double AdaptivePolicy::ExploreShare(const Cell& cell) const {
-  // Until both paths have enough samples, explore a lot; then the worse the other path looks,
-  // the less it is explored (1/64 within 20%, 1/256 within 2x, 1/1024 beyond). Exploring is
-  // not free: an explored write that takes 2x longer holds back the callbacks behind it.
-  if (cell.samples[0] < options_.min_samples || cell.samples[1] < options_.min_samples) {
-    return 0.25;
+namespace {
+// Decision::tag: the probe phase in the low 2 bits, the probe generation above them.
+constexpr uint8_t kRegular = 0, kSettle = 1, kMeasureOther = 2, kMeasureRegime = 3;
+Path Other(Path p) { return p == Path::kOffload ? Path::kUnload : Path::kOffload; }
+}  // namespace
+
+void AdaptivePolicy::StartProbe(int cell) {
+  probing_ = cell;
+  probe_pos_ = 0;
+  probe_age_ = 0;
+  probe_regime_ = cells_[cell].regime;
+  ++generation_;
+  for (int b = 0; b < 2; ++b) {
+    issued_[b] = seen_[b] = 0;
+    sum_ns_[b] = 0;
   }
-  double fast = std::min(cell.mean_ns[0], cell.mean_ns[1]);
-  double slow = std::max(cell.mean_ns[0], cell.mean_ns[1]);
-  double ratio = slow / std::max(1.0, fast);
-  return ratio < 1.2 ? 1.0 / 64 : ratio < 2.0 ? 1.0 / 256 : 1.0 / 1024;
+  other_sum_ns_ = 0;
+  other_seen_ = 0;
+  probe_measured_ = probe_matched_ = 0;
 }
 
 Decision AdaptivePolicy::Decide(uint64_t remote_addr, uint32_t length, bool unload_possible) {
   uint32_t heat = sketch_.Add(remote_addr >> 12);
   uint16_t cell_index = static_cast<uint16_t>(SizeClass(length) * kHeatClasses + HeatClass(heat));
-  if (!unload_possible) return {Path::kOffload, cell_index};
+  if (!unload_possible) return {Path::kOffload, cell_index, kRegular};
   Cell& cell = cells_[cell_index];
-  double floor = ExploreShare(cell);
-  double share = std::clamp(cell.share, floor, 1.0 - floor);
-  cell.accumulator += share;
-  if (cell.accumulator >= 1.0) {
-    cell.accumulator -= 1.0;
-    return {Path::kUnload, cell_index};
+  if (cell.until_probe > 0) {
+    --cell.until_probe;
+  } else if (probing_ < 0) {
+    if (cell.warmup[0] + cell.warmup[1] == 0) {
+      cell.until_probe = options_.first_probe;  // nothing observed yet: wait a little
+    } else {
+      StartProbe(cell_index);
+      cell.until_probe = options_.probe_interval << cell.backoff;
+    }
   }
-  return {Path::kOffload, cell_index};
+  if (probing_ >= 0 && ++probe_age_ > 4 * options_.probe_interval) {
+    FinishProbe(/*aborted=*/true);  // abandoned: its cell's writes or their completions stopped
+  }
+  Path path = cell.regime;
+  if (probing_ < 0 || probe_pos_ >= 2 * options_.probe_block) {
+    return {path, cell_index, kRegular};
+  }
+  const uint32_t b = options_.probe_block;
+  const uint32_t pos = probe_pos_;
+  if (probing_ == cell_index) {
+    path = pos < b ? Other(probe_regime_) : probe_regime_;
+    ++probe_pos_;
+  }
+  uint8_t phase = pos % b < b / 2 ? kSettle : pos < b ? kMeasureOther : kMeasureRegime;
+  if (phase != kSettle) ++issued_[phase - kMeasureOther];
+  return {path, cell_index, static_cast<uint8_t>(phase | (generation_ << 2))};
 }
 
 void AdaptivePolicy::Observe(const Decision& d, absl::Duration latency) {
   Cell& cell = cells_[d.cell];
-  int i = static_cast<int>(d.path);
-  double ns = absl::ToDoubleNanoseconds(latency);
+  const int i = static_cast<int>(d.path);
   // The first writes of a path on a connection pay one-time costs (on the simulated fabric the
-  // first two unloaded writes took 9.3-9.7 us against 3.7-3.9 us for the next ones). In the
-  // estimate of a path that is only explored they would linger for thousands of writes and
-  // keep the policy from a faster path, so they do not count.
+  // first two unloaded writes took 9.3-9.7 us against 2.3-2.4 us later): they do not count.
   if (cell.warmup[i] < options_.warmup_samples) {
     ++cell.warmup[i];
     return;
   }
-  ++cell.samples[i];
-  // A plain mean until 1/n falls below the EWMA weight, so a cold first sample (an early miss)
-  // does not linger in an estimate that sees few samples, as the explored path's does.
-  // The explored path's estimate rests on few samples: it follows them faster (1/8), so that
-  // what it saw early (start-up contention, other load) does not outweigh what it sees now.
-  const double path_share = i == 1 ? cell.share : 1.0 - cell.share;
-  const double weight = path_share < 0.125 ? 1.0 / 8 : options_.ewma_weight;
-  double w = std::max(weight, 1.0 / cell.samples[i]);
-  cell.mean_ns[i] += w * (ns - cell.mean_ns[i]);
-  if (cell.samples[0] < options_.min_samples || cell.samples[1] < options_.min_samples) return;
-  const double off = cell.mean_ns[0], unl = cell.mean_ns[1];
-  const bool was_unload = cell.share >= 0.5;
-  if (unl < off * (1.0 - options_.hysteresis)) {
-    cell.share = std::min(1.0, cell.share + options_.step);
-  } else if (off < unl * (1.0 - options_.hysteresis)) {
-    cell.share = std::max(0.0, cell.share - options_.step);
+  const double ns = absl::ToDoubleNanoseconds(latency);
+  const uint8_t phase = d.tag & 3;
+  const bool current = probing_ >= 0 && phase != kRegular &&
+                       static_cast<uint8_t>(d.tag >> 2) == static_cast<uint8_t>(generation_ & 0x3F);
+  const bool probed_path = current && d.cell == probing_ && d.path == Other(probe_regime_);
+  if ((!current || phase == kSettle) && !probed_path) {
+    ++regular_seen_;
+    regular_ns_ += std::max(1.0 / 64, 1.0 / regular_seen_) * (ns - regular_ns_);
   }
-  if ((cell.share >= 0.5) != was_unload) ++switches_;
+  if (!current) return;
+  if (probed_path && seen_[1] == 0) {
+    // The probed path plainly slower than the connection's usual latency: stop early, settling
+    // writes included (at a 4 KiB working set a probe of 1 KiB unloaded writes stalls on
+    // overlapping offloaded ones from its first write).
+    other_sum_ns_ += ns;
+    if (++other_seen_ >= 8 && other_sum_ns_ > other_seen_ * regular_ns_ * options_.abort_margin) {
+      FinishProbe(/*aborted=*/true);
+      return;
+    }
+  }
+  if (phase == kSettle) return;
+  const int block = phase - kMeasureOther;
+  if (block == 0 && d.cell == probing_) {
+    ++probe_measured_;
+    probe_matched_ += probed_path;
+  }
+  sum_ns_[block] += ns;
+  ++seen_[block];
+  const bool routed = probe_pos_ >= 2 * options_.probe_block;
+  if (routed && seen_[0] * 10 >= issued_[0] * 9 && seen_[1] * 10 >= issued_[1] * 9) {
+    FinishProbe(/*aborted=*/false);
+  }
+}
+
+void AdaptivePolicy::FinishProbe(bool aborted) {
+  Cell& cell = cells_[probing_];
+  probing_ = -1;
+  bool clearly_slower = aborted;
+  if (!aborted) {
+    // Inconclusive when most of the probe's writes were kept on the regime's path.
+    const bool conclusive = seen_[0] > 0 && seen_[1] > 0 && probe_matched_ * 2 >= probe_measured_;
+    const double other = conclusive ? sum_ns_[0] / seen_[0] : 0;
+    const double regime = conclusive ? sum_ns_[1] / seen_[1] : 0;
+    if (conclusive && other < regime * (1.0 - options_.hysteresis)) {
+      if (++cell.wins < options_.wins_to_switch) {
+        cell.until_probe = options_.first_probe / 2;  // confirm soon
+        return;
+      }
+      cell.wins = 0;
+      cell.regime = Other(probe_regime_);
+      cell.backoff = 0;
+      cell.until_probe = options_.probe_interval;
+      ++switches_;
+      return;
+    }
+    clearly_slower = !conclusive || other > regime * options_.backoff_margin;
+  }
+  cell.wins = 0;
+  cell.backoff = clearly_slower ? std::min(cell.backoff + 1, options_.max_backoff) : 0;
+  cell.until_probe = options_.probe_interval << cell.backoff;
 }
 
 absl::StatusOr<std::unique_ptr<PathPolicy>> MakePolicy(absl::string_view name) {

@@ -17,6 +17,7 @@ namespace unloadkv::engine {
 struct Decision {
   Path path = Path::kOffload;
   uint16_t cell = 0;  // policy-private bookkeeping (which estimate the write informs)
+  uint8_t tag = 0;    // policy-private bookkeeping (e.g. a probe write)
 };
 
 // What to do with a write the policy routes to unload while every staging slot is in use.
