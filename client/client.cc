@@ -304,8 +304,10 @@ void Client::ReturnGrant(const proto::SlotGrant& g) {
 void Client::WriteAndPut(const std::string& key, const std::string& value,
                          const proto::SlotGrant& g, PutDone done) {
   const uint32_t size = static_cast<uint32_t>(value.size());
-  // The value write and the PUT go out together (one doorbell; one packet train on soft).
-  engine::Connection::Batch batch = conn_->BeginBatch();
+  // The value write and the PUT go out together (one doorbell; one packet train on soft). The
+  // batch ends before `done` runs on an error path: a callback may wait for this connection.
+  std::optional<engine::Connection::Batch> batch;
+  batch.emplace(conn_->BeginBatch());
   std::optional<engine::Path> posted;
   std::function<void()> release;  // frees the value buffer; empty for an empty value
   if (size > 0) {
@@ -318,6 +320,7 @@ void Client::WriteAndPut(const std::string& key, const std::string& value,
       }
     }
     if (!taken) {
+      batch.reset();
       ReturnGrant(g);
       return done(absl::ResourceExhaustedError("all value buffers in use; retry"));
     }
@@ -340,6 +343,7 @@ void Client::WriteAndPut(const std::string& key, const std::string& value,
         buffers_mr_->Sge(off, size), g.addr(), g.rkey(),
         [release](const engine::WriteResult&) { release(); }, &posted, lazy);
     if (!st.ok()) {
+      batch.reset();
       release();
       return done(conn_->failed() ? ConnectionError() : st);
     }
@@ -362,6 +366,7 @@ void Client::WriteAndPut(const std::string& key, const std::string& value,
     if (!r.ok()) return done(std::move(r).status());
     done(r->version());
   });
+  batch.reset();
   if (!st.ok()) {
     ReturnGrant(g);  // never named by a PUT: still unused
     done(st);
