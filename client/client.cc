@@ -118,7 +118,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   if (!policy.ok()) return policy.status();
   std::unique_ptr<Client> c(new Client());
   c->options_ = options;
-  backends::DeviceSpec spec{options.transport, options.soft_host, options.verbs_device};
+  backends::DeviceSpec spec;
+  spec.transport = options.transport;
+  spec.soft_host = options.soft_host;
+  spec.verbs_device = options.verbs_device;
   auto device = backends::OpenDevice(spec);
   if (!device.ok()) return device.status();
   c->device_ = std::move(*device);

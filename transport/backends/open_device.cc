@@ -18,6 +18,11 @@ absl::StatusOr<std::unique_ptr<rnic::Device>> OpenDevice(const DeviceSpec& spec)
     verbs::VerbsDevice::Options o;
     o.device_name = spec.verbs_device;
     auto d = verbs::VerbsDevice::Create(o);
+    if (d.status().code() == absl::StatusCode::kNotFound) {
+      // No usable RNIC: say how this binary runs without one.
+      return absl::Status(d.status().code(),
+                          absl::StrCat(d.status().message(), " (", spec.soft_flag, ")"));
+    }
     if (!d.ok()) return d.status();
     return std::unique_ptr<rnic::Device>(std::move(*d));
   }

@@ -16,6 +16,8 @@ struct DeviceSpec {
   std::string transport = "soft";       // soft | verbs
   std::string soft_host = "127.0.0.1";  // soft: the address its data streams listen on
   std::string verbs_device;             // verbs: empty picks the first active port
+  // How the binary's user picks the soft transport, named in errors that suggest it.
+  std::string soft_flag = "--transport=soft";
 };
 
 // InvalidArgument naming the choices for an unknown transport; the backend's own errors

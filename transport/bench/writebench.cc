@@ -83,6 +83,7 @@ absl::StatusOr<Result> RunPoint(const Point& pt) {
     // runs use the KV service. Without a device this fails with the reason and the fix.
     backends::DeviceSpec spec;
     spec.transport = FLAGS_fabric;
+    spec.soft_flag = "--fabric=soft";
     auto a = backends::OpenDevice(spec);
     if (!a.ok()) return a.status();
     auto b = backends::OpenDevice(spec);

@@ -280,7 +280,7 @@ absl::StatusOr<std::unique_ptr<VerbsDevice>> VerbsDevice::Create(const Options& 
     return absl::NotFoundError(
         options.device_name.empty()
             ? absl::StrCat("no RDMA device among [", names, "] has port ", options.port,
-                           " active; use --transport=soft to run without RDMA")
+                           " active; or run without RDMA on the soft transport")
             : absl::StrCat("RDMA device '", options.device_name, "' not found among [", names,
                            "]"));
   }

@@ -162,7 +162,7 @@ absl::Status NoDeviceError(int errno_value) {
   return absl::NotFoundError(absl::StrCat(
       "no RDMA device: ", cause,
       ". Load the RNIC driver, or create a Soft-RoCE device (rdma link add rxe0 type rxe netdev "
-      "IFACE; see docs/rdma.md), or run without RDMA: --transport=soft"));
+      "IFACE; see docs/rdma.md), or run without RDMA on the soft transport"));
 }
 
 absl::Status CheckMemlock(uint64_t soft_limit, bool infinite, uint64_t needed_bytes) {
