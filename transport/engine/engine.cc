@@ -194,6 +194,11 @@ bool Overlaps(const Op& a, uint64_t addr, uint32_t len) {
   return addr < a.remote_addr + a.local.length && a.remote_addr < addr + len;
 }
 
+// Of the messages without a callback, and of the lazy writes, every this-many-th is signaled.
+uint32_t SignalEvery(const ConnectionState& c) {
+  return std::max<uint32_t>(1, c.options.message_slots / 4);
+}
+
 // Posts a WR on the main QP, or adds it to the open batch (posted when the batch ends).
 bool PostMain(ConnectionState& c, const rnic::SendWorkRequest& wr)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
@@ -219,9 +224,8 @@ bool TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
     // A message nobody waits for goes unsignaled (on the soft RNIC a signaled SEND costs an
     // ACK packet each); every few, and whenever the last free slot is taken, one is signaled
     // so that its completion retires the quiet ones before it and their slots come back.
-    const uint32_t signal_every = std::max<uint32_t>(1, c.options.message_slots / 4);
     const bool signaled = op.send_done != nullptr || c.free_send_slots.empty() ||
-                          c.quiet_since_signaled + 1 >= signal_every;
+                          c.quiet_since_signaled + 1 >= SignalEvery(c);
     rnic::SendWorkRequest wr = rnic::MakeSendWithImm(
         MakeWrId(signaled ? WrKind::kMessage : WrKind::kQuietMessage, c.id,
                  static_cast<uint32_t>(op.id)),
@@ -242,7 +246,6 @@ bool TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
     op.posted = true;
     op.posted_at = c.engine->clock().Now();
     std::string().swap(op.message);
-    ++c.messages_posted;
     c.unconfirmed.push_back(op.main_index);
     if (signaled) {
       c.quiet_since_signaled = 0;
@@ -289,8 +292,7 @@ bool TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
                          op.local, op.remote_addr, op.rkey);
     // A lazy write may go unsignaled (no ACK for it on the soft RNIC), except every few, whose
     // latency the policy learns from and whose completion retires the quiet ones before it.
-    const uint32_t signal_every = std::max<uint32_t>(1, c.options.message_slots / 4);
-    wr.signaled = !op.lazy || c.lazy_writes_since_signaled + 1 >= signal_every;
+    wr.signaled = !op.lazy || c.lazy_writes_since_signaled + 1 >= SignalEvery(c);
   } else {
     uint64_t seq = c.next_unload_seq;
     uint32_t slot = static_cast<uint32_t>(seq % c.remote.ring_slots);

@@ -128,9 +128,10 @@ struct ConnectionState {
   std::vector<rnic::SendWorkRequest> batched ABSL_GUARDED_BY(mu);
   uint32_t quiet_since_signaled ABSL_GUARDED_BY(mu) = 0;        // messages
   uint32_t lazy_writes_since_signaled ABSL_GUARDED_BY(mu) = 0;  // writes
-  uint64_t messages_posted ABSL_GUARDED_BY(mu) = 0;
-  uint64_t messages_confirmed ABSL_GUARDED_BY(mu) = 0;   // known received by the peer
-  std::deque<uint64_t> unconfirmed ABSL_GUARDED_BY(mu);  // their main_index, oldest first
+  // Messages posted so far = messages_confirmed (known received by the peer) + the main_index
+  // of each later one in `unconfirmed`, oldest first.
+  uint64_t messages_confirmed ABSL_GUARDED_BY(mu) = 0;
+  std::deque<uint64_t> unconfirmed ABSL_GUARDED_BY(mu);
   uint32_t slot_stride = 0;  // bytes per send slot and receive buffer: header + max message
   uint32_t max_send_wrs = 0;
 

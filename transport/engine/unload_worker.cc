@@ -214,9 +214,10 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
             const uint64_t seen = LoadLittleEndian<uint64_t>(buf, 0);
             ++c.messages_received;
             if (!TakeCredits(c, LoadLittleEndian<uint32_t>(buf, 8), out)) break;
-            if (seen > c.messages_posted) {
-              Log(LogLevel::kWarning, absl::StrCat("engine: peer claims ", seen,
-                                                   " messages received of ", c.messages_posted));
+            const uint64_t posted = c.messages_confirmed + c.unconfirmed.size();
+            if (seen > posted) {
+              Log(LogLevel::kWarning,
+                  absl::StrCat("engine: peer claims ", seen, " messages received of ", posted));
               FailConnection(c, out, FailScope::kClose);  // a protocol violation
               break;
             }
