@@ -25,12 +25,14 @@ extern "C" void FuzzSeeds(std::vector<std::string>* seeds) {
   info.qp.address = "127.0.0.1:4242";
   info.qp.qp_num = 7;
   info.qp.psn = 99;
-  info.stage_qp_num = 8;
+  info.staging = {{8, 1234}};
   info.ring_addr = 0x7f0000000000;
   info.ring_rkey = 3;
   info.ring_slots = 64;
   info.slot_bytes = 16384;
   info.message_slots = 32;
   info.max_message_bytes = 4096;
+  seeds->push_back(unloadkv::engine::EncodeConnectionInfo(info));
+  info.staging.push_back({9, 5678});
   seeds->push_back(unloadkv::engine::EncodeConnectionInfo(info));
 }

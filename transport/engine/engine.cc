@@ -21,12 +21,30 @@ namespace unloadkv::engine {
 // ---------------------------------------------------------------------------- ConnectionInfo
 
 std::string EncodeConnectionInfo(const ConnectionInfo& i) {
-  return absl::StrCat(rnic::EncodeQpAttributes(i.qp), " stage_qp_num=", i.stage_qp_num,
-                      " stage_psn=", i.stage_psn, " ring_addr=", i.ring_addr,
-                      " ring_rkey=", i.ring_rkey, " ring_slots=", i.ring_slots,
-                      " slot_bytes=", i.slot_bytes, " message_slots=", i.message_slots,
-                      " max_message_bytes=", i.max_message_bytes);
+  std::string staging;
+  for (const ConnectionInfo::StagingQp& q : i.staging) {
+    absl::StrAppend(&staging, staging.empty() ? "" : ",", q.qp_num, ":", q.psn);
+  }
+  return absl::StrCat(
+      rnic::EncodeQpAttributes(i.qp), " staging=", staging, " ring_addr=", i.ring_addr,
+      " ring_rkey=", i.ring_rkey, " ring_slots=", i.ring_slots, " slot_bytes=", i.slot_bytes,
+      " message_slots=", i.message_slots, " max_message_bytes=", i.max_message_bytes);
 }
+
+namespace {
+// "qp_num:psn,qp_num:psn...", one to kMaxLanes entries.
+bool ParseStaging(absl::string_view text, std::vector<ConnectionInfo::StagingQp>* out) {
+  out->clear();
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    std::pair<absl::string_view, absl::string_view> q =
+        absl::StrSplit(item, absl::MaxSplits(':', 1));
+    ConnectionInfo::StagingQp s;
+    if (!absl::SimpleAtoi(q.first, &s.qp_num) || !absl::SimpleAtoi(q.second, &s.psn)) return false;
+    out->push_back(s);
+  }
+  return !out->empty() && out->size() <= kMaxLanes;
+}
+}  // namespace
 
 absl::StatusOr<ConnectionInfo> DecodeConnectionInfo(absl::string_view text) {
   if (text.size() > 2048) return absl::InvalidArgumentError("connection info: over 2 KiB");
@@ -37,8 +55,7 @@ absl::StatusOr<ConnectionInfo> DecodeConnectionInfo(absl::string_view text) {
     uint64_t* wide;
     uint32_t* narrow;
     bool seen;
-  } fields[] = {{"stage_qp_num", nullptr, &info.stage_qp_num, false},
-                {"stage_psn", nullptr, &info.stage_psn, false},
+  } fields[] = {{"staging", nullptr, nullptr, false},
                 {"ring_addr", &info.ring_addr, nullptr, false},
                 {"ring_rkey", nullptr, &info.ring_rkey, false},
                 {"ring_slots", nullptr, &info.ring_slots, false},
@@ -61,8 +78,9 @@ absl::StatusOr<ConnectionInfo> DecodeConnectionInfo(absl::string_view text) {
       return absl::InvalidArgumentError(
           absl::StrCat("connection info: unknown key '", kv.first, "'"));
     }
-    bool ok =
-        f->wide ? absl::SimpleAtoi(kv.second, f->wide) : absl::SimpleAtoi(kv.second, f->narrow);
+    bool ok = f->wide     ? absl::SimpleAtoi(kv.second, f->wide)
+              : f->narrow ? absl::SimpleAtoi(kv.second, f->narrow)
+                          : ParseStaging(kv.second, &info.staging);
     if (!ok || f->seen) {
       return absl::InvalidArgumentError(
           absl::StrCat("connection info: bad or repeated value for '", f->name, "'"));
@@ -116,6 +134,13 @@ void FinishInOrder(ConnectionState& c, Deferred& out) {
     Op op = std::move(c.ops.front());
     c.ops.pop_front();
     if (c.first_unposted > 0) --c.first_unposted;
+    // As on RC, once an op failed every later one reports kFlushed, even one whose path
+    // (another QP) completed it first. Such a write may have been placed.
+    if (op.status != rnic::WcStatus::kSuccess) {
+      c.reported_failure = true;
+    } else if (c.reported_failure) {
+      op.status = rnic::WcStatus::kFlushed;
+    }
     if (op.is_write) {
       WriteResult r{op.status, op.path, op.done_at - op.submitted};
       if (c.options.metrics != nullptr) {
@@ -130,40 +155,49 @@ void FinishInOrder(ConnectionState& c, Deferred& out) {
 }
 
 void FailConnection(ConnectionState& c, Deferred& out, FailScope scope) {
-  if (scope != FailScope::kStageFailed) c.qp->SetError();
+  if (scope == FailScope::kMainFailed || scope == FailScope::kClose) c.qp->SetError();
+  // Lanes go down with the first failure (after a refusal only the refusing lane: the
+  // initiator must read the NAK before its other lanes see the connection close) or on close.
+  if (!c.failed || scope == FailScope::kClose) {
+    for (Lane& lane : c.lanes) {
+      if (scope != FailScope::kRefusalSent || lane.refused) lane.qp->SetError();
+    }
+  }
   if (c.failed) return;
   c.failed = true;
-  c.stage_qp->SetError();
   // Ops never posted, and unloaded writes waiting for an ack, can no longer complete. Posted
   // offloaded writes and messages complete through their own QP, which reports each one (with
   // the precise status of a refusal racing with this failure, or kFlushed).
   for (size_t k = c.first_unposted; k < c.ops.size(); ++k) {
     MarkDone(c, c.ops[k], rnic::WcStatus::kFlushed);
   }
-  for (uint64_t id : c.unload_inflight) {
-    if (Op* op = c.FindOp(id); op != nullptr) MarkDone(c, *op, rnic::WcStatus::kFlushed);
+  for (Lane& lane : c.lanes) {
+    for (uint64_t id : lane.inflight) {
+      if (Op* op = c.FindOp(id); op != nullptr) MarkDone(c, *op, rnic::WcStatus::kFlushed);
+    }
+    lane.inflight.clear();
   }
-  c.unload_inflight.clear();
   FinishInOrder(c, out);
 }
 
-void AckUnloaded(ConnectionState& c, uint64_t applied, rnic::WcStatus status, Deferred& out) {
-  // `applied` staged writes succeeded; with an error status, the next one failed with it.
-  while (!c.unload_inflight.empty()) {
-    Op* op = c.FindOp(c.unload_inflight.front());
+void AckUnloaded(ConnectionState& c, int lane_index, uint64_t applied, rnic::WcStatus status,
+                 Deferred& out) {
+  Lane& lane = c.lanes[lane_index];
+  while (!lane.inflight.empty()) {
+    Op* op = c.FindOp(lane.inflight.front());
     if (op == nullptr) {
-      c.unload_inflight.pop_front();
+      lane.inflight.pop_front();
       continue;
     }
     if (op->unload_seq >= applied) break;
     MarkDone(c, *op, rnic::WcStatus::kSuccess);
-    c.unload_inflight.pop_front();
+    lane.inflight.pop_front();
     --c.send_wrs;  // its unsignaled WRITE_WITH_IMM is certainly retired by now
   }
-  c.acked_unload_seq = std::max(c.acked_unload_seq, applied);
+  lane.acked_seq = std::max(lane.acked_seq, applied);
   if (status != rnic::WcStatus::kSuccess) {
-    if (!c.unload_inflight.empty()) {
-      Op* op = c.FindOp(c.unload_inflight.front());
+    if (!lane.inflight.empty()) {
+      Op* op = c.FindOp(lane.inflight.front());
       if (op != nullptr) MarkDone(c, *op, status);
     }
     FinishInOrder(c, out);
@@ -219,8 +253,11 @@ bool TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
     char* slot = c.send_slots.data() + size_t(op.send_slot) * c.slot_stride;
     StoreLittleEndian<uint64_t>(slot, 0, c.messages_received);
     StoreLittleEndian<uint32_t>(slot, 8, c.credits_to_return);
-    StoreLittleEndian<uint32_t>(slot, 12, 0);
-    std::memcpy(slot + kMessageHeaderBytes, op.message.data(), op.message.size());
+    // The target delivers the message once these many unloaded writes of each lane are applied.
+    for (size_t k = 0; k < c.lanes.size(); ++k) {
+      StoreLittleEndian<uint32_t>(slot, 12 + 4 * k, static_cast<uint32_t>(c.lanes[k].next_seq));
+    }
+    std::memcpy(slot + c.message_header_bytes, op.message.data(), op.message.size());
     // A message nobody waits for goes unsignaled (on the soft RNIC a signaled SEND costs an
     // ACK packet each); every few, and whenever the last free slot is taken, one is signaled
     // so that its completion retires the quiet ones before it and their slots come back.
@@ -230,9 +267,8 @@ bool TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
         MakeWrId(signaled ? WrKind::kMessage : WrKind::kQuietMessage, c.id,
                  static_cast<uint32_t>(op.id)),
         c.send_mr->Sge(size_t(op.send_slot) * c.slot_stride,
-                       static_cast<uint32_t>(kMessageHeaderBytes + op.message.size())),
-        // The target delivers the message once this many unloaded writes are applied.
-        static_cast<uint32_t>(c.next_unload_seq));
+                       static_cast<uint32_t>(c.message_header_bytes + op.message.size())),
+        kImmMessage);
     wr.signaled = signaled;
     if (!PostMain(c, wr)) {
       c.free_send_slots.push_back(op.send_slot);
@@ -260,13 +296,20 @@ bool TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   }
   const uint32_t len = op.local.length;
   const bool fits = len + kStagingHeaderSize <= c.remote.slot_bytes;
-  // Ordering: a write overlapping an in-flight write of the other path must take that path
-  // too (the two QPs are not ordered with each other); with both in flight, it waits.
-  bool overlap = false, overlap_offload = false;
-  for (uint64_t id : c.unload_inflight) {
-    Op* prior = c.FindOp(id);
-    if (prior != nullptr && Overlaps(*prior, op.remote_addr, len)) overlap = true;
+  // Ordering: a write overlapping an in-flight write of the other path, or of another lane,
+  // must take that path and lane too (QPs are not ordered with each other); overlapping
+  // writes in flight on two of them, it waits.
+  int overlap_lane = -1;
+  for (size_t k = 0; k < c.lanes.size(); ++k) {
+    for (uint64_t id : c.lanes[k].inflight) {
+      Op* prior = c.FindOp(id);
+      if (prior == nullptr || !Overlaps(*prior, op.remote_addr, len)) continue;
+      if (overlap_lane >= 0 && overlap_lane != static_cast<int>(k)) return false;
+      overlap_lane = static_cast<int>(k);
+    }
   }
+  const bool overlap = overlap_lane >= 0;
+  bool overlap_offload = false;
   for (size_t k = 0; k < c.first_unposted && k < c.ops.size(); ++k) {
     const Op& prior = c.ops[k];
     if (prior.is_write && prior.posted && !prior.done && prior.path == Path::kOffload &&
@@ -282,7 +325,22 @@ bool TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   } else if (overlap_offload) {
     path = Path::kOffload;
   }
-  if (path == Path::kUnload && c.next_unload_seq - c.acked_unload_seq >= c.remote.ring_slots) {
+  // The lane: the overlapped one, else the least occupied, searching from a rotating start.
+  int lane_index = overlap_lane;
+  if (path == Path::kUnload && !overlap) {
+    uint64_t best = UINT64_MAX;
+    const uint32_t n = static_cast<uint32_t>(c.lanes.size());
+    for (uint32_t j = 0; j < n; ++j) {
+      const uint32_t k = (c.next_lane + j) % n;
+      const uint64_t used = c.lanes[k].next_seq - c.lanes[k].acked_seq;
+      if (used < best) {
+        best = used;
+        lane_index = static_cast<int>(k);
+      }
+    }
+  }
+  if (path == Path::kUnload &&
+      c.lanes[lane_index].next_seq - c.lanes[lane_index].acked_seq >= c.remote.ring_slots) {
     if (overlap || c.policy->OnRingFull() == FullRingAction::kWait) return false;
     path = Path::kOffload;
   }
@@ -294,29 +352,36 @@ bool TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
     // latency the policy learns from and whose completion retires the quiet ones before it.
     wr.signaled = !op.lazy || c.lazy_writes_since_signaled + 1 >= SignalEvery(c);
   } else {
-    uint64_t seq = c.next_unload_seq;
-    uint32_t slot = static_cast<uint32_t>(seq % c.remote.ring_slots);
+    Lane& lane = c.lanes[lane_index];
+    const uint64_t seq = lane.next_seq;
+    const uint32_t slot = static_cast<uint32_t>(seq % c.remote.ring_slots);
+    // Slot of the whole ring (lane after lane); the immediate names the slot within the lane.
+    const uint64_t ring_slot = uint64_t(lane_index) * c.remote.ring_slots + slot;
     StagingHeader h{len, seq, op.remote_addr, op.rkey};
-    EncodeStagingHeader(h, c.headers.data() + size_t(slot) * kStagingHeaderSize);
+    EncodeStagingHeader(h, c.headers.data() + ring_slot * kStagingHeaderSize);
     wr.wr_id = MakeWrId(WrKind::kUnloadWrite, c.id, static_cast<uint32_t>(op.id));
     wr.opcode = rnic::Opcode::kWriteWithImm;
-    wr.sg_list[0] = c.headers_mr->Sge(size_t(slot) * kStagingHeaderSize, kStagingHeaderSize);
+    wr.sg_list[0] = c.headers_mr->Sge(ring_slot * kStagingHeaderSize, kStagingHeaderSize);
     wr.sg_list[1] = op.local;
     wr.num_sge = len > 0 ? 2 : 1;
-    wr.remote_addr = c.remote.ring_addr + uint64_t{slot} * c.remote.slot_bytes;
+    wr.remote_addr = c.remote.ring_addr + ring_slot * c.remote.slot_bytes;
     wr.rkey = c.remote.ring_rkey;
     wr.imm = slot;
     // Unsignaled: the engine's ack says more than the NIC's completion would (applied, not
     // just delivered), and retires the send-queue entry (see AckUnloaded). Errors still
     // complete.
     wr.signaled = false;
-    if (!c.stage_qp->PostSend(wr).ok()) return false;
+    if (!lane.qp->PostSend(wr).ok()) return false;
+    op.lane = lane_index;
     op.unload_seq = seq;
-    ++c.next_unload_seq;
-    c.unload_inflight.push_back(op.id);
+    ++lane.next_seq;
+    lane.inflight.push_back(op.id);
+    c.next_lane = static_cast<uint32_t>(lane_index + 1) % c.lanes.size();
     if (c.options.metrics != nullptr) {
-      c.options.metrics->OnRingOccupancy(
-          static_cast<uint32_t>(c.next_unload_seq - c.acked_unload_seq), c.remote.ring_slots);
+      uint64_t used = 0;
+      for (const Lane& l : c.lanes) used += l.next_seq - l.acked_seq;
+      c.options.metrics->OnRingOccupancy(static_cast<uint32_t>(used),
+                                         c.remote.ring_slots * uint32_t(c.lanes.size()));
     }
   }
   if (path == Path::kOffload) {
@@ -359,9 +424,10 @@ Connection::~Connection() {
     FinishInOrder(*state_, out);
   }
   for (auto& f : out) f();
-  Engine::Worker& w = *state_->engine->workers_[state_->worker];
-  MutexLock l(&w.mu);
-  w.conns.erase(state_->id);
+  for (const std::unique_ptr<Engine::Worker>& w : state_->engine->workers_) {
+    MutexLock l(&w->mu);
+    w->conns.erase(state_->id);
+  }
 }
 
 const ConnectionInfo& Connection::local_info() const { return state_->local; }
@@ -420,6 +486,11 @@ void Connection::SetMessageHandler(MessageHandler handler) {
 
 absl::Status Connection::Connect(const ConnectionInfo& remote) {
   ConnectionState& c = *state_;
+  if (remote.staging.size() != c.lanes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Connect: the peer has ", remote.staging.size(), " staging lanes and this connection ",
+        c.lanes.size(), "; both engines need the same staging_lanes"));
+  }
   if (remote.ring_slots == 0 || remote.ring_slots > 65536 ||
       remote.slot_bytes < kStagingHeaderSize || remote.slot_bytes > (64u << 20) ||
       remote.message_slots == 0 || remote.message_slots > 4096 || remote.max_message_bytes < 64 ||
@@ -430,12 +501,15 @@ absl::Status Connection::Connect(const ConnectionInfo& remote) {
   MutexLock l(&c.mu);
   if (c.connected) return absl::FailedPreconditionError("Connect: already connected");
   if (absl::Status st = c.qp->Connect(remote.qp); !st.ok()) return st;
-  rnic::QpAttributes stage = remote.qp;
-  stage.qp_num = remote.stage_qp_num;
-  stage.psn = remote.stage_psn;
-  if (absl::Status st = c.stage_qp->Connect(stage); !st.ok()) {
-    c.qp->SetError();
-    return st;
+  for (size_t k = 0; k < c.lanes.size(); ++k) {
+    rnic::QpAttributes stage = remote.qp;
+    stage.qp_num = remote.staging[k].qp_num;
+    stage.psn = remote.staging[k].psn;
+    if (absl::Status st = c.lanes[k].qp->Connect(stage); !st.ok()) {
+      c.qp->SetError();
+      for (Lane& lane : c.lanes) lane.qp->SetError();
+      return st;
+    }
   }
   c.remote = remote;
   c.message_credits = remote.message_slots;
@@ -516,6 +590,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(rnic::Device* device,
   if (options.unload_workers < 1 || options.unload_workers > 64) {
     return absl::InvalidArgumentError("Engine: unload_workers must be in 1..64");
   }
+  if (options.staging_lanes < 1 || options.staging_lanes > kMaxLanes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Engine: staging_lanes must be in 1..", kMaxLanes));
+  }
   if (options.staging_slots < 1 || options.staging_slots > 4096 ||
       options.staging_slot_bytes < 64 || options.staging_slot_bytes > (64u << 20)) {
     return absl::InvalidArgumentError(
@@ -529,6 +607,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(rnic::Device* device,
   std::unique_ptr<Engine> e(new Engine(device, options));
   for (int i = 0; i < options.unload_workers; ++i) {
     auto w = std::make_unique<Worker>();
+    w->index = i;
     absl::StatusOr<std::unique_ptr<rnic::CompletionQueue>> cq = device->CreateCompletionQueue(4096);
     if (!cq.ok()) return cq.status();
     w->cq = std::move(*cq);
@@ -588,26 +667,35 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
   c->worker = static_cast<int>(c->id % workers_.size());
   c->policy = std::move(policy);
   const EngineOptions& o = options_;
-  Worker& w = *workers_[c->worker];
-  // Receives: staged writes (our ring), messages, and the peer's acks.
-  c->recv_count = o.staging_slots + o.message_slots + kAckSlots;
-  c->max_send_wrs = o.staging_slots + o.message_slots + kAckSlots + 256;
+  const uint32_t lanes = static_cast<uint32_t>(o.staging_lanes);
+  // Receives: messages, then per lane staged writes (our ring) and the peer's acks.
+  c->stage_recvs_per_lane = o.staging_slots + kAckSlots;
+  c->recv_count = o.message_slots + lanes * c->stage_recvs_per_lane;
+  c->max_send_wrs = lanes * (o.staging_slots + kAckSlots) + o.message_slots + 256;
+  c->message_header_bytes = MessageHeaderBytes(o.staging_lanes);
   rnic::QpConfig cfg;
-  cfg.send_cq = w.cq.get();
-  cfg.recv_cq = w.cq.get();
+  cfg.send_cq = workers_[c->worker]->cq.get();
+  cfg.recv_cq = cfg.send_cq;
   cfg.max_send_wr = c->max_send_wrs + kAckSlots;
   cfg.max_recv_wr = o.message_slots;
   cfg.rnr_timeout = absl::InfiniteDuration();  // the peer engine always reposts
   absl::StatusOr<std::unique_ptr<rnic::QueuePair>> qp = device_->CreateQueuePair(cfg);
   if (!qp.ok()) return qp.status();
   c->qp = std::move(*qp);
-  cfg.max_recv_wr = o.staging_slots + kAckSlots;
-  qp = device_->CreateQueuePair(cfg);
-  if (!qp.ok()) return qp.status();
-  c->stage_qp = std::move(*qp);
+  c->lanes.resize(lanes);
+  for (uint32_t k = 0; k < lanes; ++k) {
+    Lane& lane = c->lanes[k];
+    lane.worker = static_cast<int>((c->worker + k) % workers_.size());
+    cfg.send_cq = workers_[lane.worker]->cq.get();
+    cfg.recv_cq = cfg.send_cq;
+    cfg.max_recv_wr = c->stage_recvs_per_lane;
+    qp = device_->CreateQueuePair(cfg);
+    if (!qp.ok()) return qp.status();
+    lane.qp = std::move(*qp);
+  }
 
-  c->ring =
-      std::make_unique<MappedMemory>(size_t{o.staging_slots} * o.staging_slot_bytes, o.huge_pages);
+  c->ring = std::make_unique<MappedMemory>(size_t{lanes} * o.staging_slots * o.staging_slot_bytes,
+                                           o.huge_pages);
   if (c->ring->data() == nullptr) return absl::ResourceExhaustedError("staging ring: mmap failed");
   // On a modeled node, huge pages requested are huge pages had (whatever this host offers).
   const bool huge = c->ring->huge() || (o.huge_pages && device_->models_host());
@@ -620,12 +708,12 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
     *out = std::move(*mr);
     return absl::OkStatus();
   };
-  c->headers.assign(size_t{o.staging_slots} * kStagingHeaderSize, 0);
-  c->slot_stride = kMessageHeaderBytes + o.max_message_bytes;
+  c->headers.assign(size_t{lanes} * o.staging_slots * kStagingHeaderSize, 0);
+  c->slot_stride = c->message_header_bytes + o.max_message_bytes;
   c->send_slots.assign(size_t{o.message_slots} * c->slot_stride, 0);
   c->recv_buffers.assign(size_t{o.message_slots} * c->slot_stride, 0);
   c->stage_recv_buffers.assign(size_t{c->recv_count - o.message_slots} * kAckBytes, 0);
-  c->acks.assign(size_t{kAckSlots} * kAckBytes, 0);
+  c->acks.assign(size_t{lanes} * kAckSlots * kAckBytes, 0);
   for (absl::Status st :
        {reg(c->ring->data(), c->ring->size(), ring_access, &c->ring_mr),
         reg(c->headers.data(), c->headers.size(), 0, &c->headers_mr),
@@ -642,17 +730,21 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
     for (uint32_t i = 0; i < c->recv_count; ++i) Repost(*c, i);
   }
   c->local.qp = c->qp->local_attributes();
-  c->local.stage_qp_num = c->stage_qp->qp_num();
-  c->local.stage_psn = c->stage_qp->local_attributes().psn;
+  for (const Lane& lane : c->lanes) {
+    c->local.staging.push_back({lane.qp->qp_num(), lane.qp->local_attributes().psn});
+  }
   c->local.ring_addr = c->ring_mr->address();
   c->local.ring_rkey = c->ring_mr->rkey();
   c->local.ring_slots = o.staging_slots;
   c->local.slot_bytes = o.staging_slot_bytes;
   c->local.message_slots = o.message_slots;
   c->local.max_message_bytes = o.max_message_bytes;
-  {
-    MutexLock l(&w.mu);
-    w.conns[c->id] = c;
+  for (size_t k = 0; k < workers_.size(); ++k) {
+    bool serves = static_cast<int>(k) == c->worker;
+    for (const Lane& lane : c->lanes) serves |= lane.worker == static_cast<int>(k);
+    if (!serves) continue;
+    MutexLock l(&workers_[k]->mu);
+    workers_[k]->conns[c->id] = c;
   }
   return std::unique_ptr<Connection>(new Connection(std::move(c)));
 }

@@ -16,19 +16,23 @@
 //     handler after that write is visible. A write never overtakes an earlier write to
 //     overlapping bytes that took the other path: it follows that write's path instead.
 //
-// Each connection uses two QPs, so that a staged write never waits behind an offloaded
-// write's translation miss (RC places one QP's requests in order): the main QP carries
-// offloaded writes and messages, the staging QP unloaded writes and their acks. Messages name
-// how many unloaded writes preceded them; the target delivers a message only after applying
-// those.
+// Each connection uses a main QP and one staging QP per lane, so that a staged write never
+// waits behind an offloaded write's translation miss (RC places one QP's requests in order):
+// the main QP carries offloaded writes and messages, each staging lane unloaded writes into its
+// share of the ring and their acks. A lane is served by its own unload worker (the connection's
+// worker, then the next ones), so one connection's unload work spreads over
+// `staging_lanes` workers. Writes overlapping an unloaded write in flight take its lane.
+// Messages name how many unloaded writes of each lane preceded them; the target delivers a
+// message only after applying those.
 //  3. A write the target NIC would refuse (unknown rkey, no remote-write access, out of bounds)
 //     is refused on the unload path too, with the same status, copying nothing; as with RC, the
 //     connection then fails and later work completes with kFlushed.
-//  4. At most `staging_slots` unloaded writes are in flight per connection; when all are in
-//     use, a write the policy routes to unload waits or goes offload (PathPolicy::OnRingFull).
+//  4. At most `staging_slots` unloaded writes are in flight per lane; when every lane is full,
+//     a write the policy routes to unload waits or goes offload (PathPolicy::OnRingFull).
 //
 // Threading: PollOnce drives all workers from the calling thread (the simulated fabric, tests);
-// Start() instead runs one thread per worker. Write/Send may be called from any thread;
+// Start() instead runs one thread per worker. A worker is driven by one thread at a time (a
+// PollOnce finding it busy skips it). Write/Send may be called from any thread;
 // callbacks run on worker threads (or inside PollOnce) and must not block.
 #ifndef UNLOADKV_TRANSPORT_ENGINE_ENGINE_H_
 #define UNLOADKV_TRANSPORT_ENGINE_ENGINE_H_
@@ -52,8 +56,11 @@
 namespace unloadkv::engine {
 
 struct EngineOptions {
-  int unload_workers = 1;                  // threads (or PollOnce slices) serving connections
-  uint32_t staging_slots = 64;             // unloaded writes in flight per connection
+  int unload_workers = 1;  // threads (or PollOnce slices) serving connections
+  // Staging lanes per connection (1..8), each a staging QP and ring share served by its own
+  // worker; more lanes than workers share workers. Both ends of a connection must agree.
+  int staging_lanes = 1;
+  uint32_t staging_slots = 64;             // unloaded writes in flight per lane
   uint32_t staging_slot_bytes = 16 << 10;  // header + payload; larger writes go offload
   bool huge_pages = true;                  // try 2 MiB pages for staging rings
   uint32_t message_slots = 32;             // messages in flight per connection and direction
@@ -63,12 +70,16 @@ struct EngineOptions {
 
 // What a peer needs to connect to a Connection: plain data, one text line when encoded.
 struct ConnectionInfo {
-  rnic::QpAttributes qp;      // main QP: offloaded writes and messages
-  uint32_t stage_qp_num = 0;  // staging QP (same device): unloaded writes and their acks
-  uint32_t stage_psn = 0;
-  uint64_t ring_addr = 0;
+  rnic::QpAttributes qp;  // main QP: offloaded writes and messages
+  // Staging QPs (same device), one per lane: unloaded writes and their acks.
+  struct StagingQp {
+    uint32_t qp_num = 0;
+    uint32_t psn = 0;
+  };
+  std::vector<StagingQp> staging;
+  uint64_t ring_addr = 0;  // lane k's slots follow lane k-1's
   uint32_t ring_rkey = 0;
-  uint32_t ring_slots = 0;
+  uint32_t ring_slots = 0;  // per lane
   uint32_t slot_bytes = 0;
   uint32_t message_slots = 0;
   uint32_t max_message_bytes = 0;

@@ -3,6 +3,7 @@
 #ifndef UNLOADKV_TRANSPORT_ENGINE_ENGINE_INTERNAL_H_
 #define UNLOADKV_TRANSPORT_ENGINE_ENGINE_INTERNAL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -22,15 +23,18 @@ namespace unloadkv::engine {
 // Immediate values of SEND_WITH_IMM on an engine connection.
 inline constexpr uint32_t kImmMessage = 0x4D534731;  // an application message
 inline constexpr uint32_t kImmAck = 0x41434B31;      // an ack (payload: AckPayload)
-inline constexpr uint32_t kAckSlots = 16;            // acks in flight per connection
+inline constexpr uint32_t kAckSlots = 16;            // acks in flight per lane
 inline constexpr size_t kAckBytes = 16;
+inline constexpr int kMaxLanes = 8;
 // Every message starts with a header riding on the traffic back (little-endian): the number of
-// the receiver's messages its sender had received (uint64; see Quiet), then message credits
-// returned (uint32), then 4 reserved bytes (zero).
-inline constexpr uint32_t kMessageHeaderBytes = 16;
+// the receiver's messages its sender had received (uint64; see Quiet), message credits
+// returned (uint32), then per staging lane the number of unloaded writes posted on it before
+// the message (uint32, wrapping), which the receiver applies before delivering it.
+inline constexpr uint32_t MessageHeaderBytes(int lanes) { return 12 + 4 * uint32_t(lanes); }
 
-// Work request ids: kind in the top byte, connection id below it, an index in the low 32 bits.
-// kQuietMessage: a message posted unsignaled (it completes only on error).
+// Work request ids: kind in the top byte, connection id below it, an index in the low 32 bits
+// (kAck: lane << 16 | ack slot). kQuietMessage: a message posted unsignaled (it completes only
+// on error).
 enum class WrKind : uint8_t {
   kOffloadWrite = 1,
   kUnloadWrite,
@@ -69,7 +73,8 @@ struct Op {
   rnic::ScatterGatherEntry local;
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
-  uint64_t unload_seq = 0;
+  int lane = 0;             // an unloaded write's staging lane
+  uint64_t unload_seq = 0;  // its sequence number in the lane
   WriteCallback write_done;
   // Message fields.
   std::string message;  // held until a send slot and a credit are free
@@ -77,38 +82,59 @@ struct Op {
   SendCallback send_done;
 };
 
+// One staging lane of a connection: a staging QP, its share of each ring (ours, incoming; the
+// peer's, outgoing) and its receives, served by one worker. Fields other than qp and worker
+// are guarded by the connection's mu.
+struct Lane {
+  std::unique_ptr<rnic::QueuePair> qp;
+  int worker = 0;
+  // Initiator side: unloaded writes posted, acknowledged, and in flight (op ids, in order).
+  uint64_t next_seq = 0;
+  uint64_t acked_seq = 0;
+  std::deque<uint64_t> inflight;
+  // Target side: staged writes applied so far; the ack state.
+  uint64_t expected_seq = 0;
+  bool ack_pending = false;
+  bool refused = false;  // refused the write at expected_seq; the NAK goes out on this lane
+  uint32_t acks_in_flight = 0;
+  uint32_t next_ack_slot = 0;
+  uint32_t nak_wr_index = UINT32_MAX;  // the NAK's WR index, once posted
+};
+
 struct ConnectionState {
   Mutex mu;
   Engine* engine = nullptr;
   EngineOptions options;
   uint32_t id = 0;
-  int worker = 0;
-  std::unique_ptr<rnic::QueuePair> qp;        // main: offloaded writes, messages
-  std::unique_ptr<rnic::QueuePair> stage_qp;  // staging: unloaded writes, acks
+  int worker = 0;                       // serves the main QP and lane 0
+  std::unique_ptr<rnic::QueuePair> qp;  // main: offloaded writes, messages
+  std::vector<Lane> lanes;              // sized at creation, never resized
   std::unique_ptr<PathPolicy> policy ABSL_GUARDED_BY(mu);
   ConnectionInfo local;
   ConnectionInfo remote ABSL_GUARDED_BY(mu);
   bool connected ABSL_GUARDED_BY(mu) = false;
   bool failed ABSL_GUARDED_BY(mu) = false;
+  bool reported_failure ABSL_GUARDED_BY(mu) = false;  // a callback reported an error
   MessageHandler handler ABSL_GUARDED_BY(mu);
 
-  // Local memory: incoming staging ring, outgoing headers, message send slots, receive
-  // buffers, ack payloads.
+  // Local memory: incoming staging ring (lane after lane), outgoing headers, message send
+  // slots, receive buffers, ack payloads.
   std::unique_ptr<MappedMemory> ring;
   std::unique_ptr<rnic::MemoryRegion> ring_mr;
-  // Receives [0, message_slots) serve the main QP (messages, slot_stride bytes each); the rest
-  // serve the staging QP, whose receives carry acks or nothing (a staged write's data lands in
-  // the ring): kAckBytes each, packed, so they take one page's translation, not one each.
+  // Receives [0, message_slots) serve the main QP (messages, slot_stride bytes each); then
+  // lane after lane, stage_recvs_per_lane each, the staging QPs, whose receives carry acks or
+  // nothing (a staged write's data lands in the ring): kAckBytes each, packed, so they take
+  // one page's translation, not one each.
   std::vector<char> headers, send_slots, recv_buffers, stage_recv_buffers, acks;
   std::unique_ptr<rnic::MemoryRegion> headers_mr, send_mr, recv_mr, stage_recv_mr, acks_mr;
   uint32_t recv_count = 0;
+  uint32_t stage_recvs_per_lane = 0;
+  uint32_t message_header_bytes = 0;
 
   // Initiator side.
   std::deque<Op> ops ABSL_GUARDED_BY(mu);  // ops.front().id is the oldest unfinished op
   uint64_t next_op_id ABSL_GUARDED_BY(mu) = 0;
-  uint64_t next_unload_seq ABSL_GUARDED_BY(mu) = 0;
-  uint64_t acked_unload_seq ABSL_GUARDED_BY(mu) = 0;
-  std::deque<uint64_t> unload_inflight ABSL_GUARDED_BY(mu);  // op ids, in sequence order
+  uint32_t next_lane ABSL_GUARDED_BY(mu) = 0;  // where the search for a free lane starts
   uint32_t message_credits ABSL_GUARDED_BY(mu) = 0;
   std::vector<int> free_send_slots ABSL_GUARDED_BY(mu);
   size_t first_unposted ABSL_GUARDED_BY(mu) = 0;  // index in ops of the first unposted op
@@ -136,19 +162,16 @@ struct ConnectionState {
   uint32_t max_send_wrs = 0;
 
   // Target side.
-  uint64_t expected_seq ABSL_GUARDED_BY(mu) = 0;  // staged writes applied so far
   uint64_t messages_received ABSL_GUARDED_BY(mu) = 0;
   uint32_t credits_to_return ABSL_GUARDED_BY(mu) = 0;
-  bool ack_pending ABSL_GUARDED_BY(mu) = false;
-  uint32_t acks_in_flight ABSL_GUARDED_BY(mu) = 0;
-  uint32_t next_ack_slot ABSL_GUARDED_BY(mu) = 0;
   bool refusing ABSL_GUARDED_BY(mu) = false;  // a staged write was refused: NAK, then fail
   rnic::WcStatus nak_status ABSL_GUARDED_BY(mu) = rnic::WcStatus::kSuccess;
   bool nak_sent ABSL_GUARDED_BY(mu) = false;
   // Messages received before the unloaded writes they follow were applied: (buffer, length,
-  // unloaded writes required), in arrival order.
+  // unloaded writes of each lane required), in arrival order.
   struct Held {
-    uint32_t buffer, length, need;
+    uint32_t buffer, length;
+    uint32_t need[kMaxLanes];
   };
   std::deque<Held> held ABSL_GUARDED_BY(mu);
 
@@ -168,20 +191,24 @@ void FinishInOrder(ConnectionState& c, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUI
 // (it then reports each of its ops, a refusal with its precise status) or on close: otherwise
 // a staging-side failure racing with a refusal on the main QP would flush the refused write
 // before its NAK is read.
-enum class FailScope { kMainFailed, kStageFailed, kClose };
+// kRefusalSent: this target's NAK went out; only the refusing lane goes to error, so that the
+// initiator reads the NAK before any other lane of it fails (which would flush the refused write).
+enum class FailScope { kMainFailed, kStageFailed, kRefusalSent, kClose };
 void FailConnection(ConnectionState& c, Deferred& out, FailScope scope)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
-void AckUnloaded(ConnectionState& c, uint64_t applied, rnic::WcStatus status, Deferred& out)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+// Lane `lane` of the peer applied its first `applied` staged writes; with an error status, it
+// refused the next one with that status.
+void AckUnloaded(ConnectionState& c, int lane, uint64_t applied, rnic::WcStatus status,
+                 Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 // Every main-QP WR before `main_index` is known complete: quiet messages give back their send
 // slots and queue entries, quiet writes complete.
 void RetireQuietBefore(ConnectionState& c, uint64_t main_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 
 // Target-side helpers (unload_worker.cc).
-void ApplyStagedWrite(ConnectionState& c, uint32_t slot, uint32_t byte_len, ValidationTable& table,
-                      EngineMetrics* metrics) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
-void SendAckIfDue(ConnectionState& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+void SendAckIfDue(ConnectionState& c, Lane& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 void Repost(ConnectionState& c, uint32_t recv_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+// The lane a receive index belongs to, or -1 for the main QP's.
+int LaneOfRecv(const ConnectionState& c, uint32_t recv_index);
 
 }  // namespace unloadkv::engine
 
@@ -189,7 +216,11 @@ namespace unloadkv::engine {
 
 // One unload worker: a CQ shared by the connections assigned to it (their sends and receives).
 struct Engine::Worker {
+  int index = 0;  // in Engine::workers_
   std::unique_ptr<rnic::CompletionQueue> cq;
+  // Held while a thread drives this worker: a lane's staged writes are copied outside the
+  // connection's lock, in order, so only one thread may process a lane's completions.
+  std::atomic<bool> polling{false};
   Mutex mu;
   absl::flat_hash_map<uint32_t, std::shared_ptr<ConnectionState>> conns ABSL_GUARDED_BY(mu);
 

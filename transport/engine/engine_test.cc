@@ -11,6 +11,7 @@
 #include "transport/base/logging.h"
 #include "transport/base/mutex.h"
 #include "transport/engine/adaptive_policy.h"
+#include "transport/engine/engine_internal.h"
 #include "transport/sim/fabric.h"
 #include "transport/soft/soft_device.h"
 
@@ -104,18 +105,26 @@ class SimHarness : public Harness {
   Engine* eb_ = nullptr;
 };
 
-class EngineTest : public ::testing::TestWithParam<std::string> {
+// Backend ("soft" or "sim") and staging lanes per connection (as many unload workers).
+struct Setup {
+  const char* backend;
+  int lanes;
+};
+
+class EngineTest : public ::testing::TestWithParam<Setup> {
  protected:
   static constexpr size_t kBytes = 8 << 20;
 
   void SetUp() override {
-    if (GetParam() == "soft") {
+    if (std::string(GetParam().backend) == "soft") {
       h_ = std::make_unique<SoftHarness>();
     } else {
       h_ = std::make_unique<SimHarness>();
     }
     EngineOptions o;
     o.staging_slots = 8;
+    o.staging_lanes = lanes();
+    o.unload_workers = lanes();
     o.metrics = &metrics_;
     ea_ = std::move(*Engine::Create(&h_->a(), o));
     eb_ = std::move(*Engine::Create(&h_->b(), o));
@@ -142,6 +151,7 @@ class EngineTest : public ::testing::TestWithParam<std::string> {
   }
 
   uint64_t Dst(size_t off) const { return dst_mr_->address() + off; }
+  int lanes() const { return GetParam().lanes; }
 
   std::unique_ptr<Harness> h_;
   CountingMetrics metrics_;
@@ -227,25 +237,33 @@ TEST_P(EngineTest, MessageAfterWriteIsDeliveredAfterTheWriteIsVisible) {
     SCOPED_TRACE(PathName(path));
     Connect(Only(path));
     std::atomic<int> delivered{0}, stale{0};
+    // The message names (offset, value) of each write posted before it.
     cb_->SetMessageHandler([&](absl::Span<const char> m) {
-      uint64_t off, expect;
-      std::memcpy(&off, m.data(), 8);
-      std::memcpy(&expect, m.data() + 8, 8);
-      uint64_t seen;
-      std::memcpy(&seen, &dst_[off], 8);
-      if (seen != expect) ++stale;
+      for (size_t k = 0; k + 16 <= m.size(); k += 16) {
+        uint64_t off, expect;
+        std::memcpy(&off, m.data() + k, 8);
+        std::memcpy(&expect, m.data() + k + 8, 8);
+        uint64_t seen;
+        std::memcpy(&seen, &dst_[off], 8);
+        if (seen != expect) ++stale;
+      }
       ++delivered;
     });
     constexpr int kRounds = 100;
     for (int i = 0; i < kRounds; ++i) {
-      uint64_t off = (i % 50) * 4096, value = 1000 + i + (path == Path::kOffload ? 7777 : 0);
-      std::memcpy(&src_[off], &value, 8);
-      ASSERT_TRUE(ca_->Write(src_mr_->Sge(off, 8), Dst(off), dst_mr_->rkey(), nullptr).ok());
-      char msg[16];
-      std::memcpy(msg, &off, 8);
-      std::memcpy(msg + 8, &value, 8);
-      // No wait for the write: the message alone must see it.
-      ASSERT_TRUE(ca_->Send(absl::MakeConstSpan(msg, 16), nullptr).ok());
+      // One to four writes (over the lanes when there are several), then the message.
+      char msg[64];
+      const int writes = 1 + i % 4;
+      for (int w = 0; w < writes; ++w) {
+        uint64_t off = ((i % 25) * 4 + w) * 4096,
+                 value = 1000 + i + (path == Path::kOffload ? 7777 : 0);
+        std::memcpy(&src_[off], &value, 8);
+        ASSERT_TRUE(ca_->Write(src_mr_->Sge(off, 8), Dst(off), dst_mr_->rkey(), nullptr).ok());
+        std::memcpy(msg + 16 * w, &off, 8);
+        std::memcpy(msg + 16 * w + 8, &value, 8);
+      }
+      // No wait for the writes: the message alone must see them.
+      ASSERT_TRUE(ca_->Send(absl::MakeConstSpan(msg, 16 * writes), nullptr).ok());
       ASSERT_TRUE(h_->WaitUntil([&] { return delivered.load() == i + 1; }, absl::Seconds(10)));
     }
     EXPECT_EQ(stale.load(), 0) << "a message overtook the write posted before it";
@@ -265,6 +283,7 @@ TEST_P(EngineTest, RefusedWritesFailTheSameWayOnBothPathsAndWriteNothing) {
       {"no remote write", ro_mr->rkey(), ro_mr->address()},
       {"past the end", dst_mr_->rkey(), Dst(kBytes - 16)},
   };
+  constexpr size_t kSecond = 1 << 20;  // where the write after the refused one goes
   for (Path path : {Path::kOffload, Path::kUnload}) {
     for (const Case& c : cases) {
       SCOPED_TRACE(absl::StrCat(PathName(path), ": ", c.name));
@@ -280,7 +299,7 @@ TEST_P(EngineTest, RefusedWritesFailTheSameWayOnBothPathsAndWriteNothing) {
                              })
                       .ok());
       absl::Status st =
-          ca_->Write(src_mr_->Sge(0, 64), Dst(0), dst_mr_->rkey(), [&](const WriteResult& r) {
+          ca_->Write(src_mr_->Sge(0, 64), Dst(kSecond), dst_mr_->rkey(), [&](const WriteResult& r) {
             second = r;
             ++done;
           });
@@ -292,6 +311,12 @@ TEST_P(EngineTest, RefusedWritesFailTheSameWayOnBothPathsAndWriteNothing) {
       }
       ASSERT_TRUE(h_->WaitUntil([&] { return ca_->failed(); }, absl::Seconds(10)));
       EXPECT_FALSE(ca_->Write(src_mr_->Sge(0, 8), Dst(0), dst_mr_->rkey(), nullptr).ok());
+      // The refused write wrote nothing. The later one reported kFlushed; with one lane it took
+      // the refused write's QP and wrote nothing either, with several it may have been placed
+      // by another lane first (as an offloaded write may be: engine.h, rule 3).
+      if (lanes() > 1)
+        std::copy(dst_.begin() + kSecond, dst_.begin() + kSecond + 64,
+                  dst_before.begin() + kSecond);
       EXPECT_TRUE(dst_ == dst_before && ro == ro_before) << "a refused write changed memory";
     }
   }
@@ -315,8 +340,9 @@ TEST_P(EngineTest, FullRingWaitsAndNeverOverflows) {
   }
   ASSERT_TRUE(h_->WaitUntil([&] { return done.load() == kWrites; }, absl::Seconds(20)));
   EXPECT_EQ(ok.load(), kWrites);
-  EXPECT_LE(metrics_.ring_used_max.load(), 8u);
-  EXPECT_EQ(metrics_.ring_used_max.load(), 8u) << "the ring was never full: test too weak";
+  const uint32_t slots = 8 * lanes();
+  EXPECT_LE(metrics_.ring_used_max.load(), slots);
+  EXPECT_EQ(metrics_.ring_used_max.load(), slots) << "the ring was never full: test too weak";
   EXPECT_EQ(std::memcmp(src_.data(), dst_.data(), kWrites * 512), 0);
 }
 
@@ -335,7 +361,7 @@ TEST_P(EngineTest, FullRingFallsBackToOffloadWhenThePolicySaysSo) {
   }
   ASSERT_TRUE(h_->WaitUntil([&] { return done.load() == kWrites; }, absl::Seconds(20)));
   EXPECT_EQ(ok.load(), kWrites);
-  EXPECT_LE(metrics_.ring_used_max.load(), 8u);
+  EXPECT_LE(metrics_.ring_used_max.load(), 8u * lanes());
 }
 
 TEST_P(EngineTest, MessagesFlowBothWaysWithoutStalling) {
@@ -500,20 +526,19 @@ TEST_P(EngineTest, ABatchPostsNothingUntilItEndsAndKeepsPostOrder) {
 // connection on b().
 class RawPeer {
  public:
-  RawPeer(rnic::Device& dev, Connection& engine_side) {
+  RawPeer(rnic::Device& dev, Connection& engine_side, int lanes) : lanes_(lanes) {
     cq_ = std::move(*dev.CreateCompletionQueue(256));
     rnic::QpConfig cfg;
     cfg.send_cq = cq_.get();
     cfg.recv_cq = cq_.get();
     qp_ = std::move(*dev.CreateQueuePair(cfg));
-    stage_ = std::move(*dev.CreateQueuePair(cfg));
+    for (int k = 0; k < lanes; ++k) stages_.push_back(std::move(*dev.CreateQueuePair(cfg)));
     buf_.assign(1 << 16, 0);
     mr_ = std::move(
         *dev.RegisterMemory(buf_.data(), buf_.size(), rnic::kLocalWrite | rnic::kRemoteWrite));
     ConnectionInfo mine;
     mine.qp = qp_->local_attributes();
-    mine.stage_qp_num = stage_->qp_num();
-    mine.stage_psn = stage_->local_attributes().psn;
+    for (const auto& s : stages_) mine.staging.push_back({s->qp_num(), s->local_attributes().psn});
     mine.ring_addr = mr_->address();
     mine.ring_rkey = mr_->rkey();
     mine.ring_slots = 4;
@@ -523,25 +548,32 @@ class RawPeer {
     EXPECT_TRUE(engine_side.Connect(mine).ok());
     const ConnectionInfo& theirs = engine_side.local_info();
     EXPECT_TRUE(qp_->Connect(theirs.qp).ok());
-    rnic::QpAttributes stage = theirs.qp;
-    stage.qp_num = theirs.stage_qp_num;
-    stage.psn = theirs.stage_psn;
-    EXPECT_TRUE(stage_->Connect(stage).ok());
+    EXPECT_EQ(theirs.staging.size(), stages_.size());
+    for (size_t k = 0; k < stages_.size() && k < theirs.staging.size(); ++k) {
+      rnic::QpAttributes stage = theirs.qp;
+      stage.qp_num = theirs.staging[k].qp_num;
+      stage.psn = theirs.staging[k].psn;
+      EXPECT_TRUE(stages_[k]->Connect(stage).ok());
+    }
   }
-  // Sends a message with the given engine header fields and payload.
+  uint32_t header_bytes() const { return MessageHeaderBytes(lanes_); }
+  // Sends a message with the given engine header fields (no unloaded writes before it) and
+  // payload; `length` counts header and payload bytes sent.
   void Send(uint64_t seen, uint32_t credits, const std::string& payload, uint32_t length) {
     char* p = buf_.data() + 8192;
     std::memcpy(p, &seen, 8);
     std::memcpy(p + 8, &credits, 4);
-    std::memset(p + 12, 0, 4);
-    std::memcpy(p + 16, payload.data(), payload.size());
-    rnic::SendWorkRequest wr = rnic::MakeSendWithImm(1, mr_->Sge(8192, length), 0);
+    std::memset(p + 12, 0, header_bytes() - 12);
+    std::memcpy(p + header_bytes(), payload.data(), payload.size());
+    rnic::SendWorkRequest wr = rnic::MakeSendWithImm(1, mr_->Sge(8192, length), kImmMessage);
     EXPECT_TRUE(qp_->PostSend(wr).ok());
   }
 
  private:
+  int lanes_;
   std::unique_ptr<rnic::CompletionQueue> cq_;
-  std::unique_ptr<rnic::QueuePair> qp_, stage_;
+  std::unique_ptr<rnic::QueuePair> qp_;
+  std::vector<std::unique_ptr<rnic::QueuePair>> stages_;
   std::vector<char> buf_;
   std::unique_ptr<rnic::MemoryRegion> mr_;
 };
@@ -554,11 +586,12 @@ TEST_P(EngineTest, ForgedMessageHeadersFailTheConnectionAndDeliverNothing) {
     uint32_t length;  // bytes sent: header + payload
     bool fails;
   };
+  const uint32_t header = MessageHeaderBytes(lanes());
   const Case cases[] = {
-      {"well formed", 0, 0, 16 + 5, false},
-      {"acknowledges messages never sent", 3, 0, 16 + 5, true},
-      {"returns credits never taken", 0, 1000, 16 + 5, true},
-      {"shorter than the header", 0, 0, 7, true},
+      {"well formed", 0, 0, header + 5, false},
+      {"acknowledges messages never sent", 3, 0, header + 5, true},
+      {"returns credits never taken", 0, 1000, header + 5, true},
+      {"shorter than the header", 0, 0, header - 1, true},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.name);
@@ -567,7 +600,7 @@ TEST_P(EngineTest, ForgedMessageHeadersFailTheConnectionAndDeliverNothing) {
     cb_->SetMessageHandler([&](absl::Span<const char> m) {
       if (std::string(m.data(), m.size()) == "hello") ++delivered;
     });
-    RawPeer peer(h_->a(), *cb_);
+    RawPeer peer(h_->a(), *cb_, lanes());
     peer.Send(k.seen, k.credits, "hello", k.length);
     if (k.fails) {
       ASSERT_TRUE(h_->WaitUntil([&] { return cb_->failed(); }, absl::Seconds(10)));
@@ -595,14 +628,38 @@ TEST_P(EngineTest, BadParametersAreRejectedWithClearErrors) {
   ASSERT_TRUE(round.ok()) << round.status();
   EXPECT_EQ(round->ring_rkey, ca_->local_info().ring_rkey);
   EXPECT_FALSE(DecodeConnectionInfo("transport=soft ring_slots=3").ok());
+  info = ca_->local_info();
+  info.staging.push_back(info.staging.back());  // one lane more than this engine has
+  auto lanes_differ = std::move(*ea_->CreateConnection(Only(Path::kUnload)));
+  absl::Status st = lanes_differ->Connect(info);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("staging_lanes"), absl::string_view::npos) << st;
+  for (int lanes : {0, 9}) {
+    EngineOptions o;
+    o.staging_lanes = lanes;
+    EXPECT_EQ(Engine::Create(&h_->a(), o).status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  std::string text = EncodeConnectionInfo(ca_->local_info());
+  for (const char* staging : {"staging=", "staging=1:2,", "staging=1", "staging=1:2:3",
+                              "staging=1:2,1:2,1:2,1:2,1:2,1:2,1:2,1:2,1:2"}) {
+    std::string bad_text = text;
+    size_t at = bad_text.find("staging="), end = bad_text.find(' ', at);
+    bad_text.replace(at, end - at, staging);
+    EXPECT_FALSE(DecodeConnectionInfo(bad_text).ok()) << bad_text;
+  }
   EXPECT_FALSE(MakePolicy("sometimes").ok());
   std::vector<char> big(5000, 'x');
   EXPECT_EQ(ca_->Send(absl::MakeConstSpan(big), nullptr).code(),
             absl::StatusCode::kInvalidArgument);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, EngineTest, ::testing::Values("soft", "sim"),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Backends, EngineTest,
+                         ::testing::Values(Setup{"soft", 1}, Setup{"sim", 1}, Setup{"soft", 2},
+                                           Setup{"sim", 2}),
+                         [](const auto& info) {
+                           return absl::StrCat(info.param.backend, "_", info.param.lanes,
+                                               info.param.lanes == 1 ? "lane" : "lanes");
+                         });
 
 }  // namespace
 }  // namespace unloadkv::engine

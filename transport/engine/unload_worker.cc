@@ -22,14 +22,16 @@ ValidationFailure FailureOf(rnic::AccessVerdict v) {
   }
 }
 
-void Refuse(ConnectionState& c, rnic::WcStatus status, ValidationFailure reason,
+void Refuse(ConnectionState& c, Lane& lane, rnic::WcStatus status, ValidationFailure reason,
             EngineMetrics* metrics, absl::string_view detail) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   if (metrics != nullptr) metrics->OnValidationFailure(reason);
-  Log(LogLevel::kWarning, absl::StrCat("engine: refused staged write ", c.expected_seq, " (",
-                                       ValidationFailureName(reason), "): ", detail));
+  Log(LogLevel::kWarning,
+      absl::StrCat("engine: refused staged write ", lane.expected_seq, " of lane ",
+                   &lane - c.lanes.data(), " (", ValidationFailureName(reason), "): ", detail));
   c.refusing = true;
   c.nak_status = status;
-  c.ack_pending = true;
+  lane.refused = true;
+  lane.ack_pending = true;
 }
 
 // Adds credits the peer returned; more than it could owe fails the connection.
@@ -46,38 +48,38 @@ bool TakeCredits(ConnectionState& c, uint32_t credits, Deferred& out)
   return true;
 }
 
-}  // namespace
+// A validated staged write, copied outside the connection's lock.
+struct StagedCopy {
+  void* dst = nullptr;
+  const char* src = nullptr;
+  uint32_t length = 0;
+};
 
-void Repost(ConnectionState& c, uint32_t i) {
-  const uint64_t id = MakeWrId(WrKind::kRecv, c.id, i);
-  if (i < c.options.message_slots) {
-    (void)c.qp->PostRecv(
-        rnic::MakeRecv(id, c.recv_mr->Sge(size_t{i} * c.slot_stride, c.slot_stride)));
-  } else {
-    const size_t k = i - c.options.message_slots;
-    (void)c.stage_qp->PostRecv(rnic::MakeRecv(id, c.stage_recv_mr->Sge(k * kAckBytes, kAckBytes)));
-  }
-}
-
-void ApplyStagedWrite(ConnectionState& c, uint32_t slot, uint32_t byte_len, ValidationTable& table,
-                      EngineMetrics* metrics) {
-  if (c.refusing || c.failed) return;  // after a refusal nothing more is applied
+// Validates the staged write that arrived in `slot` of lane `lane_index` exactly as the NIC
+// would validate the write; on success fills `copy` (the caller copies, then calls
+// CommitStagedWrite), on failure records the refusal.
+bool ValidateStagedWrite(ConnectionState& c, int lane_index, uint32_t slot, uint32_t byte_len,
+                         ValidationTable& table, EngineMetrics* metrics, StagedCopy* copy)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  Lane& lane = c.lanes[lane_index];
+  if (c.refusing || c.failed) return false;  // after a refusal nothing more is applied
   if (slot >= c.local.ring_slots) {
-    Refuse(c, rnic::WcStatus::kRemoteInvalidRequest, ValidationFailure::kBadHeader, metrics,
+    Refuse(c, lane, rnic::WcStatus::kRemoteInvalidRequest, ValidationFailure::kBadHeader, metrics,
            absl::StrCat("slot ", slot, " of ", c.local.ring_slots));
-    return;
+    return false;
   }
-  const char* base = c.ring->data() + size_t{slot} * c.local.slot_bytes;
+  const char* base =
+      c.ring->data() + (size_t(lane_index) * c.local.ring_slots + slot) * c.local.slot_bytes;
   absl::StatusOr<StagingHeader> h = ParseStagingHeader(base, byte_len, c.local.slot_bytes);
   if (!h.ok()) {
-    Refuse(c, rnic::WcStatus::kRemoteInvalidRequest, ValidationFailure::kBadHeader, metrics,
+    Refuse(c, lane, rnic::WcStatus::kRemoteInvalidRequest, ValidationFailure::kBadHeader, metrics,
            h.status().message());
-    return;
+    return false;
   }
-  if (h->sequence != c.expected_seq || slot != h->sequence % c.local.ring_slots) {
-    Refuse(c, rnic::WcStatus::kRemoteInvalidRequest, ValidationFailure::kBadSequence, metrics,
+  if (h->sequence != lane.expected_seq || slot != h->sequence % c.local.ring_slots) {
+    Refuse(c, lane, rnic::WcStatus::kRemoteInvalidRequest, ValidationFailure::kBadSequence, metrics,
            absl::StrCat("sequence ", h->sequence, " in slot ", slot));
-    return;
+    return false;
   }
   // Exactly the NIC's check, against the regions registered through this engine.
   rnic::AccessVerdict verdict;
@@ -86,40 +88,82 @@ void ApplyStagedWrite(ConnectionState& c, uint32_t slot, uint32_t byte_len, Vali
     verdict = table.regions.Check(h->rkey, h->remote_addr, h->length, rnic::kRemoteWrite);
   }
   if (verdict != rnic::AccessVerdict::kOk) {
-    Refuse(c, rnic::WcStatus::kRemoteAccessError, FailureOf(verdict), metrics,
+    Refuse(c, lane, rnic::WcStatus::kRemoteAccessError, FailureOf(verdict), metrics,
            absl::StrCat("rkey 0x", absl::Hex(h->rkey), " addr 0x", absl::Hex(h->remote_addr),
                         " len ", h->length));
-    return;
+    return false;
   }
-  if (h->length > 0) {
-    std::memcpy(reinterpret_cast<void*>(h->remote_addr), base + kStagingHeaderSize, h->length);
-  }
-  ++c.expected_seq;
-  c.ack_pending = true;
-  if (metrics != nullptr) metrics->OnStagedWriteApplied(h->length);
+  copy->dst = reinterpret_cast<void*>(h->remote_addr);
+  copy->src = base + kStagingHeaderSize;
+  copy->length = h->length;
+  return true;
 }
 
-void SendAckIfDue(ConnectionState& c) {
-  if (!c.ack_pending || c.failed || c.nak_sent || !c.connected) return;
-  if (c.acks_in_flight >= kAckSlots) return;  // retried when an ack completes
-  uint32_t slot = c.next_ack_slot++ % kAckSlots;
-  char* p = c.acks.data() + size_t{slot} * kAckBytes;
-  StoreLittleEndian<uint64_t>(p, 0, c.expected_seq);
+void CommitStagedWrite(ConnectionState& c, Lane& lane, uint32_t length, EngineMetrics* metrics)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  ++lane.expected_seq;
+  lane.ack_pending = true;
+  if (metrics != nullptr) metrics->OnStagedWriteApplied(length);
+}
+
+// Clears Worker::polling when the poll ends.
+class PollingGuard {
+ public:
+  explicit PollingGuard(std::atomic<bool>* flag) : flag_(flag) {}
+  ~PollingGuard() { flag_->store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool>* flag_;
+};
+
+}  // namespace
+
+int LaneOfRecv(const ConnectionState& c, uint32_t i) {
+  if (i < c.options.message_slots) return -1;
+  return static_cast<int>((i - c.options.message_slots) / c.stage_recvs_per_lane);
+}
+
+void Repost(ConnectionState& c, uint32_t i) {
+  const uint64_t id = MakeWrId(WrKind::kRecv, c.id, i);
+  const int lane = LaneOfRecv(c, i);
+  if (lane < 0) {
+    (void)c.qp->PostRecv(
+        rnic::MakeRecv(id, c.recv_mr->Sge(size_t{i} * c.slot_stride, c.slot_stride)));
+  } else {
+    const size_t k = i - c.options.message_slots;
+    (void)c.lanes[lane].qp->PostRecv(
+        rnic::MakeRecv(id, c.stage_recv_mr->Sge(k * kAckBytes, kAckBytes)));
+  }
+}
+
+void SendAckIfDue(ConnectionState& c, Lane& lane) {
+  if (!lane.ack_pending || c.failed || c.nak_sent || !c.connected) return;
+  if (lane.acks_in_flight >= kAckSlots) return;  // retried when an ack completes
+  const uint32_t lane_index = static_cast<uint32_t>(&lane - c.lanes.data());
+  const uint32_t slot = lane.next_ack_slot++ % kAckSlots;
+  const size_t offset = (size_t{lane_index} * kAckSlots + slot) * kAckBytes;
+  char* p = c.acks.data() + offset;
+  StoreLittleEndian<uint64_t>(p, 0, lane.expected_seq);
   StoreLittleEndian<uint32_t>(
-      p, 8, static_cast<uint32_t>(c.refusing ? c.nak_status : rnic::WcStatus::kSuccess));
+      p, 8, static_cast<uint32_t>(lane.refused ? c.nak_status : rnic::WcStatus::kSuccess));
   StoreLittleEndian<uint32_t>(p, 12, c.credits_to_return);
   rnic::SendWorkRequest wr =
-      rnic::MakeSendWithImm(MakeWrId(WrKind::kAck, c.id, slot),
-                            c.acks_mr->Sge(size_t{slot} * kAckBytes, kAckBytes), kImmAck);
-  if (!c.stage_qp->PostSend(wr).ok()) return;
-  ++c.acks_in_flight;
+      rnic::MakeSendWithImm(MakeWrId(WrKind::kAck, c.id, lane_index << 16 | slot),
+                            c.acks_mr->Sge(offset, kAckBytes), kImmAck);
+  if (!lane.qp->PostSend(wr).ok()) return;
+  ++lane.acks_in_flight;
   ++c.send_wrs;  // retired by the ack's completion (WrKind::kAck)
   c.credits_to_return = 0;
-  c.ack_pending = false;
-  if (c.refusing) c.nak_sent = true;
+  lane.ack_pending = false;
+  if (lane.refused) {
+    c.nak_sent = true;
+    lane.nak_wr_index = IndexOf(wr.wr_id);
+  }
 }
 
 int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
+  if (polling.exchange(true, std::memory_order_acquire)) return 0;  // another thread drives it
+  PollingGuard guard(&polling);
   rnic::WorkCompletion wcs[32];
   int n = cq->Poll(absl::MakeSpan(wcs));
   if (n <= 0) return 0;
@@ -137,10 +181,26 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
     Deferred out;
     MessageHandler handler;
     std::vector<ConnectionState::Held> deliver;  // messages now in order to hand over
+    const bool ok = wc.status == rnic::WcStatus::kSuccess;
+    // A staged write is validated under the connection's lock and copied outside it, so that
+    // lanes on other workers proceed meanwhile; only this thread handles this lane.
+    const int staged_lane =
+        KindOf(wc.wr_id) == WrKind::kRecv && ok && wc.opcode == rnic::WcOpcode::kRecvRdmaWithImm
+            ? LaneOfRecv(c, IndexOf(wc.wr_id))
+            : -1;
+    bool staged_valid = false;
+    StagedCopy copy;
+    if (staged_lane >= 0) {
+      {
+        MutexLock l(&c.mu);
+        staged_valid =
+            ValidateStagedWrite(c, staged_lane, wc.imm, wc.byte_len, table, metrics, &copy);
+      }
+      if (staged_valid && copy.length > 0) std::memcpy(copy.dst, copy.src, copy.length);
+    }
     uint32_t recv_index = 0;
     {
       MutexLock l(&c.mu);
-      const bool ok = wc.status == rnic::WcStatus::kSuccess;
       switch (KindOf(wc.wr_id)) {
         case WrKind::kQuietMessage:
           // Unsignaled: completes only with an error (its op finished when it was posted).
@@ -168,34 +228,33 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
           }
           break;
         }
-        case WrKind::kAck:
+        case WrKind::kAck: {
+          Lane& lane = c.lanes[(IndexOf(wc.wr_id) >> 16) % c.lanes.size()];
           --c.send_wrs;
-          --c.acks_in_flight;
+          --lane.acks_in_flight;
           if (!ok) {
             FailConnection(c, out, FailScope::kStageFailed);
-          } else if (c.nak_sent) {
-            // The refusal is delivered; now fail, as RC does.
-            FailConnection(c, out, FailScope::kStageFailed);
+          } else if (IndexOf(wc.wr_id) == lane.nak_wr_index) {
+            // The refusal is delivered (not an earlier ack: that would flush the NAK); now
+            // fail, as RC does.
+            FailConnection(c, out, FailScope::kRefusalSent);
           }
           break;
+        }
         case WrKind::kRecv: {
           recv_index = IndexOf(wc.wr_id);
+          const int lane = LaneOfRecv(c, recv_index);
           if (!ok) {
-            FailConnection(c, out,
-                           recv_index < c.options.message_slots ? FailScope::kMainFailed
-                                                                : FailScope::kStageFailed);
+            FailConnection(c, out, lane < 0 ? FailScope::kMainFailed : FailScope::kStageFailed);
             break;
           }
-          const char* buf = recv_index < c.options.message_slots
-                                ? c.recv_buffers.data() + size_t{recv_index} * c.slot_stride
-                                : c.stage_recv_buffers.data() +
-                                      size_t{recv_index - c.options.message_slots} * kAckBytes;
-          if (wc.opcode == rnic::WcOpcode::kRecvRdmaWithImm &&
-              recv_index >= c.options.message_slots) {
-            ApplyStagedWrite(c, wc.imm, wc.byte_len, table, metrics);
+          const char* buf = lane < 0 ? c.recv_buffers.data() + size_t{recv_index} * c.slot_stride
+                                     : c.stage_recv_buffers.data() +
+                                           size_t{recv_index - c.options.message_slots} * kAckBytes;
+          if (staged_lane >= 0) {
+            if (staged_valid) CommitStagedWrite(c, c.lanes[staged_lane], copy.length, metrics);
             Repost(c, recv_index);
-          } else if (wc.has_imm && wc.imm == kImmAck && wc.byte_len == kAckBytes &&
-                     recv_index >= c.options.message_slots) {
+          } else if (wc.has_imm && wc.imm == kImmAck && wc.byte_len == kAckBytes && lane >= 0) {
             uint64_t applied = LoadLittleEndian<uint64_t>(buf, 0);
             uint32_t status = LoadLittleEndian<uint32_t>(buf, 8);
             uint32_t credits = LoadLittleEndian<uint32_t>(buf, 12);
@@ -206,11 +265,12 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
                 status != static_cast<uint32_t>(rnic::WcStatus::kRemoteInvalidRequest)) {
               status = static_cast<uint32_t>(rnic::WcStatus::kRemoteInvalidRequest);
             }
-            AckUnloaded(c, applied, static_cast<rnic::WcStatus>(status), out);
-          } else if (wc.has_imm && recv_index < c.options.message_slots &&
-                     wc.byte_len >= kMessageHeaderBytes) {
-            // A message; imm = unloaded writes posted before it, which must be applied first.
-            // Its header says how many of our messages the peer had received when it sent it.
+            AckUnloaded(c, lane, applied, static_cast<rnic::WcStatus>(status), out);
+          } else if (wc.has_imm && wc.imm == kImmMessage && lane < 0 &&
+                     wc.byte_len >= c.message_header_bytes) {
+            // A message. Its header says how many of our messages the peer had received when it
+            // sent it, and how many unloaded writes of each lane it posted before it, which must
+            // be applied first.
             const uint64_t seen = LoadLittleEndian<uint64_t>(buf, 0);
             ++c.messages_received;
             if (!TakeCredits(c, LoadLittleEndian<uint32_t>(buf, 8), out)) break;
@@ -227,7 +287,11 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
             }
             // After a refused staged write nothing later is delivered (RC would have failed).
             if (!c.refusing) {
-              c.held.push_back({recv_index, wc.byte_len - kMessageHeaderBytes, wc.imm});
+              ConnectionState::Held h{recv_index, wc.byte_len - c.message_header_bytes, {}};
+              for (size_t k = 0; k < c.lanes.size(); ++k) {
+                h.need[k] = LoadLittleEndian<uint32_t>(buf, 12 + 4 * k);
+              }
+              c.held.push_back(h);
             }
           } else {
             Log(LogLevel::kWarning, absl::StrCat("engine: unexpected receive ", wc.DebugString()));
@@ -237,9 +301,13 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
         }
       }
       // Hand over held messages whose preceding unloaded writes are now applied.
-      while (!c.held.empty() && !c.refusing &&
-             static_cast<int32_t>(static_cast<uint32_t>(c.expected_seq) - c.held.front().need) >=
-                 0) {
+      while (!c.held.empty() && !c.refusing) {
+        bool applied = true;
+        for (size_t k = 0; k < c.lanes.size(); ++k) {
+          applied &= static_cast<int32_t>(static_cast<uint32_t>(c.lanes[k].expected_seq) -
+                                          c.held.front().need[k]) >= 0;
+        }
+        if (!applied) break;
         deliver.push_back(c.held.front());
         c.held.pop_front();
       }
@@ -253,7 +321,7 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
       for (const ConnectionState::Held& m : deliver) {
         if (handler) {
           handler(absl::MakeConstSpan(
-              c.recv_buffers.data() + size_t{m.buffer} * c.slot_stride + kMessageHeaderBytes,
+              c.recv_buffers.data() + size_t{m.buffer} * c.slot_stride + c.message_header_bytes,
               m.length));
         }
       }
@@ -265,16 +333,18 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
         // to send with meanwhile); an ack due for unloaded writes carries them earlier. One
         // ack per message would double the packets of a request/response exchange.
         if (c.credits_to_return >= std::max<uint32_t>(1, c.options.message_slots / 2)) {
-          c.ack_pending = true;
+          c.lanes[0].ack_pending = true;  // lane 0 shares this worker with the main QP
         }
       }
     }
     if (std::find(touched.begin(), touched.end(), cp) == touched.end()) touched.push_back(cp);
   }
-  // One ack per connection per batch covers every staged write applied in it.
+  // One ack per lane per batch covers every staged write applied in it.
   for (const std::shared_ptr<ConnectionState>& cp : touched) {
     MutexLock l(&cp->mu);
-    SendAckIfDue(*cp);
+    for (Lane& lane : cp->lanes) {
+      if (lane.worker == index) SendAckIfDue(*cp, lane);
+    }
   }
   return n;
 }
