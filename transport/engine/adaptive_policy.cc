@@ -9,7 +9,9 @@
 namespace unloadkv::engine {
 
 AdaptivePolicy::AdaptivePolicy(const Options& options)
-    : options_(options), sketch_(16, options.sketch_window) {}
+    : options_(options), sketch_(16, options.sketch_window) {
+  options_.trend_blocks = std::clamp<uint32_t>(options_.trend_blocks, 1, kMaxTrendBlocks);
+}
 
 int AdaptivePolicy::SizeClass(uint32_t length) {
   int c = 0;
@@ -18,8 +20,8 @@ int AdaptivePolicy::SizeClass(uint32_t length) {
 }
 
 int AdaptivePolicy::HeatClass(uint32_t count) {
-  if (count >= 32) return 3;
-  if (count >= 8) return 2;
+  if (count >= 16) return 3;
+  if (count >= 6) return 2;
   if (count >= 2) return 1;
   return 0;
 }
@@ -30,11 +32,26 @@ constexpr uint8_t kRegular = 0, kSettle = 1, kMeasureOther = 2, kMeasureRegime =
 Path Other(Path p) { return p == Path::kOffload ? Path::kUnload : Path::kOffload; }
 }  // namespace
 
+bool AdaptivePolicy::Major(const Cell& cell) const {
+  return cell.recent * options_.min_probe_share_inverse >=
+         std::min<uint64_t>(decisions_, 2 * kShareWindow);
+}
+
+Path AdaptivePolicy::EffectiveRegime(int cell) const {
+  if (cells_[cell].concluded) return cells_[cell].regime;
+  const int heat = cell % kHeatClasses;
+  for (int h = heat - 1; h >= 0; --h) {
+    if (cells_[cell - heat + h].concluded) return cells_[cell - heat + h].regime;
+  }
+  return cells_[cell].regime;
+}
+
 void AdaptivePolicy::StartProbe(int cell) {
   probing_ = cell;
   probe_pos_ = 0;
   probe_age_ = 0;
-  probe_regime_ = cells_[cell].regime;
+  probe_regime_ = EffectiveRegime(cell);
+  cells_[cell].regime = probe_regime_;
   ++generation_;
   for (int b = 0; b < 2; ++b) {
     issued_[b] = seen_[b] = 0;
@@ -47,12 +64,27 @@ void AdaptivePolicy::StartProbe(int cell) {
 
 Decision AdaptivePolicy::Decide(uint64_t remote_addr, uint32_t length, bool unload_possible) {
   uint32_t heat = sketch_.Add(remote_addr >> 12);
-  uint16_t cell_index = static_cast<uint16_t>(SizeClass(length) * kHeatClasses + HeatClass(heat));
-  if (!unload_possible) return {Path::kOffload, cell_index, kRegular};
+  const int heat_class = HeatClass(heat);
+  uint16_t cell_index = static_cast<uint16_t>(SizeClass(length) * kHeatClasses + heat_class);
+  if (!unload_possible || (options_.hot_stays_offloaded && heat_class == kHeatClasses - 1)) {
+    return {Path::kOffload, cell_index, kRegular};
+  }
   Cell& cell = cells_[cell_index];
+  // Each cell's share of the recent decisions (counts halved every kShareWindow).
+  ++cell.recent;
+  if (++decisions_ % kShareWindow == 0) {
+    for (Cell& c : cells_) c.recent /= 2;
+  }
+  const bool major = Major(cell);
+  // Colder cells first: a warmer cell routes like them until it has probed itself.
+  bool colder_known = true;
+  for (int h = 0; h < heat_class; ++h) {
+    const Cell& c = cells_[cell_index - heat_class + h];
+    colder_known &= c.concluded || !Major(c);
+  }
   if (cell.until_probe > 0) {
     --cell.until_probe;
-  } else if (probing_ < 0) {
+  } else if (probing_ < 0 && major && colder_known && settled_) {
     if (cell.warmup[0] + cell.warmup[1] == 0) {
       cell.until_probe = options_.first_probe;  // nothing observed yet: wait a little
     } else {
@@ -63,7 +95,7 @@ Decision AdaptivePolicy::Decide(uint64_t remote_addr, uint32_t length, bool unlo
   if (probing_ >= 0 && ++probe_age_ > 4 * options_.probe_interval) {
     FinishProbe(/*aborted=*/true);  // abandoned: its cell's writes or their completions stopped
   }
-  Path path = cell.regime;
+  Path path = EffectiveRegime(cell_index);
   if (probing_ < 0 || probe_pos_ >= 2 * options_.probe_block) {
     return {path, cell_index, kRegular};
   }
@@ -95,6 +127,19 @@ void AdaptivePolicy::Observe(const Decision& d, absl::Duration latency) {
   if ((!current || phase == kSettle) && !probed_path) {
     ++regular_seen_;
     regular_ns_ += std::max(1.0 / 64, 1.0 / regular_seen_) * (ns - regular_ns_);
+    // Is the connection's latency still falling (a translation cache warming up)? Then a
+    // comparison now would judge the current regime by a transient.
+    trend_sum_ns_ += ns;
+    if (++trend_seen_ == kTrendBlock) {
+      const double mean = trend_sum_ns_ / kTrendBlock;
+      const uint32_t n = options_.trend_blocks;
+      double& then = trend_block_ns_[trend_blocks_ % n];  // the block n blocks ago
+      settled_ = trend_blocks_ >= n && mean >= then * (1.0 - options_.hysteresis);
+      then = mean;
+      ++trend_blocks_;
+      trend_sum_ns_ = 0;
+      trend_seen_ = 0;
+    }
   }
   if (!current) return;
   if (probed_path && seen_[1] == 0) {
@@ -102,7 +147,8 @@ void AdaptivePolicy::Observe(const Decision& d, absl::Duration latency) {
     // writes included (at a 4 KiB working set a probe of 1 KiB unloaded writes stalls on
     // overlapping offloaded ones from its first write).
     other_sum_ns_ += ns;
-    if (++other_seen_ >= 8 && other_sum_ns_ > other_seen_ * regular_ns_ * options_.abort_margin) {
+    if (++other_seen_ >= 16 && other_sum_ns_ > other_seen_ * regular_ns_ * options_.abort_margin) {
+      cells_[probing_].concluded = true;  // the regime stands
       FinishProbe(/*aborted=*/true);
       return;
     }
@@ -130,6 +176,7 @@ void AdaptivePolicy::FinishProbe(bool aborted) {
     const bool conclusive = seen_[0] > 0 && seen_[1] > 0 && probe_matched_ * 2 >= probe_measured_;
     const double other = conclusive ? sum_ns_[0] / seen_[0] : 0;
     const double regime = conclusive ? sum_ns_[1] / seen_[1] : 0;
+    cell.concluded |= conclusive;
     if (conclusive && other < regime * (1.0 - options_.hysteresis)) {
       if (++cell.wins < options_.wins_to_switch) {
         cell.until_probe = options_.first_probe / 2;  // confirm soon

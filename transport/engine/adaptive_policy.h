@@ -4,6 +4,14 @@
 // of four from 256 B to 64 KiB; the heat class comes from a decaying HeatSketch of 4 KiB pages
 // (cold, warm, hot, very hot). Each cell sends its writes down one path, its regime.
 //
+// Very hot pages stay offloaded (Options::hot_stays_offloaded): a page is very hot when its
+// decaying count reaches 16 (counts are halved every 16384 updates), i.e. it took about 1/2048
+// or more of the recent writes, so at most a few thousand pages are: few enough for a NIC's
+// translation cache to hold, and offloading them keeps their translations cached.
+//
+// A cell that has not finished a probe routes like the nearest colder cell of its size class
+// that has (pages warm up through the colder classes), and probes only after those.
+//
 // Now and then one cell probes the other regime with a paired comparison: a block of its writes
 // goes down the other path, then a block stays on its regime. The first half of each block lets
 // queues settle; during the second half the policy measures the latency of every write on the
@@ -20,6 +28,11 @@
 // which can be slower than either alone: on the simulated fabric at 4 GiB with 1 KiB writes,
 // per-path estimates drifted to 94% unload at 4.19 us while offload-only takes 3.27 us; and a
 // cell that only counts its own writes misses what its choice costs the other cells'.
+//
+// Probes wait while the connection's latency is still falling: a translation cache warming up
+// under offloaded writes (at a 4 MiB working set, for about 3000 writes) makes offload look
+// slower than it is, and a cell that switched to unload then would never see it warm. And only
+// a cell with a fair share of the writes probes: its switch must show in the connection's mean.
 //
 // A probe that finds the other regime clearly slower (by backoff_margin) doubles the interval
 // to the cell's next one, up to 16x; one whose probed writes are plainly slower (abort_margin)
@@ -40,16 +53,24 @@ namespace unloadkv::engine {
 class AdaptivePolicy : public PathPolicy {
  public:
   struct Options {
-    double hysteresis = 0.03;        // regimes within this fraction count as equal
-    uint32_t warmup_samples = 2;     // first observations of each path and cell, not counted
-    uint32_t first_probe = 256;      // writes of a cell before its first probe
-    uint32_t probe_interval = 2048;  // writes of a cell between probes (before backing off)
-    uint32_t probe_block = 128;      // writes per block (other path, then regime); half settle
-    uint32_t max_backoff = 4;        // probe interval grows up to probe_interval << max_backoff
-    double backoff_margin = 1.25;    // the other regime this much slower backs off
-    double abort_margin = 1.5;       // the other path this much slower ends a probe early
-    uint32_t wins_to_switch = 1;     // consecutive probes that must find the other faster
-    uint32_t sketch_window = 16384;  // updates between halvings of the heat sketch
+    double hysteresis = 0.03;         // regimes within this fraction count as equal
+    uint32_t warmup_samples = 4;      // first observations of each path and cell, not counted
+    uint32_t first_probe = 256;       // writes of a cell before its first probe
+    uint32_t probe_interval = 2048;   // writes of a cell between probes (before backing off)
+    uint32_t probe_block = 128;       // writes per block (other path, then regime); half settle
+    uint32_t max_backoff = 4;         // probe interval grows up to probe_interval << max_backoff
+    double backoff_margin = 1.25;     // the other regime this much slower backs off
+    double abort_margin = 1.5;        // the other path this much slower ends a probe early
+    uint32_t wins_to_switch = 1;      // consecutive probes that must find the other faster
+    uint32_t sketch_window = 16384;   // updates between halvings of the heat sketch
+    bool hot_stays_offloaded = true;  // very hot pages are never unloaded nor probed
+    // Only a cell with at least 1/this of the recent writes probes: a probe measures all the
+    // connection's writes, in which a rarer cell's switch would not show beyond the hysteresis.
+    uint32_t min_probe_share_inverse = 8;
+    // A probe starts only when the connection's mean latency over its last 128 regular writes is
+    // not below its mean 128 x trend_blocks writes earlier by more than the hysteresis: while a
+    // translation cache warms up, the current regime would be judged by a transient (1..32).
+    uint32_t trend_blocks = 12;
   };
   static constexpr int kSizeClasses = 6;
   static constexpr int kHeatClasses = 4;
@@ -65,7 +86,7 @@ class AdaptivePolicy : public PathPolicy {
 
   // For tests and reports: the path a cell's writes take outside probes.
   Path regime(int size_class, int heat_class) const {
-    return cells_[size_class * kHeatClasses + heat_class].regime;
+    return EffectiveRegime(size_class * kHeatClasses + heat_class);
   }
   static int SizeClass(uint32_t length);
   static int HeatClass(uint32_t count);
@@ -77,7 +98,12 @@ class AdaptivePolicy : public PathPolicy {
     uint32_t until_probe = 0;  // this cell's writes before it may probe again
     uint32_t backoff = 0;
     uint32_t wins = 0;
+    bool concluded = false;  // a probe of this cell compared the two regimes
+    uint64_t recent = 0;     // decisions, halved every kShareWindow decisions of the policy
   };
+  static constexpr uint64_t kShareWindow = 4096;
+  Path EffectiveRegime(int cell) const;
+  bool Major(const Cell& cell) const;
   void StartProbe(int cell);
   void FinishProbe(bool aborted);
 
@@ -85,6 +111,7 @@ class AdaptivePolicy : public PathPolicy {
   HeatSketch sketch_;
   std::array<Cell, kSizeClasses * kHeatClasses> cells_;
   uint64_t switches_ = 0;
+  uint64_t decisions_ = 0;  // of cells that may unload
   // The running probe (probing_ < 0: none): the probing cell's writes routed so far (of
   // 2 x probe_block), its regime when the probe began, a generation that tags the probe's
   // decisions, and per block (0: other path, 1: regime) the measured decisions issued, their
@@ -99,6 +126,14 @@ class AdaptivePolicy : public PathPolicy {
   double sum_ns_[2] = {0, 0};
   double regular_ns_ = 0;  // moving mean (1/64) of the writes outside measured probe halves
   uint64_t regular_seen_ = 0;
+  // Means of consecutive blocks of kTrendBlock regular observations; settled_: the last one was
+  // not faster than the one trend_blocks before by more than the hysteresis.
+  static constexpr uint32_t kTrendBlock = 128;
+  double trend_sum_ns_ = 0;
+  static constexpr uint32_t kMaxTrendBlocks = 32;
+  double trend_block_ns_[kMaxTrendBlocks] = {};  // the last trend_blocks block means, a ring
+  uint32_t trend_seen_ = 0, trend_blocks_ = 0;
+  bool settled_ = false;
   double other_sum_ns_ = 0;  // the probing cell's writes down the other path, settling too
   uint32_t other_seen_ = 0;
   // The probing cell's measured other-block writes observed, and how many took that path (the
