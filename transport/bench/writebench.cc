@@ -15,12 +15,16 @@
 #include <fstream>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gflags/gflags.h"
 #include "transport/backends/open_device.h"
 #include "transport/base/logging.h"
@@ -29,23 +33,30 @@
 #include "transport/sim/fabric.h"
 
 DEFINE_string(fabric, "sim", "sim (virtual time, modeled), soft (TCP, measured) or verbs");
-DEFINE_string(policy, "offload,unload,adaptive", "one or a comma list of offload,unload,adaptive");
+DEFINE_string(policy, "offload,unload,adaptive",
+              "one or a comma list of offload, unload, adaptive, split:F (a fixed fraction F "
+              "unloaded) and, with --pattern=zipfian, oracle:K (the pages of the K most "
+              "frequent items offloaded, the rest unloaded)");
 DEFINE_string(working_set, "4GiB", "bytes the writes spread over (KiB/MiB/GiB suffixes)");
 DEFINE_string(write_size, "64", "bytes per write");
 DEFINE_string(pattern, "uniform", "uniform, zipfian, hotcold or phased");
 DEFINE_int64(ops, 20000, "writes measured per run (after the warm-up)");
 DEFINE_int64(warmup, 2000, "writes issued before measuring");
 DEFINE_int32(window, 16, "writes in flight");
-DEFINE_int32(unload_workers, 1,
-             "unload workers (threads; modeled cores, of which a sim node has 2) per engine; "
-             "the model is calibrated with 1");
-DEFINE_int32(connections, 0, "connections the writes are spread over (0: one per worker)");
+DEFINE_int32(unload_workers, 2,
+             "unload workers (threads; modeled cores, of which a sim node has 2) per engine");
+DEFINE_int32(staging_lanes, 0,
+             "staging lanes per connection, each served by its own worker (0: one per worker)");
+DEFINE_int32(connections, 1, "connections the writes are spread over, round-robin");
 DEFINE_uint64(seed, 1, "workload seed");
 DEFINE_string(csv, "", "append one row per (policy, point) to this CSV file");
 DEFINE_bool(sweep, false,
             "sweep working sets 4KiB..4GiB and write sizes 64B..64KiB, plus the zipfian and "
             "phased points, then check the targets");
 DEFINE_string(sweep_sizes, "64,1024,16384,65536", "write sizes of the sweep");
+DEFINE_string(trace, "",
+              "append one line per measured write (policy, index, path, latency_us) to this "
+              "file, to see how a policy converges");
 DEFINE_string(png, "", "with --sweep: draw latency and throughput vs working set (gnuplot)");
 
 namespace unloadkv::bench {
@@ -68,6 +79,55 @@ struct Result {
 };
 
 bool Modeled() { return FLAGS_fabric == "sim"; }
+
+// An upper bound for policies that split by page heat, on zipfian writes: it knows the
+// workload (which no engine policy may), offloads the 4 KiB pages holding the K most frequent
+// items and unloads the rest. Not thread-safe (one connection).
+class OraclePolicy : public engine::PathPolicy {
+ public:
+  OraclePolicy(uint64_t k, uint64_t working_set, uint32_t write_size, uint64_t base) : base_(base) {
+    const uint64_t items = std::max<uint64_t>(1, working_set / write_size);
+    for (uint64_t rank = 0; rank < k; ++rank) {
+      hot_pages_.insert(ZipfianGenerator::Scramble(rank, items) * write_size >> 12);
+    }
+  }
+  absl::string_view name() const override { return "oracle"; }
+  engine::Decision Decide(uint64_t remote_addr, uint32_t, bool unload_possible) override {
+    if (!unload_possible || hot_pages_.contains((remote_addr - base_) >> 12)) {
+      return {engine::Path::kOffload, 0};
+    }
+    return {engine::Path::kUnload, 0};
+  }
+
+ private:
+  uint64_t base_;
+  absl::flat_hash_set<uint64_t> hot_pages_;
+};
+
+// "oracle:K" -> K (1..1000000); nullopt for other names; an error for a malformed oracle.
+absl::StatusOr<std::optional<uint64_t>> ParseOracle(absl::string_view name, Pattern pattern) {
+  if (!absl::ConsumePrefix(&name, "oracle:")) return std::optional<uint64_t>();
+  uint64_t k = 0;
+  if (!absl::SimpleAtoi(name, &k) || k < 1 || k > 1000000) {
+    return absl::InvalidArgumentError("oracle:K needs 1 <= K <= 1000000");
+  }
+  if (pattern != Pattern::kZipfian) {
+    return absl::InvalidArgumentError("oracle:K is defined for --pattern=zipfian only");
+  }
+  return std::optional<uint64_t>(k);
+}
+
+absl::StatusOr<std::unique_ptr<engine::PathPolicy>> MakeBenchPolicy(const Point& pt,
+                                                                    uint64_t base) {
+  absl::StatusOr<std::optional<uint64_t>> oracle = ParseOracle(pt.policy, pt.pattern);
+  if (!oracle.ok()) return oracle.status();
+  if (oracle->has_value()) {
+    return std::unique_ptr<engine::PathPolicy>(
+        new OraclePolicy(**oracle, pt.working_set, pt.write_size, base));
+  }
+  return engine::MakePolicy(pt.policy);
+}
+
 int ReportSweep(const std::vector<struct Result>& all);
 
 // Runs one point: two nodes, one connection, a closed loop with FLAGS_window writes in flight.
@@ -98,6 +158,7 @@ absl::StatusOr<Result> RunPoint(const Point& pt) {
   engine::EngineOptions opts;
   opts.staging_slot_bytes = std::max<uint32_t>(16 << 10, pt.write_size + 64);
   opts.unload_workers = FLAGS_unload_workers;
+  opts.staging_lanes = FLAGS_staging_lanes > 0 ? FLAGS_staging_lanes : FLAGS_unload_workers;
   opts.metrics = &metrics;
   auto ea = engine::Engine::Create(dev_a.get(), opts);
   auto eb = engine::Engine::Create(dev_b.get(), opts);
@@ -111,6 +172,12 @@ absl::StatusOr<Result> RunPoint(const Point& pt) {
   void* arena = mmap(kArenaHint, pt.working_set, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (arena == MAP_FAILED) return absl::ResourceExhaustedError("mmap of the working set failed");
+  // Unmapped on every return, after the regions registered on it are gone.
+  struct Unmap {
+    void* addr;
+    size_t length;
+    ~Unmap() { munmap(addr, length); }
+  } unmap{arena, pt.working_set};
   std::vector<char> src(size_t{pt.write_size} * FLAGS_window, 'w');
   absl::Status status;
   Result r;
@@ -119,16 +186,14 @@ absl::StatusOr<Result> RunPoint(const Point& pt) {
     auto dst_mr =
         (*eb)->RegisterMemory(arena, pt.working_set, rnic::kLocalWrite | rnic::kRemoteWrite);
     auto src_mr = (*ea)->RegisterMemory(src.data(), src.size(), rnic::kLocalWrite);
-    auto policy = engine::MakePolicy(pt.policy);
-    if (!dst_mr.ok() || !src_mr.ok() || !policy.ok()) {
-      munmap(arena, pt.working_set);
-      return !policy.ok() ? policy.status() : !dst_mr.ok() ? dst_mr.status() : src_mr.status();
-    }
-    // One connection per worker by default, each with its own policy; writes go round-robin.
-    const int nconn = FLAGS_connections > 0 ? FLAGS_connections : FLAGS_unload_workers;
+    if (!dst_mr.ok() || !src_mr.ok()) return !dst_mr.ok() ? dst_mr.status() : src_mr.status();
+    // Each connection has its own policy; writes go round-robin.
+    const int nconn = FLAGS_connections;
     std::vector<std::unique_ptr<engine::Connection>> initiators, targets;
     for (int k = 0; k < nconn; ++k) {
-      auto p = engine::MakePolicy(pt.policy);
+      absl::StatusOr<std::unique_ptr<engine::PathPolicy>> p =
+          MakeBenchPolicy(pt, (*dst_mr)->address());
+      if (!p.ok()) return p.status();
       auto ca = (*ea)->CreateConnection(std::move(*p));
       auto cb = (*eb)->CreateConnection(std::make_unique<engine::OffloadPolicy>());
       if (!ca.ok() || !cb.ok()) return !ca.ok() ? ca.status() : cb.status();
@@ -220,10 +285,17 @@ absl::StatusOr<Result> RunPoint(const Point& pt) {
         ++n[unloaded[i]];
       }
       for (int p = 0; p < 2; ++p) r.path_mean_us[p] = n[p] > 0 ? sum[p] / n[p] : 0;
+      if (!FLAGS_trace.empty()) {
+        std::ofstream trace(FLAGS_trace, std::ios::app);
+        for (int64_t i = FLAGS_warmup; i < total; ++i) {
+          trace << pt.policy << ' ' << i - FLAGS_warmup << ' '
+                << (unloaded[i] ? "unload" : "offload") << ' ' << lat[i] << '\n';
+        }
+        if (!trace) status = absl::InvalidArgumentError("--trace: cannot write " + FLAGS_trace);
+      }
       if (fabric) r.mtt_misses = sim::StatsOf(*dev_b).mtt_misses;
     }
   }
-  munmap(arena, pt.working_set);
   if (!status.ok()) return status;
   return r;
 }
@@ -236,7 +308,7 @@ std::string HumanBytes(uint64_t b) {
 }
 
 void PrintRow(const Result& r) {
-  std::printf("%-8s %-8s %8s %7s | %8.3f %8.3f %8.3f | %10.0f %7.3f | %5.2f | %7.3f %7.3f\n",
+  std::printf("%-11s %-8s %8s %7s | %8.3f %8.3f %8.3f | %10.0f %7.3f | %5.2f | %7.3f %7.3f\n",
               r.point.policy.c_str(), PatternName(r.point.pattern),
               HumanBytes(r.point.working_set).c_str(), HumanBytes(r.point.write_size).c_str(),
               r.mean_us, r.p50_us, r.p99_us, r.ops_per_s, r.gbps, r.unload_fraction,
@@ -245,7 +317,7 @@ void PrintRow(const Result& r) {
 }
 
 void PrintHeader() {
-  std::printf("%-8s %-8s %8s %7s | %8s %8s %8s | %10s %7s | %5s | %7s %7s\n", "policy", "pattern",
+  std::printf("%-11s %-8s %8s %7s | %8s %8s %8s | %10s %7s | %5s | %7s %7s\n", "policy", "pattern",
               "wset", "size", "mean_us", "p50_us", "p99_us", "ops/s", "GB/s", "unld", "off_us",
               "unl_us");
 }
@@ -309,10 +381,15 @@ std::vector<int64_t> Reconvergence(const std::vector<Result>& runs) {
 int Main() {
   SetMinLogLevel(LogLevel::kError);
   std::vector<std::string> policies = absl::StrSplit(FLAGS_policy, ',', absl::SkipEmpty());
+  absl::StatusOr<Pattern> pattern = ParsePattern(FLAGS_pattern);
   for (const std::string& p : policies) {
-    if (!engine::MakePolicy(p).ok()) {
-      std::fprintf(stderr, "writebench: --policy: %s\n",
-                   engine::MakePolicy(p).status().ToString().c_str());
+    absl::StatusOr<std::optional<uint64_t>> oracle =
+        ParseOracle(p, pattern.ok() && !FLAGS_sweep ? *pattern : Pattern::kUniform);
+    absl::Status st = !oracle.ok()          ? oracle.status()
+                      : oracle->has_value() ? absl::OkStatus()
+                                            : engine::MakePolicy(p).status();
+    if (!st.ok()) {
+      std::fprintf(stderr, "writebench: --policy: %s\n", st.ToString().c_str());
       return 2;
     }
   }
@@ -320,7 +397,13 @@ int Main() {
     std::fprintf(stderr, "writebench: need --ops >= 1000, 1 <= --window <= 1024, --warmup >= 0\n");
     return 2;
   }
-  absl::StatusOr<Pattern> pattern = ParsePattern(FLAGS_pattern);
+  if (FLAGS_unload_workers < 1 || FLAGS_unload_workers > 64 || FLAGS_staging_lanes < 0 ||
+      FLAGS_staging_lanes > 8 || FLAGS_connections < 1 || FLAGS_connections > 64) {
+    std::fprintf(stderr,
+                 "writebench: need 1 <= --unload_workers <= 64, 0 <= --staging_lanes <= 8, "
+                 "1 <= --connections <= 64\n");
+    return 2;
+  }
   absl::StatusOr<uint64_t> ws = ParseBytes(FLAGS_working_set);
   absl::StatusOr<uint64_t> size = ParseBytes(FLAGS_write_size);
   for (const absl::Status& st : {pattern.status(), ws.status(), size.status()}) {
@@ -334,12 +417,13 @@ int Main() {
     return 2;
   }
   std::printf(
-      "writebench on %s: %s numbers; window %d, %lld writes per point after %lld "
-      "warm-up writes, seed %llu\n",
+      "writebench on %s: %s numbers; %d unload worker(s), %d staging lane(s) per connection, "
+      "%d connection(s); window %d, %lld writes per point after %lld warm-up writes, seed %llu\n",
       FLAGS_fabric.c_str(),
-      Modeled() ? "MODELED (simulated fabric, virtual time)" : "MEASURED (real time)", FLAGS_window,
-      static_cast<long long>(FLAGS_ops), static_cast<long long>(FLAGS_warmup),
-      static_cast<unsigned long long>(FLAGS_seed));
+      Modeled() ? "MODELED (simulated fabric, virtual time)" : "MEASURED (real time)",
+      FLAGS_unload_workers, FLAGS_staging_lanes > 0 ? FLAGS_staging_lanes : FLAGS_unload_workers,
+      FLAGS_connections, FLAGS_window, static_cast<long long>(FLAGS_ops),
+      static_cast<long long>(FLAGS_warmup), static_cast<unsigned long long>(FLAGS_seed));
   PrintHeader();
   std::vector<Result> all;
   auto run = [&](const Point& pt) -> bool {
