@@ -572,30 +572,37 @@ int ReportSweep(const std::vector<Result>& all) {
         i + 2, static_cast<long long>(rc[i]));
   }
   if (!FLAGS_png.empty()) {
-    if (FLAGS_csv.empty()) {
-      std::fprintf(stderr, "writebench: --png needs --csv\n");
-      return 2;
+    // One data file per policy, points in working-set order, drawn as lines.
+    const char* pols[] = {"offload", "unload", "adaptive"};
+    std::string plot[2];
+    for (int i = 0; i < 3; ++i) {
+      const std::string dat = absl::StrCat(FLAGS_png, ".", pols[i], ".dat");
+      std::ofstream out(dat);
+      for (const Result& r : all) {
+        if (r.point.policy == pols[i] && r.point.pattern == Pattern::kUniform &&
+            r.point.write_size == s0) {
+          out << r.point.working_set << ' ' << r.mean_us << ' ' << r.ops_per_s / 1e6 << '\n';
+        }
+      }
+      if (!out) {
+        std::fprintf(stderr, "writebench: --png: cannot write %s\n", dat.c_str());
+        return 1;
+      }
+      for (int panel = 0; panel < 2; ++panel) {
+        absl::StrAppend(&plot[panel], i ? ", " : "plot ", "'", dat, "' using 1:", panel + 2,
+                        " with linespoints title '", pols[i], "'");
+      }
     }
     std::string script = FLAGS_png + ".gp";
     std::ofstream gp(script);
     gp << "set terminal pngcairo size 1600,900 font ',10'\nset output '" << FLAGS_png << "'\n"
-       << "set datafile separator ','\nset logscale x 2\nset key top left\nset grid\n"
-       << "set format x '%.0b%B'\nset xlabel 'working set (bytes, binary prefixes)'\nset multiplot "
-          "layout 2,"
-       << 1 << " title 'writebench " << FLAGS_fabric << " (" << (Modeled() ? "modeled" : "measured")
-       << "), uniform, " << s0 << " B writes'\n";
-    const char* pols[] = {"offload", "unload", "adaptive"};
-    for (int panel = 0; panel < 2; ++panel) {
-      gp << "set ylabel '" << (panel == 0 ? "mean latency (us)" : "throughput (Mops/s)") << "'\n";
-      gp << "plot ";
-      for (int i = 0; i < 3; ++i) {
-        gp << (i ? ", " : "") << "'" << FLAGS_csv
-           << "' using (strcol(3) eq 'uniform' && strcol(2) eq '" << pols[i] << "' && $5 == " << s0
-           << " ? $4 : 1/0):(" << (panel == 0 ? "$7" : "$10/1e6") << ") with linespoints title '"
-           << pols[i] << "'";
-      }
-      gp << "\n";
-    }
+       << "set logscale x 2\nset key top left\nset grid\n"
+       << "set format x '%.0b%B'\nset xlabel 'working set (bytes, binary prefixes)'\n"
+       << "set multiplot layout 2,1 title 'writebench " << FLAGS_fabric << " ("
+       << (Modeled() ? "modeled" : "measured") << "), uniform, " << s0 << " B writes'\n"
+       << "set ylabel 'mean latency (us)'\n"
+       << plot[0] << "\nset ylabel 'throughput (Mops/s)'\n"
+       << plot[1] << "\n";
     gp << "unset multiplot\n";
     gp.close();
     int rc_gp = std::system(absl::StrCat("gnuplot '", script, "'").c_str());

@@ -28,6 +28,15 @@ cmp -s "$T/a.csv" "$T/b.csv" || fail "two runs of one seed differ: $(diff "$T/a.
   --csv="$T/z.csv" >/dev/null || fail "oracle run"
 grep -q '^sim,oracle:10,zipfian,' "$T/z.csv" || fail "oracle row: $(cat "$T/z.csv")"
 
+# The sweep: targets printed, CSV rows for every point, a PNG drawn by gnuplot.
+"$WB" --sweep --sweep_sizes=64 --ops=1000 --warmup=0 --csv="$T/s.csv" --png="$T/s.png" \
+  >"$T/sweep" 2>"$T/sweep.err" || fail "sweep: $(cat "$T/sweep" "$T/sweep.err")"
+grep -q '^Targets (modeled):' "$T/sweep" || fail "sweep printed no targets"
+grep -q 'adaptive vs the better static policy, worst point' "$T/sweep" || fail "no worst point"
+# 11 working sets x 3 policies + zipfian and phased x 3, and the header.
+[ "$(wc -l <"$T/s.csv")" -eq 40 ] || fail "sweep CSV has $(wc -l <"$T/s.csv") lines"
+[ "$(head -c 4 "$T/s.png" | tail -c 3)" = "PNG" ] || fail "no PNG drawn"
+
 bad() {
   local want="$1"; shift
   if "$WB" "$@" >"$T/bad" 2>&1; then fail "accepted: $*"; else rc=$?; fi
