@@ -1,6 +1,7 @@
 #include "transport/engine/adaptive_policy.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -59,6 +60,7 @@ void AdaptivePolicy::StartProbe(int cell) {
   }
   other_sum_ns_ = 0;
   other_seen_ = 0;
+  std::fill(std::begin(other_ns_), std::end(other_ns_), 0.0);
   probe_measured_ = probe_matched_ = 0;
 }
 
@@ -127,6 +129,8 @@ void AdaptivePolicy::Observe(const Decision& d, absl::Duration latency) {
   if ((!current || phase == kSettle) && !probed_path) {
     ++regular_seen_;
     regular_ns_ += std::max(1.0 / 64, 1.0 / regular_seen_) * (ns - regular_ns_);
+    ++cell.regular_seen;
+    cell.regular_ns += std::max(1.0 / 64, 1.0 / cell.regular_seen) * (ns - cell.regular_ns);
     // Is the connection's latency still falling (a translation cache warming up)? Then a
     // comparison now would judge the current regime by a transient.
     trend_sum_ns_ += ns;
@@ -142,12 +146,21 @@ void AdaptivePolicy::Observe(const Decision& d, absl::Duration latency) {
     }
   }
   if (!current) return;
-  if (probed_path && seen_[1] == 0) {
-    // The probed path plainly slower than the connection's usual latency: stop early, settling
-    // writes included (at a 4 KiB working set a probe of 1 KiB unloaded writes stalls on
-    // overlapping offloaded ones from its first write).
-    other_sum_ns_ += ns;
-    if (++other_seen_ >= 16 && other_sum_ns_ > other_seen_ * regular_ns_ * options_.abort_margin) {
+  if (probed_path && phase == kMeasureOther && seen_[1] == 0) {
+    // The probed path's last kAbortWindow settled writes plainly slower than the connection's
+    // usual latency: stop early (at a 4 KiB working set a probe of 1 KiB unloaded writes stalls
+    // on overlapping offloaded ones throughout). Settling writes do not count: a path's first
+    // writes pay one-time costs and queue behind each other.
+    double& slot = other_ns_[other_seen_ % kAbortWindow];
+    other_sum_ns_ += ns - slot;
+    slot = ns;
+    // Against the probing cell's own usual latency when known: cells differ (very hot pages'
+    // offloaded writes are fast), and the connection's mean would abort a cell's probe of a
+    // path that is slower than the others' writes but faster than its own.
+    const Cell& probing = cells_[probing_];
+    const double usual = probing.regular_seen >= kAbortWindow ? probing.regular_ns : regular_ns_;
+    if (++other_seen_ >= kAbortWindow &&
+        other_sum_ns_ > kAbortWindow * usual * options_.abort_margin) {
       cells_[probing_].concluded = true;  // the regime stands
       FinishProbe(/*aborted=*/true);
       return;

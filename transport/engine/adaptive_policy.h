@@ -60,7 +60,7 @@ class AdaptivePolicy : public PathPolicy {
     uint32_t probe_block = 128;       // writes per block (other path, then regime); half settle
     uint32_t max_backoff = 4;         // probe interval grows up to probe_interval << max_backoff
     double backoff_margin = 1.25;     // the other regime this much slower backs off
-    double abort_margin = 1.5;        // the other path this much slower ends a probe early
+    double abort_margin = 1.3;        // the other path this much slower ends a probe early
     uint32_t wins_to_switch = 1;      // consecutive probes that must find the other faster
     uint32_t sketch_window = 16384;   // updates between halvings of the heat sketch
     bool hot_stays_offloaded = true;  // very hot pages are never unloaded nor probed
@@ -100,6 +100,8 @@ class AdaptivePolicy : public PathPolicy {
     uint32_t wins = 0;
     bool concluded = false;  // a probe of this cell compared the two regimes
     uint64_t recent = 0;     // decisions, halved every kShareWindow decisions of the policy
+    double regular_ns = 0;   // moving mean (1/64) of its writes outside measured probe halves
+    uint64_t regular_seen = 0;
   };
   static constexpr uint64_t kShareWindow = 4096;
   Path EffectiveRegime(int cell) const;
@@ -134,7 +136,10 @@ class AdaptivePolicy : public PathPolicy {
   double trend_block_ns_[kMaxTrendBlocks] = {};  // the last trend_blocks block means, a ring
   uint32_t trend_seen_ = 0, trend_blocks_ = 0;
   bool settled_ = false;
-  double other_sum_ns_ = 0;  // the probing cell's writes down the other path, settling too
+  // The probing cell's last kAbortWindow writes down the other path, settling ones too.
+  static constexpr uint32_t kAbortWindow = 16;
+  double other_ns_[kAbortWindow] = {};
+  double other_sum_ns_ = 0;
   uint32_t other_seen_ = 0;
   // The probing cell's measured other-block writes observed, and how many took that path (the
   // engine routes a write overlapping an in-flight one down that one's path).
