@@ -6,7 +6,7 @@
 // one thread and a read in another without a lock between them. Only the placement copies are
 // suppressed; every other access of these functions is still checked.
 extern "C" const char* __tsan_default_suppressions() {
-  return "race:unloadkv::engine::ApplyStagedWrite\n"
+  return "race:unloadkv::engine::*CopyStagedWrite\n"
          "race:unloadkv::soft::FrameReader::Feed\n"
          "race:unloadkv::soft::Nic::ReadStream\n";
 }

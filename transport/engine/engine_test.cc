@@ -568,6 +568,15 @@ class RawPeer {
     rnic::SendWorkRequest wr = rnic::MakeSendWithImm(1, mr_->Sge(8192, length), kImmMessage);
     EXPECT_TRUE(qp_->PostSend(wr).ok());
   }
+  // Sends an ack on staging lane `lane`: staged writes applied, status, credits returned.
+  void SendAck(int lane, uint64_t applied, uint32_t status, uint32_t credits) {
+    char* p = buf_.data() + 12288;
+    std::memcpy(p, &applied, 8);
+    std::memcpy(p + 8, &status, 4);
+    std::memcpy(p + 12, &credits, 4);
+    rnic::SendWorkRequest wr = rnic::MakeSendWithImm(2, mr_->Sge(12288, kAckBytes), kImmAck);
+    EXPECT_TRUE(stages_[lane]->PostSend(wr).ok());
+  }
 
  private:
   int lanes_;
@@ -607,6 +616,39 @@ TEST_P(EngineTest, ForgedMessageHeadersFailTheConnectionAndDeliverNothing) {
       EXPECT_EQ(delivered.load(), 0);
     } else {
       ASSERT_TRUE(h_->WaitUntil([&] { return delivered.load() == 1; }, absl::Seconds(10)));
+      EXPECT_FALSE(cb_->failed());
+    }
+    cb_->SetMessageHandler(nullptr);
+    cb_.reset();
+  }
+}
+
+TEST_P(EngineTest, ForgedAcksFailTheConnection) {
+  struct Case {
+    const char* name;
+    uint64_t applied;
+    uint32_t credits;
+    bool fails;
+  };
+  const Case cases[] = {
+      {"well formed", 0, 0, false},
+      {"acknowledges staged writes never posted", 5, 0, true},
+      {"returns credits never taken", 0, 1000, true},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    cb_ = std::move(*eb_->CreateConnection(Only(Path::kOffload)));
+    std::atomic<int> delivered{0};
+    cb_->SetMessageHandler([&](absl::Span<const char>) { ++delivered; });
+    RawPeer peer(h_->a(), *cb_, lanes());
+    peer.SendAck(lanes() - 1, k.applied, 0, k.credits);
+    if (k.fails) {
+      ASSERT_TRUE(h_->WaitUntil([&] { return cb_->failed(); }, absl::Seconds(10)));
+    } else {
+      // A message sent after the ack arrives (the QPs are independent, so give the ack time).
+      peer.Send(0, 0, "hello", MessageHeaderBytes(lanes()) + 5);
+      ASSERT_TRUE(h_->WaitUntil([&] { return delivered.load() == 1; }, absl::Seconds(10)));
+      h_->WaitUntil([] { return false; }, absl::Milliseconds(50));
       EXPECT_FALSE(cb_->failed());
     }
     cb_->SetMessageHandler(nullptr);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/base/attributes.h"
 #include "absl/strings/str_cat.h"
 #include "transport/base/little_endian.h"
 #include "transport/base/logging.h"
@@ -97,6 +98,12 @@ bool ValidateStagedWrite(ConnectionState& c, int lane_index, uint32_t slot, uint
   copy->src = base + kStagingHeaderSize;
   copy->length = h->length;
   return true;
+}
+
+// The placement copy, out of line so that the TSan suppression for placement copies (memory
+// the peer reads after a network completion, transport/base/tsan_suppressions.cc) names it.
+ABSL_ATTRIBUTE_NOINLINE void CopyStagedWrite(const StagedCopy& copy) {
+  if (copy.length > 0) std::memcpy(copy.dst, copy.src, copy.length);
 }
 
 void CommitStagedWrite(ConnectionState& c, Lane& lane, uint32_t length, EngineMetrics* metrics)
@@ -196,7 +203,7 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
         staged_valid =
             ValidateStagedWrite(c, staged_lane, wc.imm, wc.byte_len, table, metrics, &copy);
       }
-      if (staged_valid && copy.length > 0) std::memcpy(copy.dst, copy.src, copy.length);
+      if (staged_valid) CopyStagedWrite(copy);
     }
     uint32_t recv_index = 0;
     {
@@ -254,11 +261,19 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
           if (staged_lane >= 0) {
             if (staged_valid) CommitStagedWrite(c, c.lanes[staged_lane], copy.length, metrics);
             Repost(c, recv_index);
-          } else if (wc.has_imm && wc.imm == kImmAck && wc.byte_len == kAckBytes && lane >= 0) {
+          } else if (wc.opcode == rnic::WcOpcode::kRecv && wc.has_imm && wc.imm == kImmAck &&
+                     wc.byte_len == kAckBytes && lane >= 0) {
             uint64_t applied = LoadLittleEndian<uint64_t>(buf, 0);
             uint32_t status = LoadLittleEndian<uint32_t>(buf, 8);
             uint32_t credits = LoadLittleEndian<uint32_t>(buf, 12);
             Repost(c, recv_index);
+            if (applied > c.lanes[lane].next_seq) {
+              Log(LogLevel::kWarning,
+                  absl::StrCat("engine: peer acknowledges ", applied, " staged writes on lane ",
+                               lane, " of ", c.lanes[lane].next_seq, " posted"));
+              FailConnection(c, out, FailScope::kClose);  // a protocol violation
+              break;
+            }
             if (!TakeCredits(c, credits, out)) break;
             if (status != 0 &&
                 status != static_cast<uint32_t>(rnic::WcStatus::kRemoteAccessError) &&
@@ -266,8 +281,8 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
               status = static_cast<uint32_t>(rnic::WcStatus::kRemoteInvalidRequest);
             }
             AckUnloaded(c, lane, applied, static_cast<rnic::WcStatus>(status), out);
-          } else if (wc.has_imm && wc.imm == kImmMessage && lane < 0 &&
-                     wc.byte_len >= c.message_header_bytes) {
+          } else if (wc.opcode == rnic::WcOpcode::kRecv && wc.has_imm && wc.imm == kImmMessage &&
+                     lane < 0 && wc.byte_len >= c.message_header_bytes) {
             // A message. Its header says how many of our messages the peer had received when it
             // sent it, and how many unloaded writes of each lane it posted before it, which must
             // be applied first.
