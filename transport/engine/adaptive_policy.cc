@@ -60,6 +60,7 @@ void AdaptivePolicy::StartProbe(int cell) {
   }
   other_sum_ns_ = 0;
   other_seen_ = 0;
+  other_skipped_ = 0;
   std::fill(std::begin(other_ns_), std::end(other_ns_), 0.0);
   probe_measured_ = probe_matched_ = 0;
 }
@@ -146,11 +147,11 @@ void AdaptivePolicy::Observe(const Decision& d, absl::Duration latency) {
     }
   }
   if (!current) return;
-  if (probed_path && phase == kMeasureOther && seen_[1] == 0) {
-    // The probed path's last kAbortWindow settled writes plainly slower than the connection's
-    // usual latency: stop early (at a 4 KiB working set a probe of 1 KiB unloaded writes stalls
-    // on overlapping offloaded ones throughout). Settling writes do not count: a path's first
-    // writes pay one-time costs and queue behind each other.
+  if (probed_path && seen_[1] == 0 && ++other_skipped_ > kAbortWindow) {
+    // The probed path's last kAbortWindow writes plainly slower than the cell's usual latency:
+    // stop early (at a 4 KiB working set a probe of 1 KiB unloaded writes stalls on overlapping
+    // offloaded ones throughout). The probe's first kAbortWindow writes do not count: a path's
+    // first writes pay one-time costs and queue behind each other.
     double& slot = other_ns_[other_seen_ % kAbortWindow];
     other_sum_ns_ += ns - slot;
     slot = ns;
@@ -203,6 +204,13 @@ void AdaptivePolicy::FinishProbe(bool aborted) {
       return;
     }
     clearly_slower = !conclusive || other > regime * options_.backoff_margin;
+    if (conclusive && other < regime) {
+      // Faster, but within the hysteresis: one probe is noisy, look again soon.
+      cell.wins = 0;
+      cell.backoff = 0;
+      cell.until_probe = options_.first_probe;
+      return;
+    }
   }
   cell.wins = 0;
   cell.backoff = clearly_slower ? std::min(cell.backoff + 1, options_.max_backoff) : 0;

@@ -59,7 +59,7 @@ class AdaptivePolicy : public PathPolicy {
     uint32_t probe_interval = 2048;   // writes of a cell between probes (before backing off)
     uint32_t probe_block = 128;       // writes per block (other path, then regime); half settle
     uint32_t max_backoff = 4;         // probe interval grows up to probe_interval << max_backoff
-    double backoff_margin = 1.25;     // the other regime this much slower backs off
+    double backoff_margin = 1.05;     // the other regime this much slower backs off
     double abort_margin = 1.3;        // the other path this much slower ends a probe early
     uint32_t wins_to_switch = 1;      // consecutive probes that must find the other faster
     uint32_t sketch_window = 16384;   // updates between halvings of the heat sketch
@@ -141,6 +141,7 @@ class AdaptivePolicy : public PathPolicy {
   double other_ns_[kAbortWindow] = {};
   double other_sum_ns_ = 0;
   uint32_t other_seen_ = 0;
+  uint32_t other_skipped_ = 0;
   // The probing cell's measured other-block writes observed, and how many took that path (the
   // engine routes a write overlapping an in-flight one down that one's path).
   uint32_t probe_measured_ = 0, probe_matched_ = 0;
