@@ -500,6 +500,12 @@ absl::Status Connection::Connect(const ConnectionInfo& remote) {
   }
   MutexLock l(&c.mu);
   if (c.connected) return absl::FailedPreconditionError("Connect: already connected");
+  // Outgoing staging headers, one per slot of the peer's ring (its size is the peer's choice).
+  c.headers.assign(c.lanes.size() * remote.ring_slots * kStagingHeaderSize, 0);
+  absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> headers_mr =
+      c.engine->device()->RegisterMemory(c.headers.data(), c.headers.size(), 0);
+  if (!headers_mr.ok()) return headers_mr.status();
+  c.headers_mr = std::move(*headers_mr);
   if (absl::Status st = c.qp->Connect(remote.qp); !st.ok()) return st;
   for (size_t k = 0; k < c.lanes.size(); ++k) {
     rnic::QpAttributes stage = remote.qp;
@@ -708,7 +714,6 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
     *out = std::move(*mr);
     return absl::OkStatus();
   };
-  c->headers.assign(size_t{lanes} * o.staging_slots * kStagingHeaderSize, 0);
   c->slot_stride = c->message_header_bytes + o.max_message_bytes;
   c->send_slots.assign(size_t{o.message_slots} * c->slot_stride, 0);
   c->recv_buffers.assign(size_t{o.message_slots} * c->slot_stride, 0);
@@ -716,7 +721,6 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
   c->acks.assign(size_t{lanes} * kAckSlots * kAckBytes, 0);
   for (absl::Status st :
        {reg(c->ring->data(), c->ring->size(), ring_access, &c->ring_mr),
-        reg(c->headers.data(), c->headers.size(), 0, &c->headers_mr),
         reg(c->send_slots.data(), c->send_slots.size(), 0, &c->send_mr),
         reg(c->recv_buffers.data(), c->recv_buffers.size(), rnic::kLocalWrite, &c->recv_mr),
         reg(c->stage_recv_buffers.data(), c->stage_recv_buffers.size(), rnic::kLocalWrite,

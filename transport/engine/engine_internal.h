@@ -117,8 +117,8 @@ struct ConnectionState {
   bool reported_failure ABSL_GUARDED_BY(mu) = false;  // a callback reported an error
   MessageHandler handler ABSL_GUARDED_BY(mu);
 
-  // Local memory: incoming staging ring (lane after lane), outgoing headers, message send
-  // slots, receive buffers, ack payloads.
+  // Local memory: incoming staging ring (lane after lane), outgoing headers (sized by the
+  // peer's ring at Connect), message send slots, receive buffers, ack payloads.
   std::unique_ptr<MappedMemory> ring;
   std::unique_ptr<rnic::MemoryRegion> ring_mr;
   // Receives [0, message_slots) serve the main QP (messages, slot_stride bytes each); then

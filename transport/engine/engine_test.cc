@@ -623,6 +623,40 @@ TEST_P(EngineTest, ForgedMessageHeadersFailTheConnectionAndDeliverNothing) {
   }
 }
 
+// The peer's ring may be larger than this engine's: every slot of it gets its own outgoing
+// header (a header buffer sized by the local ring once overflowed under ASan).
+TEST_P(EngineTest, UnloadsIntoAPeerRingLargerThanItsOwn) {
+  EngineOptions big;
+  big.staging_slots = 64;
+  big.staging_lanes = lanes();
+  big.unload_workers = lanes();
+  std::unique_ptr<Engine> eb_big = std::move(*Engine::Create(&h_->b(), big));
+  auto dst_mr = std::move(
+      *eb_big->RegisterMemory(dst_.data(), kBytes, rnic::kLocalWrite | rnic::kRemoteWrite));
+  h_->Start(*ea_, *eb_big);
+  ca_ = std::move(*ea_->CreateConnection(Only(Path::kUnload)));
+  auto cb = std::move(*eb_big->CreateConnection(Only(Path::kOffload)));
+  ASSERT_TRUE(ca_->Connect(cb->local_info()).ok());
+  ASSERT_TRUE(cb->Connect(ca_->local_info()).ok());
+  constexpr int kWrites = 400;
+  std::atomic<int> done{0}, ok{0};
+  for (int i = 0; i < kWrites; ++i) {
+    std::memset(&src_[i * 256], 1 + i % 250, 256);
+    ASSERT_TRUE(ca_->Write(src_mr_->Sge(i * 256, 256), dst_mr->address() + i * 256, dst_mr->rkey(),
+                           [&](const WriteResult& r) {
+                             ok += r.ok() && r.path == Path::kUnload;
+                             ++done;
+                           })
+                    .ok());
+  }
+  ASSERT_TRUE(h_->WaitUntil([&] { return done.load() == kWrites; }, absl::Seconds(20)));
+  EXPECT_EQ(ok.load(), kWrites);
+  EXPECT_EQ(std::memcmp(src_.data(), dst_.data(), kWrites * 256), 0);
+  EXPECT_GT(metrics_.ring_used_max.load(), 8u * lanes()) << "never beyond the local ring size";
+  ca_.reset();
+  cb.reset();
+}
+
 TEST_P(EngineTest, ForgedAcksFailTheConnection) {
   struct Case {
     const char* name;
