@@ -501,6 +501,8 @@ absl::Status Connection::Connect(const ConnectionInfo& remote) {
   MutexLock l(&c.mu);
   if (c.connected) return absl::FailedPreconditionError("Connect: already connected");
   // Outgoing staging headers, one per slot of the peer's ring (its size is the peer's choice).
+  // Deregistered before the buffer moves (a Connect that failed may be retried).
+  c.headers_mr.reset();
   c.headers.assign(c.lanes.size() * remote.ring_slots * kStagingHeaderSize, 0);
   absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> headers_mr =
       c.engine->device()->RegisterMemory(c.headers.data(), c.headers.size(), 0);
