@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
@@ -152,6 +153,27 @@ class EngineTest : public ::testing::TestWithParam<Setup> {
 
   uint64_t Dst(size_t off) const { return dst_mr_->address() + off; }
   int lanes() const { return GetParam().lanes; }
+
+  // Writes n blocks of `bytes` from src_ (block i filled with 1 + i % 127) to consecutive
+  // blocks at `dst` in region `rkey`, all posted before any completes; waits for every
+  // callback and returns how many reported success on the unload path. (The counters are
+  // shared with the callbacks, which may outlive a call that timed out.)
+  int WriteBlocksAndWait(int n, uint32_t bytes, uint64_t dst, uint32_t rkey) {
+    auto done = std::make_shared<std::atomic<int>>(0);
+    auto unloaded = std::make_shared<std::atomic<int>>(0);
+    for (int i = 0; i < n; ++i) {
+      std::memset(&src_[size_t(i) * bytes], 1 + i % 127, bytes);
+      EXPECT_TRUE(ca_->Write(src_mr_->Sge(size_t(i) * bytes, bytes), dst + uint64_t(i) * bytes,
+                             rkey,
+                             [done, unloaded](const WriteResult& r) {
+                               *unloaded += r.ok() && r.path == Path::kUnload;
+                               ++*done;
+                             })
+                      .ok());
+    }
+    EXPECT_TRUE(h_->WaitUntil([&] { return done->load() == n; }, absl::Seconds(20)));
+    return unloaded->load();
+  }
 
   std::unique_ptr<Harness> h_;
   CountingMetrics metrics_;
@@ -328,18 +350,7 @@ TEST_P(EngineTest, RefusedWritesFailTheSameWayOnBothPathsAndWriteNothing) {
 TEST_P(EngineTest, FullRingWaitsAndNeverOverflows) {
   Connect(Only(Path::kUnload));
   constexpr int kWrites = 500;  // far more than the 8 staging slots
-  std::atomic<int> done{0}, ok{0};
-  for (int i = 0; i < kWrites; ++i) {
-    std::memset(&src_[i * 512], i & 0x7f, 512);
-    ASSERT_TRUE(ca_->Write(src_mr_->Sge(i * 512, 512), Dst(i * 512), dst_mr_->rkey(),
-                           [&](const WriteResult& r) {
-                             ok += r.ok() && r.path == Path::kUnload;
-                             ++done;
-                           })
-                    .ok());
-  }
-  ASSERT_TRUE(h_->WaitUntil([&] { return done.load() == kWrites; }, absl::Seconds(20)));
-  EXPECT_EQ(ok.load(), kWrites);
+  EXPECT_EQ(WriteBlocksAndWait(kWrites, 512, Dst(0), dst_mr_->rkey()), kWrites);
   const uint32_t slots = 8 * lanes();
   EXPECT_LE(metrics_.ring_used_max.load(), slots);
   EXPECT_EQ(metrics_.ring_used_max.load(), slots) << "the ring was never full: test too weak";
@@ -639,18 +650,7 @@ TEST_P(EngineTest, UnloadsIntoAPeerRingLargerThanItsOwn) {
   ASSERT_TRUE(ca_->Connect(cb->local_info()).ok());
   ASSERT_TRUE(cb->Connect(ca_->local_info()).ok());
   constexpr int kWrites = 400;
-  std::atomic<int> done{0}, ok{0};
-  for (int i = 0; i < kWrites; ++i) {
-    std::memset(&src_[i * 256], 1 + i % 250, 256);
-    ASSERT_TRUE(ca_->Write(src_mr_->Sge(i * 256, 256), dst_mr->address() + i * 256, dst_mr->rkey(),
-                           [&](const WriteResult& r) {
-                             ok += r.ok() && r.path == Path::kUnload;
-                             ++done;
-                           })
-                    .ok());
-  }
-  ASSERT_TRUE(h_->WaitUntil([&] { return done.load() == kWrites; }, absl::Seconds(20)));
-  EXPECT_EQ(ok.load(), kWrites);
+  EXPECT_EQ(WriteBlocksAndWait(kWrites, 256, dst_mr->address(), dst_mr->rkey()), kWrites);
   EXPECT_EQ(std::memcmp(src_.data(), dst_.data(), kWrites * 256), 0);
   EXPECT_GT(metrics_.ring_used_max.load(), 8u * lanes()) << "never beyond the local ring size";
   ca_.reset();
