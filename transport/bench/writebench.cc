@@ -79,6 +79,7 @@ struct Result {
 };
 
 bool Modeled() { return FLAGS_fabric == "sim"; }
+int StagingLanes() { return FLAGS_staging_lanes > 0 ? FLAGS_staging_lanes : FLAGS_unload_workers; }
 
 // An upper bound for policies that split by page heat, on zipfian writes: it knows the
 // workload (which no engine policy may), offloads the 4 KiB pages holding the K most frequent
@@ -158,7 +159,7 @@ absl::StatusOr<Result> RunPoint(const Point& pt) {
   engine::EngineOptions opts;
   opts.staging_slot_bytes = std::max<uint32_t>(16 << 10, pt.write_size + 64);
   opts.unload_workers = FLAGS_unload_workers;
-  opts.staging_lanes = FLAGS_staging_lanes > 0 ? FLAGS_staging_lanes : FLAGS_unload_workers;
+  opts.staging_lanes = StagingLanes();
   opts.metrics = &metrics;
   auto ea = engine::Engine::Create(dev_a.get(), opts);
   auto eb = engine::Engine::Create(dev_b.get(), opts);
@@ -421,9 +422,9 @@ int Main() {
       "%d connection(s); window %d, %lld writes per point after %lld warm-up writes, seed %llu\n",
       FLAGS_fabric.c_str(),
       Modeled() ? "MODELED (simulated fabric, virtual time)" : "MEASURED (real time)",
-      FLAGS_unload_workers, FLAGS_staging_lanes > 0 ? FLAGS_staging_lanes : FLAGS_unload_workers,
-      FLAGS_connections, FLAGS_window, static_cast<long long>(FLAGS_ops),
-      static_cast<long long>(FLAGS_warmup), static_cast<unsigned long long>(FLAGS_seed));
+      FLAGS_unload_workers, StagingLanes(), FLAGS_connections, FLAGS_window,
+      static_cast<long long>(FLAGS_ops), static_cast<long long>(FLAGS_warmup),
+      static_cast<unsigned long long>(FLAGS_seed));
   PrintHeader();
   std::vector<Result> all;
   auto run = [&](const Point& pt) -> bool {

@@ -31,6 +31,11 @@ namespace {
 // Decision::tag: the probe phase in the low 2 bits, the probe generation above them.
 constexpr uint8_t kRegular = 0, kSettle = 1, kMeasureOther = 2, kMeasureRegime = 3;
 Path Other(Path p) { return p == Path::kOffload ? Path::kUnload : Path::kOffload; }
+// A plain mean of the first 64 samples, then an exponential one with weight 1/64.
+void AddToMovingMean(double ns, double* mean, uint64_t* seen) {
+  ++*seen;
+  *mean += std::max(1.0 / 64, 1.0 / *seen) * (ns - *mean);
+}
 }  // namespace
 
 bool AdaptivePolicy::Major(const Cell& cell) const {
@@ -128,10 +133,8 @@ void AdaptivePolicy::Observe(const Decision& d, absl::Duration latency) {
                        static_cast<uint8_t>(d.tag >> 2) == static_cast<uint8_t>(generation_ & 0x3F);
   const bool probed_path = current && d.cell == probing_ && d.path == Other(probe_regime_);
   if ((!current || phase == kSettle) && !probed_path) {
-    ++regular_seen_;
-    regular_ns_ += std::max(1.0 / 64, 1.0 / regular_seen_) * (ns - regular_ns_);
-    ++cell.regular_seen;
-    cell.regular_ns += std::max(1.0 / 64, 1.0 / cell.regular_seen) * (ns - cell.regular_ns);
+    AddToMovingMean(ns, &regular_ns_, &regular_seen_);
+    AddToMovingMean(ns, &cell.regular_ns, &cell.regular_seen);
     // Is the connection's latency still falling (a translation cache warming up)? Then a
     // comparison now would judge the current regime by a transient.
     trend_sum_ns_ += ns;
