@@ -35,12 +35,8 @@ absl::StatusOr<std::vector<KvStore::Grant>> KvStore::GrantSlots(uint64_t client,
   for (uint32_t i = 0; i < count; ++i) {
     absl::StatusOr<Slot> s = slabs_.Allocate(size);
     if (!s.ok()) {
-      for (const Grant& g : out) {
-        grants_.erase(g.id);
-        slabs_.Free(g.slot);
-      }
-      held -= out.size();
-      return s.status();
+      if (out.empty()) return s.status();
+      break;  // a partial grant: what the arena has
     }
     Grant g{next_grant_++, *s};
     grants_[g.id] = Granted{client, g.slot};
@@ -137,7 +133,8 @@ size_t KvStore::DropClient(uint64_t client) {
 
 KvStore::Stats KvStore::stats() const {
   MutexLock l(&mu_);
-  return Stats{index_.size(), slabs_.capacity_bytes(), slabs_.used_bytes(), grants_.size()};
+  return Stats{index_.size(), slabs_.capacity_bytes(), slabs_.used_bytes(), slabs_.free_bytes(),
+               grants_.size()};
 }
 
 }  // namespace unloadkv::server

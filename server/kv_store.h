@@ -57,6 +57,7 @@ class KvStore {
     uint64_t keys = 0;
     uint64_t arena_bytes = 0;
     uint64_t arena_used_bytes = 0;  // live values and outstanding grants
+    uint64_t arena_free_bytes = 0;  // the rest: free chunks and free slots of size classes
     uint64_t grants_outstanding = 0;
   };
 
@@ -64,7 +65,8 @@ class KvStore {
   // the store.
   KvStore(const char* arena, size_t arena_bytes);
 
-  // `count` slots that each hold `size` bytes, granted to `client`.
+  // Up to `count` slots that each hold `size` bytes, granted to `client`: as many as the arena
+  // has, at least one; ResourceExhausted when it has none (or the client holds too many).
   absl::StatusOr<std::vector<Grant>> GrantSlots(uint64_t client, uint32_t size, uint32_t count);
   // Publishes the value `client` wrote into grant `grant_id` under `key`; returns its version.
   // FailedPrecondition for a grant that is unknown, used, or another client's, or a size over

@@ -89,11 +89,17 @@ TEST_F(KvStoreTest, GrantLimitsAndArenaExhaustion) {
             absl::StatusCode::kInvalidArgument);
   for (int i = 0; i < 16; ++i) ASSERT_TRUE(store_.GrantSlots(1, 10, 64).ok());
   EXPECT_EQ(store_.GrantSlots(1, 10, 1).status().code(), absl::StatusCode::kResourceExhausted);
-  // 4 chunks of 64 KiB slots = 64 slots; a request that cannot be met whole takes nothing.
-  EXPECT_TRUE(store_.GrantSlots(2, 40000, 48).ok());
-  const uint64_t used = store_.stats().arena_used_bytes;
-  EXPECT_EQ(store_.GrantSlots(3, 40000, 64).status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(store_.stats().arena_used_bytes, used);
+  // The three chunks left hold 48 slots of 64 KiB: a request larger than what is left gets
+  // what is left, and one more gets nothing and changes nothing.
+  EXPECT_EQ(store_.GrantSlots(2, 40000, 40)->size(), 40u);
+  absl::StatusOr<std::vector<KvStore::Grant>> rest = store_.GrantSlots(3, 40000, 64);
+  ASSERT_TRUE(rest.ok());
+  EXPECT_EQ(rest->size(), 8u);
+  const KvStore::Stats full = store_.stats();
+  EXPECT_EQ(full.arena_used_bytes, full.arena_bytes - (SlabArena::kChunkBytes - 64 * 1024));
+  EXPECT_EQ(store_.GrantSlots(4, 40000, 1).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(store_.stats().arena_used_bytes, full.arena_used_bytes);
+  EXPECT_EQ(store_.stats().grants_outstanding, full.grants_outstanding);
 }
 
 TEST_F(KvStoreTest, ScanIsOrderedBoundedAndPaged) {

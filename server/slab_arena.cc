@@ -4,7 +4,30 @@
 
 namespace unloadkv::server {
 
-SlabArena::SlabArena(size_t bytes) : chunk_class_(bytes / kChunkBytes, -1) {}
+SlabArena::SlabArena(size_t bytes) : chunks_(bytes / kChunkBytes) {
+  pool_.reserve(chunks_.size());
+  for (size_t i = chunks_.size(); i > 0; --i) pool_.push_back(static_cast<uint32_t>(i - 1));
+}
+
+bool SlabArena::HasFreeSlot(const Chunk& c) const {
+  return !c.free.empty() || c.carved < SlotsPerChunk(c.cls);
+}
+
+void SlabArena::Open(uint32_t chunk) {
+  Chunk& c = chunks_[chunk];
+  c.open_pos = static_cast<int32_t>(open_[c.cls].size());
+  open_[c.cls].push_back(chunk);
+}
+
+void SlabArena::Close(uint32_t chunk) {
+  Chunk& c = chunks_[chunk];
+  std::vector<uint32_t>& open = open_[c.cls];
+  const uint32_t last = open.back();
+  open[c.open_pos] = last;
+  chunks_[last].open_pos = c.open_pos;
+  open.pop_back();
+  c.open_pos = -1;
+}
 
 absl::StatusOr<Slot> SlabArena::Allocate(uint32_t size) {
   const int cls = ClassOf(size);
@@ -12,34 +35,65 @@ absl::StatusOr<Slot> SlabArena::Allocate(uint32_t size) {
     return absl::InvalidArgumentError(
         absl::StrCat("value of ", size, " bytes over the ", kMaxSlotBytes, "-byte limit"));
   }
-  std::vector<uint64_t>& list = free_[cls];
-  if (list.empty()) {
-    if (next_chunk_ == chunk_class_.size()) {
+  if (open_[cls].empty()) {
+    if (pool_.empty()) {
       return absl::ResourceExhaustedError(
           absl::StrCat("arena full: no free ", ClassCapacity(cls), "-byte slot"));
     }
-    const size_t chunk = next_chunk_++;
-    chunk_class_[chunk] = static_cast<int8_t>(cls);
-    const uint32_t cap = ClassCapacity(cls);
-    // Pushed high to low so the chunk is handed out from its start.
-    for (size_t off = kChunkBytes; off >= cap; off -= cap) {
-      list.push_back(chunk * kChunkBytes + off - cap);
-    }
+    const uint32_t chunk = pool_.back();
+    pool_.pop_back();
+    chunks_[chunk].cls = static_cast<int8_t>(cls);
+    free_slots_[cls] += SlotsPerChunk(cls);
+    Open(chunk);
   }
-  Slot s{list.back(), ClassCapacity(cls)};
-  list.pop_back();
-  used_bytes_ += s.capacity;
-  return s;
+  const uint32_t chunk = open_[cls].back();
+  Chunk& c = chunks_[chunk];
+  uint32_t index;
+  if (!c.free.empty()) {
+    index = c.free.back();
+    c.free.pop_back();
+  } else {
+    index = c.carved++;
+    c.in_use.push_back(false);
+  }
+  c.in_use[index] = true;
+  ++c.used;
+  --free_slots_[cls];
+  if (!HasFreeSlot(c)) Close(chunk);
+  const uint32_t cap = ClassCapacity(cls);
+  used_bytes_ += cap;
+  return Slot{uint64_t{chunk} * kChunkBytes + uint64_t{index} * cap, cap};
 }
 
 bool SlabArena::Free(const Slot& slot) {
-  const size_t chunk = slot.offset / kChunkBytes;
-  if (chunk >= next_chunk_) return false;
-  const int cls = chunk_class_[chunk];
-  if (ClassCapacity(cls) != slot.capacity || slot.offset % slot.capacity != 0) return false;
-  free_[cls].push_back(slot.offset);
+  const uint64_t chunk = slot.offset / kChunkBytes;
+  if (chunk >= chunks_.size()) return false;
+  Chunk& c = chunks_[chunk];
+  if (c.cls < 0 || ClassCapacity(c.cls) != slot.capacity || slot.offset % slot.capacity != 0) {
+    return false;
+  }
+  const uint32_t index = static_cast<uint32_t>((slot.offset % kChunkBytes) / slot.capacity);
+  if (index >= c.carved || !c.in_use[index]) return false;
+  c.in_use[index] = false;
+  const bool was_full = !HasFreeSlot(c);
+  c.free.push_back(index);
+  --c.used;
+  ++free_slots_[c.cls];
   used_bytes_ -= slot.capacity;
+  if (was_full) Open(static_cast<uint32_t>(chunk));
+  if (c.used == 0) {  // empty: back to the pool, for any class
+    Close(static_cast<uint32_t>(chunk));
+    free_slots_[c.cls] -= SlotsPerChunk(c.cls);
+    c = Chunk();
+    pool_.push_back(static_cast<uint32_t>(chunk));
+  }
   return true;
+}
+
+size_t SlabArena::free_bytes_for(uint32_t size) const {
+  const int cls = ClassOf(size);
+  if (cls < 0) return 0;
+  return free_slots_[cls] * ClassCapacity(cls) + pool_.size() * kChunkBytes;
 }
 
 }  // namespace unloadkv::server

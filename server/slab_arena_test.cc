@@ -1,6 +1,8 @@
 // Slot allocation: classes, reuse, exhaustion, and refusal of foreign slots.
 #include "server/slab_arena.h"
 
+#include <map>
+#include <random>
 #include <set>
 
 #include "gtest/gtest.h"
@@ -52,6 +54,101 @@ TEST(SlabArenaTest, RefusesSlotsItDidNotHandOut) {
   EXPECT_FALSE(a.Free({s.offset, 512}));                // wrong class
   EXPECT_FALSE(a.Free({SlabArena::kChunkBytes, 256}));  // unassigned chunk
   EXPECT_EQ(a.used_bytes(), 256u);
+}
+
+TEST(SlabArenaTest, RefusesDoubleFrees) {
+  SlabArena a(2 * SlabArena::kChunkBytes);
+  Slot s = *a.Allocate(256);
+  Slot t = *a.Allocate(256);
+  ASSERT_TRUE(a.Free(s));
+  EXPECT_FALSE(a.Free(s));
+  EXPECT_EQ(a.used_bytes(), 256u);
+  ASSERT_TRUE(a.Free(t));
+  EXPECT_FALSE(a.Free(t));  // its chunk went back to the pool
+  EXPECT_EQ(a.used_bytes(), 0u);
+}
+
+// Fill a small arena with large values, delete them all: every chunk is free for any class.
+TEST(SlabArenaTest, EmptiedChunksServeAnyClass) {
+  SlabArena a(8 * SlabArena::kChunkBytes);
+  std::vector<Slot> big;
+  while (true) {
+    absl::StatusOr<Slot> s = a.Allocate(60000);
+    if (!s.ok()) break;
+    big.push_back(*s);
+  }
+  EXPECT_EQ(big.size(), 8u * 16);
+  EXPECT_EQ(a.free_bytes(), 0u);
+  for (const Slot& s : big) ASSERT_TRUE(a.Free(s));
+  EXPECT_EQ(a.pool_chunks(), 8u);
+  EXPECT_EQ(a.free_bytes(), 8 * SlabArena::kChunkBytes);
+  size_t tiny = 0;
+  while (a.Allocate(10).ok()) ++tiny;
+  EXPECT_EQ(tiny, 8 * SlabArena::kChunkBytes / 64);
+}
+
+// The free-bytes figures say exactly what an allocation can use.
+TEST(SlabArenaTest, FreeBytesForCountsTheClassAndThePool) {
+  SlabArena a(2 * SlabArena::kChunkBytes);
+  Slot s = *a.Allocate(64 << 10);
+  EXPECT_EQ(a.free_bytes_for(64 << 10), 15u * (64 << 10) + SlabArena::kChunkBytes);
+  EXPECT_EQ(a.free_bytes_for(64), SlabArena::kChunkBytes);
+  EXPECT_EQ(a.free_bytes(), 2 * SlabArena::kChunkBytes - (64 << 10));
+  EXPECT_EQ(a.free_bytes_for((64 << 10) + 1), 0u);
+  ASSERT_TRUE(a.Free(s));
+  EXPECT_EQ(a.free_bytes_for(64), 2 * SlabArena::kChunkBytes);
+}
+
+// Property: under random allocations and frees of random sizes, an allocation fails only when
+// neither the class's free slots nor the pool could hold it, and slots never overlap.
+TEST(SlabArenaTest, RandomChurnNeverRefusesWhatFits) {
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937_64 rng(seed);
+    SlabArena a(6 * SlabArena::kChunkBytes);
+    std::map<uint64_t, Slot> live;  // by offset
+    std::vector<uint64_t> offsets;
+    size_t used = 0;
+    for (int step = 0; step < 20000; ++step) {
+      const bool alloc = offsets.empty() || rng() % 100 < 55;
+      if (alloc) {
+        // Mostly small, sometimes large, so classes compete for chunks.
+        const uint32_t size = rng() % 4 == 0 ? static_cast<uint32_t>(rng() % (64 << 10) + 1)
+                                             : static_cast<uint32_t>(rng() % 2048);
+        const uint32_t cap = SlabArena::ClassCapacity(SlabArena::ClassOf(size));
+        const bool fits = a.free_bytes_for(size) >= cap;
+        absl::StatusOr<Slot> s = a.Allocate(size);
+        ASSERT_EQ(s.ok(), fits) << "seed " << seed << " step " << step << " size " << size << ": "
+                                << s.status();
+        if (!s.ok()) {
+          ASSERT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted);
+          continue;
+        }
+        ASSERT_EQ(s->capacity, cap);
+        ASSERT_LE(s->offset + s->capacity, 6 * SlabArena::kChunkBytes);
+        auto next = live.lower_bound(s->offset);
+        if (next != live.end()) ASSERT_LE(s->offset + s->capacity, next->first);
+        if (next != live.begin()) {
+          auto prev = std::prev(next);
+          ASSERT_LE(prev->first + prev->second.capacity, s->offset);
+        }
+        live[s->offset] = *s;
+        offsets.push_back(s->offset);
+        used += s->capacity;
+      } else {
+        const size_t i = rng() % offsets.size();
+        const uint64_t off = offsets[i];
+        offsets[i] = offsets.back();
+        offsets.pop_back();
+        ASSERT_TRUE(a.Free(live[off]));
+        used -= live[off].capacity;
+        live.erase(off);
+      }
+      ASSERT_EQ(a.used_bytes(), used);
+      ASSERT_EQ(a.free_bytes(), 6 * SlabArena::kChunkBytes - used);
+    }
+    for (const auto& [off, s] : live) ASSERT_TRUE(a.Free(s));
+    EXPECT_EQ(a.pool_chunks(), 6u);
+  }
 }
 
 }  // namespace
