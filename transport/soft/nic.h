@@ -22,6 +22,7 @@
 #include "transport/rnic/queue_pair.h"
 #include "transport/rnic/region_table.h"
 #include "transport/soft/frame_reader.h"
+#include "transport/soft/soft_device.h"
 
 namespace unloadkv::soft {
 
@@ -67,10 +68,15 @@ struct Stream : public FrameSink {
   bool dead = false;      // closed; freed at the end of the current Progress
   bool draining = false;  // closing: no more input, flushing what is queued (a NAK, say)
   bool in_dirty = false;  // listed in Nic::dirty_
+  // Outbound: the TCP connect has not completed yet (output waits for it).
+  bool connecting = false;
+  // Outbound while connecting: when the dial gives up. Inbound until its HELLO: when the
+  // stream is closed unless the HELLO arrived. InfiniteFuture() otherwise.
+  absl::Time handshake_deadline = absl::InfiniteFuture();
   absl::Time drain_deadline;
   QpCore* qp = nullptr;  // null on an inbound stream until its HELLO arrives
   FrameReader reader;
-  std::vector<char> rbuf;
+  std::vector<char> rbuf;  // allocated on the first read: a silent stream holds none
   size_t rbeg = 0, rend = 0;
   std::deque<OutSegment> out;
   size_t out_front_offset = 0;
@@ -144,6 +150,10 @@ class Nic : public std::enable_shared_from_this<Nic> {
 
   // Data-path helpers; all require mu_.
   void Accept() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An outbound stream's connect finished (it became writable or failed).
+  void FinishConnect(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes streams whose handshake deadline passed.
+  void ExpireHandshakes(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReadStream(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FeedBuffered(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FlushStream(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -2,6 +2,7 @@
 // requester and the responder side. Everything here runs with Nic::mu_ held.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
@@ -94,8 +95,7 @@ Stream::Stream(Nic* n, int f, bool out)
     : nic(n),
       fd(f),
       outbound(out),
-      reader(this, n->limits().max_message_bytes),
-      rbuf(kReadBufferBytes) {}
+      reader(this, n->limits().max_message_bytes) {}
 
 Stream::~Stream() {
   if (fd >= 0) close(fd);
@@ -154,6 +154,13 @@ void Nic::EnqueueGather(Stream* s, const FrameHeader& h, const rnic::SendWorkReq
 
 void Nic::FlushStream(Stream* s) {
   if (s->dead) return;
+  if (s->connecting) {
+    // The dial may have completed since Progress last looked (loopback dials usually have):
+    // check without waiting, so output need not wait for the next Progress.
+    pollfd p{s->fd, POLLOUT, 0};
+    if (::poll(&p, 1, 0) == 1) FinishConnect(s);  // flushes once connected
+    return;
+  }
   while (!s->out.empty()) {
     iovec iov[kMaxIov];
     int n = 0;
@@ -452,6 +459,10 @@ int Nic::Progress(absl::Duration max_wait) {
     }
     auto* s = static_cast<Stream*>(tag);
     if (s->dead) continue;
+    if (s->connecting) {
+      if (events[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) FinishConnect(s);
+      continue;
+    }
     if (events[i].events & EPOLLOUT) FlushStream(s);
     if (!s->dead && !s->draining && (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
       ReadStream(s);
@@ -468,12 +479,65 @@ void Nic::Accept() {
     if (fd < 0) return;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    auto awaiting_hello = [](const Stream& s) {
+      return !s.outbound && s.qp == nullptr && !s.dead && !s.draining;
+    };
+    size_t awaiting = 0;
+    Stream* oldest = nullptr;
+    for (const auto& t : streams_) {
+      if (!awaiting_hello(*t)) continue;
+      if (oldest == nullptr) oldest = t.get();
+      ++awaiting;
+    }
+    if (awaiting >= kMaxStreamsAwaitingHello) {
+      Log(LogLevel::kWarning, absl::StrCat("soft: ", awaiting,
+                                           " inbound streams without a HELLO; closing the oldest"));
+      FinishClose(oldest);
+    }
     auto stream = std::make_unique<Stream>(this, fd, /*outbound=*/false);
+    stream->handshake_deadline = absl::Now() + kHelloTimeout;
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = stream.get();
     epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev);
     streams_.push_back(std::move(stream));
+    ArmStallTimer();
+  }
+}
+
+void Nic::FinishConnect(Stream* s) {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err != 0) {
+    const std::string peer = s->qp != nullptr ? s->qp->remote.address : "the peer";
+    s->connecting = false;  // nothing was sent: close without draining
+    KillStream(s, rnic::WcStatus::kRetryExceeded,
+               absl::StrCat("no soft device answers at ", peer, ": ", std::strerror(err)));
+    return;
+  }
+  s->connecting = false;
+  s->handshake_deadline = absl::InfiniteFuture();
+  FlushStream(s);
+}
+
+void Nic::ExpireHandshakes(absl::Time now) {
+  for (const auto& t : streams_) {
+    Stream* s = t.get();
+    if (s->dead || s->handshake_deadline > now) continue;
+    s->handshake_deadline = absl::InfiniteFuture();
+    if (s->outbound) {
+      const std::string peer = s->qp != nullptr ? s->qp->remote.address : "the peer";
+      s->connecting = false;
+      KillStream(s, rnic::WcStatus::kRetryExceeded,
+                 absl::StrCat("no soft device answers at ", peer, " within ",
+                              absl::FormatDuration(kConnectTimeout)));
+      if (!s->dead) FinishClose(s);
+    } else if (s->qp == nullptr) {
+      Log(LogLevel::kInfo, absl::StrCat("soft: an inbound stream sent no HELLO within ",
+                                        absl::FormatDuration(kHelloTimeout), "; closing it"));
+      FinishClose(s);
+    }
   }
 }
 
@@ -491,6 +555,7 @@ void Nic::ReadStream(Stream* s) {
       }
     } else {
       if (s->rbeg == s->rend) s->rbeg = s->rend = 0;
+      if (s->rbuf.empty()) s->rbuf.resize(kReadBufferBytes);
       got = recv(s->fd, s->rbuf.data() + s->rend, s->rbuf.size() - s->rend, MSG_DONTWAIT);
       if (got > 0) {
         size_t room = s->rbuf.size() - s->rend;
@@ -554,6 +619,7 @@ void Nic::ArmStallTimer() {
   }
   for (const auto& s : streams_) {
     if (s->dead) continue;
+    earliest = std::min(earliest, s->handshake_deadline);
     if (s->draining) earliest = std::min(earliest, s->drain_deadline);
     if (s->ack_pending) earliest = std::min(earliest, s->ack_deadline);
   }
@@ -583,6 +649,7 @@ void Nic::CheckStalls() {
     Refuse(s, s->reader.pending_header(), rnic::WcStatus::kRnrRetryExceeded,
            "no receive posted within rnr_timeout");
   }
+  ExpireHandshakes(now);
   for (const auto& s : streams_) {
     if (s->dead) continue;
     if (s->draining && now >= s->drain_deadline) {
@@ -634,6 +701,7 @@ PayloadPlan Nic::OnHello(Stream* s, const FrameHeader& h) {
     return Close();
   }
   s->qp = qp;
+  s->handshake_deadline = absl::InfiniteFuture();
   s->expected_psn = h.psn;
   qp->in_stream = s;
   qp->in_stream_src_qp = h.aux;

@@ -262,25 +262,20 @@ absl::Status Nic::Connect(QpCore* qp, const rnic::QpAttributes& remote) {
       return absl::FailedPreconditionError("Connect: queue pair is not in the reset state");
     }
   }
-  // Blocking dial with a bounded wait; done without the lock (control path).
+  // The dial does not wait: like an RC QP's transition to RTS, Connect succeeds at once and a
+  // peer that never answers shows up as the QP going to the error state (kRetryExceeded for
+  // the oldest request) within kConnectTimeout. So Connect never blocks its caller's loop.
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return Errno("Connect: socket");
+  bool connecting = false;
   if (connect(fd, reinterpret_cast<const sockaddr*>(&*sa), sizeof(*sa)) != 0) {
     if (errno != EINPROGRESS) {
-      absl::Status st = Errno(absl::StrCat("Connect to soft device at ", remote.address));
+      absl::Status st = absl::UnavailableError(absl::StrCat(
+          "Connect: no soft device answers at ", remote.address, ": ", std::strerror(errno)));
       close(fd);
       return st;
     }
-    pollfd p{fd, POLLOUT, 0};
-    int err = 0;
-    socklen_t len = sizeof(err);
-    if (::poll(&p, 1, 5000) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 ||
-        err != 0) {
-      close(fd);
-      return absl::UnavailableError(absl::StrCat("Connect: no soft device answers at ",
-                                                 remote.address, ": ",
-                                                 err ? std::strerror(err) : "timed out"));
-    }
+    connecting = true;
   }
   SetNoDelayNonBlocking(fd);
   MutexLock l(&mu_);
@@ -298,9 +293,15 @@ absl::Status Nic::Connect(QpCore* qp, const rnic::QpAttributes& remote) {
   Stream* s = stream.get();
   streams_.push_back(std::move(stream));
   epoll_event ev{};
-  ev.events = EPOLLIN;
+  ev.events = connecting ? EPOLLOUT : EPOLLIN;
   ev.data.ptr = s;
   epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev);
+  if (connecting) {
+    s->connecting = true;
+    s->want_write = true;
+    s->handshake_deadline = absl::Now() + kConnectTimeout;
+    ArmStallTimer();
+  }
   qp->remote = remote;
   qp->out_stream = s;
   qp->state = rnic::QpState::kReadyToSend;

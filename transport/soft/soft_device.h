@@ -15,11 +15,22 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "transport/rnic/device.h"
 
 namespace unloadkv::soft {
 
 class Nic;
+
+// Connection set-up limits. Connect never blocks: it starts the TCP dial and returns.
+// An outbound stream's TCP connect gives up after this long (the QP goes to the error state).
+inline constexpr absl::Duration kConnectTimeout = absl::Seconds(5);
+// An inbound stream must send its HELLO within this long of being accepted, else it is closed.
+inline constexpr absl::Duration kHelloTimeout = absl::Seconds(5);
+// At most this many inbound streams may be waiting for their HELLO; a new one beyond it closes
+// the oldest. Each holds a socket and, once it sent a byte, a 256 KiB read buffer.
+inline constexpr size_t kMaxStreamsAwaitingHello = 256;
+
 
 class SoftDevice : public rnic::Device {
  public:

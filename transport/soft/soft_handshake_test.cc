@@ -1,0 +1,166 @@
+// The soft RNIC's connection set-up against peers that never finish it: Connect never blocks,
+// a dial nobody answers fails the QP within kConnectTimeout, and an inbound stream that never
+// says HELLO is closed after kHelloTimeout (and costs no read buffer meanwhile).
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "transport/base/logging.h"
+#include "transport/base/net.h"
+#include "transport/rnic/wait.h"
+#include "transport/soft/soft_device.h"
+
+namespace unloadkv::soft {
+namespace {
+
+// A loopback port whose accept queue is full, so the kernel drops further SYNs: a dial to it
+// neither completes nor fails until the dialer gives up.
+struct BlackHole {
+  BlackHole() {
+    listener = ScopedFd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+    EXPECT_EQ(listen(listener.get(), 0), 0);
+    socklen_t len = sizeof(sa);
+    getsockname(listener.get(), reinterpret_cast<sockaddr*>(&sa), &len);
+    address = FormatHostPort(sa);
+    // Fill the queue (backlog 0 admits one completed connection), then check a further dial
+    // really hangs.
+    filler = ScopedFd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    EXPECT_EQ(connect(filler.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+    ScopedFd probe(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    EXPECT_NE(connect(probe.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+    pollfd p{probe.get(), POLLOUT, 0};
+    EXPECT_EQ(poll(&p, 1, 300), 0) << "the kernel answered a SYN on a full accept queue";
+  }
+  ScopedFd listener, filler;
+  std::string address;
+};
+
+struct Endpoint {
+  std::unique_ptr<SoftDevice> device;
+  std::unique_ptr<rnic::CompletionQueue> cq;
+  std::unique_ptr<rnic::QueuePair> qp;
+  std::vector<char> buffer = std::vector<char>(4096);
+  std::unique_ptr<rnic::MemoryRegion> mr;
+
+  void Init() {
+    absl::StatusOr<std::unique_ptr<SoftDevice>> d = SoftDevice::Create(SoftDevice::Options());
+    ASSERT_TRUE(d.ok()) << d.status();
+    device = std::move(*d);
+    cq = *device->CreateCompletionQueue(64);
+    rnic::QpConfig cfg;
+    cfg.send_cq = cq.get();
+    cfg.recv_cq = cq.get();
+    qp = *device->CreateQueuePair(cfg);
+    mr = *device->RegisterMemory(buffer.data(), buffer.size(), rnic::kLocalWrite);
+  }
+};
+
+TEST(SoftHandshakeTest, ConnectToAPeerThatNeverAnswersFailsTheQpNotTheCaller) {
+  BlackHole hole;
+  Endpoint e;
+  e.Init();
+  rnic::QpAttributes remote{"soft", hole.address, 7, 0};
+  const absl::Time t0 = absl::Now();
+  ASSERT_TRUE(e.qp->Connect(remote).ok());
+  EXPECT_LT(absl::Now() - t0, absl::Milliseconds(100)) << "Connect waited for the dial";
+  rnic::SendWorkRequest wr;
+  wr.wr_id = 42;
+  wr.opcode = rnic::Opcode::kSend;
+  rnic::ScatterGatherEntry sge{reinterpret_cast<uint64_t>(e.buffer.data()), 16, e.mr->lkey()};
+  wr.sg_list[0] = sge;
+  wr.num_sge = 1;
+  ASSERT_TRUE(e.qp->PostSend({&wr, 1}).ok());
+  absl::StatusOr<rnic::WorkCompletion> wc =
+      rnic::WaitForCompletion(*e.device, *e.cq, kConnectTimeout + absl::Seconds(5));
+  ASSERT_TRUE(wc.ok()) << wc.status();
+  EXPECT_EQ(wc->wr_id, 42u);
+  EXPECT_EQ(wc->status, rnic::WcStatus::kRetryExceeded);
+  EXPECT_GE(absl::Now() - t0, kConnectTimeout - absl::Milliseconds(50));
+  EXPECT_EQ(e.qp->state(), rnic::QpState::kError);
+}
+
+TEST(SoftHandshakeTest, ConnectToAClosedPortFailsTheFirstRequest) {
+  ScopedFd unused(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(unused.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  socklen_t len = sizeof(sa);
+  getsockname(unused.get(), reinterpret_cast<sockaddr*>(&sa), &len);  // bound, not listening
+  Endpoint e;
+  e.Init();
+  ASSERT_TRUE(e.qp->Connect({"soft", FormatHostPort(sa), 7, 0}).ok());
+  rnic::SendWorkRequest wr;
+  wr.wr_id = 9;
+  wr.opcode = rnic::Opcode::kSend;
+  ASSERT_TRUE(e.qp->PostSend({&wr, 1}).ok());
+  absl::StatusOr<rnic::WorkCompletion> wc =
+      rnic::WaitForCompletion(*e.device, *e.cq, absl::Seconds(5));
+  ASSERT_TRUE(wc.ok()) << wc.status();
+  // Retry exceeded when the refusal is noticed after the post; flushed when the QP had already
+  // gone to the error state before it.
+  EXPECT_TRUE(wc->status == rnic::WcStatus::kRetryExceeded ||
+              wc->status == rnic::WcStatus::kFlushed)
+      << rnic::WcStatusName(wc->status);
+  EXPECT_EQ(e.qp->state(), rnic::QpState::kError);
+}
+
+// A peer that opens streams to the device's port and says nothing: each is closed after
+// kHelloTimeout, and connections between real QPs keep working meanwhile.
+TEST(SoftHandshakeTest, SilentInboundStreamsAreClosedAndDoNotBlockRealOnes) {
+  Endpoint a, b;
+  a.Init();
+  b.Init();
+  const absl::Time t0 = absl::Now();
+  std::vector<ScopedFd> silent;
+  for (int i = 0; i < 20; ++i) {
+    absl::StatusOr<sockaddr_in> sa = ParseHostPort(b.device->address());
+    ASSERT_TRUE(sa.ok());
+    ScopedFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    ASSERT_EQ(connect(fd.get(), reinterpret_cast<const sockaddr*>(&*sa), sizeof(*sa)), 0);
+    silent.push_back(std::move(fd));
+  }
+  ASSERT_TRUE(a.qp->Connect(b.qp->local_attributes()).ok());
+  ASSERT_TRUE(b.qp->Connect(a.qp->local_attributes()).ok());
+  rnic::RecvWorkRequest r;
+  r.wr_id = 1;
+  rnic::ScatterGatherEntry rs{reinterpret_cast<uint64_t>(b.buffer.data()), 64, b.mr->lkey()};
+  r.sg_list[0] = rs;
+  r.num_sge = 1;
+  ASSERT_TRUE(b.qp->PostRecv({&r, 1}).ok());
+  rnic::SendWorkRequest wr;
+  wr.wr_id = 2;
+  wr.opcode = rnic::Opcode::kSend;
+  ASSERT_TRUE(a.qp->PostSend({&wr, 1}).ok());
+  absl::StatusOr<rnic::WorkCompletion> got =
+      rnic::WaitForCompletion(*b.device, *b.cq, absl::Seconds(5));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->status, rnic::WcStatus::kSuccess);
+  // Every silent stream sees EOF once its HELLO deadline passed (b's owner drives it).
+  const absl::Time deadline = absl::Now() + kHelloTimeout + absl::Seconds(5);
+  size_t closed = 0;
+  while (closed < silent.size() && absl::Now() < deadline) {
+    b.device->Progress(absl::Milliseconds(20));
+    for (ScopedFd& fd : silent) {
+      if (!fd.valid()) continue;
+      pollfd p{fd.get(), POLLIN, 0};
+      if (poll(&p, 1, 0) != 1) continue;
+      char c;
+      EXPECT_EQ(recv(fd.get(), &c, 1, 0), 0);
+      fd = ScopedFd();
+      ++closed;
+    }
+  }
+  EXPECT_EQ(closed, silent.size()) << "silent streams were never closed";
+  EXPECT_GE(absl::Now() - t0, kHelloTimeout - absl::Milliseconds(50));
+}
+
+}  // namespace
+}  // namespace unloadkv::soft
