@@ -24,4 +24,24 @@ void Log(LogLevel level, absl::string_view message) {
   std::fwrite(line.data(), 1, line.size(), stderr);
 }
 
+void ThrottledLog::Log(LogLevel level, absl::string_view message) {
+  const absl::Time now = absl::Now();
+  uint64_t dropped;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (now < next_) {
+      ++dropped_;
+      return;
+    }
+    next_ = now + period_;
+    dropped = dropped_;
+    dropped_ = 0;
+  }
+  if (dropped == 0) {
+    unloadkv::Log(level, message);
+  } else {
+    unloadkv::Log(level, absl::StrCat(message, " (and ", dropped, " more like it not logged)"));
+  }
+}
+
 }  // namespace unloadkv

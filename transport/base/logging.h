@@ -2,7 +2,11 @@
 #ifndef UNLOADKV_TRANSPORT_BASE_LOGGING_H_
 #define UNLOADKV_TRANSPORT_BASE_LOGGING_H_
 
+#include <cstdint>
+#include <mutex>
+
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace unloadkv {
 
@@ -13,6 +17,20 @@ void Log(LogLevel level, absl::string_view message);
 
 // Messages below this level are dropped. Default kInfo; tests raise it to keep output short.
 void SetMinLogLevel(LogLevel level);
+
+// Logs at most one line per `period`, for events a peer can trigger at will (refused
+// connections): the lines dropped meanwhile are counted in the next line written. Thread-safe.
+class ThrottledLog {
+ public:
+  explicit ThrottledLog(absl::Duration period) : period_(period) {}
+  void Log(LogLevel level, absl::string_view message);
+
+ private:
+  const absl::Duration period_;
+  std::mutex mu_;
+  absl::Time next_ = absl::InfinitePast();  // guarded by mu_
+  uint64_t dropped_ = 0;                    // guarded by mu_
+};
 
 }  // namespace unloadkv
 

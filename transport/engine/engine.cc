@@ -476,6 +476,11 @@ bool Connection::failed() const {
   return state_->failed;
 }
 
+uint64_t Connection::messages_received() const {
+  MutexLock l(&state_->mu);
+  return state_->messages_received;
+}
+
 void Connection::SetMessageHandler(MessageHandler handler) {
   {
     MutexLock l(&state_->mu);

@@ -163,6 +163,8 @@ class Connection {
   QueueState queue_state() const;
 
   bool failed() const;
+  // Messages delivered from the peer so far: a peer that sent one has a working data path.
+  uint64_t messages_received() const;
   uint32_t qp_num() const;
 
  private:

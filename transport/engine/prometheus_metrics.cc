@@ -1,6 +1,12 @@
 #include "transport/engine/prometheus_metrics.h"
 
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "transport/base/net.h"
@@ -79,17 +85,52 @@ void PrometheusEngineMetrics::OnRingOccupancy(uint32_t used, uint32_t) { ring_->
 
 void PrometheusEngineMetrics::OnPolicySwitch() { switches_->Increment(); }
 
+namespace {
+
+// Binds `sa` once with the options civetweb uses, to name the reason a bind fails in plain
+// words (civetweb's exception text is about its own internals).
+absl::Status ProbeBind(const sockaddr_in& sa, const std::string& address) {
+  ScopedFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return absl::UnavailableError("metrics: socket() failed");
+  int one = 1;
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
+    return absl::UnavailableError(absl::StrCat("metrics: cannot listen on ", address, ": ",
+                                               std::strerror(errno),
+                                               errno == EADDRINUSE ? " (port in use)" : ""));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     const std::string& address, std::shared_ptr<prometheus::Registry> registry) {
   absl::StatusOr<sockaddr_in> sa = ParseHostPort(address, /*allow_port_zero=*/true);
   if (!sa.ok()) return sa.status();
+  if (sa->sin_port != 0) {
+    if (absl::Status st = ProbeBind(*sa, address); !st.ok()) return st;
+  }
   std::unique_ptr<MetricsEndpoint> m(new MetricsEndpoint());
+  // civetweb gives each connection a worker thread until it closes or its request times out,
+  // so idle connections could starve scrapes: kThreads workers, and a connection that sends
+  // no complete request within kRequestTimeout is closed.
+  const std::vector<std::string> options = {
+      "listening_ports",    address,
+      "num_threads",        std::to_string(kThreads),
+      "request_timeout_ms", std::to_string(absl::ToInt64Milliseconds(kRequestTimeout)),
+      "enable_keep_alive",  "no",
+      // A connection flood waits in the accept queue instead of losing SYNs (a lost SYN costs
+      // a scraper a 1 s retransmission, then 3, then 7...).
+      "listen_backlog",     "1024",
+      "connection_queue",   "256",
+  };
   // prometheus-cpp reports a failed bind by throwing; nothing else here throws.
   try {
-    m->exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/1);
-  } catch (const std::exception& e) {
+    m->exposer_ = std::make_unique<prometheus::Exposer>(options);
+  } catch (const std::exception&) {
     return absl::UnavailableError(
-        absl::StrCat("metrics: cannot listen on ", address, " (port in use?): ", e.what()));
+        absl::StrCat("metrics: cannot listen on ", address, " (port in use?)"));
   }
   m->exposer_->RegisterCollectable(registry);
   std::vector<int> ports = m->exposer_->GetListeningPorts();

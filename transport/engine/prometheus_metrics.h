@@ -15,6 +15,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/gauge.h"
@@ -53,8 +54,14 @@ class PrometheusEngineMetrics : public EngineMetrics {
 
 // Serves `registry` at http://<address>/metrics. `address` is "host:port" (port 0 picks a
 // free one). A busy port or bad address is an error, not an exception.
+//
+// Idle or slow connections cannot block scrapes for long: kThreads connections are served at
+// once, and one that has not sent a complete request within kRequestTimeout is closed.
 class MetricsEndpoint {
  public:
+  static constexpr int kThreads = 64;
+  static constexpr absl::Duration kRequestTimeout = absl::Seconds(1);
+
   static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
       const std::string& address, std::shared_ptr<prometheus::Registry> registry);
   // "http://host:port/metrics".

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -50,7 +51,7 @@ absl::StatusOr<std::unique_ptr<BootstrapListener>> BootstrapListener::Listen(
                                                std::strerror(errno),
                                                errno == EADDRINUSE ? " (port in use)" : ""));
   }
-  if (listen(fd.get(), 128) != 0) return Errno("bootstrap: listen");
+  if (listen(fd.get(), SOMAXCONN) != 0) return Errno("bootstrap: listen");
   sockaddr_in bound{};
   socklen_t len = sizeof(bound);
   getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len);
@@ -145,14 +146,17 @@ absl::Status WriteAll(int fd, absl::string_view data, absl::Duration timeout) {
 
 absl::StatusOr<std::string> ExchangeAsClient(absl::string_view host_port,
                                              absl::string_view local_info, absl::Duration timeout) {
-  absl::StatusOr<ScopedFd> fd = Dial(host_port, timeout);
+  // One deadline for the whole exchange: dial, hello and answer share `timeout`.
+  const absl::Time deadline = absl::Now() + timeout;
+  auto left = [deadline] { return std::max(deadline - absl::Now(), absl::ZeroDuration()); };
+  absl::StatusOr<ScopedFd> fd = Dial(host_port, left());
   if (!fd.ok()) return fd.status();
   if (absl::Status st =
-          WriteAll(fd->get(), absl::StrCat(kBootstrapHello, " ", local_info, "\n"), timeout);
+          WriteAll(fd->get(), absl::StrCat(kBootstrapHello, " ", local_info, "\n"), left());
       !st.ok()) {
     return st;
   }
-  absl::StatusOr<std::string> line = ReadLine(fd->get(), kMaxBootstrapLine, timeout);
+  absl::StatusOr<std::string> line = ReadLine(fd->get(), kMaxBootstrapLine, left());
   if (!line.ok()) return line.status();
   if (absl::StartsWith(*line, "ok ")) return line->substr(3);
   if (absl::StartsWith(*line, "error ")) {

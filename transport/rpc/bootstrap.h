@@ -48,7 +48,8 @@ absl::StatusOr<std::string> ReadLine(int fd, size_t max_bytes, absl::Duration ti
 absl::Status WriteAll(int fd, absl::string_view data, absl::Duration timeout);
 
 // Client side of the exchange: sends `local_info`, returns the server's info text, or the
-// server's refusal as FailedPrecondition carrying its message.
+// server's refusal as FailedPrecondition carrying its message. `timeout` bounds the whole
+// exchange (connect, send, answer), not each step.
 absl::StatusOr<std::string> ExchangeAsClient(absl::string_view host_port,
                                              absl::string_view local_info, absl::Duration timeout);
 

@@ -151,10 +151,11 @@ void RpcClient::Cancel(uint64_t call_id) {
 int RpcClient::CheckDeadlines() {
   std::vector<Callback> expired;
   const absl::Time now = clock_->Now();
+  const bool lost = conn_->failed();  // no answer can arrive any more
   {
     MutexLock l(&mu_);
     for (auto it = pending_.begin(); it != pending_.end();) {
-      if (it->second.deadline <= now) {
+      if (lost || it->second.deadline <= now) {
         expired.push_back(std::move(it->second.done));
         pending_.erase(it++);
       } else {
@@ -162,7 +163,10 @@ int RpcClient::CheckDeadlines() {
       }
     }
   }
-  for (Callback& cb : expired) cb(absl::DeadlineExceededError("rpc: deadline exceeded"));
+  for (Callback& cb : expired) {
+    cb(lost ? absl::UnavailableError("rpc: connection lost before the answer arrived")
+            : absl::DeadlineExceededError("rpc: deadline exceeded"));
+  }
   return static_cast<int>(expired.size());
 }
 

@@ -86,7 +86,9 @@ class RpcClient {
                                 Callback done);
   // Fails the call with CANCELLED if it is still outstanding.
   void Cancel(uint64_t call_id);
-  // Fails every call whose deadline has passed; returns how many.
+  // Fails every call whose deadline has passed with DEADLINE_EXCEEDED, or, once the
+  // connection has failed, every call with UNAVAILABLE (no answer can arrive; a call that
+  // changes state may or may not have been applied). Returns how many.
   int CheckDeadlines();
   int in_flight() const;
 
