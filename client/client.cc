@@ -148,6 +148,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   c->conn_ = std::move(*conn);
   c->rpc_ =
       std::make_unique<rpc::RpcClient>(c->conn_.get(), RealClock::Get(), options.max_in_flight);
+  // One deadline for the whole of Connect: the bootstrap exchange and the first round trip.
+  const absl::Time deadline = absl::Now() + options.timeout;
   auto answer = rpc::ExchangeAsClient(
       options.server, engine::EncodeConnectionInfo(c->conn_->local_info()), options.timeout);
   if (!answer.ok()) {
@@ -166,6 +168,13 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
       self->rpc_->CheckDeadlines();
     }
   });
+  // The first message proves the data path both ways (the server releases a connection that
+  // sends none within its handshake deadline), and a path that does not work fails here.
+  const absl::Status ping = c->Ping(std::max(deadline - absl::Now(), absl::Milliseconds(1)));
+  if (!ping.ok()) {
+    return absl::Status(ping.code(), absl::StrCat("connecting to kvserver at ", options.server,
+                                                  ": first round trip: ", ping.message()));
+  }
   return c;
 }
 
@@ -457,6 +466,20 @@ absl::StatusOr<ScanPage> Client::Scan(absl::string_view start, absl::string_view
     page.more = r->more();
     return absl::StatusOr<ScanPage>(std::move(page));
   });
+}
+
+absl::Status Client::Ping(absl::Duration timeout) {
+  proto::PingRequest req;
+  return Await<absl::StatusOr<std::string>>([&](Reply d) {
+           absl::StatusOr<uint64_t> id =
+               rpc_->Call(proto::PING, req.SerializeAsString(), timeout,
+                          [this, d](absl::StatusOr<std::string> r) {
+                            d(std::move(r));
+                            Signal();
+                          });
+           if (!id.ok()) d(conn_->failed() ? ConnectionError() : id.status());
+         })
+      .status();
 }
 
 absl::StatusOr<proto::StatsResponse> Client::Stats() {

@@ -128,6 +128,8 @@ class Client {
   void WriteAndPut(const std::string& key, const std::string& value, const proto::SlotGrant& g,
                    PutDone done);
   absl::Status ConnectionError() const;
+  // One PING round trip, without retries.
+  absl::Status Ping(absl::Duration timeout);
 
   ClientOptions options_;
   std::unique_ptr<rnic::Device> device_;

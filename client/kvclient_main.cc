@@ -2,7 +2,8 @@
 //   kvclient [--server=HOST:PORT] get KEY
 //   kvclient put KEY VALUE
 //   kvclient del KEY
-//   kvclient scan [START [END]] [--limit=N]
+//   kvclient scan [START [END]] [--limit=N]   (one "key<TAB>value" line per item, non-printable
+//                                               bytes escaped as \\, \t, \n, \xHH)
 //   kvclient stats
 //   kvclient load [--ops=N] [--in_flight=N] [--keys=N] [--value_size=N] [--read_fraction=F]
 //                 [--metrics=HOST:PORT]
@@ -62,13 +63,40 @@ double Percentile(std::vector<double>& v, double p) {
   return v[i];
 }
 
-int Load(Client& c, engine::MetricsEndpoint* endpoint) {
-  if (FLAGS_in_flight < 1 || FLAGS_in_flight > 1024) return Usage("--in_flight must be 1..1024");
-  if (FLAGS_keys < 1) return Usage("--keys must be at least 1");
-  if (FLAGS_value_size > proto::kMaxValueBytes) return Usage("--value_size is at most 65536");
-  if (FLAGS_read_fraction < 0 || FLAGS_read_fraction > 1) {
-    return Usage("--read_fraction must be in [0, 1]");
+// Checks the load flags; an empty string when they are usable.
+std::string LoadFlagsError() {
+  if (FLAGS_in_flight < 1 || FLAGS_in_flight > 1024) return "--in_flight must be 1..1024";
+  if (FLAGS_keys < 1) return "--keys must be at least 1";
+  if (FLAGS_value_size > proto::kMaxValueBytes) return "--value_size is at most 65536";
+  if (!(FLAGS_read_fraction >= 0 && FLAGS_read_fraction <= 1)) {  // NaN fails both
+    return "--read_fraction must be a number in [0, 1]";
   }
+  if (FLAGS_ops < 1) return "--ops must be at least 1";
+  return "";
+}
+
+// Key and value bytes for a terminal: printable ASCII as is, backslash and the rest escaped
+// (\\, \t, \n, \xHH), so a line per item stays a line per item.
+std::string Printable(absl::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (unsigned char ch : bytes) {
+    if (ch == '\\') {
+      out += "\\\\";
+    } else if (ch == '\t') {
+      out += "\\t";
+    } else if (ch == '\n') {
+      out += "\\n";
+    } else if (ch >= 0x20 && ch < 0x7f) {
+      out += static_cast<char>(ch);
+    } else {
+      absl::StrAppend(&out, "\\x", absl::Hex(ch, absl::kZeroPad2));
+    }
+  }
+  return out;
+}
+
+int Load(Client& c, engine::MetricsEndpoint* endpoint) {
   if (endpoint != nullptr) std::printf("kvclient: metrics at %s\n", endpoint->url().c_str());
   std::printf("kvclient: load: %llu ops, %d in flight, %llu keys, %u-byte values, %.0f%% GETs\n",
               static_cast<unsigned long long>(FLAGS_ops), FLAGS_in_flight,
@@ -80,11 +108,13 @@ int Load(Client& c, engine::MetricsEndpoint* endpoint) {
   Mutex mu;
   std::vector<double> put_us, get_us;
   std::atomic<uint64_t> done{0}, errors{0}, not_found{0};
+  uint64_t issued = 0;
   std::string first_error;  // guarded by mu
   const absl::Time start = absl::Now();
   absl::Time next_report = start + absl::Seconds(1);
   for (uint64_t i = 0; i < FLAGS_ops; ++i) {
     c.Wait([&] { return i - done.load() < static_cast<uint64_t>(FLAGS_in_flight); });
+    if (!c.connected()) break;  // the rest would fail at once: stop issuing
     if (absl::Now() >= next_report) {
       next_report += absl::Seconds(1);
       std::printf("kvclient: %llu/%llu ops (%.0f%%), %.0f ops/s\n",
@@ -105,6 +135,8 @@ int Load(Client& c, engine::MetricsEndpoint* endpoint) {
           MutexLock l(&mu);
           first_error = st.ToString();
         }
+        ++done;
+        return;  // a failed operation has no latency worth reporting
       }
       {
         MutexLock l(&mu);
@@ -112,19 +144,25 @@ int Load(Client& c, engine::MetricsEndpoint* endpoint) {
       }
       ++done;
     };
+    ++issued;
     if (read) {
       c.GetAsync(key, [finish](absl::StatusOr<std::string> r) { finish(r.status()); });
     } else {
       c.PutAsync(key, value, [finish](absl::StatusOr<uint64_t> r) { finish(r.status()); });
     }
   }
-  c.Wait([&] { return done.load() == FLAGS_ops; });
+  c.Wait([&] { return done.load() == issued; });
   const double secs = absl::ToDoubleSeconds(absl::Now() - start);
   WriteStats w = c.write_stats();
   MutexLock l(&mu);
-  std::printf("kvclient: done: %llu ops in %.2f s = %.0f ops/s (measured, transport %s)\n",
-              static_cast<unsigned long long>(FLAGS_ops), secs, FLAGS_ops / secs,
-              FLAGS_transport.c_str());
+  const uint64_t failed = errors.load();
+  const uint64_t ok = issued - failed;
+  const uint64_t not_issued = FLAGS_ops - issued;
+  std::printf(
+      "kvclient: done: %llu ok, %llu failed, %llu not issued in %.2f s = %.0f ok ops/s "
+      "(measured, transport %s)\n",
+      static_cast<unsigned long long>(ok), static_cast<unsigned long long>(failed),
+      static_cast<unsigned long long>(not_issued), secs, ok / secs, FLAGS_transport.c_str());
   std::printf("  PUT %6zu ops  p50 %8.1f us  p99 %8.1f us\n", put_us.size(),
               Percentile(put_us, 0.5), Percentile(put_us, 0.99));
   std::printf("  GET %6zu ops  p50 %8.1f us  p99 %8.1f us  (%llu not found)\n", get_us.size(),
@@ -135,9 +173,11 @@ int Load(Client& c, engine::MetricsEndpoint* endpoint) {
               static_cast<unsigned long long>(w.offload), static_cast<unsigned long long>(w.unload),
               writes ? 100.0 * w.unload / writes : 0.0, FLAGS_policy.c_str());
   std::fflush(stdout);
-  if (errors.load() > 0) {
-    std::fprintf(stderr, "kvclient: %llu operations failed (first: %s)\n",
-                 static_cast<unsigned long long>(errors.load()), first_error.c_str());
+  if (failed > 0 || not_issued > 0) {
+    std::fprintf(stderr, "kvclient: %llu failed, %llu not issued (first error: %s)\n",
+                 static_cast<unsigned long long>(failed),
+                 static_cast<unsigned long long>(not_issued),
+                 first_error.empty() ? "connection lost" : first_error.c_str());
     return 1;
   }
   return 0;
@@ -160,6 +200,12 @@ int Main(int argc, char** argv) {
     return Usage(absl::StrCat("unknown command '", cmd, "'"));
   }
   if (FLAGS_timeout_ms < 1) return Usage("--timeout_ms must be positive");
+  if (cmd == "load") {
+    if (std::string why = LoadFlagsError(); !why.empty()) return Usage(why);
+  }
+  if (cmd == "scan" && (FLAGS_limit < 1 || FLAGS_limit > proto::kMaxScanLimit)) {
+    return Usage("--limit must be in 1..1000");
+  }
 
   ClientOptions o;
   o.server = FLAGS_server;
@@ -167,7 +213,7 @@ int Main(int argc, char** argv) {
   o.policy = FLAGS_policy;
   o.timeout = absl::Milliseconds(FLAGS_timeout_ms);
   o.caller_progress = FLAGS_caller_progress;
-  o.max_in_flight = cmd == "load" ? std::max(1, FLAGS_in_flight) : 8;
+  o.max_in_flight = cmd == "load" ? FLAGS_in_flight : 8;
   std::shared_ptr<prometheus::Registry> registry;
   std::unique_ptr<engine::PrometheusEngineMetrics> metrics;
   std::unique_ptr<engine::MetricsEndpoint> endpoint;
@@ -195,13 +241,12 @@ int Main(int argc, char** argv) {
     if (absl::Status st = c.Delete(args[0]); !st.ok()) return Fail(st);
     std::printf("OK\n");
   } else if (cmd == "scan") {
-    if (FLAGS_limit < 1 || FLAGS_limit > proto::kMaxScanLimit) {
-      return Usage("--limit must be in 1..1000");
-    }
     absl::StatusOr<ScanPage> p =
         c.Scan(args.empty() ? "" : args[0], args.size() < 2 ? "" : args[1], FLAGS_limit);
     if (!p.ok()) return Fail(p.status());
-    for (const auto& [k, v] : p->items) std::printf("%s\t%s\n", k.c_str(), v.c_str());
+    for (const auto& [k, v] : p->items) {
+      std::printf("%s\t%s\n", Printable(k).c_str(), Printable(v).c_str());
+    }
     if (p->more) std::printf("(more)\n");
   } else if (cmd == "stats") {
     absl::StatusOr<proto::StatsResponse> s = c.Stats();

@@ -34,7 +34,19 @@ absl::Status ValidateOptions(const KvServerOptions& o) {
     }
   }
   if (o.max_connections < 1 || o.max_connections > 65536) {
-    return absl::InvalidArgumentError("--max_connections must be in 1..65536");
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_connections=", o.max_connections, ": must be in 1..65536"));
+  }
+  if (o.max_half_open < 1 || o.max_half_open > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_half_open=", o.max_half_open, ": must be in 1..4096"));
+  }
+  if (o.max_pending_hellos < 1 || o.max_pending_hellos > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_pending_hellos=", o.max_pending_hellos, ": must be in 1..4096"));
+  }
+  if (o.hello_deadline <= absl::ZeroDuration() || o.handshake_deadline <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("hello and handshake deadlines must be positive");
   }
   return absl::OkStatus();
 }
@@ -48,10 +60,12 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
   s->server_metrics_ = std::make_unique<ServerMetrics>(s->registry_);
 
   // The listener first: a busy port should fail before anything large is allocated.
-  auto listener = rpc::BootstrapListener::Listen(options.listen);
-  if (!listener.ok()) return listener.status();
-  s->listener_ = std::move(*listener);
-  s->address_ = s->listener_->address();
+  rpc::BootstrapAcceptor::Options ao;
+  ao.max_pending = static_cast<size_t>(options.max_pending_hellos);
+  ao.line_deadline = options.hello_deadline;
+  auto acceptor = rpc::BootstrapAcceptor::Listen(options.listen, ao);
+  if (!acceptor.ok()) return acceptor.status();
+  s->address_ = (*acceptor)->address();
 
   backends::DeviceSpec spec;
   spec.transport = options.transport;
@@ -89,12 +103,22 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
   s->service_ = std::make_unique<KvService>(s->store_.get(), s->arena_mr_->address(),
                                             s->arena_mr_->rkey(), s->server_metrics_.get(),
                                             RealClock::Get(), [self](proto::StatsResponse* r) {
-                                              r->set_connections(self->connections());
+                                              // Admitted ones count as soon as they ask.
+                                              r->set_connections(self->connections() +
+                                                                 self->half_open());
                                               r->set_staging_memory(self->staging_memory());
                                               r->set_transport(self->transport());
                                             });
   s->rpc_ = std::make_unique<rpc::RpcServer>(RealClock::Get());
   s->service_->RegisterWith(s->rpc_.get());
+  Admission::Options ad;
+  ad.policy = options.policy;
+  ad.max_connections = options.max_connections;
+  ad.max_half_open = static_cast<size_t>(options.max_half_open);
+  ad.handshake_deadline = options.handshake_deadline;
+  s->admission_ =
+      std::make_unique<Admission>(std::move(*acceptor), ad, s->engine_.get(), s->rpc_.get(),
+                                  s->server_metrics_.get(), [self] { return self->connections(); });
 
   if (!options.metrics_address.empty()) {
     auto m = engine::MetricsEndpoint::Start(options.metrics_address, s->registry_);
@@ -114,58 +138,17 @@ size_t KvServer::connections() const {
 
 void KvServer::Poll(absl::Duration wait) {
   if (shut_down_) return;
-  absl::StatusOr<ScopedFd> fd = listener_->Accept(wait);
-  if (!fd.ok()) {
-    Log(LogLevel::kWarning, absl::StrCat("kvserver: ", fd.status().message()));
-  } else if (fd->valid()) {
-    Admit(std::move(*fd));
+  for (Admission::Established& e : admission_->Poll(wait)) {
+    Log(LogLevel::kInfo, absl::StrCat("kvserver: client ", e.id, " connected"));
+    MutexLock l(&mu_);
+    conns_[e.id] = std::move(e.conn);
   }
   Reap();
   KvStore::Stats st = store_->stats();
-  server_metrics_->SetArena(st.arena_used_bytes, st.arena_bytes - st.arena_used_bytes);
+  server_metrics_->SetArena(st.arena_used_bytes, st.arena_free_bytes);
   server_metrics_->SetKeys(st.keys);
   server_metrics_->SetConnections(connections());
-}
-
-void KvServer::Admit(ScopedFd fd) {
-  constexpr absl::Duration kTimeout = absl::Seconds(2);
-  auto refuse = [&](absl::string_view why) {
-    server_metrics_->OnConnectionRefused();
-    Log(LogLevel::kWarning, absl::StrCat("kvserver: refused a client: ", why));
-    (void)rpc::WriteAll(fd.get(), absl::StrCat("error ", why, "\n"), kTimeout);
-  };
-  absl::StatusOr<std::string> line = rpc::ReadLine(fd.get(), rpc::kMaxBootstrapLine, kTimeout);
-  if (!line.ok()) return refuse(line.status().message());
-  const std::string hello = absl::StrCat(rpc::kBootstrapHello, " ");
-  if (!absl::StartsWith(*line, hello)) {
-    return refuse(absl::StrCat("expected '", rpc::kBootstrapHello, " <connection info>'"));
-  }
-  absl::StatusOr<engine::ConnectionInfo> info =
-      engine::DecodeConnectionInfo(absl::string_view(*line).substr(hello.size()));
-  if (!info.ok()) return refuse(info.status().message());
-  if (connections() >= static_cast<size_t>(options_.max_connections)) {
-    return refuse(absl::StrCat("at the connection limit (", options_.max_connections, ")"));
-  }
-  auto policy = engine::MakePolicy(options_.policy);
-  auto created = engine_->CreateConnection(std::move(*policy));
-  if (!created.ok()) return refuse(created.status().message());
-  std::shared_ptr<engine::Connection> conn = std::move(*created);
-  const uint64_t id = next_client_++;
-  rpc_->Serve(conn, id);
-  absl::Status st = conn->Connect(*info);
-  if (st.ok()) {
-    st = rpc::WriteAll(fd.get(),
-                       absl::StrCat("ok ", engine::EncodeConnectionInfo(conn->local_info()), "\n"),
-                       kTimeout);
-  }
-  if (!st.ok()) {
-    conn->SetMessageHandler(nullptr);
-    return refuse(st.message());
-  }
-  server_metrics_->OnConnectionAccepted();
-  Log(LogLevel::kInfo, absl::StrCat("kvserver: client ", id, " connected"));
-  MutexLock l(&mu_);
-  conns_[id] = std::move(conn);
+  server_metrics_->SetAdmission(admission_->pending_hellos(), admission_->half_open());
 }
 
 void KvServer::Reap() {
@@ -195,16 +178,17 @@ void KvServer::Run(const std::atomic<bool>& stop) {
 }
 
 void KvServer::Shutdown() {
-  if (shut_down_ || engine_ == nullptr) return;
+  // Safe on a half-built server (Start failed part way): every member may be null.
+  if (shut_down_) return;
   shut_down_ = true;
-  service_->SetStopping();
-  listener_.reset();
+  if (service_ != nullptr) service_->SetStopping();
+  if (engine_ != nullptr) engine_->Stop();  // no handler runs from here on
+  admission_.reset();  // stops listening; releases half-open connections
   std::map<uint64_t, std::shared_ptr<engine::Connection>> conns;
   {
     MutexLock l(&mu_);
     conns.swap(conns_);
   }
-  engine_->Stop();
   for (auto& [id, conn] : conns) {
     conn->SetMessageHandler(nullptr);
     store_->DropClient(id);

@@ -2,8 +2,9 @@
 // bootstrap listener that admits clients, and the /metrics endpoint.
 //
 // Threads: engine workers (Options::unload_workers) run the RPC handlers and unload workers;
-// the thread that calls Poll/Run admits clients and reaps failed connections (a client that
-// went away: its unused grants are returned, so a value it wrote but never PUT stays invisible).
+// the thread that calls Poll/Run admits clients (server/admission.h: never blocks, bounded by
+// deadlines and caps) and reaps failed connections (a client that went away: its unused
+// grants are returned, so a value it wrote but never PUT stays invisible).
 #ifndef UNLOADKV_SERVER_KV_SERVER_H_
 #define UNLOADKV_SERVER_KV_SERVER_H_
 
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/admission.h"
 #include "server/kv_service.h"
 #include "server/kv_store.h"
 #include "server/server_metrics.h"
@@ -22,7 +24,7 @@
 #include "transport/engine/engine.h"
 #include "transport/engine/prometheus_metrics.h"
 #include "transport/rnic/device.h"
-#include "transport/rpc/bootstrap.h"
+#include "transport/rpc/bootstrap_acceptor.h"
 #include "transport/rpc/rpc.h"
 
 namespace unloadkv::server {
@@ -36,7 +38,11 @@ struct KvServerOptions {
   std::string policy = "adaptive";  // path policy of writes this server initiates
   int unload_workers = 1;
   std::string metrics_address = "127.0.0.1:9464";  // empty: no /metrics endpoint
-  int max_connections = 256;
+  int max_connections = 256;      // established and half-open client connections
+  int max_half_open = 32;         // admitted connections with no message from the client yet
+  int max_pending_hellos = 128;   // bootstrap sockets whose hello line is incomplete
+  absl::Duration hello_deadline = absl::Seconds(2);      // accept -> complete hello line
+  absl::Duration handshake_deadline = absl::Seconds(5);  // "ok" -> the client's first message
 };
 
 // Checks flag values before anything is opened; InvalidArgument naming the flag.
@@ -53,8 +59,9 @@ class KvServer {
   const std::string& staging_memory() const { return engine_->staging_memory(); }
   std::string transport() const { return device_->transport(); }
 
-  // Admits at most one waiting client (waiting up to `wait` for one), reaps connections that
-  // failed, refreshes gauges. Call from one thread.
+  // One turn of the admission loop: waits at most `wait` for bootstrap traffic, admits,
+  // releases late half-open connections, reaps connections that failed, refreshes gauges.
+  // Never blocks past `wait`. Call from one thread.
   void Poll(absl::Duration wait);
   // Polls until `stop` is set (a signal handler may set it), then shuts down.
   void Run(const std::atomic<bool>& stop);
@@ -63,11 +70,12 @@ class KvServer {
   void Shutdown();
 
   KvStore::Stats stats() const { return store_->stats(); }
+  // Established client connections.
   size_t connections() const;
+  size_t half_open() const { return admission_ ? admission_->half_open() : 0; }
 
  private:
   KvServer() = default;
-  void Admit(ScopedFd fd);
   void Reap();
 
   KvServerOptions options_;
@@ -82,13 +90,12 @@ class KvServer {
   std::unique_ptr<KvStore> store_;
   std::unique_ptr<KvService> service_;
   std::unique_ptr<rpc::RpcServer> rpc_;
-  std::unique_ptr<rpc::BootstrapListener> listener_;
+  std::unique_ptr<Admission> admission_;
   std::string address_;
   std::unique_ptr<engine::MetricsEndpoint> metrics_;
 
   mutable Mutex mu_;
   std::map<uint64_t, std::shared_ptr<engine::Connection>> conns_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_client_ = 1;
   bool shut_down_ = false;
 };
 

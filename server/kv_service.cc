@@ -55,6 +55,13 @@ void KvService::RegisterWith(rpc::RpcServer* rpc) {
   rpc->Register(proto::STATS, [this](absl::string_view b, rpc::Responder r) {
     Handle(proto::STATS, b, std::move(r), &KvService::Stats);
   });
+  rpc->Register(proto::PING, [this](absl::string_view b, rpc::Responder r) {
+    Handle(proto::PING, b, std::move(r), &KvService::Ping);
+  });
+}
+
+absl::StatusOr<proto::PingResponse> KvService::Ping(uint64_t, const proto::PingRequest&) {
+  return proto::PingResponse();
 }
 
 absl::StatusOr<proto::GrantResponse> KvService::Grant(uint64_t peer,

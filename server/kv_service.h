@@ -41,6 +41,7 @@ class KvService {
   absl::StatusOr<proto::DeleteResponse> Delete(uint64_t peer, const proto::DeleteRequest& req);
   absl::StatusOr<proto::ScanResponse> Scan(uint64_t peer, const proto::ScanRequest& req);
   absl::StatusOr<proto::StatsResponse> Stats(uint64_t peer, const proto::StatsRequest& req);
+  absl::StatusOr<proto::PingResponse> Ping(uint64_t peer, const proto::PingRequest& req);
 
   KvStore* store_;
   const uint64_t arena_addr_;

@@ -20,7 +20,13 @@ DEFINE_int32(unload_workers, 1, "engine worker threads (RPC handling and unload 
 DEFINE_string(metrics, "127.0.0.1:9464",
               "host:port of the Prometheus /metrics endpoint; "
               "empty disables it");
-DEFINE_int32(max_connections, 256, "client connections admitted at once");
+DEFINE_int32(max_connections, 256, "client connections admitted at once (1..65536)");
+DEFINE_int32(max_half_open, 32,
+             "admitted connections whose client has sent no message yet (1..4096); the oldest "
+             "is released to make room");
+DEFINE_int32(max_pending_hellos, 128,
+             "bootstrap connections whose hello line is incomplete (1..4096); the oldest is "
+             "closed to make room");
 DEFINE_bool(verbose, false, "log client connects and disconnects");
 
 namespace {
@@ -47,6 +53,8 @@ int main(int argc, char** argv) {
   o.unload_workers = FLAGS_unload_workers;
   o.metrics_address = FLAGS_metrics;
   o.max_connections = FLAGS_max_connections;
+  o.max_half_open = FLAGS_max_half_open;
+  o.max_pending_hellos = FLAGS_max_pending_hellos;
   auto server = unloadkv::server::KvServer::Start(o);
   if (!server.ok()) {
     std::fprintf(stderr, "kvserver: cannot start: %s\n", server.status().ToString().c_str());

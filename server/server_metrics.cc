@@ -41,7 +41,8 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry) {
     return &prometheus::BuildGauge().Name(name).Help(help).Register(*registry).Add({});
   };
   arena_used_ = gauge("unloadkv_arena_used_bytes", "Arena bytes held by values and grants");
-  arena_free_ = gauge("unloadkv_arena_free_bytes", "Arena bytes not held");
+  arena_free_ = gauge("unloadkv_arena_free_bytes",
+                      "Arena bytes not held: in free chunks or in free slots of a size class");
   keys_ = gauge("unloadkv_keys", "Keys in the index");
   connections_ = gauge("unloadkv_connections", "Client connections open");
   accepted_ = &prometheus::BuildCounter()
@@ -51,9 +52,12 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry) {
                    .Add({});
   refused_ = &prometheus::BuildCounter()
                   .Name("unloadkv_connections_refused_total")
-                  .Help("Bootstrap attempts refused (bad hello, bad info, limit, shutdown)")
-                  .Register(*registry)
-                  .Add({});
+                  .Help("Admission attempts given up on, by reason")
+                  .Register(*registry);
+  pending_hellos_ = gauge("unloadkv_bootstrap_pending",
+                          "Bootstrap connections whose hello line is not complete yet");
+  half_open_ = gauge("unloadkv_connections_half_open",
+                     "Admitted connections the client has sent no message on yet");
 }
 
 void ServerMetrics::OnRpc(proto::Method method, const absl::Status& status,
@@ -84,6 +88,12 @@ void ServerMetrics::SetArena(uint64_t used_bytes, uint64_t free_bytes) {
 void ServerMetrics::SetKeys(uint64_t keys) { keys_->Set(static_cast<double>(keys)); }
 void ServerMetrics::SetConnections(uint64_t n) { connections_->Set(static_cast<double>(n)); }
 void ServerMetrics::OnConnectionAccepted() { accepted_->Increment(); }
-void ServerMetrics::OnConnectionRefused() { refused_->Increment(); }
+void ServerMetrics::OnConnectionRefused(absl::string_view reason, uint64_t n) {
+  refused_->Add({{"reason", std::string(reason)}}).Increment(static_cast<double>(n));
+}
+void ServerMetrics::SetAdmission(uint64_t pending_hellos, uint64_t half_open) {
+  pending_hellos_->Set(static_cast<double>(pending_hellos));
+  half_open_->Set(static_cast<double>(half_open));
+}
 
 }  // namespace unloadkv::server

@@ -5,7 +5,13 @@
 //   unloadkv_value_writes_total{path}            value writes named by PUTs, by the path the
 //                                                client posted them on (offload|unload|unknown)
 //   unloadkv_arena_used_bytes, unloadkv_arena_free_bytes, unloadkv_keys, unloadkv_connections
-//   unloadkv_connections_accepted_total, unloadkv_connections_refused_total
+//   unloadkv_connections_accepted_total          connections that completed admission
+//   unloadkv_connections_refused_total{reason}   admission attempts given up on, by reason:
+//       hello (malformed line or info), hello_timeout, hello_evicted, hello_closed, address
+//       (info names another host), limit (max_connections), half_open_evicted,
+//       handshake_timeout, handshake_failed, error (resources), shutdown
+//   unloadkv_bootstrap_pending                   sockets whose hello line is incomplete
+//   unloadkv_connections_half_open               admitted, no message from the client yet
 #ifndef UNLOADKV_SERVER_SERVER_METRICS_H_
 #define UNLOADKV_SERVER_SERVER_METRICS_H_
 
@@ -13,6 +19,7 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -26,7 +33,7 @@ namespace unloadkv::server {
 // Thread-safe.
 class ServerMetrics {
  public:
-  static constexpr int kMethods = 7;  // proto::Method values
+  static constexpr int kMethods = proto::Method_ARRAYSIZE;
 
   explicit ServerMetrics(std::shared_ptr<prometheus::Registry> registry);
 
@@ -36,7 +43,8 @@ class ServerMetrics {
   void SetKeys(uint64_t keys);
   void SetConnections(uint64_t n);
   void OnConnectionAccepted();
-  void OnConnectionRefused();
+  void OnConnectionRefused(absl::string_view reason, uint64_t n = 1);
+  void SetAdmission(uint64_t pending_hellos, uint64_t half_open);
 
  private:
   static constexpr int kCodes = 17;  // absl::StatusCode values 0..16
@@ -51,7 +59,9 @@ class ServerMetrics {
   prometheus::Gauge* keys_;
   prometheus::Gauge* connections_;
   prometheus::Counter* accepted_;
-  prometheus::Counter* refused_;
+  prometheus::Family<prometheus::Counter>* refused_;
+  prometheus::Gauge* pending_hellos_;
+  prometheus::Gauge* half_open_;
 };
 
 }  // namespace unloadkv::server

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "proto/kv.pb.h"
+#include "tests/kv/process_harness.h"
 #include "tests/kv/raw_connection.h"
 #include "tests/support/subprocess.h"
 #include "transport/base/logging.h"
@@ -24,117 +25,17 @@
 namespace unloadkv {
 namespace {
 
-struct Output {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-// Runs a binary to completion, capturing its output; killed after 30 s if it hangs.
-Output RunBinary(const std::string& path, const std::vector<std::string>& args) {
-  std::vector<std::string> argv{path};
-  argv.insert(argv.end(), args.begin(), args.end());
-  testing::Child c = testing::Spawn(argv, /*capture_stderr=*/true, /*alarm_seconds=*/30);
-  if (c.pid < 0) return {};
-  Output o;
-  o.out = testing::ReadAll(c.out_fd);
-  o.err = testing::ReadAll(c.err_fd);
-  close(c.out_fd);
-  close(c.err_fd);
-  o.exit_code = testing::WaitExit(c.pid);
-  return o;
-}
-
-// A kvserver process on a free port; SIGTERM and reap on Stop.
-class ServerProcess {
- public:
-  explicit ServerProcess(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args{"server/kvserver", "--listen=127.0.0.1:0",
-                                  "--metrics=", "--arena_bytes=33554432"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    testing::Child c = testing::Spawn(args, /*capture_stderr=*/false);
-    pid_ = c.pid;
-    out_ = c.out_fd;
-    if (pid_ < 0) return;
-    // The first line names the address.
-    std::string line = testing::ReadLine(out_);
-    const std::string tag = "listening on ";
-    size_t at = line.find(tag);
-    if (at != std::string::npos) {
-      address_ = line.substr(at + tag.size(), line.find(' ', at + tag.size()) - at - tag.size());
-    }
-  }
-  ~ServerProcess() {
-    if (pid_ > 0) Stop();
-  }
-  const std::string& address() const { return address_; }
-  std::string NextLine() { return testing::ReadLine(out_); }
-  // SIGTERM; returns the exit code and the rest of stdout.
-  std::pair<int, std::string> Stop() {
-    kill(pid_, SIGTERM);
-    std::string rest = testing::ReadAll(out_);
-    const int code = testing::WaitExit(pid_);
-    pid_ = -1;
-    close(out_);
-    return {code, rest};
-  }
-
- private:
-  pid_t pid_ = -1;
-  int out_ = -1;
-  std::string address_;
-};
-
-Output Cli(const ServerProcess& s, std::vector<std::string> args) {
-  args.insert(args.begin(), "--server=" + s.address());
-  return RunBinary("client/kvclient", args);
-}
-
-uint64_t StatValue(const std::string& stats, const std::string& name) {
-  size_t at = stats.find(name + " ");
-  return at == std::string::npos ? ~0ull : std::stoull(stats.substr(at + name.size() + 1));
-}
-
-// GET http://<host:port>/metrics; the body.
-std::string Scrape(const std::string& host_port) {
-  absl::StatusOr<ScopedFd> fd = rpc::Dial(host_port, absl::Seconds(5));
-  if (!fd.ok()) return "";
-  if (!rpc::WriteAll(fd->get(), "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n",
-                     absl::Seconds(5))
-           .ok()) {
-    return "";
-  }
-  std::string all;
-  char buf[4096];
-  while (true) {
-    pollfd p{fd->get(), POLLIN, 0};
-    if (poll(&p, 1, 5000) <= 0) break;
-    ssize_t n = read(fd->get(), buf, sizeof(buf));
-    if (n <= 0) break;
-    all.append(buf, static_cast<size_t>(n));
-  }
-  size_t body = all.find("\r\n\r\n");
-  return body == std::string::npos ? "" : all.substr(body + 4);
-}
-
-// The value of one sample line ("name{labels} value"); -1 when absent.
-double Sample(const std::string& metrics, const std::string& series) {
-  for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
-    if (absl::StartsWith(line, series + " ")) {
-      double v;
-      if (absl::SimpleAtod(line.substr(series.size() + 1), &v)) return v;
-    }
-  }
-  return -1;
-}
+using testing::Cli;
+using testing::Output;
+using testing::RunBinary;
+using testing::Sample;
+using testing::Scrape;
+using testing::ServerProcess;
+using testing::StatValue;
 
 TEST(KvProcessTest, MetricsShowPerPathWritesMovingUnderLoad) {
   ServerProcess s({"--metrics=127.0.0.1:0"});
-  std::string url;
-  for (int i = 0; i < 3 && url.empty(); ++i) {
-    std::string line = s.NextLine();
-    size_t at = line.find("metrics at http://");
-    if (at != std::string::npos) url = line.substr(at + 18, line.find("/metrics") - at - 18);
-  }
+  const std::string url = s.metrics_address();
   ASSERT_FALSE(url.empty());
   const std::string offload = "unloadkv_value_writes_total{path=\"offload\"}";
   const std::string unload = "unloadkv_value_writes_total{path=\"unload\"}";

@@ -88,4 +88,34 @@ absl::Status RawConnection::SendRaw(const std::string& bytes) {
   return conn_->Send(bytes, nullptr);
 }
 
+absl::StatusOr<std::unique_ptr<HalfOpenPeer>> HalfOpenPeer::Create() {
+  std::unique_ptr<HalfOpenPeer> p(new HalfOpenPeer());
+  auto dev = backends::OpenDevice({});
+  if (!dev.ok()) return dev.status();
+  p->device_ = std::move(*dev);
+  engine::EngineOptions eo;
+  eo.max_message_bytes = proto::kMaxMessageBytes;
+  eo.huge_pages = false;
+  auto engine = engine::Engine::Create(p->device_.get(), eo);
+  if (!engine.ok()) return engine.status();
+  p->engine_ = std::move(*engine);
+  p->engine_->Start();  // accepts the server's streams; nothing is ever sent on them
+  return p;
+}
+
+HalfOpenPeer::~HalfOpenPeer() {
+  conns_.clear();
+  if (engine_) engine_->Stop();
+}
+
+absl::StatusOr<std::string> HalfOpenPeer::Hello(const std::string& server,
+                                                const std::string& address) {
+  auto conn = engine_->CreateConnection(std::make_unique<engine::OffloadPolicy>());
+  if (!conn.ok()) return conn.status();
+  engine::ConnectionInfo info = (*conn)->local_info();
+  if (!address.empty()) info.qp.address = address;
+  conns_.push_back(std::move(*conn));
+  return rpc::ExchangeAsClient(server, engine::EncodeConnectionInfo(info), absl::Seconds(5));
+}
+
 }  // namespace unloadkv::testing

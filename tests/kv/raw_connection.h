@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
+
 #include "absl/status/statusor.h"
 #include "google/protobuf/message.h"
 #include "proto/kv.pb.h"
@@ -40,6 +42,28 @@ class RawConnection {
   std::unique_ptr<rnic::MemoryRegion> mr_;
   std::shared_ptr<engine::Connection> conn_;
   std::unique_ptr<rpc::RpcClient> rpc_;
+};
+
+// A peer that says a valid hello and then never completes the data path (it never dials the
+// server's QPs and sends no message): what a server must reap. One engine holds every
+// connection it opened until DropAll or destruction. Not thread-safe.
+class HalfOpenPeer {
+ public:
+  static absl::StatusOr<std::unique_ptr<HalfOpenPeer>> Create();
+  ~HalfOpenPeer();
+  // Creates a connection and exchanges hellos with `server`; returns the server's answer (its
+  // connection info) or its refusal. With `address`, the hello names that soft address
+  // instead of this peer's own.
+  absl::StatusOr<std::string> Hello(const std::string& server, const std::string& address = "");
+  size_t held() const { return conns_.size(); }
+  // Destroys the connections (the server sees their streams close).
+  void DropAll() { conns_.clear(); }
+
+ private:
+  HalfOpenPeer() = default;
+  std::unique_ptr<rnic::Device> device_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::vector<std::unique_ptr<engine::Connection>> conns_;
 };
 
 }  // namespace unloadkv::testing

@@ -1,0 +1,123 @@
+#include "server/admission.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "transport/backends/peer_address.h"
+#include "transport/rpc/bootstrap.h"
+
+namespace unloadkv::server {
+
+Admission::~Admission() {
+  for (HalfOpen& h : half_open_) Release(h);
+}
+
+void Admission::Release(HalfOpen& h) {
+  h.conn->SetMessageHandler(nullptr);  // the RPC server's share; ours goes with `h`
+  h.conn.reset();
+}
+
+std::vector<Admission::Established> Admission::Poll(absl::Duration wait) {
+  // A late half-open connection's deadline bounds the wait, so it is released on time.
+  for (const HalfOpen& h : half_open_) {
+    wait = std::min(wait, std::max(h.deadline - options_.clock->Now(), absl::ZeroDuration()));
+  }
+  for (rpc::BootstrapAcceptor::Hello& hello : acceptor_->Poll(wait)) Answer(std::move(hello));
+  CountAcceptorRefusals();
+
+  std::vector<Established> out;
+  const absl::Time now = options_.clock->Now();
+  for (auto it = half_open_.begin(); it != half_open_.end();) {
+    if (it->conn->messages_received() > 0) {
+      out.push_back(Established{it->id, std::move(it->conn)});
+      metrics_->OnConnectionAccepted();
+    } else if (it->conn->failed()) {
+      metrics_->OnConnectionRefused("handshake_failed");
+      refusals_log_.Log(LogLevel::kWarning,
+                        absl::StrCat("kvserver: client ", it->id, "'s data path failed before "
+                                     "its first message; released"));
+      Release(*it);
+    } else if (it->deadline <= now) {
+      metrics_->OnConnectionRefused("handshake_timeout");
+      refusals_log_.Log(LogLevel::kWarning,
+                        absl::StrCat("kvserver: client ", it->id, " sent no message within ",
+                                     absl::FormatDuration(options_.handshake_deadline),
+                                     " of its hello; released"));
+      Release(*it);
+    } else {
+      ++it;
+      continue;
+    }
+    it = half_open_.erase(it);
+  }
+  half_open_count_.store(half_open_.size(), std::memory_order_relaxed);
+  return out;
+}
+
+void Admission::Answer(rpc::BootstrapAcceptor::Hello hello) {
+  const std::string prefix = absl::StrCat(rpc::kBootstrapHello, " ");
+  if (!absl::StartsWith(hello.line, prefix)) {
+    return Refuse(hello.fd.get(), "hello",
+                  absl::StrCat("expected '", rpc::kBootstrapHello, " <connection info>'"));
+  }
+  absl::StatusOr<engine::ConnectionInfo> info =
+      engine::DecodeConnectionInfo(absl::string_view(hello.line).substr(prefix.size()));
+  if (!info.ok()) return Refuse(hello.fd.get(), "hello", info.status().message());
+  absl::StatusOr<rnic::QpAttributes> dial = backends::DialBackAttributes(info->qp, hello.peer_host);
+  if (!dial.ok()) return Refuse(hello.fd.get(), "address", dial.status().message());
+  info->qp = *dial;
+  if (established_() + half_open_.size() >= static_cast<size_t>(options_.max_connections)) {
+    return Refuse(hello.fd.get(), "limit",
+                  absl::StrCat("at the connection limit (", options_.max_connections, ")"));
+  }
+  if (half_open_.size() >= options_.max_half_open) {
+    metrics_->OnConnectionRefused("half_open_evicted");
+    refusals_log_.Log(LogLevel::kWarning,
+                      absl::StrCat("kvserver: ", half_open_.size(),
+                                   " half-open connections; released the oldest (client ",
+                                   half_open_.front().id, ")"));
+    Release(half_open_.front());
+    half_open_.pop_front();
+  }
+  absl::StatusOr<std::unique_ptr<engine::PathPolicy>> policy = engine::MakePolicy(options_.policy);
+  if (!policy.ok()) return Refuse(hello.fd.get(), "error", policy.status().message());
+  absl::StatusOr<std::unique_ptr<engine::Connection>> created =
+      engine_->CreateConnection(std::move(*policy));
+  if (!created.ok()) return Refuse(hello.fd.get(), "error", created.status().message());
+  HalfOpen h{next_id_++, std::shared_ptr<engine::Connection>(std::move(*created)),
+             options_.clock->Now() + options_.handshake_deadline};
+  rpc_->Serve(h.conn, h.id);
+  absl::Status st = h.conn->Connect(*info);  // never blocks: a dial nobody answers fails later
+  if (st.ok()) {
+    engine::ConnectionInfo local = h.conn->local_info();
+    local.qp = backends::AdvertisedAttributes(local.qp, hello.local_host);
+    st = rpc::AnswerNow(hello.fd.get(), absl::StrCat("ok ", engine::EncodeConnectionInfo(local)));
+  }
+  if (!st.ok()) {
+    Release(h);
+    return Refuse(hello.fd.get(), "error", st.message());
+  }
+  half_open_.push_back(std::move(h));
+  half_open_count_.store(half_open_.size(), std::memory_order_relaxed);
+}
+
+void Admission::Refuse(int fd, absl::string_view reason, absl::string_view why) {
+  metrics_->OnConnectionRefused(reason);
+  refusals_log_.Log(LogLevel::kWarning, absl::StrCat("kvserver: refused a client: ", why));
+  (void)rpc::AnswerNow(fd, absl::StrCat("error ", why));
+}
+
+void Admission::CountAcceptorRefusals() {
+  const rpc::BootstrapAcceptor::Counters& c = acceptor_->counters();
+  auto count = [&](uint64_t now, uint64_t& seen, absl::string_view reason) {
+    if (now > seen) metrics_->OnConnectionRefused(reason, now - seen);
+    seen = now;
+  };
+  count(c.timed_out, seen_.timed_out, "hello_timeout");
+  count(c.evicted, seen_.evicted, "hello_evicted");
+  count(c.too_long, seen_.too_long, "hello");
+  count(c.closed, seen_.closed, "hello_closed");
+}
+
+}  // namespace unloadkv::server
