@@ -471,12 +471,11 @@ absl::StatusOr<ScanPage> Client::Scan(absl::string_view start, absl::string_view
 absl::Status Client::Ping(absl::Duration timeout) {
   proto::PingRequest req;
   return Await<absl::StatusOr<std::string>>([&](Reply d) {
-           absl::StatusOr<uint64_t> id =
-               rpc_->Call(proto::PING, req.SerializeAsString(), timeout,
-                          [this, d](absl::StatusOr<std::string> r) {
-                            d(std::move(r));
-                            Signal();
-                          });
+           absl::StatusOr<uint64_t> id = rpc_->Call(proto::PING, req.SerializeAsString(), timeout,
+                                                    [this, d](absl::StatusOr<std::string> r) {
+                                                      d(std::move(r));
+                                                      Signal();
+                                                    });
            if (!id.ok()) d(conn_->failed() ? ConnectionError() : id.status());
          })
       .status();

@@ -34,9 +34,9 @@ std::vector<Admission::Established> Admission::Poll(absl::Duration wait) {
       metrics_->OnConnectionAccepted();
     } else if (it->conn->failed()) {
       metrics_->OnConnectionRefused("handshake_failed");
-      refusals_log_.Log(LogLevel::kWarning,
-                        absl::StrCat("kvserver: client ", it->id, "'s data path failed before "
-                                     "its first message; released"));
+      refusals_log_.Log(LogLevel::kWarning, absl::StrCat("kvserver: client ", it->id,
+                                                         "'s data path failed before "
+                                                         "its first message; released"));
       Release(*it);
     } else if (it->deadline <= now) {
       metrics_->OnConnectionRefused("handshake_timeout");

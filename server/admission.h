@@ -95,8 +95,8 @@ class Admission {
   ServerMetrics* metrics_;
   std::function<size_t()> established_;
   std::unique_ptr<rpc::BootstrapAcceptor> acceptor_;
-  rpc::BootstrapAcceptor::Counters seen_;  // acceptor counters already counted
-  std::deque<HalfOpen> half_open_;         // oldest first
+  rpc::BootstrapAcceptor::Counters seen_;   // acceptor counters already counted
+  std::deque<HalfOpen> half_open_;          // oldest first
   std::atomic<size_t> half_open_count_{0};  // half_open_.size(), for other threads
   uint64_t next_id_ = 1;
   ThrottledLog refusals_log_{absl::Seconds(1)};

@@ -100,15 +100,14 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
 
   s->store_ = std::make_unique<KvStore>(s->arena_->data(), s->arena_->size());
   KvServer* self = s.get();
-  s->service_ = std::make_unique<KvService>(s->store_.get(), s->arena_mr_->address(),
-                                            s->arena_mr_->rkey(), s->server_metrics_.get(),
-                                            RealClock::Get(), [self](proto::StatsResponse* r) {
-                                              // Admitted ones count as soon as they ask.
-                                              r->set_connections(self->connections() +
-                                                                 self->half_open());
-                                              r->set_staging_memory(self->staging_memory());
-                                              r->set_transport(self->transport());
-                                            });
+  s->service_ = std::make_unique<KvService>(
+      s->store_.get(), s->arena_mr_->address(), s->arena_mr_->rkey(), s->server_metrics_.get(),
+      RealClock::Get(), [self](proto::StatsResponse* r) {
+        // Admitted ones count as soon as they ask.
+        r->set_connections(self->connections() + self->half_open());
+        r->set_staging_memory(self->staging_memory());
+        r->set_transport(self->transport());
+      });
   s->rpc_ = std::make_unique<rpc::RpcServer>(RealClock::Get());
   s->service_->RegisterWith(s->rpc_.get());
   Admission::Options ad;
@@ -183,7 +182,7 @@ void KvServer::Shutdown() {
   shut_down_ = true;
   if (service_ != nullptr) service_->SetStopping();
   if (engine_ != nullptr) engine_->Stop();  // no handler runs from here on
-  admission_.reset();  // stops listening; releases half-open connections
+  admission_.reset();                       // stops listening; releases half-open connections
   std::map<uint64_t, std::shared_ptr<engine::Connection>> conns;
   {
     MutexLock l(&mu_);

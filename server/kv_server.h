@@ -38,9 +38,9 @@ struct KvServerOptions {
   std::string policy = "adaptive";  // path policy of writes this server initiates
   int unload_workers = 1;
   std::string metrics_address = "127.0.0.1:9464";  // empty: no /metrics endpoint
-  int max_connections = 256;      // established and half-open client connections
-  int max_half_open = 32;         // admitted connections with no message from the client yet
-  int max_pending_hellos = 128;   // bootstrap sockets whose hello line is incomplete
+  int max_connections = 256;                       // established and half-open client connections
+  int max_half_open = 32;        // admitted connections with no message from the client yet
+  int max_pending_hellos = 128;  // bootstrap sockets whose hello line is incomplete
   absl::Duration hello_deadline = absl::Seconds(2);      // accept -> complete hello line
   absl::Duration handshake_deadline = absl::Seconds(5);  // "ok" -> the client's first message
 };

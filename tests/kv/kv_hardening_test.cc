@@ -84,8 +84,8 @@ double AwaitSample(const std::string& metrics, const std::string& series, double
 
 TEST(KvHardeningTest, AnArenaTooLargeToMapIsAClearErrorNotACrash) {
   for (const char* bytes : {"34359738368", "1099511627776"}) {  // 32 GiB, 1 TiB
-    Output o = RunBinary("server/kvserver",
-                         {"--listen=127.0.0.1:0", "--metrics=", absl::StrCat("--arena_bytes=", bytes)});
+    Output o = RunBinary("server/kvserver", {"--listen=127.0.0.1:0",
+                                             "--metrics=", absl::StrCat("--arena_bytes=", bytes)});
     EXPECT_EQ(o.exit_code, 1) << bytes << ": " << o.err;
     EXPECT_TRUE(absl::StrContains(o.err, "arena: cannot map")) << o.err;
     EXPECT_TRUE(absl::StrContains(o.err, "lower --arena_bytes")) << o.err;
@@ -128,8 +128,7 @@ TEST(KvHardeningTest, SilentDribblingAndBlackHoleHellosDoNotDelayNewClients) {
   EXPECT_TRUE(absl::StartsWith(buf, "error bootstrap: no complete hello line") ||
               absl::StartsWith(buf, "error bootstrap: server busy"))
       << buf;
-  EXPECT_EQ(AwaitSample(s.metrics_address(), "unloadkv_bootstrap_pending", 0, absl::Seconds(5)),
-            0);
+  EXPECT_EQ(AwaitSample(s.metrics_address(), "unloadkv_bootstrap_pending", 0, absl::Seconds(5)), 0);
   // The black-hole connection fails its dial and is released; the clients above are gone too.
   EXPECT_EQ(
       AwaitSample(s.metrics_address(), "unloadkv_connections_half_open", 0, absl::Seconds(10)), 0);
@@ -141,9 +140,21 @@ TEST(KvHardeningTest, HalfFinishedHandshakesAreCappedAndReleased) {
   ServerProcess s({"--metrics=127.0.0.1:0", "--max_half_open=4"});
   auto peer = testing::HalfOpenPeer::Create();
   ASSERT_TRUE(peer.ok()) << peer.status();
-  for (int i = 0; i < 12; ++i) {
+  const uint64_t rss0 = testing::ResidentBytes(s.pid());
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE((*peer)->Hello(s.address()).ok());
+  const uint64_t rss_at_cap = testing::ResidentBytes(s.pid());
+  for (int i = 4; i < 12; ++i) {
     absl::StatusOr<std::string> answer = (*peer)->Hello(s.address());
     ASSERT_TRUE(answer.ok()) << i << ": " << answer.status();
+  }
+  const uint64_t rss_after = testing::ResidentBytes(s.pid());
+  // What a half-open connection holds (docs/kv.md, Limits), and that 8 more did not add to it.
+  Log(LogLevel::kError,
+      absl::StrCat("half-open connections (measured): server RSS ", rss0 >> 10, " KiB idle, ",
+                   rss_at_cap >> 10, " KiB with 4 (", ((rss_at_cap - rss0) / 4) >> 10,
+                   " KiB each), ", rss_after >> 10, " KiB after 8 more pushed out the oldest"));
+  if (testing::kResourceBoundsAreMeaningful) {
+    EXPECT_LT(rss_after, rss_at_cap + (rss_at_cap - rss0) / 2 + (uint64_t{4} << 20));
   }
   const std::string m = Scrape(s.metrics_address());
   EXPECT_LE(Sample(m, "unloadkv_connections_half_open"), 4) << m;
@@ -154,8 +165,8 @@ TEST(KvHardeningTest, HalfFinishedHandshakesAreCappedAndReleased) {
   ASSERT_TRUE((*c)->Put("k", "v").ok());
   // The rest are released at the 5 s handshake deadline (the real client, half-open for a
   // moment, pushed out one more); the real client stays.
-  EXPECT_EQ(
-      AwaitSample(s.metrics_address(), "unloadkv_connections_half_open", 0, absl::Seconds(8)), 0);
+  EXPECT_EQ(AwaitSample(s.metrics_address(), "unloadkv_connections_half_open", 0, absl::Seconds(8)),
+            0);
   const std::string after = Scrape(s.metrics_address());
   EXPECT_EQ(Sample(after, "unloadkv_connections_refused_total{reason=\"handshake_timeout\"}") +
                 Sample(after, "unloadkv_connections_refused_total{reason=\"half_open_evicted\"}"),
@@ -219,10 +230,10 @@ TEST(KvHardeningTest, AnEmptiedArenaServesEverySizeAndGrantsUseEverySlot) {
 // client fails the rest as UNAVAILABLE within one deadline, counting them as failures.
 void LoseServerUnderLoad(int signal) {
   ServerProcess s;
-  testing::Child load = testing::Spawn(
-      {"client/kvclient", "--server=" + s.address(), "--timeout_ms=2000", "load",
-       "--ops=100000000", "--in_flight=32", "--keys=1000", "--value_size=64"},
-      /*capture_stderr=*/true, /*alarm_seconds=*/60);
+  testing::Child load =
+      testing::Spawn({"client/kvclient", "--server=" + s.address(), "--timeout_ms=2000", "load",
+                      "--ops=100000000", "--in_flight=32", "--keys=1000", "--value_size=64"},
+                     /*capture_stderr=*/true, /*alarm_seconds=*/60);
   ASSERT_GT(load.pid, 0);
   std::string line;
   do {
@@ -241,6 +252,8 @@ void LoseServerUnderLoad(int signal) {
   close(load.out_fd);
   close(load.err_fd);
   const absl::Duration took = absl::Now() - t_lost;
+  Log(LogLevel::kError, absl::StrCat("kvclient load exited ", absl::FormatDuration(took),
+                                     " after the server got signal ", signal, " (measured)"));
   EXPECT_EQ(code, 1) << out << err;
   EXPECT_LT(took, absl::Seconds(3)) << "longer than one 2 s deadline";
   EXPECT_TRUE(absl::StrContains(err, "UNAVAILABLE")) << err;
@@ -274,8 +287,8 @@ TEST(KvHardeningTest, IdleMetricsConnectionsDoNotBlockScrapes) {
   Log(LogLevel::kError, absl::StrCat("scrape behind 200 idle connections took ",
                                      absl::FormatDuration(absl::Now() - t1)));
   // A busy metrics port is a plain error.
-  Output busy = RunBinary("server/kvserver",
-                          {"--listen=127.0.0.1:0", "--metrics=" + s.metrics_address()});
+  Output busy =
+      RunBinary("server/kvserver", {"--listen=127.0.0.1:0", "--metrics=" + s.metrics_address()});
   EXPECT_EQ(busy.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(busy.err, "port in use")) << busy.err;
   EXPECT_FALSE(absl::StrContains(busy.err, "ivet")) << busy.err;  // no CivetServer internals

@@ -137,9 +137,20 @@ TEST(KvSoakTest, AbuseOfEveryPortLeavesServiceAndResourcesIntact) {
   const uint64_t rss_baseline = testing::ResidentBytes(s.pid());
   ASSERT_GT(baseline, 0);
 
+  const std::vector<std::string> ports = {s.address(), data_port, metrics};
   std::atomic<bool> stop{false};
   std::vector<std::thread> abusers;
-  const std::vector<std::string> ports = {s.address(), data_port, metrics};
+  // Stops and joins the abusers on every way out of the test, a failed ASSERT included.
+  struct JoinOnExit {
+    std::atomic<bool>& stop;
+    std::vector<std::thread>& threads;
+    ~JoinOnExit() {
+      stop = true;
+      for (std::thread& t : threads) {
+        if (t.joinable()) t.join();
+      }
+    }
+  } join_on_exit{stop, abusers};
   // Silent sockets on every port, re-opened as the server closes them (at most 200 per port).
   abusers.emplace_back([&] {
     std::vector<std::vector<ScopedFd>> held(ports.size());
@@ -148,8 +159,7 @@ TEST(KvSoakTest, AbuseOfEveryPortLeavesServiceAndResourcesIntact) {
         held[p].erase(std::remove_if(held[p].begin(), held[p].end(),
                                      [](const ScopedFd& fd) {
                                        char c;
-                                       return recv(fd.get(), &c, 1, MSG_DONTWAIT | MSG_PEEK) ==
-                                              0;
+                                       return recv(fd.get(), &c, 1, MSG_DONTWAIT | MSG_PEEK) == 0;
                                      }),
                       held[p].end());
         while (held[p].size() < 200 && !stop.load()) {
@@ -214,25 +224,29 @@ TEST(KvSoakTest, AbuseOfEveryPortLeavesServiceAndResourcesIntact) {
   const std::string during = Scrape(metrics, 10000);
   stop = true;
   for (std::thread& t : abusers) t.join();
+  abusers.clear();
 
   Log(LogLevel::kError,
-      absl::StrCat("soak (measured, loopback): load ", static_cast<int64_t>(baseline),
-                   " ops/s before, ", static_cast<int64_t>(under_abuse), " ops/s under abuse; ",
-                   clients, " new clients, slowest connect ", absl::FormatDuration(slowest_connect),
-                   "; server RSS ", rss_baseline >> 20, " MiB before, at most ", rss_max >> 20,
-                   " MiB under abuse; refused: ",
-                   Sample(during, "unloadkv_connections_refused_total{reason=\"hello\"}"),
-                   " bad hellos, ",
-                   Sample(during, "unloadkv_connections_refused_total{reason=\"hello_evicted\"}"),
-                   " evicted, ",
-                   Sample(during, "unloadkv_connections_refused_total{reason=\"half_open_evicted\"}"),
-                   " half-open evicted"));
-  EXPECT_LT(slowest_connect, absl::Seconds(1));
-  EXPECT_GE(under_abuse, baseline / 2);
+      absl::StrCat(
+          "soak (measured, loopback): load ", static_cast<int64_t>(baseline), " ops/s before, ",
+          static_cast<int64_t>(under_abuse), " ops/s under abuse; ", clients,
+          " new clients, slowest connect ", absl::FormatDuration(slowest_connect), "; server RSS ",
+          rss_baseline >> 20, " MiB before, at most ", rss_max >> 20, " MiB under abuse; refused: ",
+          Sample(during, "unloadkv_connections_refused_total{reason=\"hello\"}"), " bad hellos, ",
+          Sample(during, "unloadkv_connections_refused_total{reason=\"hello_evicted\"}"),
+          " evicted, ",
+          Sample(during, "unloadkv_connections_refused_total{reason=\"half_open_evicted\"}"),
+          " half-open evicted"));
+  // Sanitized builds slow the server and the abusers several times over on two cores: there
+  // the bound only says clients keep getting in.
+  EXPECT_LT(slowest_connect,
+            testing::kResourceBoundsAreMeaningful ? absl::Seconds(1) : absl::Seconds(5));
+  if (testing::kResourceBoundsAreMeaningful) EXPECT_GE(under_abuse, baseline / 2);
   EXPECT_EQ(load.failed(), 0u);
   // Bounded by the caps: 32 half-open connections of about 5.3 MB, 256 data-port streams with
   // a 256 KiB read buffer, 128 bootstrap sockets of at most 4 KiB.
-  EXPECT_LT(rss_max, rss_baseline + (uint64_t{320} << 20));
+  if (testing::kResourceBoundsAreMeaningful)
+    EXPECT_LT(rss_max, rss_baseline + (uint64_t{320} << 20));
 
   // Everything returns to idle once the abuse stops (hello deadline 2 s, handshake 5 s, soft
   // HELLO deadline 5 s).

@@ -31,8 +31,8 @@ Output RunBinary(const std::string& path, const std::vector<std::string>& args,
 }
 
 ServerProcess::ServerProcess(std::vector<std::string> extra, bool capture_stderr) {
-  std::vector<std::string> args{"server/kvserver", "--listen=127.0.0.1:0", "--metrics=",
-                                "--arena_bytes=33554432"};
+  std::vector<std::string> args{"server/kvserver", "--listen=127.0.0.1:0",
+                                "--metrics=", "--arena_bytes=33554432"};
   args.insert(args.end(), extra.begin(), extra.end());
   Child c = Spawn(args, capture_stderr);
   pid_ = c.pid;

@@ -66,6 +66,21 @@ uint64_t StatValue(const std::string& stats, const std::string& name);
 std::string Scrape(const std::string& host_port, int timeout_ms = 5000);
 // The value of one sample line ("name{labels} value"); -1 when absent.
 double Sample(const std::string& metrics, const std::string& series);
+// False in sanitizer builds: AddressSanitizer keeps freed memory resident (its quarantine) and
+// both sanitizers slow the server several times over, so resident-memory and throughput bounds
+// are checked only in plain builds (the figures are printed in every build).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kResourceBoundsAreMeaningful = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool kResourceBoundsAreMeaningful = false;
+#else
+inline constexpr bool kResourceBoundsAreMeaningful = true;
+#endif
+#else
+inline constexpr bool kResourceBoundsAreMeaningful = true;
+#endif
+
 // Resident memory of a process (VmRSS), in bytes; 0 when unknown.
 uint64_t ResidentBytes(pid_t pid);
 

@@ -7,9 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/time/time.h"
-
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "google/protobuf/message.h"
 #include "proto/kv.pb.h"
 #include "transport/engine/engine.h"

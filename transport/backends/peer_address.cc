@@ -27,10 +27,9 @@ absl::StatusOr<rnic::QpAttributes> DialBackAttributes(const rnic::QpAttributes& 
         absl::StrCat("soft address '", claimed.address, "' is not host:port"));
   }
   if (host != peer_host && host != kWildcard) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("connection info names soft address ", claimed.address,
-                     " but the connection came from ", peer_host,
-                     "; a server dials back only the host a client connects from"));
+    return absl::PermissionDeniedError(absl::StrCat(
+        "connection info names soft address ", claimed.address, " but the connection came from ",
+        peer_host, "; a server dials back only the host a client connects from"));
   }
   rnic::QpAttributes out = claimed;
   out.address = absl::StrCat(peer_host, ":", port);

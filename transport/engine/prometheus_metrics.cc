@@ -115,6 +115,8 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   // civetweb gives each connection a worker thread until it closes or its request times out,
   // so idle connections could starve scrapes: kThreads workers, and a connection that sends
   // no complete request within kRequestTimeout is closed.
+  // Name, value pairs.
+  // clang-format off
   const std::vector<std::string> options = {
       "listening_ports",    address,
       "num_threads",        std::to_string(kThreads),
@@ -125,6 +127,7 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
       "listen_backlog",     "1024",
       "connection_queue",   "256",
   };
+  // clang-format on
   // prometheus-cpp reports a failed bind by throwing; nothing else here throws.
   try {
     m->exposer_ = std::make_unique<prometheus::Exposer>(options);

@@ -31,9 +31,8 @@ absl::Status AnswerNow(int fd, absl::string_view line) {
   std::string data = absl::StrCat(line, "\n");
   ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   if (n == static_cast<ssize_t>(data.size())) return absl::OkStatus();
-  return absl::UnavailableError(
-      n < 0 ? absl::StrCat("bootstrap: answering: ", std::strerror(errno))
-            : "bootstrap: answering: the peer's receive window is full");
+  return absl::UnavailableError(n < 0 ? absl::StrCat("bootstrap: answering: ", std::strerror(errno))
+                                      : "bootstrap: answering: the peer's receive window is full");
 }
 
 absl::StatusOr<std::unique_ptr<BootstrapAcceptor>> BootstrapAcceptor::Listen(
@@ -56,7 +55,8 @@ std::vector<BootstrapAcceptor::Hello> BootstrapAcceptor::Poll(absl::Duration wai
   fds.reserve(pending_.size() + 1);
   fds.push_back({listener_->fd(), POLLIN, 0});
   for (const Pending& p : pending_) fds.push_back({p.fd.get(), POLLIN, 0});
-  const int64_t ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(until - now + absl::Microseconds(999)));
+  const int64_t ms =
+      std::max<int64_t>(0, absl::ToInt64Milliseconds(until - now + absl::Microseconds(999)));
   int n = poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(ms, 1 << 30)));
   std::vector<Hello> done;
   if (n > 0) {
@@ -69,7 +69,7 @@ std::vector<BootstrapAcceptor::Hello> BootstrapAcceptor::Poll(absl::Duration wai
     pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
                                   [&](const Pending&) { return finished[i++]; }),
                    pending_.end());
-    if (fds[0].revents != 0) AcceptAll();
+    if (fds[0].revents != 0) AcceptAll(&done);
   }
   const absl::Time after = options_.clock->Now();
   for (Pending& p : pending_) {
@@ -84,7 +84,7 @@ std::vector<BootstrapAcceptor::Hello> BootstrapAcceptor::Poll(absl::Duration wai
   return done;
 }
 
-void BootstrapAcceptor::AcceptAll() {
+void BootstrapAcceptor::AcceptAll(std::vector<Hello>* done) {
   for (int i = 0; i < kAcceptBatch; ++i) {
     sockaddr_in peer{};
     socklen_t len = sizeof(peer);
@@ -95,16 +95,25 @@ void BootstrapAcceptor::AcceptAll() {
     len = sizeof(local);
     getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &len);
     ++counters_.accepted;
-    if (pending_.size() >= options_.max_pending) {
-      ++counters_.evicted;
-      Drop(pending_.front(), "bootstrap: server busy (too many connections waiting to say "
-                             "hello); try again");
-      pending_.pop_front();
-    }
-    pending_.push_back(Pending{std::move(fd), std::string(),
-                               options_.clock->Now() + options_.line_deadline, HostOf(peer),
-                               HostOf(local)});
+    Pending p{std::move(fd), std::string(), options_.clock->Now() + options_.line_deadline,
+              HostOf(peer), HostOf(local)};
+    // A client sends its hello right after connecting, so it is usually here already: a
+    // complete line never occupies a pending place, and cannot be pushed out by a flood.
+    if (Read(p, done)) continue;
+    if (pending_.size() >= options_.max_pending) Evict();
+    pending_.push_back(std::move(p));
   }
+}
+
+void BootstrapAcceptor::Evict() {
+  // The oldest socket that has sent nothing at all, else the oldest: a silent flood pushes out
+  // its own members before a client that is part way through its line.
+  auto victim = std::find_if(pending_.begin(), pending_.end(),
+                             [](const Pending& p) { return p.buffer.empty(); });
+  if (victim == pending_.end()) victim = pending_.begin();
+  ++counters_.evicted;
+  Drop(*victim, "bootstrap: server busy (too many connections waiting to say hello); try again");
+  pending_.erase(victim);
 }
 
 bool BootstrapAcceptor::Read(Pending& p, std::vector<Hello>* done) {

@@ -3,9 +3,11 @@
 // cost a bounded amount of memory and their own deadline, never another client's admission.
 //
 // Limits: at most Options::max_pending connections are read at once (each holds at most
-// kMaxBootstrapLine bytes of line and one socket); when a new connection arrives at that cap,
-// the oldest pending one is closed to make room, so a flood of idle sockets delays a real
-// client by at most the time it takes the flood to push it out. A connection whose line is
+// kMaxBootstrapLine bytes of line and one socket). A new connection's bytes are read as it is
+// accepted, so a hello that arrived with it never waits in that set; when a connection that
+// must wait finds the set full, the oldest one that has sent nothing is closed to make room
+// (the oldest of all if every one has sent something). A flood of idle sockets therefore
+// pushes out its own members, not clients whose hello is on its way. A connection whose line is
 // not complete within Options::line_deadline of its accept, that sends more than
 // kMaxBootstrapLine bytes, or that closes first, is answered "error <why>" (best effort,
 // never waiting) and closed.
@@ -76,7 +78,9 @@ class BootstrapAcceptor {
   };
   BootstrapAcceptor(std::unique_ptr<BootstrapListener> listener, const Options& options)
       : listener_(std::move(listener)), options_(options) {}
-  void AcceptAll();
+  void AcceptAll(std::vector<Hello>* done);
+  // Closes one pending socket to make room for a new one.
+  void Evict();
   // Reads what `p` has; true when it is finished with (complete, failed or closed).
   bool Read(Pending& p, std::vector<Hello>* done);
   void Drop(Pending& p, absl::string_view why);

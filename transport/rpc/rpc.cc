@@ -11,6 +11,14 @@
 
 namespace unloadkv::rpc {
 
+namespace {
+// A peer can send bad frames at will: their log lines are throttled, process-wide.
+ThrottledLog& BadFrameLog() {
+  static ThrottledLog* log = new ThrottledLog(absl::Seconds(1));
+  return *log;
+}
+}  // namespace
+
 struct Responder::Shared {
   std::shared_ptr<engine::Connection> conn;
   std::atomic<bool> replied{false};
@@ -47,8 +55,9 @@ void RpcServer::Serve(std::shared_ptr<engine::Connection> conn, uint64_t peer) {
     absl::StatusOr<RpcFrame> f = DecodeRpcFrame(absl::string_view(bytes.data(), bytes.size()));
     if (!f.ok() || f->kind != FrameKind::kRequest) {
       ++malformed_;
-      Log(LogLevel::kWarning, absl::StrCat("rpc: dropped a bad request frame: ",
-                                           f.ok() ? "not a request" : f.status().message()));
+      BadFrameLog().Log(LogLevel::kWarning,
+                        absl::StrCat("rpc: dropped a bad request frame: ",
+                                     f.ok() ? "not a request" : f.status().message()));
       return;
     }
     Responder r;
@@ -118,7 +127,7 @@ absl::StatusOr<uint64_t> RpcClient::Call(uint16_t method, std::string request,
 void RpcClient::OnMessage(absl::Span<const char> bytes) {
   absl::StatusOr<RpcFrame> f = DecodeRpcFrame(absl::string_view(bytes.data(), bytes.size()));
   if (!f.ok() || f->kind != FrameKind::kResponse) {
-    Log(LogLevel::kWarning, "rpc: dropped a bad response frame");
+    BadFrameLog().Log(LogLevel::kWarning, "rpc: dropped a bad response frame");
     return;
   }
   Callback done;

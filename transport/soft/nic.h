@@ -16,6 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
+#include "transport/base/logging.h"
 #include "transport/base/mutex.h"
 #include "transport/rnic/completion_queue.h"
 #include "transport/rnic/device.h"
@@ -207,6 +208,8 @@ class Nic : public std::enable_shared_from_this<Nic> {
   const std::string address_;
   const rnic::DeviceLimits limits_;
   const bool thread_mode_;
+  // Lines a remote peer can trigger at will (bad streams, late HELLOs): at most one a second.
+  ThrottledLog peer_log_{absl::Seconds(1)};
   std::thread thread_;
   std::atomic<bool> stop_{false};
 

@@ -92,10 +92,7 @@ PayloadPlan Close() {
 // ---------------------------------------------------------------------------- Stream
 
 Stream::Stream(Nic* n, int f, bool out)
-    : nic(n),
-      fd(f),
-      outbound(out),
-      reader(this, n->limits().max_message_bytes) {}
+    : nic(n), fd(f), outbound(out), reader(this, n->limits().max_message_bytes) {}
 
 Stream::~Stream() {
   if (fd >= 0) close(fd);
@@ -282,7 +279,7 @@ void Nic::KillStream(Stream* s, rnic::WcStatus head_status, absl::string_view re
   if (s->qp != nullptr) {
     FailQp(s->qp, head_status, reason);
   } else {
-    Log(LogLevel::kWarning, absl::StrCat("soft stream closed: ", reason));
+    peer_log_.Log(LogLevel::kWarning, absl::StrCat("soft stream closed: ", reason));
   }
   if (!s->dead) FinishClose(s);  // a broken stream is not drained
 }
@@ -490,8 +487,9 @@ void Nic::Accept() {
       ++awaiting;
     }
     if (awaiting >= kMaxStreamsAwaitingHello) {
-      Log(LogLevel::kWarning, absl::StrCat("soft: ", awaiting,
-                                           " inbound streams without a HELLO; closing the oldest"));
+      peer_log_.Log(
+          LogLevel::kWarning,
+          absl::StrCat("soft: ", awaiting, " inbound streams without a HELLO; closing the oldest"));
       FinishClose(oldest);
     }
     auto stream = std::make_unique<Stream>(this, fd, /*outbound=*/false);
@@ -534,8 +532,9 @@ void Nic::ExpireHandshakes(absl::Time now) {
                               absl::FormatDuration(kConnectTimeout)));
       if (!s->dead) FinishClose(s);
     } else if (s->qp == nullptr) {
-      Log(LogLevel::kInfo, absl::StrCat("soft: an inbound stream sent no HELLO within ",
-                                        absl::FormatDuration(kHelloTimeout), "; closing it"));
+      peer_log_.Log(LogLevel::kInfo,
+                    absl::StrCat("soft: an inbound stream sent no HELLO within ",
+                                 absl::FormatDuration(kHelloTimeout), "; closing it"));
       FinishClose(s);
     }
   }
@@ -684,20 +683,21 @@ void Nic::SendAck(Stream* s) {
 
 PayloadPlan Nic::OnHello(Stream* s, const FrameHeader& h) {
   if (h.type != FrameType::kHello) {
-    Log(LogLevel::kWarning, "soft: inbound stream did not start with HELLO; closing it");
+    peer_log_.Log(LogLevel::kWarning, "soft: inbound stream did not start with HELLO; closing it");
     return Close();
   }
   auto it = qps_.find(h.rkey);
   if (it == qps_.end() || it->second->state == rnic::QpState::kError ||
       it->second->in_stream != nullptr) {
-    Log(LogLevel::kWarning,
-        absl::StrCat("soft: HELLO for QP ", h.rkey, " which does not exist or is taken"));
+    peer_log_.Log(LogLevel::kWarning,
+                  absl::StrCat("soft: HELLO for QP ", h.rkey, " which does not exist or is taken"));
     return Close();
   }
   QpCore* qp = it->second.get();
   if (qp->state == rnic::QpState::kReadyToSend && qp->remote.qp_num != h.aux) {
-    Log(LogLevel::kWarning, absl::StrCat("soft: HELLO from QP ", h.aux, " but QP ", qp->qp_num,
-                                         " is connected to ", qp->remote.qp_num));
+    peer_log_.Log(LogLevel::kWarning,
+                  absl::StrCat("soft: HELLO from QP ", h.aux, " but QP ", qp->qp_num,
+                               " is connected to ", qp->remote.qp_num));
     return Close();
   }
   s->qp = qp;

@@ -31,7 +31,6 @@ inline constexpr absl::Duration kHelloTimeout = absl::Seconds(5);
 // the oldest. Each holds a socket and, once it sent a byte, a 256 KiB read buffer.
 inline constexpr size_t kMaxStreamsAwaitingHello = 256;
 
-
 class SoftDevice : public rnic::Device {
  public:
   struct Options {
