@@ -16,21 +16,27 @@ Admission::~Admission() {
 void Admission::Release(HalfOpen& h) {
   h.conn->SetMessageHandler(nullptr);  // the RPC server's share; ours goes with `h`
   h.conn.reset();
+  if (released_) released_(h.id);
 }
 
 std::vector<Admission::Established> Admission::Poll(absl::Duration wait) {
+  std::vector<Established> out;
+  Sweep(&out);
   // A late half-open connection's deadline bounds the wait, so it is released on time.
   for (const HalfOpen& h : half_open_) {
     wait = std::min(wait, std::max(h.deadline - options_.clock->Now(), absl::ZeroDuration()));
   }
   for (rpc::BootstrapAcceptor::Hello& hello : acceptor_->Poll(wait)) Answer(std::move(hello));
   CountAcceptorRefusals();
+  Sweep(&out);
+  return out;
+}
 
-  std::vector<Established> out;
+void Admission::Sweep(std::vector<Established>* out) {
   const absl::Time now = options_.clock->Now();
   for (auto it = half_open_.begin(); it != half_open_.end();) {
     if (it->conn->messages_received() > 0) {
-      out.push_back(Established{it->id, std::move(it->conn)});
+      out->push_back(Established{it->id, std::move(it->conn)});
       metrics_->OnConnectionAccepted();
     } else if (it->conn->failed()) {
       metrics_->OnConnectionRefused("handshake_failed");
@@ -52,7 +58,19 @@ std::vector<Admission::Established> Admission::Poll(absl::Duration wait) {
     it = half_open_.erase(it);
   }
   half_open_count_.store(half_open_.size(), std::memory_order_relaxed);
-  return out;
+}
+
+void Admission::MakeRoom() {
+  auto victim = std::find_if(half_open_.begin(), half_open_.end(),
+                             [](const HalfOpen& h) { return h.conn->messages_received() == 0; });
+  if (victim == half_open_.end()) return;  // all about to be established: Sweep hands them over
+  metrics_->OnConnectionRefused("half_open_evicted");
+  refusals_log_.Log(
+      LogLevel::kWarning,
+      absl::StrCat("kvserver: ", half_open_.size(),
+                   " half-open connections; released the oldest (client ", victim->id, ")"));
+  Release(*victim);
+  half_open_.erase(victim);
 }
 
 void Admission::Answer(rpc::BootstrapAcceptor::Hello hello) {
@@ -71,15 +89,7 @@ void Admission::Answer(rpc::BootstrapAcceptor::Hello hello) {
     return Refuse(hello.fd.get(), "limit",
                   absl::StrCat("at the connection limit (", options_.max_connections, ")"));
   }
-  if (half_open_.size() >= options_.max_half_open) {
-    metrics_->OnConnectionRefused("half_open_evicted");
-    refusals_log_.Log(LogLevel::kWarning,
-                      absl::StrCat("kvserver: ", half_open_.size(),
-                                   " half-open connections; released the oldest (client ",
-                                   half_open_.front().id, ")"));
-    Release(half_open_.front());
-    half_open_.pop_front();
-  }
+  if (half_open_.size() >= options_.max_half_open) MakeRoom();
   absl::StatusOr<std::unique_ptr<engine::PathPolicy>> policy = engine::MakePolicy(options_.policy);
   if (!policy.ok()) return Refuse(hello.fd.get(), "error", policy.status().message());
   absl::StatusOr<std::unique_ptr<engine::Connection>> created =

@@ -56,15 +56,18 @@ class Admission {
 
   // Admits through `acceptor` (which listens already, so a busy port fails before the server
   // allocates anything large); `engine`, `rpc` and `metrics` must outlive the Admission.
-  // `established` returns how many connections the caller holds (against max_connections).
+  // `established` returns how many connections the caller holds (against max_connections);
+  // `released(id)` is called for every half-open connection given up on, after its handler
+  // was detached, so the caller can drop whatever a racing first request gave it.
   Admission(std::unique_ptr<rpc::BootstrapAcceptor> acceptor, const Options& options,
             engine::Engine* engine, rpc::RpcServer* rpc, ServerMetrics* metrics,
-            std::function<size_t()> established)
+            std::function<size_t()> established, std::function<void(uint64_t)> released)
       : options_(options),
         engine_(engine),
         rpc_(rpc),
         metrics_(metrics),
         established_(std::move(established)),
+        released_(std::move(released)),
         acceptor_(std::move(acceptor)) {}
   ~Admission();
 
@@ -85,7 +88,12 @@ class Admission {
   // Answers one complete hello: "ok <info>" and a new half-open connection, or "error <why>".
   void Answer(rpc::BootstrapAcceptor::Hello hello);
   void Refuse(int fd, absl::string_view reason, absl::string_view why);
-  static void Release(HalfOpen& h);
+  void Release(HalfOpen& h);
+  // Hands over connections whose first message arrived; releases failed and late ones.
+  void Sweep(std::vector<Established>* out);
+  // Makes room for one more half-open connection: releases the oldest that has received
+  // nothing (one that has is about to be established and is left alone).
+  void MakeRoom();
   // Counts the acceptor's give-ups since the last call as refusals.
   void CountAcceptorRefusals();
 
@@ -94,6 +102,7 @@ class Admission {
   rpc::RpcServer* rpc_;
   ServerMetrics* metrics_;
   std::function<size_t()> established_;
+  std::function<void(uint64_t)> released_;
   std::unique_ptr<rpc::BootstrapAcceptor> acceptor_;
   rpc::BootstrapAcceptor::Counters seen_;   // acceptor counters already counted
   std::deque<HalfOpen> half_open_;          // oldest first

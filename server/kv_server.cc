@@ -115,9 +115,10 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
   ad.max_connections = options.max_connections;
   ad.max_half_open = static_cast<size_t>(options.max_half_open);
   ad.handshake_deadline = options.handshake_deadline;
-  s->admission_ =
-      std::make_unique<Admission>(std::move(*acceptor), ad, s->engine_.get(), s->rpc_.get(),
-                                  s->server_metrics_.get(), [self] { return self->connections(); });
+  s->admission_ = std::make_unique<Admission>(
+      std::move(*acceptor), ad, s->engine_.get(), s->rpc_.get(), s->server_metrics_.get(),
+      [self] { return self->connections(); },
+      [self](uint64_t id) { self->store_->DropClient(id); });
 
   if (!options.metrics_address.empty()) {
     auto m = engine::MetricsEndpoint::Start(options.metrics_address, s->registry_);

@@ -22,6 +22,7 @@
 #include "tests/support/subprocess.h"
 #include "transport/base/logging.h"
 #include "transport/base/net.h"
+#include "transport/base/test_listeners.h"
 #include "transport/rpc/bootstrap.h"
 
 namespace unloadkv {
@@ -33,32 +34,12 @@ using testing::RunBinary;
 using testing::Sample;
 using testing::Scrape;
 using testing::ServerProcess;
-using testing::StatValue;
 
 ScopedFd DialOrDie(const std::string& address) {
   absl::StatusOr<ScopedFd> fd = rpc::Dial(address, absl::Seconds(2));
   EXPECT_TRUE(fd.ok()) << fd.status();
   return fd.ok() ? std::move(*fd) : ScopedFd();
 }
-
-// A loopback listener that accepts nothing and whose queue is full: dials to it hang.
-struct BlackHole {
-  BlackHole() {
-    listener = ScopedFd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(listener.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
-    listen(listener.get(), 0);
-    socklen_t len = sizeof(sa);
-    getsockname(listener.get(), reinterpret_cast<sockaddr*>(&sa), &len);
-    address = FormatHostPort(sa);
-    filler = ScopedFd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    connect(filler.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
-  }
-  ScopedFd listener, filler;
-  std::string address;
-};
 
 absl::StatusOr<std::unique_ptr<Client>> ConnectClient(const std::string& server,
                                                       absl::Duration timeout = absl::Seconds(5)) {
@@ -100,7 +81,7 @@ TEST(KvHardeningTest, SilentDribblingAndBlackHoleHellosDoNotDelayNewClients) {
   std::vector<ScopedFd> silent;
   for (int i = 0; i < 200; ++i) silent.push_back(DialOrDie(s.address()));
   ScopedFd dribbler = DialOrDie(s.address());
-  BlackHole hole;
+  testing::BlackHole hole;
   auto peer = testing::HalfOpenPeer::Create();
   ASSERT_TRUE(peer.ok()) << peer.status();
   const absl::Time t_hole = absl::Now();
@@ -330,17 +311,11 @@ TEST(KvHardeningTest, CliFlagsAreCheckedAndScanOutputIsEscaped) {
   ASSERT_TRUE((*c)->Put(std::string("a\nb\\c\x01", 6), std::string("v\tw", 3)).ok());
   EXPECT_EQ(Cli(s, {"scan"}).out, "a\\nb\\\\c\\x01\tv\\tw\n");
   // One deadline for connecting: a server that accepts and never answers costs --timeout_ms.
-  ScopedFd mute(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(mute.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
-  ASSERT_EQ(listen(mute.get(), 8), 0);
-  socklen_t len = sizeof(sa);
-  getsockname(mute.get(), reinterpret_cast<sockaddr*>(&sa), &len);
+  testing::MuteListener mute;
+  ASSERT_FALSE(mute.address.empty());
   const absl::Time t0 = absl::Now();
-  Output o = RunBinary("client/kvclient",
-                       {"--server=" + FormatHostPort(sa), "--timeout_ms=1000", "stats"});
+  Output o =
+      RunBinary("client/kvclient", {"--server=" + mute.address, "--timeout_ms=1000", "stats"});
   const absl::Duration took = absl::Now() - t0;
   EXPECT_EQ(o.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(o.err, "DEADLINE_EXCEEDED")) << o.err;

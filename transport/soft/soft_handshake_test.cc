@@ -10,37 +10,12 @@
 #include "gtest/gtest.h"
 #include "transport/base/logging.h"
 #include "transport/base/net.h"
+#include "transport/base/test_listeners.h"
 #include "transport/rnic/wait.h"
 #include "transport/soft/soft_device.h"
 
 namespace unloadkv::soft {
 namespace {
-
-// A loopback port whose accept queue is full, so the kernel drops further SYNs: a dial to it
-// neither completes nor fails until the dialer gives up.
-struct BlackHole {
-  BlackHole() {
-    listener = ScopedFd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
-    EXPECT_EQ(listen(listener.get(), 0), 0);
-    socklen_t len = sizeof(sa);
-    getsockname(listener.get(), reinterpret_cast<sockaddr*>(&sa), &len);
-    address = FormatHostPort(sa);
-    // Fill the queue (backlog 0 admits one completed connection), then check a further dial
-    // really hangs.
-    filler = ScopedFd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    EXPECT_EQ(connect(filler.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
-    ScopedFd probe(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    EXPECT_NE(connect(probe.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
-    pollfd p{probe.get(), POLLOUT, 0};
-    EXPECT_EQ(poll(&p, 1, 300), 0) << "the kernel answered a SYN on a full accept queue";
-  }
-  ScopedFd listener, filler;
-  std::string address;
-};
 
 struct Endpoint {
   std::unique_ptr<SoftDevice> device;
@@ -63,7 +38,16 @@ struct Endpoint {
 };
 
 TEST(SoftHandshakeTest, ConnectToAPeerThatNeverAnswersFailsTheQpNotTheCaller) {
-  BlackHole hole;
+  testing::BlackHole hole;
+  {
+    // The kernel really drops the SYNs: a dial to it hangs.
+    absl::StatusOr<sockaddr_in> sa = ParseHostPort(hole.address);
+    ASSERT_TRUE(sa.ok());
+    ScopedFd probe(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    EXPECT_NE(connect(probe.get(), reinterpret_cast<const sockaddr*>(&*sa), sizeof(*sa)), 0);
+    pollfd p{probe.get(), POLLOUT, 0};
+    ASSERT_EQ(poll(&p, 1, 300), 0) << "the kernel answered a SYN on a full accept queue";
+  }
   Endpoint e;
   e.Init();
   rnic::QpAttributes remote{"soft", hole.address, 7, 0};
@@ -87,16 +71,14 @@ TEST(SoftHandshakeTest, ConnectToAPeerThatNeverAnswersFailsTheQpNotTheCaller) {
 }
 
 TEST(SoftHandshakeTest, ConnectToAClosedPortFailsTheFirstRequest) {
-  ScopedFd unused(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(unused.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
-  socklen_t len = sizeof(sa);
-  getsockname(unused.get(), reinterpret_cast<sockaddr*>(&sa), &len);  // bound, not listening
+  std::string closed_port;
+  {
+    testing::MuteListener gone;
+    closed_port = gone.address;
+  }  // nothing listens there now
   Endpoint e;
   e.Init();
-  ASSERT_TRUE(e.qp->Connect({"soft", FormatHostPort(sa), 7, 0}).ok());
+  ASSERT_TRUE(e.qp->Connect({"soft", closed_port, 7, 0}).ok());
   rnic::SendWorkRequest wr;
   wr.wr_id = 9;
   wr.opcode = rnic::Opcode::kSend;
