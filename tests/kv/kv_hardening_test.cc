@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -320,6 +321,39 @@ TEST(KvHardeningTest, CliFlagsAreCheckedAndScanOutputIsEscaped) {
   EXPECT_EQ(o.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(o.err, "DEADLINE_EXCEEDED")) << o.err;
   EXPECT_LT(took, absl::Milliseconds(1800));
+}
+
+// A server that takes most of the budget to answer its hello, then names a data path that
+// never answers: Connect fails within the one timeout (it used to spend the timeout on each
+// step, then again on the first request).
+TEST(KvHardeningTest, ConnectHasOneDeadlineForAllItsSteps) {
+  SetMinLogLevel(LogLevel::kError);
+  auto peer = testing::HalfOpenPeer::Create();
+  ASSERT_TRUE(peer.ok()) << peer.status();
+  testing::BlackHole hole;
+  absl::StatusOr<std::string> info = (*peer)->Info(hole.address);
+  ASSERT_TRUE(info.ok()) << info.status();
+  auto listener = rpc::BootstrapListener::Listen("127.0.0.1:0");
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  std::thread slow_server([&] {
+    absl::StatusOr<ScopedFd> fd = (*listener)->Accept(absl::Seconds(5));
+    if (!fd.ok() || !fd->valid()) return;
+    (void)rpc::ReadLine(fd->get(), rpc::kMaxBootstrapLine, absl::Seconds(5));
+    absl::SleepFor(absl::Milliseconds(700));
+    (void)rpc::WriteAll(fd->get(), absl::StrCat("ok ", *info, "\n"), absl::Seconds(5));
+    absl::SleepFor(absl::Seconds(1));  // keep the socket open while the client waits
+  });
+  const absl::Time t0 = absl::Now();
+  absl::StatusOr<std::unique_ptr<Client>> c =
+      ConnectClient((*listener)->address(), absl::Milliseconds(1000));
+  const absl::Duration took = absl::Now() - t0;
+  slow_server.join();
+  EXPECT_FALSE(c.ok());
+  EXPECT_TRUE(c.status().code() == absl::StatusCode::kDeadlineExceeded ||
+              c.status().code() == absl::StatusCode::kUnavailable)
+      << c.status();
+  EXPECT_GE(took, absl::Milliseconds(700));
+  EXPECT_LT(took, absl::Milliseconds(1500)) << c.status();
 }
 
 }  // namespace

@@ -108,6 +108,15 @@ HalfOpenPeer::~HalfOpenPeer() {
   if (engine_) engine_->Stop();
 }
 
+absl::StatusOr<std::string> HalfOpenPeer::Info(const std::string& address) {
+  auto conn = engine_->CreateConnection(std::make_unique<engine::OffloadPolicy>());
+  if (!conn.ok()) return conn.status();
+  engine::ConnectionInfo info = (*conn)->local_info();
+  info.qp.address = address;
+  conns_.push_back(std::move(*conn));
+  return engine::EncodeConnectionInfo(info);
+}
+
 absl::StatusOr<std::string> HalfOpenPeer::Hello(const std::string& server,
                                                 const std::string& address) {
   auto conn = engine_->CreateConnection(std::make_unique<engine::OffloadPolicy>());

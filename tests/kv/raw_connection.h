@@ -54,6 +54,9 @@ class HalfOpenPeer {
   // connection info) or its refusal. With `address`, the hello names that soft address
   // instead of this peer's own.
   absl::StatusOr<std::string> Hello(const std::string& server, const std::string& address = "");
+  // A new connection's encoded info, naming `address` as its soft address: what a server
+  // would answer, for tests that play the server.
+  absl::StatusOr<std::string> Info(const std::string& address);
   size_t held() const { return conns_.size(); }
   // Destroys the connections (the server sees their streams close).
   void DropAll() { conns_.clear(); }
