@@ -57,7 +57,8 @@ struct ClientOptions {
   int max_in_flight = 64;  // requests outstanding on the connection (1..1024)
   absl::Duration timeout = absl::Seconds(5);  // per request
   int max_retries = 3;
-  engine::EngineMetrics* metrics = nullptr;  // optional extra sink (e.g. Prometheus); outlives
+  // Optional extra sink for the engine's metrics (e.g. Prometheus); must outlive the Client.
+  engine::EngineMetrics* metrics = nullptr;
   // Who drives the connection. false: an engine thread, so async callbacks run whenever
   // answers arrive. true: the threads blocked in synchronous calls (or in Wait) drive it
   // themselves, one at a time, which saves waking a second thread per request; async

@@ -24,6 +24,7 @@
 #include "proto/limits.h"
 #include "transport/base/logging.h"
 #include "transport/base/mutex.h"
+#include "transport/base/percentile.h"
 #include "transport/engine/prometheus_metrics.h"
 
 DEFINE_string(server, "127.0.0.1:7070", "kvserver address (its --listen)");
@@ -54,13 +55,6 @@ int Usage(const std::string& why) {
 int Fail(const absl::Status& st) {
   std::fprintf(stderr, "kvclient: %s\n", st.ToString().c_str());
   return 1;
-}
-
-double Percentile(std::vector<double>& v, double p) {
-  if (v.empty()) return 0;
-  size_t i = std::min(v.size() - 1, static_cast<size_t>(p * v.size()));
-  std::nth_element(v.begin(), v.begin() + i, v.end());
-  return v[i];
 }
 
 // Checks the load flags; an empty string when they are usable.

@@ -24,9 +24,9 @@ absl::Status ValidateOptions(const KvServerOptions& o) {
       !p.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--policy: ", p.status().message()));
   }
-  if (o.unload_workers < 1 || o.unload_workers > 64) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--unload_workers=", o.unload_workers, ": must be in 1..64"));
+  if (o.unload_workers < 1 || o.unload_workers > engine::kMaxUnloadWorkers) {
+    return absl::InvalidArgumentError(absl::StrCat("--unload_workers=", o.unload_workers,
+                                                   ": must be in 1..", engine::kMaxUnloadWorkers));
   }
   if (!o.metrics_address.empty()) {
     if (absl::StatusOr<sockaddr_in> a = ParseHostPort(o.metrics_address, true); !a.ok()) {
@@ -89,9 +89,7 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
     return absl::ResourceExhaustedError(
         absl::StrCat("arena: cannot map ", options.arena_bytes, " bytes; lower --arena_bytes"));
   }
-  s->arena_memory_ = s->arena_->huge()    ? "2 MiB huge pages"
-                     : options.huge_pages ? "4 KiB pages (no 2 MiB huge pages available)"
-                                          : "4 KiB pages (--huge_pages=false)";
+  s->arena_memory_ = DescribePages(*s->arena_, options.huge_pages);
   uint32_t access = rnic::kLocalWrite | rnic::kRemoteWrite | rnic::kRemoteRead;
   if (s->arena_->huge()) access |= rnic::kHugePageBacked;
   auto mr = s->engine_->RegisterMemory(s->arena_->data(), s->arena_->size(), access);

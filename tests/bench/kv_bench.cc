@@ -27,6 +27,7 @@
 #include "tests/support/subprocess.h"
 #include "transport/base/logging.h"
 #include "transport/base/mutex.h"
+#include "transport/base/percentile.h"
 
 DEFINE_uint32(value_size, 256, "value bytes (and the SEND size of the baseline)");
 DEFINE_uint64(ops, 20000, "operations per (kind, in-flight) point");
@@ -73,13 +74,6 @@ absl::StatusOr<Rtt> SendBaseline(uint32_t size) {
     }
   }
   return absl::InternalError(absl::StrCat("could not read rnic_bench's output:\n", out));
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  size_t i = std::min(v.size() - 1, static_cast<size_t>(p * v.size()));
-  std::nth_element(v.begin(), v.begin() + i, v.end());
-  return v[i];
 }
 
 struct Point {

@@ -28,4 +28,10 @@ MappedMemory::~MappedMemory() {
   if (mem_ != nullptr) munmap(mem_, bytes_);
 }
 
+std::string DescribePages(const MappedMemory& memory, bool requested) {
+  if (memory.huge()) return "2 MiB huge pages";
+  return requested ? "4 KiB pages (no huge pages available: see /proc/sys/vm/nr_hugepages)"
+                   : "4 KiB pages (huge pages disabled)";
+}
+
 }  // namespace unloadkv

@@ -4,6 +4,7 @@
 #define UNLOADKV_TRANSPORT_BASE_MAPPED_MEMORY_H_
 
 #include <cstddef>
+#include <string>
 
 namespace unloadkv {
 
@@ -26,6 +27,10 @@ class MappedMemory {
   size_t bytes_ = 0;
   bool huge_ = false;
 };
+
+// How `memory` is backed, for start-up lines: "2 MiB huge pages", or 4 KiB pages and why
+// (`requested`: whether huge pages were asked for).
+std::string DescribePages(const MappedMemory& memory, bool requested);
 
 }  // namespace unloadkv
 

@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -10,6 +12,10 @@
 #include "absl/strings/str_split.h"
 
 namespace unloadkv {
+
+absl::Status ErrnoError(absl::string_view what) {
+  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
 
 absl::Status ParseHost(absl::string_view host, sockaddr_in* sa) {
   std::string h = host == "localhost" ? "127.0.0.1" : std::string(host);

@@ -17,6 +17,8 @@ absl::Status ParseHost(absl::string_view host, sockaddr_in* sa);
 // Errors are InvalidArgument and quote the text.
 absl::StatusOr<sockaddr_in> ParseHostPort(absl::string_view text, bool allow_port_zero = false);
 std::string FormatHostPort(const sockaddr_in& sa);
+// Unavailable "<what>: <strerror(errno)>", for a failed system call (reads errno now).
+absl::Status ErrnoError(absl::string_view what);
 
 // Owns a file descriptor; closes it on destruction. Movable, not copyable.
 class ScopedFd {

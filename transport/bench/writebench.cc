@@ -398,8 +398,9 @@ int Main() {
     std::fprintf(stderr, "writebench: need --ops >= 1000, 1 <= --window <= 1024, --warmup >= 0\n");
     return 2;
   }
-  if (FLAGS_unload_workers < 1 || FLAGS_unload_workers > 64 || FLAGS_staging_lanes < 0 ||
-      FLAGS_staging_lanes > 8 || FLAGS_connections < 1 || FLAGS_connections > 64) {
+  if (FLAGS_unload_workers < 1 || FLAGS_unload_workers > engine::kMaxUnloadWorkers ||
+      FLAGS_staging_lanes < 0 || FLAGS_staging_lanes > 8 || FLAGS_connections < 1 ||
+      FLAGS_connections > 64) {
     std::fprintf(stderr,
                  "writebench: need 1 <= --unload_workers <= 64, 0 <= --staging_lanes <= 8, "
                  "1 <= --connections <= 64\n");

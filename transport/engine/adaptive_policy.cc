@@ -21,10 +21,9 @@ int AdaptivePolicy::SizeClass(uint32_t length) {
 }
 
 int AdaptivePolicy::HeatClass(uint32_t count) {
-  if (count >= 16) return 3;
-  if (count >= 6) return 2;
-  if (count >= 2) return 1;
-  return 0;
+  int c = 0;
+  while (c < kHeatClasses - 1 && count >= kHeatThresholds[c]) ++c;
+  return c;
 }
 
 namespace {

@@ -74,6 +74,8 @@ class AdaptivePolicy : public PathPolicy {
   };
   static constexpr int kSizeClasses = 6;
   static constexpr int kHeatClasses = 4;
+  // Heat-sketch counts from which a page is heat class 1, 2 and 3 (very hot: always offloaded).
+  static constexpr uint32_t kHeatThresholds[kHeatClasses - 1] = {2, 6, 16};
 
   AdaptivePolicy() : AdaptivePolicy(Options()) {}
   explicit AdaptivePolicy(const Options& options);

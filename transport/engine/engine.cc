@@ -431,7 +431,6 @@ Connection::~Connection() {
 }
 
 const ConnectionInfo& Connection::local_info() const { return state_->local; }
-uint32_t Connection::qp_num() const { return state_->qp->qp_num(); }
 
 Connection::Batch::~Batch() {
   if (state_ == nullptr) return;
@@ -498,8 +497,8 @@ absl::Status Connection::Connect(const ConnectionInfo& remote) {
   }
   if (remote.ring_slots == 0 || remote.ring_slots > 65536 ||
       remote.slot_bytes < kStagingHeaderSize || remote.slot_bytes > (64u << 20) ||
-      remote.message_slots == 0 || remote.message_slots > 4096 || remote.max_message_bytes < 64 ||
-      remote.ring_addr == 0) {
+      remote.message_slots == 0 || remote.message_slots > kMaxMessageSlots ||
+      remote.max_message_bytes < 64 || remote.ring_addr == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("Connect: peer parameters out of range: ", EncodeConnectionInfo(remote)));
   }
@@ -600,22 +599,25 @@ Engine::Engine(rnic::Device* device, const EngineOptions& options)
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(rnic::Device* device,
                                                        const EngineOptions& options) {
   if (device == nullptr) return absl::InvalidArgumentError("Engine: no device");
-  if (options.unload_workers < 1 || options.unload_workers > 64) {
-    return absl::InvalidArgumentError("Engine: unload_workers must be in 1..64");
+  if (options.unload_workers < 1 || options.unload_workers > kMaxUnloadWorkers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Engine: unload_workers must be in 1..", kMaxUnloadWorkers));
   }
   if (options.staging_lanes < 1 || options.staging_lanes > kMaxLanes) {
     return absl::InvalidArgumentError(
         absl::StrCat("Engine: staging_lanes must be in 1..", kMaxLanes));
   }
-  if (options.staging_slots < 1 || options.staging_slots > 4096 ||
+  if (options.staging_slots < 1 || options.staging_slots > kMaxStagingSlots ||
       options.staging_slot_bytes < 64 || options.staging_slot_bytes > (64u << 20)) {
-    return absl::InvalidArgumentError(
-        "Engine: staging_slots must be in 1..4096 and staging_slot_bytes in 64..64 MiB");
+    return absl::InvalidArgumentError(absl::StrCat("Engine: staging_slots must be in 1..",
+                                                   kMaxStagingSlots,
+                                                   " and staging_slot_bytes in 64..64 MiB"));
   }
-  if (options.message_slots < 1 || options.message_slots > 1024 || options.max_message_bytes < 64 ||
-      options.max_message_bytes > (1u << 20)) {
-    return absl::InvalidArgumentError(
-        "Engine: message_slots must be in 1..1024 and max_message_bytes in 64..1 MiB");
+  if (options.message_slots < 1 || options.message_slots > kMaxMessageSlots ||
+      options.max_message_bytes < 64 || options.max_message_bytes > (1u << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat("Engine: message_slots must be in 1..",
+                                                   kMaxMessageSlots,
+                                                   " and max_message_bytes in 64..1 MiB"));
   }
   std::unique_ptr<Engine> e(new Engine(device, options));
   for (int i = 0; i < options.unload_workers; ++i) {
@@ -627,11 +629,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(rnic::Device* device,
     e->workers_.push_back(std::move(w));
   }
   MappedMemory probe(size_t{2} << 20, options.huge_pages);
-  e->staging_memory_ =
-      probe.huge()                                  ? "2 MiB huge pages"
-      : options.huge_pages && device->models_host() ? "2 MiB huge pages (modeled node)"
-      : options.huge_pages ? "4 KiB pages (no huge pages available: see /proc/sys/vm/nr_hugepages)"
-                           : "4 KiB pages (huge pages disabled)";
+  e->staging_memory_ = !probe.huge() && options.huge_pages && device->models_host()
+                           ? "2 MiB huge pages (modeled node)"
+                           : DescribePages(probe, options.huge_pages);
   return e;
 }
 
@@ -684,7 +684,7 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
   // Receives: messages, then per lane staged writes (our ring) and the peer's acks.
   c->stage_recvs_per_lane = o.staging_slots + kAckSlots;
   c->recv_count = o.message_slots + lanes * c->stage_recvs_per_lane;
-  c->max_send_wrs = lanes * (o.staging_slots + kAckSlots) + o.message_slots + 256;
+  c->max_send_wrs = lanes * (o.staging_slots + kAckSlots) + o.message_slots + kOffloadedWrBudget;
   c->message_header_bytes = MessageHeaderBytes(o.staging_lanes);
   rnic::QpConfig cfg;
   cfg.send_cq = workers_[c->worker]->cq.get();

@@ -55,6 +55,12 @@
 
 namespace unloadkv::engine {
 
+// Bounds of EngineOptions, checked by Engine::Create (and, for a peer's ring and message
+// parameters, by Connection::Connect).
+inline constexpr int kMaxUnloadWorkers = 64;
+inline constexpr uint32_t kMaxStagingSlots = 4096;  // per lane
+inline constexpr uint32_t kMaxMessageSlots = 1024;
+
 struct EngineOptions {
   int unload_workers = 1;  // threads (or PollOnce slices) serving connections
   // Staging lanes per connection (1..8), each a staging QP and ring share served by its own
@@ -165,7 +171,6 @@ class Connection {
   bool failed() const;
   // Messages delivered from the peer so far: a peer that sent one has a working data path.
   uint64_t messages_received() const;
-  uint32_t qp_num() const;
 
  private:
   friend class Engine;

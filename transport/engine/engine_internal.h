@@ -24,6 +24,9 @@ namespace unloadkv::engine {
 inline constexpr uint32_t kImmMessage = 0x4D534731;  // an application message
 inline constexpr uint32_t kImmAck = 0x41434B31;      // an ack (payload: AckPayload)
 inline constexpr uint32_t kAckSlots = 16;            // acks in flight per lane
+// Send WRs a connection may have outstanding beyond its staged writes, acks and messages: the
+// offloaded writes in flight on its main QP.
+inline constexpr uint32_t kOffloadedWrBudget = 256;
 inline constexpr size_t kAckBytes = 16;
 inline constexpr int kMaxLanes = 8;
 // Every message starts with a header riding on the traffic back (little-endian): the number of

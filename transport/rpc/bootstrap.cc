@@ -15,10 +15,6 @@
 namespace unloadkv::rpc {
 namespace {
 
-absl::Status Errno(absl::string_view what) {
-  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
-}
-
 int RemainingMs(absl::Time deadline) {
   absl::Duration left = deadline - absl::Now();
   if (left <= absl::ZeroDuration()) return 0;
@@ -32,7 +28,7 @@ absl::Status WaitFor(int fd, short events, absl::Time deadline, absl::string_vie
     int n = poll(&p, 1, RemainingMs(deadline));
     if (n > 0) return absl::OkStatus();
     if (n == 0) return absl::DeadlineExceededError(absl::StrCat(what, ": timed out"));
-    if (errno != EINTR) return Errno(what);
+    if (errno != EINTR) return ErrnoError(what);
   }
 }
 
@@ -43,7 +39,7 @@ absl::StatusOr<std::unique_ptr<BootstrapListener>> BootstrapListener::Listen(
   absl::StatusOr<sockaddr_in> sa = ParseHostPort(host_port, /*allow_port_zero=*/true);
   if (!sa.ok()) return sa.status();
   ScopedFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd.valid()) return Errno("bootstrap: socket");
+  if (!fd.valid()) return ErrnoError("bootstrap: socket");
   int one = 1;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&*sa), sizeof(*sa)) != 0) {
@@ -51,7 +47,7 @@ absl::StatusOr<std::unique_ptr<BootstrapListener>> BootstrapListener::Listen(
                                                std::strerror(errno),
                                                errno == EADDRINUSE ? " (port in use)" : ""));
   }
-  if (listen(fd.get(), SOMAXCONN) != 0) return Errno("bootstrap: listen");
+  if (listen(fd.get(), SOMAXCONN) != 0) return ErrnoError("bootstrap: listen");
   sockaddr_in bound{};
   socklen_t len = sizeof(bound);
   getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len);
@@ -62,11 +58,11 @@ absl::StatusOr<std::unique_ptr<BootstrapListener>> BootstrapListener::Listen(
 absl::StatusOr<ScopedFd> BootstrapListener::Accept(absl::Duration wait) {
   pollfd p{fd_.get(), POLLIN, 0};
   int n = poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(wait)));
-  if (n < 0 && errno != EINTR) return Errno("bootstrap: poll");
+  if (n < 0 && errno != EINTR) return ErrnoError("bootstrap: poll");
   if (n <= 0) return ScopedFd();
   ScopedFd conn(accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
   if (!conn.valid() && errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
-    return Errno("bootstrap: accept");
+    return ErrnoError("bootstrap: accept");
   }
   return conn;
 }
@@ -76,7 +72,7 @@ absl::StatusOr<ScopedFd> Dial(absl::string_view host_port, absl::Duration timeou
   if (!sa.ok()) return sa.status();
   const absl::Time deadline = absl::Now() + timeout;
   ScopedFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd.valid()) return Errno("bootstrap: socket");
+  if (!fd.valid()) return ErrnoError("bootstrap: socket");
   if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&*sa), sizeof(*sa)) != 0) {
     if (errno != EINPROGRESS) {
       return absl::UnavailableError(
@@ -111,11 +107,11 @@ absl::StatusOr<std::string> ReadLine(int fd, size_t max_bytes, absl::Duration ti
       }
       continue;
     }
-    if (n < 0) return Errno("bootstrap: read");
+    if (n < 0) return ErrnoError("bootstrap: read");
     if (n == 0) return absl::UnavailableError("bootstrap: peer closed before a full line");
     const char* nl = static_cast<const char*>(std::memchr(buf, '\n', n));
     size_t take = nl != nullptr ? static_cast<size_t>(nl - buf) + 1 : static_cast<size_t>(n);
-    if (recv(fd, buf, take, 0) != static_cast<ssize_t>(take)) return Errno("bootstrap: read");
+    if (recv(fd, buf, take, 0) != static_cast<ssize_t>(take)) return ErrnoError("bootstrap: read");
     line.append(buf, nl != nullptr ? take - 1 : take);
     if (line.size() > max_bytes) {
       return absl::InvalidArgumentError(
@@ -139,7 +135,7 @@ absl::Status WriteAll(int fd, absl::string_view data, absl::Duration timeout) {
       }
       continue;
     }
-    return Errno("bootstrap: write");
+    return ErrnoError("bootstrap: write");
   }
   return absl::OkStatus();
 }

@@ -27,10 +27,6 @@
 namespace unloadkv::soft {
 namespace {
 
-absl::Status Errno(absl::string_view what) {
-  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
-}
-
 void SetNoDelayNonBlocking(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -266,7 +262,7 @@ absl::Status Nic::Connect(QpCore* qp, const rnic::QpAttributes& remote) {
   // peer that never answers shows up as the QP going to the error state (kRetryExceeded for
   // the oldest request) within kConnectTimeout. So Connect never blocks its caller's loop.
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Errno("Connect: socket");
+  if (fd < 0) return ErrnoError("Connect: socket");
   bool connecting = false;
   if (connect(fd, reinterpret_cast<const sockaddr*>(&*sa), sizeof(*sa)) != 0) {
     if (errno != EINPROGRESS) {
@@ -325,17 +321,17 @@ absl::StatusOr<std::unique_ptr<SoftDevice>> SoftDevice::Create(const Options& op
   sa.sin_port = htons(options.listen_port);
   if (absl::Status st = ParseHost(options.listen_host, &sa); !st.ok()) return st;
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Errno("soft device: socket");
+  if (fd < 0) return ErrnoError("soft device: socket");
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
-    absl::Status st =
-        Errno(absl::StrCat("soft device: bind ", options.listen_host, ":", options.listen_port));
+    absl::Status st = ErrnoError(
+        absl::StrCat("soft device: bind ", options.listen_host, ":", options.listen_port));
     close(fd);
     return st;
   }
   if (listen(fd, 128) != 0) {
-    absl::Status st = Errno("soft device: listen");
+    absl::Status st = ErrnoError("soft device: listen");
     close(fd);
     return st;
   }
