@@ -1,7 +1,7 @@
 // The KV state of one server: the ordered index (key -> slot, size, version), slot grants
 // held by client connections, and the slab arena they are carved from.
 //
-// A value reaches the store in two steps (ARCHITECTURE.md section 6): GrantSlots hands a client
+// A value reaches the store in two steps (docs/kv.md, "PUT"): GrantSlots hands a client
 // free slots; the client writes a value into one through the write engine and then calls Put
 // naming the grant. Put publishes the slot under the key and frees the key's old slot. A grant
 // is used at most once and only by the client it was given to; anything else is refused and

@@ -202,14 +202,29 @@ TEST(AdaptivePolicyTest, ARareCellFollowsItsColderCell) {
 
 TEST(AdaptivePolicyTest, DoesNotFlapBetweenNearlyEqualPaths) {
   AdaptivePolicy policy;
+  // Unload 1.5% slower than offload, with up to 2% noise: inside the 3% hysteresis, so
+  // neither regime may win over the other for good.
+  ASSERT_GT(AdaptivePolicy::Options().hysteresis, 0.015);
   std::mt19937_64 rng(9);
+  const int cell_size = AdaptivePolicy::SizeClass(64);
+  Path regime_after_warmup = Path::kOffload;
+  uint64_t on_regime = 0, late_writes = 0;
   for (int i = 0; i < 100000; ++i) {
+    if (i == 20000) regime_after_warmup = policy.regime(cell_size, 0);
     Decision d = policy.Decide(uint64_t(rng() % 1000000) << 12, 64, true);
-    // Within 2% of each other, with noise: below the 5% hysteresis.
+    if (i >= 20000) {
+      ++late_writes;
+      if (d.path == regime_after_warmup) ++on_regime;
+    }
     double base = d.path == Path::kOffload ? 2000 : 2030;
     policy.Observe(d, absl::Nanoseconds(base + static_cast<double>(rng() % 40)));
   }
   EXPECT_LE(policy.switches(), 2u);
+  // The regime chosen by 20000 writes holds to the end, and probes of the other path take a
+  // small share of the writes.
+  EXPECT_EQ(policy.regime(cell_size, 0), regime_after_warmup);
+  EXPECT_GE(static_cast<double>(on_regime) / late_writes, 0.9)
+      << on_regime << " of " << late_writes << " on the regime's path";
 }
 
 TEST(AdaptivePolicyTest, NeverUnloadsAWriteThatDoesNotFitASlot) {

@@ -3,6 +3,7 @@
 #include "transport/rpc/rpc.h"
 
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -53,6 +54,21 @@ class RpcTest : public ::testing::Test {
     cb_.reset();
   }
 
+  // Polls `cond` every millisecond for at most `limit`; whether it became true.
+  static bool WaitUntil(const std::function<bool()>& cond,
+                        absl::Duration limit = absl::Seconds(10)) {
+    const absl::Time deadline = absl::Now() + limit;
+    while (!cond()) {
+      if (absl::Now() >= deadline) return false;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return true;
+  }
+  size_t held() {
+    std::lock_guard<std::mutex> l(held_mu_);
+    return held_.size();
+  }
+
   std::unique_ptr<soft::SoftDevice> da_, db_;
   std::unique_ptr<engine::Engine> ea_, eb_;
   std::unique_ptr<engine::Connection> ca_, cb_;
@@ -91,7 +107,7 @@ TEST_F(RpcTest, ManyConcurrentCallsAllComplete) {
       absl::SleepFor(absl::Microseconds(50));  // pushed back: wait for answers
     }
   }
-  while (done.load() < 500) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(WaitUntil([&] { return done.load() == 500; })) << done.load() << " of 500 done";
   EXPECT_EQ(ok.load(), 500);
 }
 
@@ -105,13 +121,10 @@ TEST_F(RpcTest, FlowControlPushesBackInsteadOfBuffering) {
   absl::StatusOr<uint64_t> extra = client_->Call(kNever, "", absl::Seconds(30), nullptr);
   EXPECT_EQ(extra.status().code(), absl::StatusCode::kResourceExhausted);
   // Answering frees room again.
-  while (true) {
-    std::lock_guard<std::mutex> l(held_mu_);
-    if (held_.size() == 8) break;
-  }
+  ASSERT_TRUE(WaitUntil([&] { return held() == 8; })) << held() << " of 8 requests arrived";
   held_[0].Reply(absl::OkStatus(), "late but fine");
   held_[0].Reply(absl::OkStatus(), "twice is ignored");
-  while (done.load() < 1) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(WaitUntil([&] { return done.load() == 1; }));
   std::atomic<bool> echoed{false};
   EXPECT_TRUE(client_
                   ->Call(kEcho, "x", absl::Seconds(5),
@@ -122,7 +135,8 @@ TEST_F(RpcTest, FlowControlPushesBackInsteadOfBuffering) {
     std::lock_guard<std::mutex> l(held_mu_);
     for (Responder& r : held_) r.Reply(absl::OkStatus());
   }
-  while (done.load() < 8 || !echoed.load()) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(WaitUntil([&] { return done.load() == 8 && echoed.load(); }))
+      << done.load() << " of 8 answered, echoed " << echoed.load();
 }
 
 TEST_F(RpcTest, DeadlinesAndCancellationFailCallsAndDropLateAnswers) {
@@ -139,10 +153,7 @@ TEST_F(RpcTest, DeadlinesAndCancellationFailCallsAndDropLateAnswers) {
   client_->Cancel(*id);
   EXPECT_EQ(got.code(), absl::StatusCode::kCancelled);
   // The server answers both late; neither reaches a callback again.
-  while (true) {
-    std::lock_guard<std::mutex> l(held_mu_);
-    if (held_.size() == 2) break;
-  }
+  ASSERT_TRUE(WaitUntil([&] { return held() == 2; })) << held() << " of 2 requests arrived";
   EXPECT_NE(held_[0].deadline(), absl::InfiniteFuture());
   held_[0].Reply(absl::OkStatus(), "late");
   held_[1].Reply(absl::OkStatus(), "late");

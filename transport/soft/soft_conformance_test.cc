@@ -1,5 +1,10 @@
-// Runs the RNIC conformance suite on the soft backend, two devices in one process, each in
-// both progress modes.
+// Runs the RNIC conformance suite on the soft backend, two devices in one process, in both
+// progress modes: an internal progress thread, and progress driven by the device's owner.
+#include <poll.h>
+
+#include <atomic>
+#include <thread>
+
 #include "transport/base/logging.h"
 #include "transport/conformance/conformance_suite.h"
 #include "transport/soft/soft_device.h"
@@ -21,6 +26,57 @@ struct SoftThreaded {
 };
 
 INSTANTIATE_TYPED_TEST_SUITE_P(SoftThreaded, RnicConformanceTest, SoftThreaded);
+
+// No progress thread: the owner drives the device by calling Progress, as an event loop does
+// when event_fd() is readable (and CompletionQueue::Poll does when it finds nothing). Here the
+// owner's loop is a thread of the test that waits on event_fd() and calls Progress(0).
+class OwnerDrivenDevice : public Device {
+ public:
+  explicit OwnerDrivenDevice(std::unique_ptr<soft::SoftDevice> d)
+      : device_(std::move(d)), loop_([this] { Loop(); }) {}
+  ~OwnerDrivenDevice() override {
+    stop_ = true;
+    loop_.join();
+  }
+  std::string transport() const override { return device_->transport(); }
+  DeviceLimits limits() const override { return device_->limits(); }
+  absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length,
+                                                               uint32_t access) override {
+    return device_->RegisterMemory(addr, length, access);
+  }
+  absl::StatusOr<std::unique_ptr<CompletionQueue>> CreateCompletionQueue(int capacity) override {
+    return device_->CreateCompletionQueue(capacity);
+  }
+  absl::StatusOr<std::unique_ptr<QueuePair>> CreateQueuePair(const QpConfig& config) override {
+    return device_->CreateQueuePair(config);
+  }
+  int event_fd() const override { return device_->event_fd(); }
+  int Progress(absl::Duration max_wait) override { return device_->Progress(max_wait); }
+
+ private:
+  void Loop() {
+    while (!stop_.load()) {
+      pollfd p{device_->event_fd(), POLLIN, 0};
+      if (poll(&p, 1, 5) > 0) device_->Progress(absl::ZeroDuration());
+    }
+  }
+  std::unique_ptr<soft::SoftDevice> device_;
+  std::atomic<bool> stop_{false};
+  std::thread loop_;
+};
+
+struct SoftOwnerDriven {
+  static std::string Unavailable() { return ""; }
+  static absl::StatusOr<std::unique_ptr<Device>> NewDevice() {
+    SetMinLogLevel(LogLevel::kError);
+    absl::StatusOr<std::unique_ptr<soft::SoftDevice>> d = soft::SoftDevice::Create({});
+    if (!d.ok()) return d.status();
+    if ((*d)->event_fd() < 0) return absl::InternalError("a caller-driven device has no event_fd");
+    return std::unique_ptr<Device>(new OwnerDrivenDevice(std::move(*d)));
+  }
+};
+
+INSTANTIATE_TYPED_TEST_SUITE_P(SoftOwnerDriven, RnicConformanceTest, SoftOwnerDriven);
 
 }  // namespace
 }  // namespace unloadkv::rnic
