@@ -115,7 +115,8 @@ run_tests() {
   test_phase "ThreadSanitizer on the concurrent parts" --config=tsan //transport/... //client/... //tests/kv/...
   local target
   for target in //transport/soft:frame_fuzzer //transport/engine:staging_header_fuzzer \
-      //transport/rpc:rpc_frame_fuzzer //transport/engine:connection_info_fuzzer; do
+      //transport/rpc:rpc_frame_fuzzer //transport/engine:connection_info_fuzzer \
+      //transport/engine:engine_wire_fuzzer; do
     fuzz_run "$target" 15
   done
   echo

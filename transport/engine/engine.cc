@@ -251,12 +251,14 @@ bool TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
     op.send_slot = c.free_send_slots.back();
     c.free_send_slots.pop_back();
     char* slot = c.send_slots.data() + size_t(op.send_slot) * c.slot_stride;
-    StoreLittleEndian<uint64_t>(slot, 0, c.messages_received);
-    StoreLittleEndian<uint32_t>(slot, 8, c.credits_to_return);
+    MessageHeader header;
+    header.messages_seen = c.messages_received;
+    header.credits_returned = c.credits_to_return;
     // The target delivers the message once these many unloaded writes of each lane are applied.
     for (size_t k = 0; k < c.lanes.size(); ++k) {
-      StoreLittleEndian<uint32_t>(slot, 12 + 4 * k, static_cast<uint32_t>(c.lanes[k].next_seq));
+      header.lane_writes[k] = static_cast<uint32_t>(c.lanes[k].next_seq);
     }
+    EncodeMessageHeader(header, static_cast<int>(c.lanes.size()), slot);
     std::memcpy(slot + c.message_header_bytes, op.message.data(), op.message.size());
     // A message nobody waits for goes unsignaled (on the soft RNIC a signaled SEND costs an
     // ACK packet each); every few, and whenever the last free slot is taken, one is signaled

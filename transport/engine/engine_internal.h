@@ -15,6 +15,7 @@
 #include "transport/base/mapped_memory.h"
 #include "transport/base/mutex.h"
 #include "transport/engine/engine.h"
+#include "transport/engine/engine_wire.h"
 #include "transport/engine/staging_header.h"
 #include "transport/rnic/region_table.h"
 
@@ -27,13 +28,7 @@ inline constexpr uint32_t kAckSlots = 16;            // acks in flight per lane
 // Send WRs a connection may have outstanding beyond its staged writes, acks and messages: the
 // offloaded writes in flight on its main QP.
 inline constexpr uint32_t kOffloadedWrBudget = 256;
-inline constexpr size_t kAckBytes = 16;
-inline constexpr int kMaxLanes = 8;
-// Every message starts with a header riding on the traffic back (little-endian): the number of
-// the receiver's messages its sender had received (uint64; see Quiet), message credits
-// returned (uint32), then per staging lane the number of unloaded writes posted on it before
-// the message (uint32, wrapping), which the receiver applies before delivering it.
-inline constexpr uint32_t MessageHeaderBytes(int lanes) { return 12 + 4 * uint32_t(lanes); }
+// Message headers and acks: engine_wire.h.
 
 // Work request ids: kind in the top byte, connection id below it, an index in the low 32 bits
 // (kAck: lane << 16 | ack slot). kQuietMessage: a message posted unsignaled (it completes only

@@ -150,10 +150,9 @@ void SendAckIfDue(ConnectionState& c, Lane& lane) {
   const uint32_t slot = lane.next_ack_slot++ % kAckSlots;
   const size_t offset = (size_t{lane_index} * kAckSlots + slot) * kAckBytes;
   char* p = c.acks.data() + offset;
-  StoreLittleEndian<uint64_t>(p, 0, lane.expected_seq);
-  StoreLittleEndian<uint32_t>(
-      p, 8, static_cast<uint32_t>(lane.refused ? c.nak_status : rnic::WcStatus::kSuccess));
-  StoreLittleEndian<uint32_t>(p, 12, c.credits_to_return);
+  EncodeAck({lane.expected_seq, lane.refused ? c.nak_status : rnic::WcStatus::kSuccess,
+             c.credits_to_return},
+            p);
   rnic::SendWorkRequest wr =
       rnic::MakeSendWithImm(MakeWrId(WrKind::kAck, c.id, lane_index << 16 | slot),
                             c.acks_mr->Sge(offset, kAckBytes), kImmAck);
@@ -262,10 +261,14 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
             if (staged_valid) CommitStagedWrite(c, c.lanes[staged_lane], copy.length, metrics);
             Repost(c, recv_index);
           } else if (wc.opcode == rnic::WcOpcode::kRecv && wc.has_imm && wc.imm == kImmAck &&
-                     wc.byte_len == kAckBytes && lane >= 0) {
-            uint64_t applied = LoadLittleEndian<uint64_t>(buf, 0);
-            uint32_t status = LoadLittleEndian<uint32_t>(buf, 8);
-            uint32_t credits = LoadLittleEndian<uint32_t>(buf, 12);
+                     lane >= 0) {
+            absl::StatusOr<AckPayload> ack = ParseAck(buf, wc.byte_len);
+            if (!ack.ok()) {
+              Log(LogLevel::kWarning, absl::StrCat("engine: ", ack.status().message()));
+              FailConnection(c, out, FailScope::kClose);  // a protocol violation
+              break;
+            }
+            const uint64_t applied = ack->applied;
             Repost(c, recv_index);
             if (applied > c.lanes[lane].next_seq) {
               Log(LogLevel::kWarning,
@@ -274,21 +277,23 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
               FailConnection(c, out, FailScope::kClose);  // a protocol violation
               break;
             }
-            if (!TakeCredits(c, credits, out)) break;
-            if (status != 0 &&
-                status != static_cast<uint32_t>(rnic::WcStatus::kRemoteAccessError) &&
-                status != static_cast<uint32_t>(rnic::WcStatus::kRemoteInvalidRequest)) {
-              status = static_cast<uint32_t>(rnic::WcStatus::kRemoteInvalidRequest);
-            }
-            AckUnloaded(c, lane, applied, static_cast<rnic::WcStatus>(status), out);
+            if (!TakeCredits(c, ack->credits, out)) break;
+            AckUnloaded(c, lane, applied, ack->status, out);
           } else if (wc.opcode == rnic::WcOpcode::kRecv && wc.has_imm && wc.imm == kImmMessage &&
-                     lane < 0 && wc.byte_len >= c.message_header_bytes) {
+                     lane < 0) {
+            absl::StatusOr<MessageHeader> header =
+                ParseMessageHeader(buf, wc.byte_len, static_cast<int>(c.lanes.size()));
+            if (!header.ok()) {
+              Log(LogLevel::kWarning, absl::StrCat("engine: ", header.status().message()));
+              FailConnection(c, out, FailScope::kClose);  // a protocol violation
+              break;
+            }
             // A message. Its header says how many of our messages the peer had received when it
             // sent it, and how many unloaded writes of each lane it posted before it, which must
             // be applied first.
-            const uint64_t seen = LoadLittleEndian<uint64_t>(buf, 0);
+            const uint64_t seen = header->messages_seen;
             ++c.messages_received;
-            if (!TakeCredits(c, LoadLittleEndian<uint32_t>(buf, 8), out)) break;
+            if (!TakeCredits(c, header->credits_returned, out)) break;
             const uint64_t posted = c.messages_confirmed + c.unconfirmed.size();
             if (seen > posted) {
               Log(LogLevel::kWarning,
@@ -303,9 +308,7 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
             // After a refused staged write nothing later is delivered (RC would have failed).
             if (!c.refusing) {
               ConnectionState::Held h{recv_index, wc.byte_len - c.message_header_bytes, {}};
-              for (size_t k = 0; k < c.lanes.size(); ++k) {
-                h.need[k] = LoadLittleEndian<uint32_t>(buf, 12 + 4 * k);
-              }
+              for (size_t k = 0; k < c.lanes.size(); ++k) h.need[k] = header->lane_writes[k];
               c.held.push_back(h);
             }
           } else {
