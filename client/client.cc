@@ -220,10 +220,7 @@ void Client::Wait(const std::function<bool()>& done) {
       std::unique_lock<std::mutex> drive(drive_mu_, std::try_to_lock);
       if (drive.owns_lock()) {
         // Drive until this caller's own work is done; others' callbacks run here too.
-        while (!done() && !stop_.load()) {
-          if (engine_->PollOnce() > 0) continue;
-          device_->Progress(absl::Milliseconds(1));
-        }
+        while (!done() && !stop_.load()) engine_->Drive(absl::Milliseconds(1));
         drive.unlock();
         Signal();  // another waiter may take over
         continue;

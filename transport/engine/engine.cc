@@ -1,8 +1,6 @@
 // Set-up and the initiator side of the write engine.
 #include "transport/engine/engine.h"
 
-#include <poll.h>
-
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -15,6 +13,7 @@
 #include "transport/base/little_endian.h"
 #include "transport/base/logging.h"
 #include "transport/engine/engine_internal.h"
+#include "transport/rnic/wait.h"
 
 namespace unloadkv::engine {
 
@@ -775,17 +774,22 @@ void Engine::Start() {
     threads_.emplace_back([this, worker = w.get()] {
       while (!stop_.load(std::memory_order_acquire)) {
         if (worker->PollOnce(*table_, options_.metrics) > 0) continue;
-        if (device_->event_fd() >= 0) {
-          device_->Progress(absl::Milliseconds(1));
-        } else if (worker->cq->notify_fd() >= 0) {
-          worker->cq->RequestNotify();
-          if (worker->PollOnce(*table_, options_.metrics) > 0) continue;
-          pollfd p{worker->cq->notify_fd(), POLLIN, 0};
-          ::poll(&p, 1, 1);
-        }
+        rnic::WaitForWork(*device_, *worker->cq, absl::Milliseconds(1),
+                          [&] { return worker->PollOnce(*table_, options_.metrics) > 0; });
       }
     });
   }
+}
+
+int Engine::Drive(absl::Duration max_wait) {
+  int n = PollOnce();
+  if (n > 0) return n;
+  // A caller-driven engine has one worker worth waiting on (the SDK's has exactly one).
+  rnic::WaitForWork(*device_, *workers_.front()->cq, max_wait, [&] {
+    n = PollOnce();
+    return n > 0;
+  });
+  return n > 0 ? n : PollOnce();
 }
 
 void Engine::Stop() {

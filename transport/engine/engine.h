@@ -192,6 +192,10 @@ class Engine {
 
   // Processes whatever completions every worker has; returns how many. Never blocks.
   int PollOnce();
+  // For an engine without worker threads (Start not called): processes completions, waiting
+  // at most `max_wait` for some when there are none (rnic::WaitForWork); returns how many.
+  // Blocks: call it from a thread that may wait, one at a time.
+  int Drive(absl::Duration max_wait);
   // Runs each worker on its own thread until Stop() or destruction.
   void Start();
   void Stop();

@@ -198,7 +198,12 @@ class Nic : public std::enable_shared_from_this<Nic> {
                      absl::string_view reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Serializes Progress calls, so that events fetched by epoll_wait (outside mu_) refer to
-  // streams that are still allocated: streams are freed only by Reap, inside Progress.
+  // streams that are still allocated: streams are freed only by Reap, inside Progress. It is
+  // held across epoll_wait on purpose, and the cost is that a second thread calling Progress
+  // queues behind the first for up to its max_wait. Two epoll_waits on one epoll fd would each
+  // see readiness the other consumes, so there is nothing to gain from letting them overlap;
+  // threads that must not wait pass max_wait = 0 (an engine worker on a busy device does, as it
+  // only progresses when its CQ is empty) or use progress_thread.
   Mutex progress_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   Mutex mu_;
   const int listen_fd_;
