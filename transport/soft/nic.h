@@ -201,9 +201,9 @@ class Nic : public std::enable_shared_from_this<Nic> {
   // streams that are still allocated: streams are freed only by Reap, inside Progress. It is
   // held across epoll_wait on purpose, and the cost is that a second thread calling Progress
   // queues behind the first for up to its max_wait. Two epoll_waits on one epoll fd would each
-  // see readiness the other consumes, so there is nothing to gain from letting them overlap;
-  // threads that must not wait pass max_wait = 0 (an engine worker on a busy device does, as it
-  // only progresses when its CQ is empty) or use progress_thread.
+  // see readiness the other consumes, so there is nothing to gain from letting them overlap.
+  // Engine workers progress only when their CQ is empty, for at most 1 ms (rnic::WaitForWork),
+  // so a worker queues behind another for at most that; an event loop passes 0.
   Mutex progress_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   Mutex mu_;
   const int listen_fd_;
