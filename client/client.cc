@@ -56,14 +56,6 @@ namespace {
 
 constexpr uint32_t kGrantBatch = 16;
 
-absl::Status CheckKey(absl::string_view key) {
-  if (key.empty() || key.size() > proto::kMaxKeyBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("key of ", key.size(), " bytes; keys are 1..", proto::kMaxKeyBytes, " bytes"));
-  }
-  return absl::OkStatus();
-}
-
 // The state of one synchronous call: the callback fills it under the mutex; the waiter reads
 // it after Client::Wait saw `done`, taking the mutex so the callback has finished with it.
 template <typename T>
@@ -383,11 +375,8 @@ void Client::WriteAndPut(const std::string& key, const std::string& value,
 }
 
 void Client::PutAsync(absl::string_view key, absl::string_view value, PutDone done) {
-  if (absl::Status st = CheckKey(key); !st.ok()) return done(st);
-  if (value.size() > proto::kMaxValueBytes) {
-    return done(absl::InvalidArgumentError(absl::StrCat(
-        "value of ", value.size(), " bytes; values are at most ", proto::kMaxValueBytes)));
-  }
+  if (absl::Status st = proto::CheckKey(key); !st.ok()) return done(st);
+  if (absl::Status st = proto::CheckValueSize(value.size()); !st.ok()) return done(st);
   if (conn_->failed()) return done(ConnectionError());
   WithGrant(static_cast<uint32_t>(value.size()),
             [this, k = std::string(key), v = std::string(value),
@@ -399,7 +388,7 @@ void Client::PutAsync(absl::string_view key, absl::string_view value, PutDone do
 
 void Client::GetAsync(absl::string_view key,
                       std::function<void(absl::StatusOr<std::string>)> done) {
-  if (absl::Status st = CheckKey(key); !st.ok()) return done(st);
+  if (absl::Status st = proto::CheckKey(key); !st.ok()) return done(st);
   proto::GetRequest req;
   req.set_key(std::string(key));
   absl::Status st = Call(proto::GET, req, [done](absl::StatusOr<std::string> bytes) {
@@ -411,7 +400,7 @@ void Client::GetAsync(absl::string_view key,
 }
 
 void Client::DeleteAsync(absl::string_view key, std::function<void(absl::Status)> done) {
-  if (absl::Status st = CheckKey(key); !st.ok()) return done(st);
+  if (absl::Status st = proto::CheckKey(key); !st.ok()) return done(st);
   proto::DeleteRequest req;
   req.set_key(std::string(key));
   absl::Status st = Call(proto::DELETE, req, [done](absl::StatusOr<std::string> bytes) {

@@ -5,6 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
 namespace unloadkv::proto {
 
 inline constexpr size_t kMaxKeyBytes = 256;
@@ -29,6 +32,10 @@ static_assert(SlotClassCapacity(kSlotClasses - 1) == kMaxValueBytes, "largest cl
 // Engine message size both ends configure: the largest response (a Get of the largest value,
 // or a Scan page) plus RPC header and protobuf framing.
 inline constexpr uint32_t kMaxMessageBytes = kMaxValueBytes + 4096;
+
+// The checks both sides apply: InvalidArgument naming the size and the limit.
+absl::Status CheckKey(absl::string_view key);  // 1..kMaxKeyBytes bytes
+absl::Status CheckValueSize(size_t size);      // at most kMaxValueBytes
 
 }  // namespace unloadkv::proto
 

@@ -6,20 +6,9 @@ namespace unloadkv::server {
 
 KvStore::KvStore(const char* arena, size_t arena_bytes) : arena_(arena), slabs_(arena_bytes) {}
 
-absl::Status KvStore::CheckKey(absl::string_view key) {
-  if (key.empty() || key.size() > kMaxKeyBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("key of ", key.size(), " bytes; keys are 1..", kMaxKeyBytes, " bytes"));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::vector<KvStore::Grant>> KvStore::GrantSlots(uint64_t client, uint32_t size,
                                                                 uint32_t count) {
-  if (size > kMaxValueBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("value of ", size, " bytes; values are at most ", kMaxValueBytes, " bytes"));
-  }
+  if (absl::Status st = proto::CheckValueSize(size); !st.ok()) return st;
   if (count < 1 || count > kMaxGrantsPerRequest) {
     return absl::InvalidArgumentError(
         absl::StrCat("grant count ", count, "; ask for 1..", kMaxGrantsPerRequest));
@@ -48,7 +37,7 @@ absl::StatusOr<std::vector<KvStore::Grant>> KvStore::GrantSlots(uint64_t client,
 
 absl::StatusOr<uint64_t> KvStore::Put(uint64_t client, absl::string_view key, uint64_t grant_id,
                                       uint32_t value_size) {
-  if (absl::Status st = CheckKey(key); !st.ok()) return st;
+  if (absl::Status st = proto::CheckKey(key); !st.ok()) return st;
   MutexLock l(&mu_);
   auto g = grants_.find(grant_id);
   if (g == grants_.end() || g->second.client != client) {
@@ -71,7 +60,7 @@ absl::StatusOr<uint64_t> KvStore::Put(uint64_t client, absl::string_view key, ui
 }
 
 absl::StatusOr<KvStore::Value> KvStore::Get(absl::string_view key) const {
-  if (absl::Status st = CheckKey(key); !st.ok()) return st;
+  if (absl::Status st = proto::CheckKey(key); !st.ok()) return st;
   MutexLock l(&mu_);
   auto it = index_.find(key);
   if (it == index_.end()) return absl::NotFoundError("no such key");
@@ -80,7 +69,7 @@ absl::StatusOr<KvStore::Value> KvStore::Get(absl::string_view key) const {
 }
 
 absl::StatusOr<uint64_t> KvStore::Delete(absl::string_view key) {
-  if (absl::Status st = CheckKey(key); !st.ok()) return st;
+  if (absl::Status st = proto::CheckKey(key); !st.ok()) return st;
   MutexLock l(&mu_);
   auto it = index_.find(key);
   if (it == index_.end()) return absl::NotFoundError("no such key");

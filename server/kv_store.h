@@ -95,7 +95,6 @@ class KvStore {
     uint64_t client = 0;
     Slot slot;
   };
-  static absl::Status CheckKey(absl::string_view key);
 
   const char* const arena_;
   mutable Mutex mu_;
