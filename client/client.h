@@ -22,30 +22,23 @@
 #ifndef UNLOADKV_CLIENT_CLIENT_H_
 #define UNLOADKV_CLIENT_CLIENT_H_
 
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "proto/kv.pb.h"
-#include "transport/base/mapped_memory.h"
-#include "transport/base/mutex.h"
-#include "transport/engine/engine.h"
-#include "transport/engine/metrics.h"
-#include "transport/rnic/device.h"
-#include "transport/rpc/rpc.h"
 
 namespace unloadkv {
+
+namespace engine {
+class EngineMetrics;  // transport/engine/metrics.h
+}  // namespace engine
 
 struct ClientOptions {
   std::string server = "127.0.0.1:7070";  // kvserver's --listen address
@@ -55,7 +48,7 @@ struct ClientOptions {
   std::string policy =
       "adaptive";          // path policy of value writes: offload, unload, adaptive, split:F
   int max_in_flight = 64;  // requests outstanding on the connection (1..1024)
-  absl::Duration timeout = absl::Seconds(5);  // per request
+  absl::Duration timeout = absl::Seconds(5);  // per request, and for Connect as a whole
   int max_retries = 3;
   // Optional extra sink for the engine's metrics (e.g. Prometheus); must outlive the Client.
   engine::EngineMetrics* metrics = nullptr;
@@ -100,60 +93,16 @@ class Client {
   // thread only. For waiting on async requests; never call it from a callback.
   void Wait(const std::function<bool()>& done);
 
-  int in_flight() const { return rpc_->in_flight(); }
-  bool connected() const { return !conn_->failed(); }
+  int in_flight() const;
+  bool connected() const;
   WriteStats write_stats() const;
-  const std::string& staging_memory() const { return engine_->staging_memory(); }
+  // How the connection's staging ring is backed ("2 MiB huge pages", or 4 KiB pages and why).
+  const std::string& staging_memory() const;
 
  private:
-  struct Grants;     // per size class: pooled grants and Puts waiting for one
-  class WriteCount;  // engine metrics: counts, then forwards to options.metrics
-
-  using Reply = std::function<void(absl::StatusOr<std::string>)>;
-  using PutDone = std::function<void(absl::StatusOr<uint64_t>)>;
-  using GrantUse = std::function<void(absl::StatusOr<proto::SlotGrant>)>;
-
-  Client() = default;
-  // Starts a request with a callback and returns its result once Wait saw it.
-  template <typename T, typename Start>
-  T Await(Start start);
-  // Wakes threads in Wait: something completed, or the driver let go.
-  void Signal();
-  // Sends one request; `done` runs exactly once if this returns OK, never otherwise.
-  absl::Status Call(proto::Method method, const google::protobuf::Message& req, Reply done);
-  // Calls `use` with a grant able to hold `size` bytes, fetching more when the pool is empty.
-  void WithGrant(uint32_t size, GrantUse use);
-  void RequestGrants(int size_class);
-  void ReturnGrant(const proto::SlotGrant& g);
-  // Writes the value into the granted slot through the engine, then sends the PUT.
-  void WriteAndPut(const std::string& key, const std::string& value, const proto::SlotGrant& g,
-                   PutDone done);
-  absl::Status ConnectionError() const;
-  // One PING round trip, without retries.
-  absl::Status Ping(absl::Duration timeout);
-
-  ClientOptions options_;
-  std::unique_ptr<rnic::Device> device_;
-  std::unique_ptr<WriteCount> write_count_;
-  std::unique_ptr<engine::Engine> engine_;
-  std::unique_ptr<MappedMemory> buffers_;  // max_in_flight value buffers, registered
-  std::unique_ptr<rnic::MemoryRegion> buffers_mr_;
-  std::shared_ptr<engine::Connection> conn_;
-  std::unique_ptr<rpc::RpcClient> rpc_;
-
-  mutable Mutex mu_;
-  std::vector<uint32_t> free_buffers_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<Grants>> grants_ ABSL_GUARDED_BY(mu_);  // by size class
-
-  // caller_progress: the thread holding drive_mu_ drives; the others sleep on progress_cv_
-  // until it made progress.
-  std::mutex drive_mu_;
-  std::mutex progress_mu_;
-  std::condition_variable progress_cv_;
-  uint64_t progress_epoch_ = 0;  // guarded by progress_mu_
-
-  std::atomic<bool> stop_{false};
-  std::thread ticker_;  // fails requests whose deadline passed
+  class Impl;  // client_impl.h: the transport stays behind it
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace unloadkv

@@ -1,0 +1,142 @@
+// Client::Impl: connecting, waiting for answers, sending requests.
+#include "client/client_impl.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "proto/limits.h"
+#include "transport/backends/open_device.h"
+#include "transport/rpc/bootstrap.h"
+
+namespace unloadkv {
+
+absl::StatusOr<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const ClientOptions& options) {
+  if (options.max_in_flight < 1 || options.max_in_flight > 1024) {
+    return absl::InvalidArgumentError("max_in_flight must be in 1..1024");
+  }
+  auto policy = engine::MakePolicy(options.policy);
+  if (!policy.ok()) return policy.status();
+  std::unique_ptr<Impl> c(new Impl());
+  c->options_ = options;
+  backends::DeviceSpec spec;
+  spec.transport = options.transport;
+  spec.soft_host = options.soft_host;
+  spec.verbs_device = options.verbs_device;
+  auto device = backends::OpenDevice(spec);
+  if (!device.ok()) return device.status();
+  c->device_ = std::move(*device);
+  c->write_count_ = std::make_unique<client_internal::WriteCount>(options.metrics);
+  engine::EngineOptions eo;
+  eo.max_message_bytes = proto::kMaxMessageBytes;
+  eo.metrics = c->write_count_.get();
+  auto engine = engine::Engine::Create(c->device_.get(), eo);
+  if (!engine.ok()) return engine.status();
+  c->engine_ = std::move(*engine);
+  // Twice the requests in flight: a buffer is held until its write completes, which may be
+  // after the PUT that follows it was answered.
+  auto buffers = client_internal::ValueBuffers::Create(
+      c->engine_.get(), 2 * static_cast<size_t>(options.max_in_flight));
+  if (!buffers.ok()) return buffers.status();
+  c->buffers_ = std::move(*buffers);
+
+  auto conn = c->engine_->CreateConnection(std::move(*policy));
+  if (!conn.ok()) return conn.status();
+  c->conn_ = std::move(*conn);
+  c->rpc_ =
+      std::make_unique<rpc::RpcClient>(c->conn_.get(), RealClock::Get(), options.max_in_flight);
+  // One deadline for the whole of Connect: the bootstrap exchange and the first round trip.
+  const absl::Time deadline = absl::Now() + options.timeout;
+  auto answer = rpc::ExchangeAsClient(
+      options.server, engine::EncodeConnectionInfo(c->conn_->local_info()), options.timeout);
+  if (!answer.ok()) {
+    return absl::Status(answer.status().code(),
+                        absl::StrCat("connecting to kvserver at ", options.server, ": ",
+                                     answer.status().message()));
+  }
+  auto remote = engine::DecodeConnectionInfo(*answer);
+  if (!remote.ok()) return remote.status();
+  if (absl::Status st = c->conn_->Connect(*remote); !st.ok()) return st;
+  if (!options.caller_progress) c->engine_->Start();
+  Impl* self = c.get();
+  c->ticker_ = std::thread([self] {
+    while (!self->stop_.load()) {
+      absl::SleepFor(absl::Milliseconds(5));
+      self->rpc_->CheckDeadlines();
+    }
+  });
+  // The first message proves the data path both ways (the server releases a connection that
+  // sends none within its handshake deadline), and a path that does not work fails here.
+  const absl::Status ping = c->Ping(std::max(deadline - absl::Now(), absl::Milliseconds(1)));
+  if (!ping.ok()) {
+    return absl::Status(ping.code(), absl::StrCat("connecting to kvserver at ", options.server,
+                                                  ": first round trip: ", ping.message()));
+  }
+  return c;
+}
+
+Client::Impl::~Impl() {
+  stop_ = true;
+  if (ticker_.joinable()) ticker_.join();
+  if (engine_) engine_->Stop();
+  rpc_.reset();   // fails calls still outstanding with CANCELLED
+  conn_.reset();  // flushes writes still queued
+}
+
+absl::Status Client::Impl::ConnectionError() const {
+  return absl::UnavailableError(
+      absl::StrCat("connection to kvserver at ", options_.server, " lost"));
+}
+
+void Client::Impl::Signal() {
+  {
+    std::lock_guard<std::mutex> l(progress_mu_);
+    ++progress_epoch_;
+  }
+  progress_cv_.notify_all();
+}
+
+void Client::Impl::Wait(const std::function<bool()>& done) {
+  while (!done()) {
+    if (options_.caller_progress) {
+      std::unique_lock<std::mutex> drive(drive_mu_, std::try_to_lock);
+      if (drive.owns_lock()) {
+        // Drive until this caller's own work is done; others' callbacks run here too.
+        while (!done() && !stop_.load()) engine_->Drive(absl::Milliseconds(1));
+        drive.unlock();
+        Signal();  // another waiter may take over
+        continue;
+      }
+    }
+    std::unique_lock<std::mutex> l(progress_mu_);
+    const uint64_t epoch = progress_epoch_;
+    progress_cv_.wait_for(l, std::chrono::milliseconds(options_.caller_progress ? 1 : 100),
+                          [&] { return progress_epoch_ != epoch || done(); });
+  }
+}
+
+absl::Status Client::Impl::Call(proto::Method method, const google::protobuf::Message& req,
+                                Reply done) {
+  // Every answer wakes the threads in Wait after its callback ran.
+  absl::StatusOr<uint64_t> id = rpc_->Call(method, req.SerializeAsString(), options_.timeout,
+                                           [this, done = std::move(done)](auto r) {
+                                             done(std::move(r));
+                                             Signal();
+                                           });
+  if (id.ok()) return absl::OkStatus();
+  return conn_->failed() ? ConnectionError() : id.status();
+}
+
+absl::Status Client::Impl::Ping(absl::Duration timeout) {
+  proto::PingRequest req;
+  return Await<absl::StatusOr<std::string>>([&](Reply d) {
+           absl::StatusOr<uint64_t> id = rpc_->Call(proto::PING, req.SerializeAsString(), timeout,
+                                                    [this, d](absl::StatusOr<std::string> r) {
+                                                      d(std::move(r));
+                                                      Signal();
+                                                    });
+           if (!id.ok()) d(conn_->failed() ? ConnectionError() : id.status());
+         })
+      .status();
+}
+
+}  // namespace unloadkv

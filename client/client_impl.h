@@ -1,0 +1,107 @@
+// Client::Impl: what stands behind the SDK's public header. Private to client/; users include
+// client.h only. Thread-safety as Client's.
+#ifndef UNLOADKV_CLIENT_CLIENT_IMPL_H_
+#define UNLOADKV_CLIENT_CLIENT_IMPL_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "client/client.h"
+#include "client/grant_pool.h"
+#include "client/sync_call.h"
+#include "client/value_buffers.h"
+#include "client/write_count.h"
+#include "google/protobuf/message.h"
+#include "transport/engine/engine.h"
+#include "transport/rnic/device.h"
+#include "transport/rpc/rpc.h"
+
+namespace unloadkv {
+
+class Client::Impl {
+ public:
+  using Reply = std::function<void(absl::StatusOr<std::string>)>;
+  using PutDone = std::function<void(absl::StatusOr<uint64_t>)>;
+
+  // Opens the device and engine, exchanges connection details with the server and completes
+  // one PING round trip, all within options.timeout (client_impl.cc).
+  static absl::StatusOr<std::unique_ptr<Impl>> Connect(const ClientOptions& options);
+  ~Impl();
+
+  // Operations (client_ops.cc).
+  void PutAsync(absl::string_view key, absl::string_view value, PutDone done);
+  void GetAsync(absl::string_view key, std::function<void(absl::StatusOr<std::string>)> done);
+  void DeleteAsync(absl::string_view key, std::function<void(absl::Status)> done);
+  absl::Status Put(absl::string_view key, absl::string_view value);
+  absl::StatusOr<std::string> Get(absl::string_view key);
+  absl::Status Delete(absl::string_view key);
+  absl::StatusOr<ScanPage> Scan(absl::string_view start, absl::string_view end, uint32_t limit);
+  absl::StatusOr<proto::StatsResponse> Stats();
+
+  // Waiting and state (client_impl.cc).
+  void Wait(const std::function<bool()>& done);
+  int in_flight() const { return rpc_->in_flight(); }
+  bool connected() const { return !conn_->failed(); }
+  WriteStats write_stats() const { return write_count_->stats(); }
+  const std::string& staging_memory() const { return engine_->staging_memory(); }
+
+ private:
+  Impl() = default;
+  // Starts a request with a callback and returns its result once Wait saw it.
+  template <typename T, typename Start>
+  T Await(Start start);
+  // Wakes threads in Wait: something completed, or the driver let go.
+  void Signal();
+  // Sends one request; `done` runs exactly once if this returns OK, never otherwise.
+  absl::Status Call(proto::Method method, const google::protobuf::Message& req, Reply done);
+  // One PING round trip, without retries.
+  absl::Status Ping(absl::Duration timeout);
+  absl::Status ConnectionError() const;
+
+  // The PUT path (client_ops.cc): a grant, the value write, the PUT.
+  void WithGrant(uint32_t size, client_internal::GrantPool::Use use);
+  void RequestGrants(int size_class);
+  void WriteAndPut(const std::string& key, const std::string& value, const proto::SlotGrant& g,
+                   PutDone done);
+
+  ClientOptions options_;
+  std::unique_ptr<rnic::Device> device_;
+  std::unique_ptr<client_internal::WriteCount> write_count_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<client_internal::ValueBuffers> buffers_;
+  client_internal::GrantPool grants_;
+  std::shared_ptr<engine::Connection> conn_;
+  std::unique_ptr<rpc::RpcClient> rpc_;
+
+  // caller_progress: the thread holding drive_mu_ drives; the others sleep on progress_cv_
+  // until it made progress.
+  std::mutex drive_mu_;
+  std::mutex progress_mu_;
+  std::condition_variable progress_cv_;
+  uint64_t progress_epoch_ = 0;  // guarded by progress_mu_
+
+  std::atomic<bool> stop_{false};
+  std::thread ticker_;  // fails requests whose deadline passed, or all once the connection failed
+};
+
+template <typename T, typename Start>
+T Client::Impl::Await(Start start) {
+  client_internal::Pending<T> s;
+  start([&s](T r) {
+    std::lock_guard<std::mutex> l(s.mu);
+    s.result.emplace(std::move(r));
+    s.done.store(true, std::memory_order_release);
+  });
+  Wait([&s] { return s.done.load(std::memory_order_acquire); });
+  std::lock_guard<std::mutex> l(s.mu);  // the callback has left its critical section
+  return std::move(*s.result);
+}
+
+}  // namespace unloadkv
+
+#endif  // UNLOADKV_CLIENT_CLIENT_IMPL_H_

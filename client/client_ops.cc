@@ -1,0 +1,194 @@
+// Client::Impl: the operations. A PUT takes a grant (GrantPool, asking the server for more
+// when the class's pool is empty), writes the value from a registered buffer (ValueBuffers)
+// into the granted slot through the engine, and sends the PUT behind it on the connection.
+#include <cstring>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "client/client_impl.h"
+#include "proto/limits.h"
+
+namespace unloadkv {
+
+void Client::Impl::WithGrant(uint32_t size, client_internal::GrantPool::Use use) {
+  const int cls = proto::SlotClassOf(size);
+  bool request = false;
+  std::optional<proto::SlotGrant> ready = grants_.TakeOrWait(cls, std::move(use), &request);
+  if (ready) {
+    use(*ready);
+  } else if (request) {
+    RequestGrants(cls);
+  }
+}
+
+void Client::Impl::RequestGrants(int cls) {
+  proto::GrantRequest req;
+  req.set_size(proto::SlotClassCapacity(cls));
+  req.set_count(grants_.RequestSize(cls));
+  auto on_reply = [this, cls](absl::StatusOr<std::string> bytes) {
+    client_internal::GrantPool::Answered a =
+        grants_.OnAnswer(cls, client_internal::Parse<proto::GrantResponse>(std::move(bytes)));
+    for (auto& [use, grant] : a.run) use(std::move(grant));
+    if (a.again) RequestGrants(cls);
+  };
+  if (absl::Status st = Call(proto::GRANT, req, on_reply); !st.ok()) on_reply(st);
+}
+
+void Client::Impl::WriteAndPut(const std::string& key, const std::string& value,
+                               const proto::SlotGrant& g, PutDone done) {
+  const uint32_t size = static_cast<uint32_t>(value.size());
+  // The value write and the PUT go out together (one doorbell; one packet train on soft). The
+  // batch ends before `done` runs on an error path: a callback may wait for this connection.
+  std::optional<engine::Connection::Batch> batch;
+  batch.emplace(conn_->BeginBatch());
+  std::optional<engine::Path> posted;
+  std::function<void()> release;  // frees the value buffer; empty for an empty value
+  if (size > 0) {
+    const std::optional<uint32_t> taken = buffers_->Take();
+    if (!taken) {
+      batch.reset();
+      grants_.Return(g);
+      return done(absl::ResourceExhaustedError("all value buffers in use; retry"));
+    }
+    const uint32_t buf = *taken;
+    std::memcpy(buffers_->data(buf), value.data(), size);
+    // The buffer is free again once the write completed, or once the server answered the PUT
+    // behind it (it handles a message only after the writes before it are placed, so the NIC
+    // is done reading the buffer), whichever comes first: the write's own completion can trail
+    // the answer, and waiting for it would run out of buffers under load.
+    release = [this, buf, once = std::make_shared<std::atomic<bool>>(false)] {
+      if (once->exchange(true)) return;
+      buffers_->Release(buf);
+    };
+    // Lazy: the PUT's answer confirms the write, so the NIC need not acknowledge each one.
+    engine::WriteOptions lazy;
+    lazy.lazy_completion = true;
+    absl::Status st = conn_->Write(
+        buffers_->Sge(buf, size), g.addr(), g.rkey(),
+        [release](const engine::WriteResult&) { release(); }, &posted, lazy);
+    if (!st.ok()) {
+      batch.reset();
+      release();
+      return done(conn_->failed() ? ConnectionError() : st);
+    }
+  }
+  proto::PutRequest req;
+  req.set_key(key);
+  req.set_grant_id(g.grant_id());
+  req.set_value_size(size);
+  req.set_value_path(!posted                            ? proto::PATH_UNKNOWN
+                     : *posted == engine::Path::kUnload ? proto::UNLOAD
+                                                        : proto::OFFLOAD);
+  absl::Status st = Call(proto::PUT, req, [done, release](absl::StatusOr<std::string> bytes) {
+    // An answer from the server (not a local timeout or cancellation) means it saw the PUT.
+    const absl::StatusCode code = bytes.status().code();
+    if (release && code != absl::StatusCode::kDeadlineExceeded &&
+        code != absl::StatusCode::kCancelled) {
+      release();
+    }
+    absl::StatusOr<proto::PutResponse> r =
+        client_internal::Parse<proto::PutResponse>(std::move(bytes));
+    if (!r.ok()) return done(std::move(r).status());
+    done(r->version());
+  });
+  batch.reset();
+  if (!st.ok()) {
+    grants_.Return(g);  // never named by a PUT: still unused
+    done(st);
+  }
+}
+
+void Client::Impl::PutAsync(absl::string_view key, absl::string_view value, PutDone done) {
+  if (absl::Status st = proto::CheckKey(key); !st.ok()) return done(st);
+  if (absl::Status st = proto::CheckValueSize(value.size()); !st.ok()) return done(st);
+  if (conn_->failed()) return done(ConnectionError());
+  WithGrant(static_cast<uint32_t>(value.size()),
+            [this, k = std::string(key), v = std::string(value),
+             done](absl::StatusOr<proto::SlotGrant> g) {
+              if (!g.ok()) return done(std::move(g).status());
+              WriteAndPut(k, v, *g, done);
+            });
+}
+
+void Client::Impl::GetAsync(absl::string_view key,
+                            std::function<void(absl::StatusOr<std::string>)> done) {
+  if (absl::Status st = proto::CheckKey(key); !st.ok()) return done(st);
+  proto::GetRequest req;
+  req.set_key(std::string(key));
+  absl::Status st = Call(proto::GET, req, [done](absl::StatusOr<std::string> bytes) {
+    absl::StatusOr<proto::GetResponse> r =
+        client_internal::Parse<proto::GetResponse>(std::move(bytes));
+    if (!r.ok()) return done(std::move(r).status());
+    done(std::move(*r->mutable_value()));
+  });
+  if (!st.ok()) done(st);
+}
+
+void Client::Impl::DeleteAsync(absl::string_view key, std::function<void(absl::Status)> done) {
+  if (absl::Status st = proto::CheckKey(key); !st.ok()) return done(st);
+  proto::DeleteRequest req;
+  req.set_key(std::string(key));
+  absl::Status st = Call(proto::DELETE, req, [done](absl::StatusOr<std::string> bytes) {
+    done(client_internal::Parse<proto::DeleteResponse>(std::move(bytes)).status());
+  });
+  if (!st.ok()) done(st);
+}
+
+absl::Status Client::Impl::Put(absl::string_view key, absl::string_view value) {
+  return client_internal::WithRetries<absl::Status>(options_.max_retries, /*idempotent=*/true, [&] {
+    return Await<absl::StatusOr<uint64_t>>([&](PutDone d) { PutAsync(key, value, d); }).status();
+  });
+}
+
+absl::StatusOr<std::string> Client::Impl::Get(absl::string_view key) {
+  return client_internal::WithRetries<absl::StatusOr<std::string>>(options_.max_retries, true, [&] {
+    return Await<absl::StatusOr<std::string>>(
+        [&](std::function<void(absl::StatusOr<std::string>)> d) { GetAsync(key, d); });
+  });
+}
+
+absl::Status Client::Impl::Delete(absl::string_view key) {
+  // Not retried on a timeout: the first attempt may have applied, and a retry would then
+  // report NOT_FOUND for a delete that succeeded.
+  return client_internal::WithRetries<absl::Status>(options_.max_retries, false, [&] {
+    return Await<absl::Status>([&](std::function<void(absl::Status)> d) { DeleteAsync(key, d); });
+  });
+}
+
+absl::StatusOr<ScanPage> Client::Impl::Scan(absl::string_view start, absl::string_view end,
+                                            uint32_t limit) {
+  proto::ScanRequest req;
+  req.set_start_key(std::string(start));
+  req.set_end_key(std::string(end));
+  req.set_limit(limit);
+  return client_internal::WithRetries<absl::StatusOr<ScanPage>>(options_.max_retries, true, [&] {
+    auto bytes = Await<absl::StatusOr<std::string>>([&](Reply d) {
+      if (absl::Status st = Call(proto::SCAN, req, d); !st.ok()) d(st);
+    });
+    absl::StatusOr<proto::ScanResponse> r =
+        client_internal::Parse<proto::ScanResponse>(std::move(bytes));
+    if (!r.ok()) return absl::StatusOr<ScanPage>(std::move(r).status());
+    if (r->keys_size() != r->values_size()) {
+      return absl::StatusOr<ScanPage>(absl::InternalError("scan response: keys and values differ"));
+    }
+    ScanPage page;
+    for (int i = 0; i < r->keys_size(); ++i) {
+      page.items.emplace_back(std::move(*r->mutable_keys(i)), std::move(*r->mutable_values(i)));
+    }
+    page.more = r->more();
+    return absl::StatusOr<ScanPage>(std::move(page));
+  });
+}
+
+absl::StatusOr<proto::StatsResponse> Client::Impl::Stats() {
+  proto::StatsRequest req;
+  return client_internal::WithRetries<absl::StatusOr<proto::StatsResponse>>(
+      options_.max_retries, true, [&] {
+        return client_internal::Parse<proto::StatsResponse>(
+            Await<absl::StatusOr<std::string>>([&](Reply d) {
+              if (absl::Status st = Call(proto::STATS, req, d); !st.ok()) d(st);
+            }));
+      });
+}
+
+}  // namespace unloadkv
