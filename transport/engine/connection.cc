@@ -1,0 +1,187 @@
+// Connection set-up (Engine::CreateConnection, Connection::Connect), state and teardown.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "transport/base/logging.h"
+#include "transport/engine/engine.h"
+#include "transport/engine/engine_internal.h"
+#include "transport/engine/staging_header.h"
+
+namespace unloadkv::engine {
+
+Connection::~Connection() {
+  Deferred out;
+  {
+    MutexLock l(&state_->mu);
+    FailConnection(*state_, out, FailScope::kClose);
+    // The worker forgets this connection below: complete whatever is still waiting.
+    for (Op& op : state_->ops) MarkDone(*state_, op, rnic::WcStatus::kFlushed);
+    FinishInOrder(*state_, out);
+  }
+  for (auto& f : out) f();
+  for (const std::unique_ptr<Engine::Worker>& w : state_->engine->workers_) {
+    MutexLock l(&w->mu);
+    w->conns.erase(state_->id);
+  }
+}
+
+const ConnectionInfo& Connection::local_info() const { return state_->local; }
+
+Connection::QueueState Connection::queue_state() const {
+  MutexLock l(&state_->mu);
+  return {static_cast<uint32_t>(state_->free_send_slots.size()), state_->send_wrs};
+}
+
+bool Connection::failed() const {
+  MutexLock l(&state_->mu);
+  return state_->failed;
+}
+
+uint64_t Connection::messages_received() const {
+  MutexLock l(&state_->mu);
+  return state_->messages_received;
+}
+
+void Connection::SetMessageHandler(MessageHandler handler) {
+  {
+    MutexLock l(&state_->mu);
+    std::swap(state_->handler, handler);
+  }
+  // The old handler is destroyed here, unlocked: it may own this connection (RpcServer::Serve).
+}
+
+absl::Status Connection::Connect(const ConnectionInfo& remote) {
+  ConnectionState& c = *state_;
+  if (remote.staging.size() != c.lanes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Connect: the peer has ", remote.staging.size(), " staging lanes and this connection ",
+        c.lanes.size(), "; both engines need the same staging_lanes"));
+  }
+  if (remote.ring_slots == 0 || remote.ring_slots > 65536 ||
+      remote.slot_bytes < kStagingHeaderSize || remote.slot_bytes > (64u << 20) ||
+      remote.message_slots == 0 || remote.message_slots > kMaxMessageSlots ||
+      remote.max_message_bytes < 64 || remote.ring_addr == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Connect: peer parameters out of range: ", EncodeConnectionInfo(remote)));
+  }
+  MutexLock l(&c.mu);
+  if (c.connected) return absl::FailedPreconditionError("Connect: already connected");
+  // Outgoing staging headers, one per slot of the peer's ring (its size is the peer's choice).
+  // Deregistered before the buffer moves (a Connect that failed may be retried).
+  c.headers_mr.reset();
+  c.headers.assign(c.lanes.size() * remote.ring_slots * kStagingHeaderSize, 0);
+  absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> headers_mr =
+      c.engine->device()->RegisterMemory(c.headers.data(), c.headers.size(), 0);
+  if (!headers_mr.ok()) return headers_mr.status();
+  c.headers_mr = std::move(*headers_mr);
+  if (absl::Status st = c.qp->Connect(remote.qp); !st.ok()) return st;
+  for (size_t k = 0; k < c.lanes.size(); ++k) {
+    rnic::QpAttributes stage = remote.qp;
+    stage.qp_num = remote.staging[k].qp_num;
+    stage.psn = remote.staging[k].psn;
+    if (absl::Status st = c.lanes[k].qp->Connect(stage); !st.ok()) {
+      c.qp->SetError();
+      for (Lane& lane : c.lanes) lane.qp->SetError();
+      return st;
+    }
+  }
+  c.remote = remote;
+  c.message_credits = remote.message_slots;
+  c.connected = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
+    std::unique_ptr<PathPolicy> policy) {
+  if (policy == nullptr) return absl::InvalidArgumentError("CreateConnection: no policy");
+  auto c = std::make_shared<ConnectionState>();
+  c->engine = this;
+  c->options = options_;
+  c->id = next_connection_++ & 0xffffff;
+  c->worker = static_cast<int>(c->id % workers_.size());
+  c->policy = std::move(policy);
+  const EngineOptions& o = options_;
+  const uint32_t lanes = static_cast<uint32_t>(o.staging_lanes);
+  // Receives: messages, then per lane staged writes (our ring) and the peer's acks.
+  c->stage_recvs_per_lane = o.staging_slots + kAckSlots;
+  c->recv_count = o.message_slots + lanes * c->stage_recvs_per_lane;
+  c->max_send_wrs = lanes * (o.staging_slots + kAckSlots) + o.message_slots + kOffloadedWrBudget;
+  c->message_header_bytes = MessageHeaderBytes(o.staging_lanes);
+  rnic::QpConfig cfg;
+  cfg.send_cq = workers_[c->worker]->cq.get();
+  cfg.recv_cq = cfg.send_cq;
+  cfg.max_send_wr = c->max_send_wrs + kAckSlots;
+  cfg.max_recv_wr = o.message_slots;
+  cfg.rnr_timeout = absl::InfiniteDuration();  // the peer engine always reposts
+  absl::StatusOr<std::unique_ptr<rnic::QueuePair>> qp = device_->CreateQueuePair(cfg);
+  if (!qp.ok()) return qp.status();
+  c->qp = std::move(*qp);
+  c->lanes.resize(lanes);
+  for (uint32_t k = 0; k < lanes; ++k) {
+    Lane& lane = c->lanes[k];
+    lane.worker = static_cast<int>((c->worker + k) % workers_.size());
+    cfg.send_cq = workers_[lane.worker]->cq.get();
+    cfg.recv_cq = cfg.send_cq;
+    cfg.max_recv_wr = c->stage_recvs_per_lane;
+    qp = device_->CreateQueuePair(cfg);
+    if (!qp.ok()) return qp.status();
+    lane.qp = std::move(*qp);
+  }
+
+  c->ring = std::make_unique<MappedMemory>(size_t{lanes} * o.staging_slots * o.staging_slot_bytes,
+                                           o.huge_pages);
+  if (c->ring->data() == nullptr) return absl::ResourceExhaustedError("staging ring: mmap failed");
+  // On a modeled node, huge pages requested are huge pages had (whatever this host offers).
+  const bool huge = c->ring->huge() || (o.huge_pages && device_->models_host());
+  uint32_t ring_access =
+      rnic::kLocalWrite | rnic::kRemoteWrite | (huge ? uint32_t{rnic::kHugePageBacked} : 0u);
+  auto reg = [&](void* p, size_t n, uint32_t access,
+                 std::unique_ptr<rnic::MemoryRegion>* out) -> absl::Status {
+    absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> mr = device_->RegisterMemory(p, n, access);
+    if (!mr.ok()) return mr.status();
+    *out = std::move(*mr);
+    return absl::OkStatus();
+  };
+  c->slot_stride = c->message_header_bytes + o.max_message_bytes;
+  c->send_slots.assign(size_t{o.message_slots} * c->slot_stride, 0);
+  c->recv_buffers.assign(size_t{o.message_slots} * c->slot_stride, 0);
+  c->stage_recv_buffers.assign(size_t{c->recv_count - o.message_slots} * kAckBytes, 0);
+  c->acks.assign(size_t{lanes} * kAckSlots * kAckBytes, 0);
+  for (absl::Status st :
+       {reg(c->ring->data(), c->ring->size(), ring_access, &c->ring_mr),
+        reg(c->send_slots.data(), c->send_slots.size(), 0, &c->send_mr),
+        reg(c->recv_buffers.data(), c->recv_buffers.size(), rnic::kLocalWrite, &c->recv_mr),
+        reg(c->stage_recv_buffers.data(), c->stage_recv_buffers.size(), rnic::kLocalWrite,
+            &c->stage_recv_mr),
+        reg(c->acks.data(), c->acks.size(), 0, &c->acks_mr)}) {
+    if (!st.ok()) return st;
+  }
+  for (uint32_t i = 0; i < o.message_slots; ++i) c->free_send_slots.push_back(i);
+  {
+    MutexLock l(&c->mu);
+    for (uint32_t i = 0; i < c->recv_count; ++i) Repost(*c, i);
+  }
+  c->local.qp = c->qp->local_attributes();
+  for (const Lane& lane : c->lanes) {
+    c->local.staging.push_back({lane.qp->qp_num(), lane.qp->local_attributes().psn});
+  }
+  c->local.ring_addr = c->ring_mr->address();
+  c->local.ring_rkey = c->ring_mr->rkey();
+  c->local.ring_slots = o.staging_slots;
+  c->local.slot_bytes = o.staging_slot_bytes;
+  c->local.message_slots = o.message_slots;
+  c->local.max_message_bytes = o.max_message_bytes;
+  for (size_t k = 0; k < workers_.size(); ++k) {
+    bool serves = static_cast<int>(k) == c->worker;
+    for (const Lane& lane : c->lanes) serves |= lane.worker == static_cast<int>(k);
+    if (!serves) continue;
+    MutexLock l(&workers_[k]->mu);
+    workers_[k]->conns[c->id] = c;
+  }
+  return std::unique_ptr<Connection>(new Connection(std::move(c)));
+}
+
+}  // namespace unloadkv::engine

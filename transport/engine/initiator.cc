@@ -1,0 +1,342 @@
+// The initiator side: Write, Send and Batch queue ops; PostReady posts them in order, each down
+// the path its policy (and the ordering rules) choose.
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "transport/base/logging.h"
+#include "transport/engine/engine.h"
+#include "transport/engine/engine_internal.h"
+#include "transport/engine/staging_header.h"
+
+namespace unloadkv::engine {
+
+namespace {
+
+bool Overlaps(const Op& a, uint64_t addr, uint32_t len) {
+  return addr < a.remote_addr + a.local.length && a.remote_addr < addr + len;
+}
+
+// Of the messages without a callback, and of the lazy writes, every this-many-th is signaled.
+uint32_t SignalEvery(const ConnectionState& c) {
+  return std::max<uint32_t>(1, c.options.message_slots / 4);
+}
+
+// Posts a WR on the main QP, or adds it to the open batch (posted when the batch ends).
+absl::Status PostMain(ConnectionState& c, const rnic::SendWorkRequest& wr)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  if (c.batch_depth > 0) {
+    c.batched.push_back(wr);
+    return absl::OkStatus();
+  }
+  return c.qp->PostSend(wr);
+}
+
+// Posts message `op` if a send slot and a credit are free: true posted, false must wait.
+absl::StatusOr<bool> PostMessage(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  if (c.message_credits == 0 || c.free_send_slots.empty()) return false;
+  op.send_slot = c.free_send_slots.back();
+  c.free_send_slots.pop_back();
+  char* slot = c.send_slots.data() + size_t(op.send_slot) * c.slot_stride;
+  MessageHeader header;
+  header.messages_seen = c.messages_received;
+  header.credits_returned = c.credits_to_return;
+  // The target delivers the message once these many unloaded writes of each lane are applied.
+  for (size_t k = 0; k < c.lanes.size(); ++k) {
+    header.lane_writes[k] = static_cast<uint32_t>(c.lanes[k].next_seq);
+  }
+  EncodeMessageHeader(header, static_cast<int>(c.lanes.size()), slot);
+  std::memcpy(slot + c.message_header_bytes, op.message.data(), op.message.size());
+  // A message nobody waits for goes unsignaled (on the soft RNIC a signaled SEND costs an
+  // ACK packet each); every few, and whenever the last free slot is taken, one is signaled
+  // so that its completion retires the quiet ones before it and their slots come back.
+  const bool signaled = op.send_done != nullptr || c.free_send_slots.empty() ||
+                        c.quiet_since_signaled + 1 >= SignalEvery(c);
+  rnic::SendWorkRequest wr = rnic::MakeSendWithImm(
+      MakeWrId(signaled ? WrKind::kMessage : WrKind::kQuietMessage, c.id,
+               static_cast<uint32_t>(op.id)),
+      c.send_mr->Sge(size_t(op.send_slot) * c.slot_stride,
+                     static_cast<uint32_t>(c.message_header_bytes + op.message.size())),
+      kImmMessage);
+  wr.signaled = signaled;
+  if (absl::Status st = PostMain(c, wr); !st.ok()) {
+    c.free_send_slots.push_back(op.send_slot);
+    op.send_slot = -1;
+    return st;
+  }
+  --c.message_credits;
+  c.credits_to_return = 0;  // they went back in the header
+  ++c.send_wrs;
+  op.main_index = c.main_posted++;
+  op.posted = true;
+  op.posted_at = c.engine->clock().Now();
+  std::string().swap(op.message);
+  c.unconfirmed.push_back(op.main_index);
+  if (signaled) {
+    c.quiet_since_signaled = 0;
+  } else {
+    ++c.quiet_since_signaled;
+    c.quiet.push_back({op.main_index, op.send_slot, op.id});
+    op.send_slot = -1;
+    // No callback to hold back: done once posted (its failure fails the connection).
+    MarkDone(c, op, rnic::WcStatus::kSuccess);
+  }
+  return true;
+}
+
+// Where a write goes: its path and, unloaded, its staging lane.
+struct Route {
+  Path path = Path::kOffload;
+  int lane = -1;
+};
+
+// The route of write `op`, or nullopt when it must wait. The policy's choice, unless ordering
+// overrides it: a write overlapping an in-flight write of the other path, or of another lane,
+// must take that path and lane too (QPs are not ordered with each other); overlapping writes
+// in flight on two of them, it waits. A full ring waits or falls back to offload, by policy.
+std::optional<Route> ChoosePathAndLane(ConnectionState& c, const Op& op)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  const uint32_t len = op.local.length;
+  const bool fits = len + kStagingHeaderSize <= c.remote.slot_bytes;
+  int overlap_lane = -1;
+  for (size_t k = 0; k < c.lanes.size(); ++k) {
+    for (uint64_t id : c.lanes[k].inflight) {
+      Op* prior = c.FindOp(id);
+      if (prior == nullptr || !Overlaps(*prior, op.remote_addr, len)) continue;
+      if (overlap_lane >= 0 && overlap_lane != static_cast<int>(k)) return std::nullopt;
+      overlap_lane = static_cast<int>(k);
+    }
+  }
+  const bool overlap = overlap_lane >= 0;
+  bool overlap_offload = false;
+  for (size_t k = 0; k < c.first_unposted && k < c.ops.size(); ++k) {
+    const Op& prior = c.ops[k];
+    if (prior.is_write && prior.posted && !prior.done && prior.path == Path::kOffload &&
+        Overlaps(prior, op.remote_addr, len)) {
+      overlap_offload = true;
+    }
+  }
+  Route r{op.decision.path, overlap_lane};
+  if (overlap && overlap_offload) return std::nullopt;
+  if (overlap) {
+    if (!fits) return std::nullopt;
+    r.path = Path::kUnload;
+  } else if (overlap_offload) {
+    r.path = Path::kOffload;
+  }
+  // The lane: the overlapped one, else the least occupied, searching from a rotating start.
+  if (r.path == Path::kUnload && !overlap) {
+    uint64_t best = UINT64_MAX;
+    const uint32_t n = static_cast<uint32_t>(c.lanes.size());
+    for (uint32_t j = 0; j < n; ++j) {
+      const uint32_t k = (c.next_lane + j) % n;
+      const uint64_t used = c.lanes[k].next_seq - c.lanes[k].acked_seq;
+      if (used < best) {
+        best = used;
+        r.lane = static_cast<int>(k);
+      }
+    }
+  }
+  if (r.path == Path::kUnload &&
+      c.lanes[r.lane].next_seq - c.lanes[r.lane].acked_seq >= c.remote.ring_slots) {
+    if (overlap || c.policy->OnRingFull() == FullRingAction::kWait) return std::nullopt;
+    r.path = Path::kOffload;
+  }
+  return r;
+}
+
+// Posts write `op` as an RDMA WRITE on the main QP.
+absl::Status PostOffloaded(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  rnic::SendWorkRequest wr =
+      rnic::MakeWrite(MakeWrId(WrKind::kOffloadWrite, c.id, static_cast<uint32_t>(op.id)), op.local,
+                      op.remote_addr, op.rkey);
+  // A lazy write may go unsignaled (no ACK for it on the soft RNIC), except every few, whose
+  // latency the policy learns from and whose completion retires the quiet ones before it.
+  wr.signaled = !op.lazy || c.lazy_writes_since_signaled + 1 >= SignalEvery(c);
+  if (absl::Status st = PostMain(c, wr); !st.ok()) return st;
+  op.main_index = c.main_posted++;
+  if (wr.signaled) {
+    c.lazy_writes_since_signaled = 0;
+  } else {
+    ++c.lazy_writes_since_signaled;
+    op.quiet = true;
+    c.quiet.push_back({op.main_index, -1, op.id});
+  }
+  return absl::OkStatus();
+}
+
+// Posts write `op` as a WRITE_WITH_IMM of header + payload into the next slot of `lane_index`'s
+// share of the peer's staging ring.
+absl::Status PostUnloaded(ConnectionState& c, Op& op, int lane_index)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  const uint32_t len = op.local.length;
+  Lane& lane = c.lanes[lane_index];
+  const uint64_t seq = lane.next_seq;
+  const uint32_t slot = static_cast<uint32_t>(seq % c.remote.ring_slots);
+  // Slot of the whole ring (lane after lane); the immediate names the slot within the lane.
+  const uint64_t ring_slot = uint64_t(lane_index) * c.remote.ring_slots + slot;
+  StagingHeader h{len, seq, op.remote_addr, op.rkey};
+  EncodeStagingHeader(h, c.headers.data() + ring_slot * kStagingHeaderSize);
+  rnic::SendWorkRequest wr;
+  wr.wr_id = MakeWrId(WrKind::kUnloadWrite, c.id, static_cast<uint32_t>(op.id));
+  wr.opcode = rnic::Opcode::kWriteWithImm;
+  wr.sg_list[0] = c.headers_mr->Sge(ring_slot * kStagingHeaderSize, kStagingHeaderSize);
+  wr.sg_list[1] = op.local;
+  wr.num_sge = len > 0 ? 2 : 1;
+  wr.remote_addr = c.remote.ring_addr + ring_slot * c.remote.slot_bytes;
+  wr.rkey = c.remote.ring_rkey;
+  wr.imm = slot;
+  // Unsignaled: the engine's ack says more than the NIC's completion would (applied, not just
+  // delivered), and retires the send-queue entry (see AckUnloaded). Errors still complete.
+  wr.signaled = false;
+  if (absl::Status st = lane.qp->PostSend(wr); !st.ok()) return st;
+  op.lane = lane_index;
+  op.unload_seq = seq;
+  ++lane.next_seq;
+  lane.inflight.push_back(op.id);
+  c.next_lane = static_cast<uint32_t>(lane_index + 1) % c.lanes.size();
+  if (c.options.metrics != nullptr) {
+    uint64_t used = 0;
+    for (const Lane& l : c.lanes) used += l.next_seq - l.acked_seq;
+    c.options.metrics->OnRingOccupancy(static_cast<uint32_t>(used),
+                                       c.remote.ring_slots * uint32_t(c.lanes.size()));
+  }
+  return absl::OkStatus();
+}
+
+// Posts `op` if it can go now: true posted, false must wait (queue depth, ring, credits,
+// ordering). An error is a post the NIC refused: the connection cannot go on.
+absl::StatusOr<bool> TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  if (c.send_wrs >= c.max_send_wrs) return false;
+  if (!op.is_write) return PostMessage(c, op);
+  const std::optional<Route> route = ChoosePathAndLane(c, op);
+  if (!route) return false;
+  const absl::Status st =
+      route->path == Path::kOffload ? PostOffloaded(c, op) : PostUnloaded(c, op, route->lane);
+  if (!st.ok()) return st;
+  op.path = route->path;
+  op.posted = true;
+  op.posted_at = c.engine->clock().Now();
+  ++c.send_wrs;
+  return true;
+}
+
+}  // namespace
+
+void PostReady(ConnectionState& c, Deferred& out) {
+  // Post in order; the first op that cannot go holds back the ones behind it.
+  while (!c.failed && c.first_unposted < c.ops.size()) {
+    const absl::StatusOr<bool> posted = TryPost(c, c.ops[c.first_unposted]);
+    if (!posted.ok()) {
+      Log(LogLevel::kWarning, absl::StrCat("engine: connection ", c.id,
+                                           ": posting failed: ", posted.status().message()));
+      FailConnection(c, out, FailScope::kClose);
+      break;
+    }
+    if (!*posted) break;
+    ++c.first_unposted;
+  }
+}
+
+// ---------------------------------------------------------------------------- Connection
+
+Connection::Batch::~Batch() {
+  if (state_ == nullptr) return;
+  ConnectionState& c = *state_;
+  Deferred out;
+  {
+    MutexLock l(&c.mu);
+    if (--c.batch_depth == 0 && !c.batched.empty()) {
+      std::vector<rnic::SendWorkRequest> wrs;
+      wrs.swap(c.batched);
+      if (c.failed || !c.qp->PostSend(wrs).ok()) {
+        // The NIC took none of them, so none will complete through the QP: they fail here.
+        const uint64_t first = c.main_posted - wrs.size();
+        for (size_t k = 0; k < c.first_unposted && k < c.ops.size(); ++k) {
+          Op& op = c.ops[k];
+          const bool on_main = !op.is_write || op.path == Path::kOffload;
+          if (op.posted && on_main && op.main_index >= first) {
+            MarkDone(c, op, rnic::WcStatus::kFlushed);
+          }
+        }
+        FailConnection(c, out, FailScope::kMainFailed);
+        FinishInOrder(c, out);
+      }
+    }
+  }
+  for (auto& f : out) f();
+}
+
+Connection::Batch Connection::BeginBatch() {
+  MutexLock l(&state_->mu);
+  ++state_->batch_depth;
+  return Batch(state_.get());
+}
+
+absl::Status Connection::Write(const rnic::ScatterGatherEntry& local, uint64_t remote_addr,
+                               uint32_t rkey, WriteCallback done, std::optional<Path>* posted_path,
+                               const WriteOptions& options) {
+  ConnectionState& c = *state_;
+  Deferred out;
+  {
+    MutexLock l(&c.mu);
+    if (!c.connected || c.failed) {
+      return absl::FailedPreconditionError(c.failed ? "Write: connection has failed"
+                                                    : "Write: connection is not connected");
+    }
+    if (local.length > c.engine->device()->limits().max_message_bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Write: ", local.length, " bytes over the limit"));
+    }
+    Op& op = c.ops.emplace_back();
+    op.id = c.next_op_id++;
+    op.is_write = true;
+    op.local = local;
+    op.remote_addr = remote_addr;
+    op.rkey = rkey;
+    op.write_done = std::move(done);
+    op.lazy = options.lazy_completion;
+    op.submitted = c.engine->clock().Now();
+    op.decision = c.policy->Decide(remote_addr, local.length,
+                                   local.length + kStagingHeaderSize <= c.remote.slot_bytes);
+    op.path = op.decision.path;
+    PostReady(c, out);
+    if (posted_path != nullptr) {
+      *posted_path = op.posted ? std::optional<Path>(op.path) : std::nullopt;
+    }
+  }
+  for (auto& f : out) f();
+  return absl::OkStatus();
+}
+
+absl::Status Connection::Send(absl::Span<const char> message, SendCallback done) {
+  ConnectionState& c = *state_;
+  Deferred out;
+  {
+    MutexLock l(&c.mu);
+    if (!c.connected || c.failed) {
+      return absl::FailedPreconditionError(c.failed ? "Send: connection has failed"
+                                                    : "Send: connection is not connected");
+    }
+    uint32_t limit = std::min(c.options.max_message_bytes, c.remote.max_message_bytes);
+    if (message.size() > limit) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Send: message of ", message.size(), " bytes, limit ", limit));
+    }
+    Op& op = c.ops.emplace_back();
+    op.id = c.next_op_id++;
+    op.is_write = false;
+    op.message.assign(message.data(), message.size());
+    op.send_done = std::move(done);
+    op.submitted = c.engine->clock().Now();
+    PostReady(c, out);
+  }
+  for (auto& f : out) f();
+  return absl::OkStatus();
+}
+
+}  // namespace unloadkv::engine

@@ -1,0 +1,136 @@
+// Completing ops: in order, with RC's error rules, from NIC completions, acks and the
+// evidence that retires unsignaled WRs; failing a connection.
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "transport/base/logging.h"
+#include "transport/engine/engine.h"
+#include "transport/engine/engine_internal.h"
+
+namespace unloadkv::engine {
+
+Op* ConnectionState::FindOp(uint64_t id) {
+  if (ops.empty() || id < ops.front().id) return nullptr;
+  uint64_t i = id - ops.front().id;
+  return i < ops.size() ? &ops[i] : nullptr;
+}
+
+Op* ConnectionState::FindOpByIndex(uint32_t low32) {
+  if (ops.empty()) return nullptr;
+  uint64_t first = ops.front().id;
+  uint64_t id = first + static_cast<uint32_t>(low32 - static_cast<uint32_t>(first));
+  return FindOp(id);
+}
+
+void MarkDone(ConnectionState& c, Op& op, rnic::WcStatus status) {
+  if (op.done) return;
+  op.done = true;
+  op.status = status;
+  op.done_at = c.engine->clock().Now();
+  // A quiet write's completion time is when the engine learned of it, not its latency.
+  if (op.is_write && op.posted && !op.quiet && status == rnic::WcStatus::kSuccess) {
+    uint64_t before = c.policy->switches();
+    Decision taken = op.decision;
+    taken.path = op.path;  // the ordering and full-ring rules may have overridden the policy
+    c.policy->Observe(taken, op.done_at - op.posted_at);
+    if (c.options.metrics != nullptr && c.policy->switches() != before) {
+      c.options.metrics->OnPolicySwitch();
+    }
+  }
+}
+
+void FinishInOrder(ConnectionState& c, Deferred& out) {
+  while (!c.ops.empty() && c.ops.front().done) {
+    Op op = std::move(c.ops.front());
+    c.ops.pop_front();
+    if (c.first_unposted > 0) --c.first_unposted;
+    // As on RC, once an op failed every later one reports kFlushed, even one whose path
+    // (another QP) completed it first. Such a write may have been placed.
+    if (op.status != rnic::WcStatus::kSuccess) {
+      c.reported_failure = true;
+    } else if (c.reported_failure) {
+      op.status = rnic::WcStatus::kFlushed;
+    }
+    if (op.is_write) {
+      WriteResult r{op.status, op.path, op.done_at - op.submitted};
+      if (c.options.metrics != nullptr) {
+        c.options.metrics->OnWriteCompleted(
+            op.path, op.local.length, op.quiet ? absl::InfiniteDuration() : r.latency, r.ok());
+      }
+      if (op.write_done) out.push_back([cb = std::move(op.write_done), r] { cb(r); });
+    } else if (op.send_done) {
+      out.push_back([cb = std::move(op.send_done), s = op.status] { cb(s); });
+    }
+  }
+}
+
+void FailConnection(ConnectionState& c, Deferred& out, FailScope scope) {
+  if (scope == FailScope::kMainFailed || scope == FailScope::kClose) c.qp->SetError();
+  // Lanes go down with the first failure (after a refusal only the refusing lane: the
+  // initiator must read the NAK before its other lanes see the connection close) or on close.
+  if (!c.failed || scope == FailScope::kClose) {
+    for (Lane& lane : c.lanes) {
+      if (scope != FailScope::kRefusalSent || lane.refused) lane.qp->SetError();
+    }
+  }
+  if (c.failed) return;
+  c.failed = true;
+  // Ops never posted, and unloaded writes waiting for an ack, can no longer complete. Posted
+  // offloaded writes and messages complete through their own QP, which reports each one (with
+  // the precise status of a refusal racing with this failure, or kFlushed).
+  for (size_t k = c.first_unposted; k < c.ops.size(); ++k) {
+    MarkDone(c, c.ops[k], rnic::WcStatus::kFlushed);
+  }
+  for (Lane& lane : c.lanes) {
+    for (uint64_t id : lane.inflight) {
+      if (Op* op = c.FindOp(id); op != nullptr) MarkDone(c, *op, rnic::WcStatus::kFlushed);
+    }
+    lane.inflight.clear();
+  }
+  FinishInOrder(c, out);
+}
+
+void AckUnloaded(ConnectionState& c, int lane_index, uint64_t applied, rnic::WcStatus status,
+                 Deferred& out) {
+  Lane& lane = c.lanes[lane_index];
+  while (!lane.inflight.empty()) {
+    Op* op = c.FindOp(lane.inflight.front());
+    if (op == nullptr) {
+      lane.inflight.pop_front();
+      continue;
+    }
+    if (op->unload_seq >= applied) break;
+    MarkDone(c, *op, rnic::WcStatus::kSuccess);
+    lane.inflight.pop_front();
+    --c.send_wrs;  // its unsignaled WRITE_WITH_IMM is certainly retired by now
+  }
+  lane.acked_seq = std::max(lane.acked_seq, applied);
+  if (status != rnic::WcStatus::kSuccess) {
+    if (!lane.inflight.empty()) {
+      Op* op = c.FindOp(lane.inflight.front());
+      if (op != nullptr) MarkDone(c, *op, status);
+    }
+    FinishInOrder(c, out);
+    FailConnection(c, out, FailScope::kStageFailed);
+  }
+}
+
+void RetireQuietBefore(ConnectionState& c, uint64_t main_index) {
+  while (!c.quiet.empty() && c.quiet.front().main_index < main_index) {
+    const ConnectionState::Quiet q = c.quiet.front();
+    c.quiet.pop_front();
+    --c.send_wrs;
+    if (q.send_slot >= 0) {
+      c.free_send_slots.push_back(q.send_slot);
+    } else if (Op* op = c.FindOp(q.op_id); op != nullptr) {
+      MarkDone(c, *op, rnic::WcStatus::kSuccess);
+    }
+  }
+  while (!c.unconfirmed.empty() && c.unconfirmed.front() < main_index) {
+    c.unconfirmed.pop_front();
+    ++c.messages_confirmed;
+  }
+}
+
+}  // namespace unloadkv::engine
