@@ -20,8 +20,9 @@ Connection::~Connection() {
     // The worker forgets this connection below: complete whatever is still waiting.
     for (Op& op : state_->ops) MarkDone(*state_, op, rnic::WcStatus::kFlushed);
     FinishInOrder(*state_, out);
+    QueueCallbacks(*state_, out);
   }
-  for (auto& f : out) f();
+  RunCallbacks(*state_, /*wait=*/true);
   for (const std::unique_ptr<Engine::Worker>& w : state_->engine->workers_) {
     MutexLock l(&w->mu);
     w->conns.erase(state_->id);

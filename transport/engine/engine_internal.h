@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -173,12 +174,27 @@ struct ConnectionState {
   };
   std::deque<Held> held ABSL_GUARDED_BY(mu);
 
+  // Callbacks due, in post order, and whether a thread is running them (which one). Worker
+  // threads complete ops concurrently; queueing under `mu` and running on one thread at a time
+  // keeps invariant 2 (callbacks fire in post order) whichever worker completed an op.
+  std::vector<std::function<void()>> ready ABSL_GUARDED_BY(mu);
+  bool callbacks_running ABSL_GUARDED_BY(mu) = false;
+  std::thread::id callback_thread ABSL_GUARDED_BY(mu);
+
   Op* FindOp(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   Op* FindOpByIndex(uint32_t low32) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 };
 
-// Callbacks collected under a connection's lock and run after it is released.
+// Callbacks collected under a connection's lock, queued before it is released
+// (QueueCallbacks) and run after (RunCallbacks).
 using Deferred = std::vector<std::function<void()>>;
+
+// Appends `out` to the connection's due callbacks; call before releasing c.mu.
+void QueueCallbacks(ConnectionState& c, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+// Runs the connection's due callbacks in order, unless another thread is running them (it runs
+// these too). With `wait`, returns only once none is due or running, except when called from
+// inside one of them. Call without c.mu.
+void RunCallbacks(ConnectionState& c, bool wait = false) ABSL_LOCKS_EXCLUDED(c.mu);
 
 // Initiator-side helpers (engine.cc).
 void PostReady(ConnectionState& c, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
@@ -202,9 +218,27 @@ void AckUnloaded(ConnectionState& c, int lane, uint64_t applied, rnic::WcStatus 
 // slots and queue entries, quiet writes complete.
 void RetireQuietBefore(ConnectionState& c, uint64_t main_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 
-// Target-side helpers (unload_worker.cc).
+// Target-side helpers (staged_write.cc).
+
+// A validated staged write, copied outside the connection's lock.
+struct StagedCopy {
+  void* dst = nullptr;
+  const char* src = nullptr;
+  uint32_t length = 0;
+};
+// Validates the staged write that arrived in `slot` of lane `lane_index` exactly as the NIC
+// would validate the write; on success fills `copy` (the caller copies, then calls
+// CommitStagedWrite), on failure records the refusal (the lane's next ack is a NAK).
+bool ValidateStagedWrite(ConnectionState& c, int lane_index, uint32_t slot, uint32_t byte_len,
+                         ValidationTable& table, EngineMetrics* metrics, StagedCopy* copy)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+// The placement copy; no lock held (only the thread driving the lane's worker copies).
+void CopyStagedWrite(const StagedCopy& copy);
+void CommitStagedWrite(ConnectionState& c, Lane& lane, uint32_t length, EngineMetrics* metrics)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 void SendAckIfDue(ConnectionState& c, Lane& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
-void Repost(ConnectionState& c, uint32_t recv_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+// Posts receive `recv_index` again; an error means its QP cannot take receives any more.
+absl::Status Repost(ConnectionState& c, uint32_t recv_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 // The lane a receive index belongs to, or -1 for the main QP's.
 int LaneOfRecv(const ConnectionState& c, uint32_t recv_index);
 
@@ -222,7 +256,7 @@ struct Engine::Worker {
   Mutex mu;
   absl::flat_hash_map<uint32_t, std::shared_ptr<ConnectionState>> conns ABSL_GUARDED_BY(mu);
 
-  // Handles up to one batch of completions; returns how many. (unload_worker.cc)
+  // Handles up to one batch of completions; returns how many. (completion_worker.cc)
   int PollOnce(ValidationTable& table, EngineMetrics* metrics);
 };
 

@@ -267,8 +267,9 @@ Connection::Batch::~Batch() {
         FinishInOrder(c, out);
       }
     }
+    QueueCallbacks(c, out);
   }
-  for (auto& f : out) f();
+  RunCallbacks(c);
 }
 
 Connection::Batch Connection::BeginBatch() {
@@ -308,8 +309,9 @@ absl::Status Connection::Write(const rnic::ScatterGatherEntry& local, uint64_t r
     if (posted_path != nullptr) {
       *posted_path = op.posted ? std::optional<Path>(op.path) : std::nullopt;
     }
+    QueueCallbacks(c, out);
   }
-  for (auto& f : out) f();
+  RunCallbacks(c);
   return absl::OkStatus();
 }
 
@@ -334,8 +336,9 @@ absl::Status Connection::Send(absl::Span<const char> message, SendCallback done)
     op.send_done = std::move(done);
     op.submitted = c.engine->clock().Now();
     PostReady(c, out);
+    QueueCallbacks(c, out);
   }
-  for (auto& f : out) f();
+  RunCallbacks(c);
   return absl::OkStatus();
 }
 

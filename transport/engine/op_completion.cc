@@ -133,4 +133,34 @@ void RetireQuietBefore(ConnectionState& c, uint64_t main_index) {
   }
 }
 
+void QueueCallbacks(ConnectionState& c, Deferred& out) {
+  for (auto& f : out) c.ready.push_back(std::move(f));
+  out.clear();
+}
+
+void RunCallbacks(ConnectionState& c, bool wait) {
+  while (true) {
+    Deferred batch;
+    {
+      MutexLock l(&c.mu);
+      if (c.callbacks_running) {
+        if (!wait || c.callback_thread == std::this_thread::get_id()) return;
+      } else if (c.ready.empty()) {
+        return;
+      } else {
+        c.callbacks_running = true;
+        c.callback_thread = std::this_thread::get_id();
+        batch.swap(c.ready);
+      }
+    }
+    if (batch.empty()) {  // another thread runs them; `wait` wants them run
+      absl::SleepFor(absl::Microseconds(50));
+      continue;
+    }
+    for (auto& f : batch) f();
+    MutexLock l(&c.mu);
+    c.callbacks_running = false;
+  }
+}
+
 }  // namespace unloadkv::engine

@@ -1,0 +1,292 @@
+// The completion worker: polls a worker's CQ and dispatches each completion by kind to the
+// initiator's bookkeeping (sends completed, acks received), the target's apply path (staged
+// writes) or message delivery (in order behind the unloaded writes they follow).
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "transport/base/logging.h"
+#include "transport/engine/engine_internal.h"
+
+namespace unloadkv::engine {
+namespace {
+
+// Adds credits the peer returned; more than it could owe fails the connection.
+bool TakeCredits(ConnectionState& c, uint32_t credits, Deferred& out)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  if (credits > c.remote.message_slots - c.message_credits) {
+    Log(LogLevel::kWarning,
+        absl::StrCat("engine: peer returned ", credits, " credits; ", c.message_credits, " of ",
+                     c.remote.message_slots, " held"));
+    FailConnection(c, out, FailScope::kClose);  // a protocol violation
+    return false;
+  }
+  c.message_credits += credits;
+  return true;
+}
+
+// Reposts receive `recv_index`, failing the connection if its QP will not take it.
+void RepostOrFail(ConnectionState& c, uint32_t recv_index, Deferred& out)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  if (absl::Status st = Repost(c, recv_index); !st.ok()) {
+    Log(LogLevel::kWarning, absl::StrCat("engine: connection ", c.id,
+                                         ": reposting a receive "
+                                         "failed: ",
+                                         st.message()));
+    FailConnection(c, out, FailScope::kClose);
+  }
+}
+
+// A protocol violation by the peer: logged, and the connection is closed.
+void Violation(ConnectionState& c, Deferred& out, absl::string_view what)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  Log(LogLevel::kWarning, absl::StrCat("engine: ", what));
+  FailConnection(c, out, FailScope::kClose);
+}
+
+// A signaled send of ours completed: an offloaded write, an unloaded write (only on error:
+// they are unsignaled), or a message.
+void OnSendCompleted(ConnectionState& c, const rnic::WorkCompletion& wc, Deferred& out)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  const bool ok = wc.status == rnic::WcStatus::kSuccess;
+  const bool unloaded = KindOf(wc.wr_id) == WrKind::kUnloadWrite;
+  --c.send_wrs;
+  Op* op = c.FindOpByIndex(IndexOf(wc.wr_id));
+  if (op != nullptr && !op->is_write && op->send_slot >= 0) {
+    c.free_send_slots.push_back(op->send_slot);
+    op->send_slot = -1;
+  }
+  if (ok && op != nullptr && !unloaded) RetireQuietBefore(c, op->main_index);
+  if (!ok) {
+    if (op != nullptr) MarkDone(c, *op, wc.status);
+    FailConnection(c, out, unloaded ? FailScope::kStageFailed : FailScope::kMainFailed);
+  } else if (op != nullptr && !unloaded) {
+    MarkDone(c, *op, rnic::WcStatus::kSuccess);  // unloaded writes finish on their ack
+  }
+}
+
+// An ack (or the NAK) we sent completed.
+void OnAckSent(ConnectionState& c, const rnic::WorkCompletion& wc, Deferred& out)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  Lane& lane = c.lanes[(IndexOf(wc.wr_id) >> 16) % c.lanes.size()];
+  --c.send_wrs;
+  --lane.acks_in_flight;
+  if (wc.status != rnic::WcStatus::kSuccess) {
+    FailConnection(c, out, FailScope::kStageFailed);
+  } else if (IndexOf(wc.wr_id) == lane.nak_wr_index) {
+    // The refusal is delivered (not an earlier ack: that would flush the NAK); now fail, as RC
+    // does.
+    FailConnection(c, out, FailScope::kRefusalSent);
+  }
+}
+
+// The peer's ack for our unloaded writes on `lane` arrived in receive `recv_index`.
+void OnAckReceived(ConnectionState& c, int lane, uint32_t recv_index, const char* buf,
+                   uint32_t byte_len, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  absl::StatusOr<AckPayload> ack = ParseAck(buf, byte_len);
+  if (!ack.ok()) return Violation(c, out, ack.status().message());
+  RepostOrFail(c, recv_index, out);
+  if (ack->applied > c.lanes[lane].next_seq) {
+    return Violation(c, out,
+                     absl::StrCat("peer acknowledges ", ack->applied, " staged writes on lane ",
+                                  lane, " of ", c.lanes[lane].next_seq, " posted"));
+  }
+  if (!TakeCredits(c, ack->credits, out)) return;
+  AckUnloaded(c, lane, ack->applied, ack->status, out);
+}
+
+// A message arrived in receive `recv_index`. Its header says how many of our messages the
+// peer had received when it sent it, and how many unloaded writes of each lane it posted
+// before it, which must be applied first: it is held until they are.
+void OnMessageReceived(ConnectionState& c, uint32_t recv_index, const char* buf, uint32_t byte_len,
+                       Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  absl::StatusOr<MessageHeader> header =
+      ParseMessageHeader(buf, byte_len, static_cast<int>(c.lanes.size()));
+  if (!header.ok()) return Violation(c, out, header.status().message());
+  const uint64_t seen = header->messages_seen;
+  ++c.messages_received;
+  if (!TakeCredits(c, header->credits_returned, out)) return;
+  const uint64_t posted = c.messages_confirmed + c.unconfirmed.size();
+  if (seen > posted) {
+    return Violation(c, out, absl::StrCat("peer claims ", seen, " messages received of ", posted));
+  }
+  if (seen > c.messages_confirmed) {
+    // Everything on the main QP up to and including our seen-th message is done.
+    RetireQuietBefore(c, c.unconfirmed[seen - c.messages_confirmed - 1] + 1);
+  }
+  // After a refused staged write nothing later is delivered (RC would have failed).
+  if (!c.refusing) {
+    ConnectionState::Held h{recv_index, byte_len - c.message_header_bytes, {}};
+    for (size_t k = 0; k < c.lanes.size(); ++k) h.need[k] = header->lane_writes[k];
+    c.held.push_back(h);
+  }
+}
+
+// A receive completed: a staged write (validated and copied by the caller), an ack, or a
+// message.
+void OnReceive(ConnectionState& c, const rnic::WorkCompletion& wc, int staged_lane,
+               bool staged_valid, uint32_t staged_length, EngineMetrics* metrics, Deferred& out)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  const uint32_t recv_index = IndexOf(wc.wr_id);
+  const int lane = LaneOfRecv(c, recv_index);
+  if (wc.status != rnic::WcStatus::kSuccess) {
+    FailConnection(c, out, lane < 0 ? FailScope::kMainFailed : FailScope::kStageFailed);
+    return;
+  }
+  const char* buf = lane < 0 ? c.recv_buffers.data() + size_t{recv_index} * c.slot_stride
+                             : c.stage_recv_buffers.data() +
+                                   size_t{recv_index - c.options.message_slots} * kAckBytes;
+  if (staged_lane >= 0) {
+    if (staged_valid) CommitStagedWrite(c, c.lanes[staged_lane], staged_length, metrics);
+    RepostOrFail(c, recv_index, out);
+  } else if (wc.opcode == rnic::WcOpcode::kRecv && wc.has_imm && wc.imm == kImmAck && lane >= 0) {
+    OnAckReceived(c, lane, recv_index, buf, wc.byte_len, out);
+  } else if (wc.opcode == rnic::WcOpcode::kRecv && wc.has_imm && wc.imm == kImmMessage &&
+             lane < 0) {
+    OnMessageReceived(c, recv_index, buf, wc.byte_len, out);
+  } else {
+    Violation(c, out, absl::StrCat("unexpected receive ", wc.DebugString()));
+  }
+}
+
+// Held messages whose preceding unloaded writes are now applied, in order.
+std::vector<ConnectionState::Held> TakeDeliverable(ConnectionState& c)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  std::vector<ConnectionState::Held> deliver;
+  while (!c.held.empty() && !c.refusing) {
+    bool applied = true;
+    for (size_t k = 0; k < c.lanes.size(); ++k) {
+      applied &= static_cast<int32_t>(static_cast<uint32_t>(c.lanes[k].expected_seq) -
+                                      c.held.front().need[k]) >= 0;
+    }
+    if (!applied) break;
+    deliver.push_back(c.held.front());
+    c.held.pop_front();
+  }
+  return deliver;
+}
+
+// Hands `deliver` to `handler` outside the lock; each buffer is reposted (its credit returned)
+// after. Runs as a queued callback, so messages reach the handler in order and never overlap.
+void Deliver(ConnectionState& c, const MessageHandler& handler,
+             const std::vector<ConnectionState::Held>& deliver) ABSL_LOCKS_EXCLUDED(c.mu) {
+  for (const ConnectionState::Held& m : deliver) {
+    if (handler) {
+      handler(absl::MakeConstSpan(
+          c.recv_buffers.data() + size_t{m.buffer} * c.slot_stride + c.message_header_bytes,
+          m.length));
+    }
+  }
+  Deferred out;
+  {
+    MutexLock l(&c.mu);
+    if (c.failed) return;
+    for (const ConnectionState::Held& m : deliver) RepostOrFail(c, m.buffer, out);
+    c.credits_to_return += static_cast<uint32_t>(deliver.size());
+    // Credits alone go back in batches of half the window (the peer keeps the other half to
+    // send with meanwhile); an ack due for unloaded writes carries them earlier. One ack per
+    // message would double the packets of a request/response exchange.
+    if (c.credits_to_return >= std::max<uint32_t>(1, c.options.message_slots / 2)) {
+      c.lanes[0].ack_pending = true;  // lane 0 shares this worker with the main QP
+    }
+    QueueCallbacks(c, out);
+  }
+  RunCallbacks(c);  // returns at once when called from RunCallbacks: it runs these next
+}
+
+// Handles one completion of connection `cp`.
+void HandleCompletion(const std::shared_ptr<ConnectionState>& cp, const rnic::WorkCompletion& wc,
+                      ValidationTable& table, EngineMetrics* metrics) {
+  ConnectionState& c = *cp;
+  const bool ok = wc.status == rnic::WcStatus::kSuccess;
+  // A staged write is validated under the connection's lock and copied outside it, so that
+  // lanes on other workers proceed meanwhile; only this thread handles this lane.
+  const int staged_lane =
+      KindOf(wc.wr_id) == WrKind::kRecv && ok && wc.opcode == rnic::WcOpcode::kRecvRdmaWithImm
+          ? LaneOfRecv(c, IndexOf(wc.wr_id))
+          : -1;
+  bool staged_valid = false;
+  StagedCopy copy;
+  if (staged_lane >= 0) {
+    {
+      MutexLock l(&c.mu);
+      staged_valid =
+          ValidateStagedWrite(c, staged_lane, wc.imm, wc.byte_len, table, metrics, &copy);
+    }
+    if (staged_valid) CopyStagedWrite(copy);
+  }
+  Deferred out;
+  {
+    MutexLock l(&c.mu);
+    switch (KindOf(wc.wr_id)) {
+      case WrKind::kQuietMessage:
+        // Unsignaled: completes only with an error (its op finished when it was posted).
+        if (!ok) FailConnection(c, out, FailScope::kMainFailed);
+        break;
+      case WrKind::kOffloadWrite:
+      case WrKind::kUnloadWrite:
+      case WrKind::kMessage:
+        OnSendCompleted(c, wc, out);
+        break;
+      case WrKind::kAck:
+        OnAckSent(c, wc, out);
+        break;
+      case WrKind::kRecv:
+        OnReceive(c, wc, staged_lane, staged_valid, copy.length, metrics, out);
+        break;
+    }
+    std::vector<ConnectionState::Held> deliver = TakeDeliverable(c);
+    PostReady(c, out);
+    FinishInOrder(c, out);
+    // Messages after the callbacks of the ops this completion finished, as always.
+    if (!deliver.empty()) {
+      out.push_back([cp, handler = c.handler, deliver = std::move(deliver)] {
+        Deliver(*cp, handler, deliver);
+      });
+    }
+    QueueCallbacks(c, out);
+  }
+  RunCallbacks(c);
+}
+
+// Clears Worker::polling when the poll ends.
+class PollingGuard {
+ public:
+  explicit PollingGuard(std::atomic<bool>* flag) : flag_(flag) {}
+  ~PollingGuard() { flag_->store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool>* flag_;
+};
+
+}  // namespace
+
+int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
+  if (polling.exchange(true, std::memory_order_acquire)) return 0;  // another thread drives it
+  PollingGuard guard(&polling);
+  rnic::WorkCompletion wcs[32];
+  const int n = cq->Poll(absl::MakeSpan(wcs));
+  if (n <= 0) return 0;
+  std::vector<std::shared_ptr<ConnectionState>> touched;
+  for (int i = 0; i < n; ++i) {
+    std::shared_ptr<ConnectionState> cp;
+    {
+      MutexLock l(&mu);
+      auto it = conns.find(ConnOf(wcs[i].wr_id));
+      if (it == conns.end()) continue;  // connection already closed
+      cp = it->second;
+    }
+    HandleCompletion(cp, wcs[i], table, metrics);
+    if (std::find(touched.begin(), touched.end(), cp) == touched.end()) touched.push_back(cp);
+  }
+  // One ack per lane per batch covers every staged write applied in it.
+  for (const std::shared_ptr<ConnectionState>& cp : touched) {
+    MutexLock l(&cp->mu);
+    for (Lane& lane : cp->lanes) {
+      if (lane.worker == index) SendAckIfDue(*cp, lane);
+    }
+  }
+  return n;
+}
+
+}  // namespace unloadkv::engine
