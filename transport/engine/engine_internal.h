@@ -1,5 +1,6 @@
-// Internal state of the write engine, shared by engine.cc (set-up, initiator side) and
-// unload_worker.cc (completion processing, target side). Not part of the public interface.
+// Internal state of the write engine, shared by its files (docs/engine.md lists them): set-up
+// (engine.cc, connection.cc), the initiator (initiator.cc, op_completion.cc) and completion
+// processing (completion_worker.cc, staged_write.cc). Not part of the public interface.
 #ifndef UNLOADKV_TRANSPORT_ENGINE_ENGINE_INTERNAL_H_
 #define UNLOADKV_TRANSPORT_ENGINE_ENGINE_INTERNAL_H_
 
@@ -196,7 +197,7 @@ void QueueCallbacks(ConnectionState& c, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQU
 // inside one of them. Call without c.mu.
 void RunCallbacks(ConnectionState& c, bool wait = false) ABSL_LOCKS_EXCLUDED(c.mu);
 
-// Initiator-side helpers (engine.cc).
+// Initiator-side helpers (initiator.cc, op_completion.cc).
 void PostReady(ConnectionState& c, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 void MarkDone(ConnectionState& c, Op& op, rnic::WcStatus status)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);

@@ -1,5 +1,8 @@
-// Internal state of the soft RNIC, shared by the control path (soft_device.cc) and the data
-// path (soft_datapath.cc). Not part of the public interface.
+// Internal state of the soft RNIC, shared by the control path (soft_device.cc: set-up, QPs,
+// Connect) and the data path: stream_io.cc (frames in and out of TCP), requester.cc (posting,
+// responses), responder.cc (requests, refusals, ACKs), progress.cc (the event loop and its
+// timer), qp_teardown.cc (errors, closing); the CQ is cq_core.h. Not part of the public
+// interface.
 #ifndef UNLOADKV_TRANSPORT_SOFT_NIC_H_
 #define UNLOADKV_TRANSPORT_SOFT_NIC_H_
 
@@ -22,27 +25,11 @@
 #include "transport/rnic/device.h"
 #include "transport/rnic/queue_pair.h"
 #include "transport/rnic/region_table.h"
+#include "transport/soft/cq_core.h"
 #include "transport/soft/frame_reader.h"
 #include "transport/soft/soft_device.h"
 
 namespace unloadkv::soft {
-
-// A completion queue's storage; shared by the CQ handle and the QPs that report to it.
-class CqCore {
- public:
-  CqCore();
-  ~CqCore();
-  void Push(const rnic::WorkCompletion& wc) ABSL_LOCKS_EXCLUDED(mu_);
-  int Poll(absl::Span<rnic::WorkCompletion> out) ABSL_LOCKS_EXCLUDED(mu_);
-  void RequestNotify() ABSL_LOCKS_EXCLUDED(mu_);
-  int notify_fd() const { return efd_; }
-
- private:
-  Mutex mu_;
-  std::deque<rnic::WorkCompletion> queue_ ABSL_GUARDED_BY(mu_);
-  bool armed_ ABSL_GUARDED_BY(mu_) = false;
-  int efd_;
-};
 
 struct QpCore;
 
@@ -136,7 +123,7 @@ class Nic : public std::enable_shared_from_this<Nic> {
   rnic::QpState StateOf(const QpCore* qp);
   void SetError(QpCore* qp);
 
-  // Data path (soft_datapath.cc).
+  // Data path (requester.cc: posting; progress.cc: Progress).
   absl::Status PostSend(QpCore* qp, absl::Span<const rnic::SendWorkRequest> wrs);
   absl::Status PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> wrs);
   int Progress(absl::Duration max_wait) ABSL_LOCKS_EXCLUDED(mu_, progress_mu_);

@@ -35,42 +35,6 @@ void SetNoDelayNonBlocking(int fd) {
 
 }  // namespace
 
-// ---------------------------------------------------------------------------- CqCore
-
-CqCore::CqCore() : efd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
-CqCore::~CqCore() { close(efd_); }
-
-void CqCore::Push(const rnic::WorkCompletion& wc) {
-  bool signal = false;
-  {
-    MutexLock l(&mu_);
-    queue_.push_back(wc);
-    signal = armed_;
-    armed_ = false;
-  }
-  if (signal) {
-    uint64_t one = 1;
-    (void)!write(efd_, &one, sizeof(one));
-  }
-}
-
-int CqCore::Poll(absl::Span<rnic::WorkCompletion> out) {
-  MutexLock l(&mu_);
-  size_t n = std::min(out.size(), queue_.size());
-  for (size_t i = 0; i < n; ++i) {
-    out[i] = queue_.front();
-    queue_.pop_front();
-  }
-  return static_cast<int>(n);
-}
-
-void CqCore::RequestNotify() {
-  uint64_t drained;
-  (void)!read(efd_, &drained, sizeof(drained));
-  MutexLock l(&mu_);
-  armed_ = true;
-}
-
 // ---------------------------------------------------------------------------- handles
 
 namespace {

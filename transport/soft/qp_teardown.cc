@@ -1,0 +1,128 @@
+// Errors and teardown in the soft RNIC: completing a QP's outstanding work with the RC error
+// rules, closing and draining streams, freeing them. Runs with Nic::mu_ held.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "transport/base/logging.h"
+#include "transport/rnic/request_checks.h"
+#include "transport/soft/datapath_util.h"
+#include "transport/soft/nic.h"
+
+namespace unloadkv::soft {
+
+void Nic::CompleteSend(QpCore* qp, const Outstanding& o, rnic::WcStatus status) {
+  if (status == rnic::WcStatus::kSuccess && !o.wr.signaled) return;
+  rnic::WorkCompletion wc;
+  wc.wr_id = o.wr.wr_id;
+  wc.status = status;
+  wc.opcode = rnic::CompletionOpcode(o.wr.opcode);
+  wc.qp_num = qp->qp_num;
+  if (o.wr.opcode == rnic::Opcode::kRead && status == rnic::WcStatus::kSuccess) {
+    wc.byte_len = static_cast<uint32_t>(o.wr.TotalLength());
+  }
+  qp->send_cq->Push(wc);
+}
+
+void Nic::FailQp(QpCore* qp, rnic::WcStatus head_status, absl::string_view reason) {
+  if (qp->state == rnic::QpState::kError) return;
+  if (qp->state != rnic::QpState::kReset || !qp->outstanding.empty()) {
+    // A peer that closes with nothing outstanding is an ordinary disconnect.
+    Log(head_status == rnic::WcStatus::kFlushed || qp->outstanding.empty() ? LogLevel::kInfo
+                                                                           : LogLevel::kWarning,
+        absl::StrCat("soft qp ", qp->qp_num, " -> error: ", reason));
+  }
+  qp->state = rnic::QpState::kError;
+  bool head = true;
+  for (const Outstanding& o : qp->outstanding) {
+    rnic::WcStatus st = o.local_error != rnic::WcStatus::kSuccess ? o.local_error
+                        : head                                    ? head_status
+                                                                  : rnic::WcStatus::kFlushed;
+    CompleteSend(qp, o, st);
+    head = false;
+  }
+  qp->outstanding.clear();
+  for (const rnic::RecvWorkRequest& r : qp->recvs) {
+    rnic::WorkCompletion wc;
+    wc.wr_id = r.wr_id;
+    wc.status = rnic::WcStatus::kFlushed;
+    wc.opcode = rnic::WcOpcode::kRecv;
+    wc.qp_num = qp->qp_num;
+    qp->recv_cq->Push(wc);
+  }
+  qp->recvs.clear();
+  if (qp->out_stream != nullptr) CloseStream(qp->out_stream, /*drain=*/true);
+  if (qp->in_stream != nullptr) CloseStream(qp->in_stream, /*drain=*/true);
+}
+
+void Nic::KillStream(Stream* s, rnic::WcStatus head_status, absl::string_view reason) {
+  if (s->dead || s->draining) return;
+  if (s->qp != nullptr) {
+    FailQp(s->qp, head_status, reason);
+  } else {
+    peer_log_.Log(LogLevel::kWarning, absl::StrCat("soft stream closed: ", reason));
+  }
+  if (!s->dead) FinishClose(s);  // a broken stream is not drained
+}
+
+void Nic::PeerClosed(Stream* s, absl::string_view reason) {
+  QpCore* qp = s->qp;
+  if (!s->outbound && qp != nullptr && qp->out_stream != nullptr && !qp->out_stream->dead &&
+      !qp->out_stream->draining) {
+    // The peer's request stream ended. Its answers to our requests travel on the other stream,
+    // and that stream's end (a NAK, then EOF) decides how our outstanding work completes.
+    FinishClose(s);
+    return;
+  }
+  KillStream(s, rnic::WcStatus::kRetryExceeded, reason);
+}
+
+void Nic::CloseStream(Stream* s, bool drain) {
+  if (s->dead) return;
+  if (s->qp != nullptr) {
+    if (s->qp->out_stream == s) s->qp->out_stream = nullptr;
+    if (s->qp->in_stream == s) s->qp->in_stream = nullptr;
+    s->qp = nullptr;
+  }
+  if (drain && !s->out.empty()) {
+    s->draining = true;
+    s->drain_deadline = absl::Now() + absl::Seconds(1);
+    s->want_write = true;
+    UpdateInterest(s);
+    ArmStallTimer();
+    return;
+  }
+  FinishClose(s);
+}
+
+void Nic::FinishClose(Stream* s) {
+  if (s->dead) return;
+  if (s->qp != nullptr) CloseStream(s, false);  // detaches, then re-enters here
+  if (s->dead) return;
+  s->dead = true;
+  epoll_ctl(epfd_, EPOLL_CTL_DEL, s->fd, nullptr);
+  close(s->fd);
+  s->fd = -1;
+  s->out.clear();
+}
+
+void Nic::Reap() {
+  auto is_dead = [](Stream* s) { return s->dead; };
+  dirty_.erase(std::remove_if(dirty_.begin(), dirty_.end(), is_dead), dirty_.end());
+  stalled_.erase(std::remove_if(stalled_.begin(), stalled_.end(), is_dead), stalled_.end());
+  streams_.erase(std::remove_if(streams_.begin(), streams_.end(),
+                                [](const std::unique_ptr<Stream>& s) { return s->dead; }),
+                 streams_.end());
+}
+
+}  // namespace unloadkv::soft

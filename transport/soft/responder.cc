@@ -1,0 +1,185 @@
+// The responder side of the soft RNIC: HELLO, requests checked exactly as a NIC checks them
+// (WRITE, WRITE_WITH_IMM, SEND, READ), refusals, and ACK pacing. Runs with Nic::mu_ held.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "transport/base/logging.h"
+#include "transport/rnic/request_checks.h"
+#include "transport/soft/datapath_util.h"
+#include "transport/soft/nic.h"
+
+namespace unloadkv::soft {
+
+PayloadPlan Nic::OnHello(Stream* s, const FrameHeader& h) {
+  if (h.type != FrameType::kHello) {
+    peer_log_.Log(LogLevel::kWarning, "soft: inbound stream did not start with HELLO; closing it");
+    return Close();
+  }
+  auto it = qps_.find(h.rkey);
+  if (it == qps_.end() || it->second->state == rnic::QpState::kError ||
+      it->second->in_stream != nullptr) {
+    peer_log_.Log(LogLevel::kWarning,
+                  absl::StrCat("soft: HELLO for QP ", h.rkey, " which does not exist or is taken"));
+    return Close();
+  }
+  QpCore* qp = it->second.get();
+  if (qp->state == rnic::QpState::kReadyToSend && qp->remote.qp_num != h.aux) {
+    peer_log_.Log(LogLevel::kWarning,
+                  absl::StrCat("soft: HELLO from QP ", h.aux, " but QP ", qp->qp_num,
+                               " is connected to ", qp->remote.qp_num));
+    return Close();
+  }
+  s->qp = qp;
+  s->handshake_deadline = absl::InfiniteFuture();
+  s->expected_psn = h.psn;
+  qp->in_stream = s;
+  qp->in_stream_src_qp = h.aux;
+  return PlaceNothing();
+}
+
+PayloadPlan Nic::Refuse(Stream* s, const FrameHeader& h, rnic::WcStatus status,
+                        absl::string_view reason) {
+  FrameHeader nak;
+  nak.type = FrameType::kNak;
+  nak.psn = h.psn;
+  nak.aux = static_cast<uint32_t>(status);
+  if (s->ack_pending) SendAck(s);
+  Enqueue(s, nak, nullptr, 0, false);
+  QpCore* qp = s->qp;
+  if (qp != nullptr) {
+    FailQp(qp, rnic::WcStatus::kFlushed,
+           absl::StrCat("refused request psn ", h.psn, " (", rnic::WcStatusName(status),
+                        "): ", reason));
+  }
+  return Close();
+}
+
+PayloadPlan Nic::OnRequestHeader(Stream* s, const FrameHeader& h) {
+  QpCore* qp = s->qp;
+  if (!IsRequest(h.type)) {
+    KillStream(s, rnic::WcStatus::kRetryExceeded,
+               absl::StrCat("frame type ", static_cast<int>(h.type), " on a request stream"));
+    return Close();
+  }
+  if (qp->state == rnic::QpState::kReset) return Stall();  // peer was quicker than Connect
+  if (qp->state == rnic::QpState::kError) return Close();
+  if (h.psn != s->expected_psn) {
+    KillStream(s, rnic::WcStatus::kRetryExceeded,
+               absl::StrCat("request psn ", h.psn, ", expected ", s->expected_psn));
+    return Close();
+  }
+  switch (h.type) {
+    case FrameType::kWrite:
+    case FrameType::kWriteWithImm: {
+      rnic::AccessVerdict v =
+          regions_.Check(h.rkey, h.remote_addr, h.payload_len, rnic::kRemoteWrite);
+      if (v != rnic::AccessVerdict::kOk) {
+        return Refuse(
+            s, h, rnic::WcStatus::kRemoteAccessError,
+            absl::StrCat("WRITE rkey 0x", absl::Hex(h.rkey), " addr 0x", absl::Hex(h.remote_addr),
+                         " len ", h.payload_len, ": ", rnic::AccessVerdictName(v)));
+      }
+      if (h.type == FrameType::kWriteWithImm && qp->recvs.empty()) return Stall();
+      return PlaceAt(h.remote_addr, h.payload_len);
+    }
+    case FrameType::kSend:
+    case FrameType::kSendWithImm: {
+      if (qp->recvs.empty()) return Stall();
+      const rnic::RecvWorkRequest& r = qp->recvs.front();
+      if (h.payload_len > r.TotalLength()) {
+        rnic::WorkCompletion wc;
+        wc.wr_id = r.wr_id;
+        wc.status = rnic::WcStatus::kLocalLengthError;
+        wc.opcode = rnic::WcOpcode::kRecv;
+        wc.qp_num = qp->qp_num;
+        qp->recvs.pop_front();
+        qp->recv_cq->Push(wc);
+        return Refuse(s, h, rnic::WcStatus::kRemoteInvalidRequest,
+                      absl::StrCat("SEND of ", h.payload_len, " bytes into a ", r.TotalLength(),
+                                   "-byte receive"));
+      }
+      return PlaceInto(r, h.payload_len);
+    }
+    case FrameType::kReadRequest: {
+      rnic::AccessVerdict v = regions_.Check(h.rkey, h.remote_addr, h.aux, rnic::kRemoteRead);
+      if (v != rnic::AccessVerdict::kOk) {
+        return Refuse(
+            s, h, rnic::WcStatus::kRemoteAccessError,
+            absl::StrCat("READ rkey 0x", absl::Hex(h.rkey), " addr 0x", absl::Hex(h.remote_addr),
+                         " len ", h.aux, ": ", rnic::AccessVerdictName(v)));
+      }
+      return PlaceNothing();
+    }
+    default:
+      return Close();
+  }
+}
+
+void Nic::OnRequestDone(Stream* s, const FrameHeader& h) {
+  QpCore* qp = s->qp;
+  ++s->expected_psn;
+  switch (h.type) {
+    case FrameType::kWrite:
+      break;
+    case FrameType::kWriteWithImm:
+    case FrameType::kSend:
+    case FrameType::kSendWithImm: {
+      rnic::WorkCompletion wc;
+      wc.wr_id = qp->recvs.front().wr_id;
+      wc.opcode = h.type == FrameType::kWriteWithImm ? rnic::WcOpcode::kRecvRdmaWithImm
+                                                     : rnic::WcOpcode::kRecv;
+      wc.byte_len = h.payload_len;
+      wc.has_imm = h.type != FrameType::kSend;
+      wc.imm = wc.has_imm ? h.imm : 0;
+      wc.qp_num = qp->qp_num;
+      qp->recvs.pop_front();
+      qp->recv_cq->Push(wc);
+      break;
+    }
+    case FrameType::kReadRequest: {
+      // The response acknowledges every earlier request implicitly.
+      FrameHeader resp;
+      resp.type = FrameType::kReadResponse;
+      resp.psn = h.psn;
+      resp.payload_len = h.aux;
+      Enqueue(s, resp, reinterpret_cast<const char*>(h.remote_addr), h.aux, /*copy=*/true);
+      return;
+    }
+    default:
+      return;
+  }
+  s->ack_pending = true;
+  if (h.aux & kAckRequested) s->ack_now = true;
+}
+
+void Nic::AckOrDelay(Stream* s) {
+  if (s->ack_now) {
+    SendAck(s);
+  } else if (s->ack_deadline == absl::InfiniteFuture()) {
+    s->ack_deadline = absl::Now() + kDelayedAck;
+    ArmStallTimer();
+  }
+}
+
+void Nic::SendAck(Stream* s) {
+  FrameHeader ack;
+  ack.type = FrameType::kAck;
+  ack.psn = s->expected_psn - 1;
+  Enqueue(s, ack, nullptr, 0, false);
+  s->ack_pending = false;
+  s->ack_now = false;
+  s->ack_deadline = absl::InfiniteFuture();
+}
+
+}  // namespace unloadkv::soft

@@ -1,0 +1,228 @@
+// Stream I/O of the soft RNIC: frames queued and flushed with sendmsg, bytes read and fed to
+// the frame reader, reading paused while a receive is missing. Runs with Nic::mu_ held.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "transport/base/logging.h"
+#include "transport/rnic/request_checks.h"
+#include "transport/soft/datapath_util.h"
+#include "transport/soft/nic.h"
+
+namespace unloadkv::soft {
+
+Stream::Stream(Nic* n, int f, bool out)
+    : nic(n), fd(f), outbound(out), reader(this, n->limits().max_message_bytes) {}
+
+Stream::~Stream() {
+  if (fd >= 0) close(fd);
+}
+
+PayloadPlan Stream::OnHeader(const FrameHeader& h) {
+  if (outbound) return nic->OnResponseHeader(this, h);
+  if (qp == nullptr) return nic->OnHello(this, h);
+  return nic->OnRequestHeader(this, h);
+}
+
+void Stream::OnFrame(const FrameHeader& h) {
+  if (h.type == FrameType::kHello) return;
+  if (outbound) {
+    nic->OnResponseDone(this, h);
+  } else {
+    nic->OnRequestDone(this, h);
+  }
+}
+
+void Nic::Enqueue(Stream* s, const FrameHeader& h, const char* payload, size_t payload_len,
+                  bool copy_payload) {
+  OutSegment& head = s->out.emplace_back();
+  EncodeFrameHeader(h, head.inline_bytes);
+  head.ptr = head.inline_bytes;
+  head.len = kFrameHeaderSize;
+  if (payload_len > 0) {
+    OutSegment& body = s->out.emplace_back();
+    if (copy_payload) {
+      body.owned = std::make_unique<char[]>(payload_len);
+      std::memcpy(body.owned.get(), payload, payload_len);
+      body.ptr = body.owned.get();
+    } else {
+      body.ptr = payload;
+    }
+    body.len = payload_len;
+  }
+  if (!s->in_dirty) {
+    s->in_dirty = true;
+    dirty_.push_back(s);
+  }
+}
+
+void Nic::EnqueueGather(Stream* s, const FrameHeader& h, const rnic::SendWorkRequest& wr) {
+  Enqueue(s, h, nullptr, 0, false);
+  if (wr.opcode == rnic::Opcode::kRead) return;
+  for (int i = 0; i < wr.num_sge; ++i) {
+    if (wr.sg_list[i].length == 0) continue;
+    OutSegment& body = s->out.emplace_back();
+    body.ptr = reinterpret_cast<const char*>(wr.sg_list[i].addr);
+    body.len = wr.sg_list[i].length;
+  }
+}
+
+void Nic::FlushStream(Stream* s) {
+  if (s->dead) return;
+  if (s->connecting) {
+    // The dial may have completed since Progress last looked (loopback dials usually have):
+    // check without waiting, so output need not wait for the next Progress.
+    pollfd p{s->fd, POLLOUT, 0};
+    if (::poll(&p, 1, 0) == 1) FinishConnect(s);  // flushes once connected
+    return;
+  }
+  while (!s->out.empty()) {
+    iovec iov[kMaxIov];
+    int n = 0;
+    for (auto it = s->out.begin(); it != s->out.end() && n < kMaxIov; ++it, ++n) {
+      size_t skip = n == 0 ? s->out_front_offset : 0;
+      iov[n] = {const_cast<char*>(it->ptr) + skip, it->len - skip};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = n;
+    ssize_t sent = sendmsg(s->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (!s->want_write) {
+          s->want_write = true;
+          UpdateInterest(s);
+        }
+        return;
+      }
+      if (errno == EINTR) continue;
+      if (s->draining) {
+        FinishClose(s);
+      } else {
+        KillStream(s, rnic::WcStatus::kRetryExceeded,
+                   absl::StrCat("send failed: ", std::strerror(errno)));
+      }
+      return;
+    }
+    size_t left = static_cast<size_t>(sent);
+    while (left > 0) {
+      OutSegment& front = s->out.front();
+      size_t avail = front.len - s->out_front_offset;
+      if (left >= avail) {
+        left -= avail;
+        s->out.pop_front();
+        s->out_front_offset = 0;
+      } else {
+        s->out_front_offset += left;
+        left = 0;
+      }
+    }
+  }
+  if (s->draining) {
+    FinishClose(s);
+    return;
+  }
+  if (s->want_write) {
+    s->want_write = false;
+    UpdateInterest(s);
+  }
+}
+
+void Nic::FlushDirty() {
+  // FlushStream may kill streams and add to dirty_; iterate by index over a stable copy.
+  std::vector<Stream*> dirty;
+  dirty.swap(dirty_);
+  for (Stream* s : dirty) {
+    s->in_dirty = false;
+    if (!s->dead) FlushStream(s);
+  }
+}
+
+void Nic::UpdateInterest(Stream* s) {
+  if (s->dead) return;
+  epoll_event ev{};
+  ev.events = (s->reading_paused || s->draining ? 0 : EPOLLIN) | (s->want_write ? EPOLLOUT : 0);
+  ev.data.ptr = s;
+  epoll_ctl(epfd_, EPOLL_CTL_MOD, s->fd, &ev);
+}
+
+void Nic::ReadStream(Stream* s) {
+  size_t budget = kReadBudgetBytes;
+  while (!s->dead && !s->draining && !s->reading_paused && budget > 0) {
+    absl::Span<char> direct = s->reader.DirectTarget();
+    ssize_t got;
+    if (s->rbeg == s->rend && direct.size() >= kDirectReadThreshold) {
+      got = recv(s->fd, direct.data(), std::min(direct.size(), budget), MSG_DONTWAIT);
+      if (got > 0) {
+        s->reader.AdvanceDirect(static_cast<size_t>(got));
+        budget -= std::min<size_t>(budget, got);
+        continue;
+      }
+    } else {
+      if (s->rbeg == s->rend) s->rbeg = s->rend = 0;
+      if (s->rbuf.empty()) s->rbuf.resize(kReadBufferBytes);
+      got = recv(s->fd, s->rbuf.data() + s->rend, s->rbuf.size() - s->rend, MSG_DONTWAIT);
+      if (got > 0) {
+        size_t room = s->rbuf.size() - s->rend;
+        s->rend += static_cast<size_t>(got);
+        budget -= std::min<size_t>(budget, got);
+        FeedBuffered(s);
+        // A short read drained the socket; level-triggered epoll reports anything newer.
+        if (static_cast<size_t>(got) < room &&
+            s->reader.DirectTarget().size() < kDirectReadThreshold) {
+          break;
+        }
+        continue;
+      }
+    }
+    if (got == 0) {
+      PeerClosed(s, "peer closed the connection");
+      return;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    if (errno == EINTR) continue;
+    PeerClosed(s, absl::StrCat("receive failed: ", std::strerror(errno)));
+    return;
+  }
+  if (!s->dead && s->ack_pending) AckOrDelay(s);
+}
+
+void Nic::FeedBuffered(Stream* s) {
+  size_t consumed = 0;
+  absl::Status st = s->reader.Feed(s->rbuf.data() + s->rbeg, s->rend - s->rbeg, &consumed);
+  s->rbeg += consumed;
+  if (!st.ok()) {
+    KillStream(s, rnic::WcStatus::kRetryExceeded, absl::StrCat("bad frame: ", st.message()));
+    return;
+  }
+  if (s->reader.stalled() && !s->reading_paused) {
+    s->reading_paused = true;
+    s->stall_since = absl::Now();
+    UpdateInterest(s);
+    stalled_.push_back(s);
+    ArmStallTimer();
+  }
+  if (s->rbeg == s->rend) s->rbeg = s->rend = 0;
+}
+
+void Nic::ResumeStream(Stream* s) {
+  if (s->dead || !s->reading_paused) return;
+  s->reading_paused = false;
+  s->reader.Resume();
+  stalled_.erase(std::remove(stalled_.begin(), stalled_.end(), s), stalled_.end());
+  FeedBuffered(s);
+  if (!s->dead && !s->reading_paused) UpdateInterest(s);
+  if (!s->dead && s->ack_pending) AckOrDelay(s);
+}
+
+}  // namespace unloadkv::soft
