@@ -111,59 +111,14 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
   c->recv_count = o.message_slots + lanes * c->stage_recvs_per_lane;
   c->max_send_wrs = lanes * (o.staging_slots + kAckSlots) + o.message_slots + kOffloadedWrBudget;
   c->message_header_bytes = MessageHeaderBytes(o.staging_lanes);
-  rnic::QpConfig cfg;
-  cfg.send_cq = workers_[c->worker]->cq.get();
-  cfg.recv_cq = cfg.send_cq;
-  cfg.max_send_wr = c->max_send_wrs + kAckSlots;
-  cfg.max_recv_wr = o.message_slots;
-  cfg.rnr_timeout = absl::InfiniteDuration();  // the peer engine always reposts
-  absl::StatusOr<std::unique_ptr<rnic::QueuePair>> qp = device_->CreateQueuePair(cfg);
-  if (!qp.ok()) return qp.status();
-  c->qp = std::move(*qp);
-  c->lanes.resize(lanes);
-  for (uint32_t k = 0; k < lanes; ++k) {
-    Lane& lane = c->lanes[k];
-    lane.worker = static_cast<int>((c->worker + k) % workers_.size());
-    cfg.send_cq = workers_[lane.worker]->cq.get();
-    cfg.recv_cq = cfg.send_cq;
-    cfg.max_recv_wr = c->stage_recvs_per_lane;
-    qp = device_->CreateQueuePair(cfg);
-    if (!qp.ok()) return qp.status();
-    lane.qp = std::move(*qp);
-  }
-
-  c->ring = std::make_unique<MappedMemory>(size_t{lanes} * o.staging_slots * o.staging_slot_bytes,
-                                           o.huge_pages);
-  if (c->ring->data() == nullptr) return absl::ResourceExhaustedError("staging ring: mmap failed");
-  // On a modeled node, huge pages requested are huge pages had (whatever this host offers).
-  const bool huge = c->ring->huge() || (o.huge_pages && device_->models_host());
-  uint32_t ring_access =
-      rnic::kLocalWrite | rnic::kRemoteWrite | (huge ? uint32_t{rnic::kHugePageBacked} : 0u);
-  auto reg = [&](void* p, size_t n, uint32_t access,
-                 std::unique_ptr<rnic::MemoryRegion>* out) -> absl::Status {
-    absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> mr = device_->RegisterMemory(p, n, access);
-    if (!mr.ok()) return mr.status();
-    *out = std::move(*mr);
-    return absl::OkStatus();
-  };
-  c->slot_stride = c->message_header_bytes + o.max_message_bytes;
-  c->send_slots.assign(size_t{o.message_slots} * c->slot_stride, 0);
-  c->recv_buffers.assign(size_t{o.message_slots} * c->slot_stride, 0);
-  c->stage_recv_buffers.assign(size_t{c->recv_count - o.message_slots} * kAckBytes, 0);
-  c->acks.assign(size_t{lanes} * kAckSlots * kAckBytes, 0);
-  for (absl::Status st :
-       {reg(c->ring->data(), c->ring->size(), ring_access, &c->ring_mr),
-        reg(c->send_slots.data(), c->send_slots.size(), 0, &c->send_mr),
-        reg(c->recv_buffers.data(), c->recv_buffers.size(), rnic::kLocalWrite, &c->recv_mr),
-        reg(c->stage_recv_buffers.data(), c->stage_recv_buffers.size(), rnic::kLocalWrite,
-            &c->stage_recv_mr),
-        reg(c->acks.data(), c->acks.size(), 0, &c->acks_mr)}) {
-    if (!st.ok()) return st;
-  }
+  if (absl::Status st = CreateQueuePairs(*c); !st.ok()) return st;
+  if (absl::Status st = AllocateBuffers(*c); !st.ok()) return st;
   for (uint32_t i = 0; i < o.message_slots; ++i) c->free_send_slots.push_back(i);
   {
     MutexLock l(&c->mu);
-    for (uint32_t i = 0; i < c->recv_count; ++i) Repost(*c, i);
+    for (uint32_t i = 0; i < c->recv_count; ++i) {
+      if (absl::Status st = Repost(*c, i); !st.ok()) return st;
+    }
   }
   c->local.qp = c->qp->local_attributes();
   for (const Lane& lane : c->lanes) {
@@ -183,6 +138,65 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
     workers_[k]->conns[c->id] = c;
   }
   return std::unique_ptr<Connection>(new Connection(std::move(c)));
+}
+
+absl::Status Engine::CreateQueuePairs(ConnectionState& c) {
+  const EngineOptions& o = options_;
+  rnic::QpConfig cfg;
+  cfg.send_cq = workers_[c.worker]->cq.get();
+  cfg.recv_cq = cfg.send_cq;
+  cfg.max_send_wr = c.max_send_wrs + kAckSlots;
+  cfg.max_recv_wr = o.message_slots;
+  cfg.rnr_timeout = absl::InfiniteDuration();  // the peer engine always reposts
+  absl::StatusOr<std::unique_ptr<rnic::QueuePair>> qp = device_->CreateQueuePair(cfg);
+  if (!qp.ok()) return qp.status();
+  c.qp = std::move(*qp);
+  c.lanes.resize(static_cast<size_t>(o.staging_lanes));
+  for (size_t k = 0; k < c.lanes.size(); ++k) {
+    Lane& lane = c.lanes[k];
+    lane.worker = static_cast<int>((c.worker + k) % workers_.size());
+    cfg.send_cq = workers_[lane.worker]->cq.get();
+    cfg.recv_cq = cfg.send_cq;
+    cfg.max_recv_wr = c.stage_recvs_per_lane;
+    qp = device_->CreateQueuePair(cfg);
+    if (!qp.ok()) return qp.status();
+    lane.qp = std::move(*qp);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::AllocateBuffers(ConnectionState& c) {
+  const EngineOptions& o = options_;
+  const size_t lanes = c.lanes.size();
+  c.ring =
+      std::make_unique<MappedMemory>(lanes * o.staging_slots * o.staging_slot_bytes, o.huge_pages);
+  if (c.ring->data() == nullptr) return absl::ResourceExhaustedError("staging ring: mmap failed");
+  // On a modeled node, huge pages requested are huge pages had (whatever this host offers).
+  const bool huge = c.ring->huge() || (o.huge_pages && device_->models_host());
+  uint32_t ring_access =
+      rnic::kLocalWrite | rnic::kRemoteWrite | (huge ? uint32_t{rnic::kHugePageBacked} : 0u);
+  auto reg = [&](void* p, size_t n, uint32_t access,
+                 std::unique_ptr<rnic::MemoryRegion>* out) -> absl::Status {
+    absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> mr = device_->RegisterMemory(p, n, access);
+    if (!mr.ok()) return mr.status();
+    *out = std::move(*mr);
+    return absl::OkStatus();
+  };
+  c.slot_stride = c.message_header_bytes + o.max_message_bytes;
+  c.send_slots.assign(size_t{o.message_slots} * c.slot_stride, 0);
+  c.recv_buffers.assign(size_t{o.message_slots} * c.slot_stride, 0);
+  c.stage_recv_buffers.assign(size_t{c.recv_count - o.message_slots} * kAckBytes, 0);
+  c.acks.assign(lanes * kAckSlots * kAckBytes, 0);
+  for (absl::Status st :
+       {reg(c.ring->data(), c.ring->size(), ring_access, &c.ring_mr),
+        reg(c.send_slots.data(), c.send_slots.size(), 0, &c.send_mr),
+        reg(c.recv_buffers.data(), c.recv_buffers.size(), rnic::kLocalWrite, &c.recv_mr),
+        reg(c.stage_recv_buffers.data(), c.stage_recv_buffers.size(), rnic::kLocalWrite,
+            &c.stage_recv_mr),
+        reg(c.acks.data(), c.acks.size(), 0, &c.acks_mr)}) {
+    if (!st.ok()) return st;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace unloadkv::engine

@@ -209,6 +209,9 @@ class Engine {
   struct Worker;
   friend class Connection;
   Engine(rnic::Device* device, const EngineOptions& options);
+  // CreateConnection's steps (connection.cc).
+  absl::Status CreateQueuePairs(ConnectionState& c);
+  absl::Status AllocateBuffers(ConnectionState& c);
 
   rnic::Device* device_;
   EngineOptions options_;

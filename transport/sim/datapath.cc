@@ -207,6 +207,110 @@ void FailQp(Fabric& f, NodeState& n, SimQpState& qp, rnic::WcStatus head_status,
   }
 }
 
+// A request as it travels: the WR's fields and a copy of its payload (not for READ).
+Request MakeRequest(const rnic::SendWorkRequest& wr, uint32_t psn) {
+  Request r;
+  r.opcode = wr.opcode;
+  r.psn = psn;
+  r.remote_addr = wr.remote_addr;
+  r.rkey = wr.rkey;
+  r.imm = wr.imm;
+  r.length = static_cast<uint32_t>(wr.TotalLength());
+  if (wr.opcode != rnic::Opcode::kRead) {
+    r.payload.reserve(r.length);
+    for (int k = 0; k < wr.num_sge; ++k) {
+      r.payload.append(reinterpret_cast<const char*>(wr.sg_list[k].addr), wr.sg_list[k].length);
+    }
+  }
+  return r;
+}
+
+// Request `r` of (src_node, src_qp) reaches (dst_node, dst_qp): queued and drained, or, with
+// nobody to answer, dropped (the requester's retries run out after the transport timeout,
+// unless something, a NAK already in flight, fails it first).
+void Arrive(Fabric& f, int src_node, uint32_t src_qp, int dst_node, uint32_t dst_qp,
+            uint64_t src_epoch, const Request& r) {
+  NodeState* d = nullptr;
+  SimQpState* q = FindQp(f, dst_node, dst_qp, &d);
+  if (q == nullptr || q->state == rnic::QpState::kError ||
+      (q->state == rnic::QpState::kReadyToSend &&
+       (q->peer_node != src_node || q->peer_qp != src_qp))) {
+    f.Schedule(f.now_ns() + kTransportTimeoutNs, [&f, src_node, src_qp, src_epoch] {
+      NodeState* sn = nullptr;
+      SimQpState* s = FindQp(f, src_node, src_qp, &sn);
+      if (s != nullptr && s->epoch == src_epoch) {
+        FailQp(f, *sn, *s, rnic::WcStatus::kRetryExceeded, /*tell_peer=*/false);
+      }
+    });
+    return;
+  }
+  q->inbound.push_back(r);
+  Drain(f, *d, *q);
+}
+
+// The request at the head of `qp`'s inbound queue (PSN `psn`) needs a receive and none is
+// posted: arms the RNR timer once per request; it refuses the request when it fires first.
+void ArmRnr(Fabric& f, NodeState& n, SimQpState& qp, uint32_t psn) {
+  if (qp.rnr_armed && qp.rnr_psn == psn) return;
+  qp.rnr_armed = true;
+  qp.rnr_psn = psn;
+  if (qp.config.rnr_timeout == absl::InfiniteDuration()) return;
+  int node = n.id;
+  uint32_t qp_num = qp.qp_num;
+  uint64_t epoch = qp.epoch;
+  f.Schedule(f.now_ns() + absl::ToInt64Nanoseconds(qp.config.rnr_timeout),
+             [&f, node, qp_num, epoch, psn] {
+               NodeState* n = nullptr;
+               SimQpState* q = FindQp(f, node, qp_num, &n);
+               if (q == nullptr || q->epoch != epoch || !q->rnr_armed || q->rnr_psn != psn ||
+                   q->inbound.empty() || !q->recvs.empty()) {
+                 return;
+               }
+               Refuse(f, *n, *q, q->inbound.front(), rnic::WcStatus::kRnrRetryExceeded);
+             });
+}
+
+// The NIC finished placing `req` on (node, qp_num): bytes written (or read), the receive
+// completed, the response sent.
+void Place(Fabric& f, int node, uint32_t qp_num, uint64_t epoch, const Request& req,
+           const rnic::RecvWorkRequest& recv, bool needs_recv) {
+  NodeState* n = nullptr;
+  SimQpState* q = FindQp(f, node, qp_num, &n);
+  if (q == nullptr || q->epoch != epoch) return;
+  std::string data;
+  if (req.opcode == rnic::Opcode::kRead) {
+    data.assign(reinterpret_cast<const char*>(req.remote_addr), req.length);
+  } else if (!needs_recv || req.opcode == rnic::Opcode::kWriteWithImm) {
+    if (req.length > 0) {
+      std::memcpy(reinterpret_cast<void*>(req.remote_addr), req.payload.data(), req.length);
+    }
+  } else {
+    size_t off = 0;
+    for (int i = 0; i < recv.num_sge && off < req.payload.size(); ++i) {
+      size_t k = std::min<size_t>(recv.sg_list[i].length, req.payload.size() - off);
+      std::memcpy(reinterpret_cast<void*>(recv.sg_list[i].addr), req.payload.data() + off, k);
+      off += k;
+    }
+  }
+  if (needs_recv) {
+    rnic::WorkCompletion wc;
+    wc.wr_id = recv.wr_id;
+    wc.opcode = req.opcode == rnic::Opcode::kWriteWithImm ? rnic::WcOpcode::kRecvRdmaWithImm
+                                                          : rnic::WcOpcode::kRecv;
+    wc.byte_len = req.length;
+    wc.has_imm = req.opcode != rnic::Opcode::kSend;
+    wc.imm = wc.has_imm ? req.imm : 0;
+    wc.qp_num = q->qp_num;
+    SimCqState* cq = q->recv_cq;
+    f.Schedule(f.now_ns() + n->model.nic.pcie_rtt_ns / 2,
+               [&f, cq, wc, ref = q->recv_cq_ref] { Push(f, cq, wc); });
+  }
+  SimQpState* peer = FindQp(f, q->peer_node, q->peer_qp);
+  uint64_t peer_epoch = peer != nullptr ? peer->epoch : 0;
+  Respond(f, *n, f.now_ns() + n->model.nic.nic_op_ns, q->peer_node, q->peer_qp, peer_epoch, req.psn,
+          rnic::WcStatus::kSuccess, std::move(data));
+}
+
 absl::Status PostSend(Fabric& f, NodeState& n, SimQpState& qp,
                       absl::Span<const rnic::SendWorkRequest> wrs) {
   if (qp.state == rnic::QpState::kReset) {
@@ -243,19 +347,7 @@ absl::Status PostSend(Fabric& f, NodeState& n, SimQpState& qp,
       continue;
     }
     o.psn = qp.next_psn++;
-    Request r;
-    r.opcode = wr.opcode;
-    r.psn = o.psn;
-    r.remote_addr = wr.remote_addr;
-    r.rkey = wr.rkey;
-    r.imm = wr.imm;
-    r.length = static_cast<uint32_t>(wr.TotalLength());
-    if (wr.opcode != rnic::Opcode::kRead) {
-      r.payload.reserve(r.length);
-      for (int k = 0; k < wr.num_sge; ++k) {
-        r.payload.append(reinterpret_cast<const char*>(wr.sg_list[k].addr), wr.sg_list[k].length);
-      }
-    }
+    Request r = MakeRequest(wr, o.psn);
     // The CPU rings the doorbell; the NIC fetches the request and its payload over PCIe.
     int64_t posted = ChargeCpu(f, n, qp.send_cq->core, n.model.cpu.post_ns);
     // The NIC pipelines fetches; requests of one QP only leave in post order.
@@ -275,24 +367,7 @@ absl::Status PostSend(Fabric& f, NodeState& n, SimQpState& qp,
     uint32_t dst_qp = qp.peer_qp;
     uint64_t src_epoch = qp.epoch;
     f.Schedule(arrive, [&f, src_node, src_qp, dst_node, dst_qp, src_epoch, r = std::move(r)] {
-      NodeState* d = nullptr;
-      SimQpState* q = FindQp(f, dst_node, dst_qp, &d);
-      if (q == nullptr || q->state == rnic::QpState::kError ||
-          (q->state == rnic::QpState::kReadyToSend &&
-           (q->peer_node != src_node || q->peer_qp != src_qp))) {
-        // Nobody answers: the request is dropped and the requester's retries run out after
-        // the transport timeout, unless something (a NAK already in flight) fails it first.
-        f.Schedule(f.now_ns() + kTransportTimeoutNs, [&f, src_node, src_qp, src_epoch] {
-          NodeState* sn = nullptr;
-          SimQpState* s = FindQp(f, src_node, src_qp, &sn);
-          if (s != nullptr && s->epoch == src_epoch) {
-            FailQp(f, *sn, *s, rnic::WcStatus::kRetryExceeded, /*tell_peer=*/false);
-          }
-        });
-        return;
-      }
-      q->inbound.push_back(r);
-      Drain(f, *d, *q);
+      Arrive(f, src_node, src_qp, dst_node, dst_qp, src_epoch, r);
     });
   }
   return absl::OkStatus();
@@ -337,26 +412,7 @@ void Drain(Fabric& f, NodeState& n, SimQpState& qp) {
       }
     }
     if (needs_recv && qp.recvs.empty()) {
-      if (!qp.rnr_armed || qp.rnr_psn != r.psn) {
-        qp.rnr_armed = true;
-        qp.rnr_psn = r.psn;
-        if (qp.config.rnr_timeout != absl::InfiniteDuration()) {
-          int node = n.id;
-          uint32_t qp_num = qp.qp_num;
-          uint64_t epoch = qp.epoch;
-          uint32_t psn = r.psn;
-          f.Schedule(f.now_ns() + absl::ToInt64Nanoseconds(qp.config.rnr_timeout),
-                     [&f, node, qp_num, epoch, psn] {
-                       NodeState* n = nullptr;
-                       SimQpState* q = FindQp(f, node, qp_num, &n);
-                       if (q == nullptr || q->epoch != epoch || !q->rnr_armed ||
-                           q->rnr_psn != psn || q->inbound.empty() || !q->recvs.empty()) {
-                         return;
-                       }
-                       Refuse(f, *n, *q, q->inbound.front(), rnic::WcStatus::kRnrRetryExceeded);
-                     });
-        }
-      }
+      ArmRnr(f, n, qp, r.psn);
       return;
     }
     qp.rnr_armed = false;
@@ -397,41 +453,7 @@ void Drain(Fabric& f, NodeState& n, SimQpState& qp) {
     uint32_t qp_num = qp.qp_num;
     uint64_t epoch = qp.epoch;
     f.Schedule(placed, [&f, node, qp_num, epoch, req = std::move(req), recv, needs_recv] {
-      NodeState* n = nullptr;
-      SimQpState* q = FindQp(f, node, qp_num, &n);
-      if (q == nullptr || q->epoch != epoch) return;
-      std::string data;
-      if (req.opcode == rnic::Opcode::kRead) {
-        data.assign(reinterpret_cast<const char*>(req.remote_addr), req.length);
-      } else if (!needs_recv || req.opcode == rnic::Opcode::kWriteWithImm) {
-        if (req.length > 0) {
-          std::memcpy(reinterpret_cast<void*>(req.remote_addr), req.payload.data(), req.length);
-        }
-      } else {
-        size_t off = 0;
-        for (int i = 0; i < recv.num_sge && off < req.payload.size(); ++i) {
-          size_t k = std::min<size_t>(recv.sg_list[i].length, req.payload.size() - off);
-          std::memcpy(reinterpret_cast<void*>(recv.sg_list[i].addr), req.payload.data() + off, k);
-          off += k;
-        }
-      }
-      if (needs_recv) {
-        rnic::WorkCompletion wc;
-        wc.wr_id = recv.wr_id;
-        wc.opcode = req.opcode == rnic::Opcode::kWriteWithImm ? rnic::WcOpcode::kRecvRdmaWithImm
-                                                              : rnic::WcOpcode::kRecv;
-        wc.byte_len = req.length;
-        wc.has_imm = req.opcode != rnic::Opcode::kSend;
-        wc.imm = wc.has_imm ? req.imm : 0;
-        wc.qp_num = q->qp_num;
-        SimCqState* cq = q->recv_cq;
-        f.Schedule(f.now_ns() + n->model.nic.pcie_rtt_ns / 2,
-                   [&f, cq, wc, ref = q->recv_cq_ref] { Push(f, cq, wc); });
-      }
-      SimQpState* peer = FindQp(f, q->peer_node, q->peer_qp);
-      uint64_t peer_epoch = peer != nullptr ? peer->epoch : 0;
-      Respond(f, *n, f.now_ns() + n->model.nic.nic_op_ns, q->peer_node, q->peer_qp, peer_epoch,
-              req.psn, rnic::WcStatus::kSuccess, std::move(data));
+      Place(f, node, qp_num, epoch, req, recv, needs_recv);
     });
   }
 }
