@@ -90,66 +90,36 @@ std::string Printable(absl::string_view bytes) {
   return out;
 }
 
-int Load(Client& c, engine::MetricsEndpoint* endpoint) {
-  if (endpoint != nullptr) std::printf("kvclient: metrics at %s\n", endpoint->url().c_str());
-  std::printf("kvclient: load: %llu ops, %d in flight, %llu keys, %u-byte values, %.0f%% GETs\n",
-              static_cast<unsigned long long>(FLAGS_ops), FLAGS_in_flight,
-              static_cast<unsigned long long>(FLAGS_keys), FLAGS_value_size,
-              FLAGS_read_fraction * 100);
-  std::fflush(stdout);
-  const std::string value(FLAGS_value_size, 'v');
-  std::mt19937_64 rng(FLAGS_seed);
+// What a load run measured, filled in from the operations' callbacks. Thread-safe.
+struct LoadTally {
   Mutex mu;
-  std::vector<double> put_us, get_us;
+  std::vector<double> put_us, get_us;  // latencies of successful operations; guarded by mu
+  std::string first_error;             // guarded by mu
   std::atomic<uint64_t> done{0}, errors{0}, not_found{0};
-  uint64_t issued = 0;
-  std::string first_error;  // guarded by mu
-  const absl::Time start = absl::Now();
-  absl::Time next_report = start + absl::Seconds(1);
-  for (uint64_t i = 0; i < FLAGS_ops; ++i) {
-    c.Wait([&] { return i - done.load() < static_cast<uint64_t>(FLAGS_in_flight); });
-    if (!c.connected()) break;  // the rest would fail at once: stop issuing
-    if (absl::Now() >= next_report) {
-      next_report += absl::Seconds(1);
-      std::printf("kvclient: %llu/%llu ops (%.0f%%), %.0f ops/s\n",
-                  static_cast<unsigned long long>(done.load()),
-                  static_cast<unsigned long long>(FLAGS_ops), 100.0 * done.load() / FLAGS_ops,
-                  done.load() / absl::ToDoubleSeconds(absl::Now() - start));
-      std::fflush(stdout);
-    }
-    const std::string key = absl::StrCat("key", rng() % FLAGS_keys);
-    const bool read = std::uniform_real_distribution<double>(0, 1)(rng) < FLAGS_read_fraction;
-    const absl::Time t0 = absl::Now();
-    auto finish = [&, t0, read](const absl::Status& st) {
-      const double us = absl::ToDoubleMicroseconds(absl::Now() - t0);
-      if (st.code() == absl::StatusCode::kNotFound) {
-        ++not_found;
-      } else if (!st.ok()) {
-        if (errors++ == 0) {
-          MutexLock l(&mu);
-          first_error = st.ToString();
-        }
-        ++done;
-        return;  // a failed operation has no latency worth reporting
-      }
-      {
+
+  void Finish(bool read, absl::Duration took, const absl::Status& st) {
+    if (st.code() == absl::StatusCode::kNotFound) {
+      ++not_found;
+    } else if (!st.ok()) {
+      if (errors++ == 0) {
         MutexLock l(&mu);
-        (read ? get_us : put_us).push_back(us);
+        first_error = st.ToString();
       }
       ++done;
-    };
-    ++issued;
-    if (read) {
-      c.GetAsync(key, [finish](absl::StatusOr<std::string> r) { finish(r.status()); });
-    } else {
-      c.PutAsync(key, value, [finish](absl::StatusOr<uint64_t> r) { finish(r.status()); });
+      return;  // a failed operation has no latency worth reporting
     }
+    {
+      MutexLock l(&mu);
+      (read ? get_us : put_us).push_back(absl::ToDoubleMicroseconds(took));
+    }
+    ++done;  // last: the load loop may end as soon as it sees this
   }
-  c.Wait([&] { return done.load() == issued; });
-  const double secs = absl::ToDoubleSeconds(absl::Now() - start);
-  WriteStats w = c.write_stats();
-  MutexLock l(&mu);
-  const uint64_t failed = errors.load();
+};
+
+// Prints the summary of a load run of `issued` operations that took `secs`; the exit status.
+int ReportLoad(LoadTally& t, uint64_t issued, double secs, const WriteStats& w) {
+  MutexLock l(&t.mu);
+  const uint64_t failed = t.errors.load();
   const uint64_t ok = issued - failed;
   const uint64_t not_issued = FLAGS_ops - issued;
   std::printf(
@@ -157,11 +127,11 @@ int Load(Client& c, engine::MetricsEndpoint* endpoint) {
       "(measured, transport %s)\n",
       static_cast<unsigned long long>(ok), static_cast<unsigned long long>(failed),
       static_cast<unsigned long long>(not_issued), secs, ok / secs, FLAGS_transport.c_str());
-  std::printf("  PUT %6zu ops  p50 %8.1f us  p99 %8.1f us\n", put_us.size(),
-              Percentile(put_us, 0.5), Percentile(put_us, 0.99));
-  std::printf("  GET %6zu ops  p50 %8.1f us  p99 %8.1f us  (%llu not found)\n", get_us.size(),
-              Percentile(get_us, 0.5), Percentile(get_us, 0.99),
-              static_cast<unsigned long long>(not_found.load()));
+  std::printf("  PUT %6zu ops  p50 %8.1f us  p99 %8.1f us\n", t.put_us.size(),
+              Percentile(t.put_us, 0.5), Percentile(t.put_us, 0.99));
+  std::printf("  GET %6zu ops  p50 %8.1f us  p99 %8.1f us  (%llu not found)\n", t.get_us.size(),
+              Percentile(t.get_us, 0.5), Percentile(t.get_us, 0.99),
+              static_cast<unsigned long long>(t.not_found.load()));
   const uint64_t writes = w.offload + w.unload;
   std::printf("  value writes: %llu offload, %llu unload (%.1f%% unloaded, policy %s)\n",
               static_cast<unsigned long long>(w.offload), static_cast<unsigned long long>(w.unload),
@@ -171,10 +141,51 @@ int Load(Client& c, engine::MetricsEndpoint* endpoint) {
     std::fprintf(stderr, "kvclient: %llu failed, %llu not issued (first error: %s)\n",
                  static_cast<unsigned long long>(failed),
                  static_cast<unsigned long long>(not_issued),
-                 first_error.empty() ? "connection lost" : first_error.c_str());
+                 t.first_error.empty() ? "connection lost" : t.first_error.c_str());
     return 1;
   }
   return 0;
+}
+
+int Load(Client& c, engine::MetricsEndpoint* endpoint) {
+  if (endpoint != nullptr) std::printf("kvclient: metrics at %s\n", endpoint->url().c_str());
+  std::printf("kvclient: load: %llu ops, %d in flight, %llu keys, %u-byte values, %.0f%% GETs\n",
+              static_cast<unsigned long long>(FLAGS_ops), FLAGS_in_flight,
+              static_cast<unsigned long long>(FLAGS_keys), FLAGS_value_size,
+              FLAGS_read_fraction * 100);
+  std::fflush(stdout);
+  const std::string value(FLAGS_value_size, 'v');
+  std::mt19937_64 rng(FLAGS_seed);
+  LoadTally tally;
+  uint64_t issued = 0;
+  const absl::Time start = absl::Now();
+  absl::Time next_report = start + absl::Seconds(1);
+  for (uint64_t i = 0; i < FLAGS_ops; ++i) {
+    c.Wait([&] { return i - tally.done.load() < static_cast<uint64_t>(FLAGS_in_flight); });
+    if (!c.connected()) break;  // the rest would fail at once: stop issuing
+    if (absl::Now() >= next_report) {
+      next_report += absl::Seconds(1);
+      const uint64_t done = tally.done.load();
+      std::printf("kvclient: %llu/%llu ops (%.0f%%), %.0f ops/s\n",
+                  static_cast<unsigned long long>(done), static_cast<unsigned long long>(FLAGS_ops),
+                  100.0 * done / FLAGS_ops, done / absl::ToDoubleSeconds(absl::Now() - start));
+      std::fflush(stdout);
+    }
+    const std::string key = absl::StrCat("key", rng() % FLAGS_keys);
+    const bool read = std::uniform_real_distribution<double>(0, 1)(rng) < FLAGS_read_fraction;
+    const absl::Time t0 = absl::Now();
+    auto finish = [&tally, t0, read](const absl::Status& st) {
+      tally.Finish(read, absl::Now() - t0, st);
+    };
+    ++issued;
+    if (read) {
+      c.GetAsync(key, [finish](absl::StatusOr<std::string> r) { finish(r.status()); });
+    } else {
+      c.PutAsync(key, value, [finish](absl::StatusOr<uint64_t> r) { finish(r.status()); });
+    }
+  }
+  c.Wait([&] { return tally.done.load() == issued; });
+  return ReportLoad(tally, issued, absl::ToDoubleSeconds(absl::Now() - start), c.write_stats());
 }
 
 int Main(int argc, char** argv) {

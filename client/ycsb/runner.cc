@@ -27,6 +27,93 @@ struct Shared {
   std::atomic<bool> finished{false};
 };
 
+// Performs one operation of kind `op`; `load_key` is the key number of a load-phase insert. A
+// read-modify-write records its READ and UPDATE parts in `m` itself.
+absl::Status DoOp(Op op, bool load, uint64_t load_key, Db& db, Workload& w, Workload::Thread& gen,
+                  Measurements& m) {
+  switch (op) {
+    case Op::kRead: {
+      Record r;
+      return db.Read(w.KeyName(gen.NextKeyNumber()), gen.ReadFields(), &r);
+    }
+    case Op::kUpdate:
+      return db.Update(w.KeyName(gen.NextKeyNumber()), gen.BuildUpdate());
+    case Op::kInsert: {
+      const uint64_t n = load ? load_key : w.insert_sequence().Next();
+      absl::Status st = db.Insert(w.KeyName(n), gen.BuildRecord());
+      if (!load) w.insert_sequence().Acknowledge(n);
+      return st;
+    }
+    case Op::kScan: {
+      std::vector<Record> rs;
+      return db.Scan(w.KeyName(gen.NextKeyNumber()), gen.NextScanLength(), gen.ReadFields(), &rs);
+    }
+    case Op::kReadModifyWrite: {
+      const std::string key = w.KeyName(gen.NextKeyNumber());
+      Record r;
+      const absl::Time r0 = absl::Now();
+      absl::Status st = db.Read(key, gen.ReadFields(), &r);
+      const absl::Time r1 = absl::Now();
+      m.Record("READ", absl::ToInt64Microseconds(r1 - r0), ReturnCode(st));
+      if (st.ok()) {
+        st = db.Update(key, gen.BuildUpdate());
+        m.Record("UPDATE", absl::ToInt64Microseconds(absl::Now() - r1), ReturnCode(st));
+      }
+      return st;
+    }
+  }
+  return absl::InternalError("unknown operation");
+}
+
+// One client thread: `count` operations (in the load phase, inserts of keys from `first`),
+// paced to `rate` operations a second when it is positive, measured into `m` and `shared`.
+void RunThread(Workload& w, const RunOptions& o, Db& db, int t, uint64_t count, uint64_t first,
+               absl::Time start, Measurements& m, Shared& shared) {
+  Workload::Thread gen(&w, o.seed * 1000003 + t);
+  const double rate = o.target_ops > 0 ? o.target_ops / o.threads : 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    absl::Time intended = absl::Now();
+    if (rate > 0) {
+      intended = start + absl::Seconds(i / rate);
+      absl::Duration wait = intended - absl::Now();
+      if (wait > absl::ZeroDuration()) absl::SleepFor(wait);
+    }
+    const absl::Time t0 = absl::Now();
+    const Op op = o.load ? Op::kInsert : gen.NextOp();
+    const absl::Status st = DoOp(op, o.load, w.config().insert_start + first + i, db, w, gen, m);
+    const absl::Time t1 = absl::Now();
+    const int64_t us = absl::ToInt64Microseconds(t1 - t0);
+    m.Record(OpName(op), us, ReturnCode(st));
+    if (rate > 0) m.RecordIntended(OpName(op), absl::ToInt64Microseconds(t1 - intended));
+    const int k = static_cast<int>(op);
+    shared.count[k].fetch_add(1, std::memory_order_relaxed);
+    shared.sum_us[k].fetch_add(us, std::memory_order_relaxed);
+    shared.done.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+// One status line, as YCSB's StatusThread prints it: `done` operations by `now`, `last` of
+// them by `last_t`, of `total`.
+std::string StatusLine(const Shared& shared, uint64_t total, absl::Time start, absl::Time now,
+                       uint64_t done, uint64_t last, absl::Time last_t) {
+  const double cur = (done - last) / absl::ToDoubleSeconds(now - last_t);
+  std::string line =
+      absl::StrCat(absl::FormatTime("%Y-%m-%d %H:%M:%E3S", now, absl::LocalTimeZone()), " ",
+                   static_cast<int64_t>(absl::ToDoubleSeconds(now - start)), " sec: ", done,
+                   " operations; ", JavaDouble(cur), " current ops/sec;");
+  if (done > 0 && done < total) {
+    const double left_s = (total - done) * absl::ToDoubleSeconds(now - start) / done;
+    absl::StrAppend(&line, " est completion in ", static_cast<int64_t>(left_s), " seconds");
+  }
+  for (int k = 0; k < kOps; ++k) {
+    const uint64_t n = shared.count[k].load();
+    if (n == 0) continue;
+    absl::StrAppend(&line, " [", OpName(static_cast<Op>(k)), ": Count=", n,
+                    ", Avg=", JavaDouble(static_cast<double>(shared.sum_us[k].load()) / n), "]");
+  }
+  return line;
+}
+
 }  // namespace
 
 absl::StatusOr<RunResult> RunPhase(Workload& w, const RunOptions& o, const DbFactory& connect) {
@@ -50,65 +137,7 @@ absl::StatusOr<RunResult> RunPhase(Workload& w, const RunOptions& o, const DbFac
     const uint64_t mine = total / o.threads + (static_cast<uint64_t>(t) < total % o.threads);
     const uint64_t first = (total / o.threads) * t + std::min<uint64_t>(t, total % o.threads);
     threads.emplace_back([&, t, mine, first] {
-      Db& db = *dbs[t];
-      Measurements& m = per_thread[t];
-      Workload::Thread gen(&w, o.seed * 1000003 + t);
-      const double per_thread_rate = o.target_ops > 0 ? o.target_ops / o.threads : 0;
-      for (uint64_t i = 0; i < mine; ++i) {
-        absl::Time intended = absl::Now();
-        if (per_thread_rate > 0) {
-          intended = start + absl::Seconds(i / per_thread_rate);
-          absl::Duration wait = intended - absl::Now();
-          if (wait > absl::ZeroDuration()) absl::SleepFor(wait);
-        }
-        const absl::Time t0 = absl::Now();
-        Op op = o.load ? Op::kInsert : gen.NextOp();
-        absl::Status st;
-        switch (op) {
-          case Op::kRead: {
-            Record r;
-            st = db.Read(w.KeyName(gen.NextKeyNumber()), gen.ReadFields(), &r);
-            break;
-          }
-          case Op::kUpdate:
-            st = db.Update(w.KeyName(gen.NextKeyNumber()), gen.BuildUpdate());
-            break;
-          case Op::kInsert: {
-            const uint64_t n = o.load ? c.insert_start + first + i : w.insert_sequence().Next();
-            st = db.Insert(w.KeyName(n), gen.BuildRecord());
-            if (!o.load) w.insert_sequence().Acknowledge(n);
-            break;
-          }
-          case Op::kScan: {
-            std::vector<Record> rs;
-            st = db.Scan(w.KeyName(gen.NextKeyNumber()), gen.NextScanLength(), gen.ReadFields(),
-                         &rs);
-            break;
-          }
-          case Op::kReadModifyWrite: {
-            const std::string key = w.KeyName(gen.NextKeyNumber());
-            Record r;
-            const absl::Time r0 = absl::Now();
-            st = db.Read(key, gen.ReadFields(), &r);
-            const absl::Time r1 = absl::Now();
-            m.Record("READ", absl::ToInt64Microseconds(r1 - r0), ReturnCode(st));
-            if (st.ok()) {
-              st = db.Update(key, gen.BuildUpdate());
-              m.Record("UPDATE", absl::ToInt64Microseconds(absl::Now() - r1), ReturnCode(st));
-            }
-            break;
-          }
-        }
-        const absl::Time t1 = absl::Now();
-        const int64_t us = absl::ToInt64Microseconds(t1 - t0);
-        m.Record(OpName(op), us, ReturnCode(st));
-        if (per_thread_rate > 0)
-          m.RecordIntended(OpName(op), absl::ToInt64Microseconds(t1 - intended));
-        const int k = static_cast<int>(op);
-        shared.count[k].fetch_add(1, std::memory_order_relaxed);
-        shared.sum_us[k].fetch_add(us, std::memory_order_relaxed);
-        shared.done.fetch_add(1, std::memory_order_relaxed);
-      }
+      RunThread(w, o, *dbs[t], t, mine, first, start, per_thread[t], shared);
     });
   }
   // Status lines, as YCSB's StatusThread prints them (-s).
@@ -124,23 +153,8 @@ absl::StatusOr<RunResult> RunPhase(Workload& w, const RunOptions& o, const DbFac
                         [&] { return shared.finished.load(); })) {
       const absl::Time now = absl::Now();
       const uint64_t done = shared.done.load();
-      const double cur = (done - last) / absl::ToDoubleSeconds(now - last_t);
-      std::string line =
-          absl::StrCat(absl::FormatTime("%Y-%m-%d %H:%M:%E3S", now, absl::LocalTimeZone()), " ",
-                       static_cast<int64_t>(absl::ToDoubleSeconds(now - start)), " sec: ", done,
-                       " operations; ", JavaDouble(cur), " current ops/sec;");
-      if (done > 0 && done < total) {
-        const double left_s = (total - done) * absl::ToDoubleSeconds(now - start) / done;
-        absl::StrAppend(&line, " est completion in ", static_cast<int64_t>(left_s), " seconds");
-      }
-      for (int k = 0; k < kOps; ++k) {
-        const uint64_t n = shared.count[k].load();
-        if (n == 0) continue;
-        absl::StrAppend(&line, " [", OpName(static_cast<Op>(k)), ": Count=", n,
-                        ", Avg=", JavaDouble(static_cast<double>(shared.sum_us[k].load()) / n),
-                        "]");
-      }
-      std::fprintf(o.status, "%s\n", line.c_str());
+      std::fprintf(o.status, "%s\n",
+                   StatusLine(shared, total, start, now, done, last, last_t).c_str());
       std::fflush(o.status);
       last = done;
       last_t = now;
