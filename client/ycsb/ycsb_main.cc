@@ -32,6 +32,50 @@ int Usage(const std::string& why) {
   return 2;
 }
 
+// Reads the arguments after the command and binding into `props` (-P, -p, -threads, -target)
+// and `status` (-s); an error message, or "".
+std::string ParseArgs(int argc, char** argv, Properties* props, bool* status) {
+  for (int i = 3; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    if (a == "-P") {
+      const char* f = next();
+      if (!f) return "-P needs a file";
+      if (absl::Status st = props->LoadFile(f); !st.ok()) return std::string(st.message());
+    } else if (a == "-p") {
+      const char* kv = next();
+      if (!kv) return "-p needs key=value";
+      if (absl::Status st = props->SetFromArg(kv); !st.ok()) return std::string(st.message());
+    } else if (a == "-threads" || a == "-target") {
+      const char* v = next();
+      if (!v) return a + " needs a value";
+      props->Set(a == "-threads" ? "threadcount" : "target", v, a);
+    } else if (a == "-s") {
+      *status = true;
+    } else {
+      return absl::StrCat("unknown argument '", a, "'");
+    }
+  }
+  return "";
+}
+
+// How each client thread connects, for `binding` configured by `props`.
+absl::StatusOr<DbFactory> MakeDbFactory(const std::string& binding, const Properties& props) {
+  if (binding == "unloadkv") {
+    ClientOptions co;
+    co.server = props.GetString("unloadkv.server", "127.0.0.1:7070");
+    co.transport = props.GetString("unloadkv.transport", "soft");
+    co.policy = props.GetString("unloadkv.policy", "adaptive");
+    auto caller = props.GetBool("unloadkv.caller_progress", true);
+    if (!caller.ok()) return caller.status();
+    co.caller_progress = *caller;
+    return DbFactory([co] { return UnloadkvDb::Connect(co); });
+  }
+  const std::string addr = absl::StrCat(props.GetString("redis.host", "127.0.0.1"), ":",
+                                        props.GetString("redis.port", "6379"));
+  return DbFactory([addr] { return RedisDb::Connect(addr); });
+}
+
 int Main(int argc, char** argv) {
   if (argc < 3) return Usage("missing command or binding");
   const std::string command = argv[1], binding = argv[2];
@@ -40,27 +84,7 @@ int Main(int argc, char** argv) {
     return Usage("binding must be unloadkv or redis");
   Properties props;
   bool status = false;
-  for (int i = 3; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    if (a == "-P") {
-      const char* f = next();
-      if (!f) return Usage("-P needs a file");
-      if (absl::Status st = props.LoadFile(f); !st.ok()) return Usage(std::string(st.message()));
-    } else if (a == "-p") {
-      const char* kv = next();
-      if (!kv) return Usage("-p needs key=value");
-      if (absl::Status st = props.SetFromArg(kv); !st.ok()) return Usage(std::string(st.message()));
-    } else if (a == "-threads" || a == "-target") {
-      const char* v = next();
-      if (!v) return Usage(a + " needs a value");
-      props.Set(a == "-threads" ? "threadcount" : "target", v, a);
-    } else if (a == "-s") {
-      status = true;
-    } else {
-      return Usage(absl::StrCat("unknown argument '", a, "'"));
-    }
-  }
+  if (std::string why = ParseArgs(argc, argv, &props, &status); !why.empty()) return Usage(why);
   absl::StatusOr<WorkloadConfig> config = ReadWorkloadConfig(props);
   if (!config.ok()) return Usage(std::string(config.status().message()));
   RunOptions o;
@@ -85,27 +109,14 @@ int Main(int argc, char** argv) {
     percentiles.push_back(v);
   }
 
-  DbFactory connect;
-  if (binding == "unloadkv") {
-    ClientOptions co;
-    co.server = props.GetString("unloadkv.server", "127.0.0.1:7070");
-    co.transport = props.GetString("unloadkv.transport", "soft");
-    co.policy = props.GetString("unloadkv.policy", "adaptive");
-    auto caller = props.GetBool("unloadkv.caller_progress", true);
-    if (!caller.ok()) return Usage(std::string(caller.status().message()));
-    co.caller_progress = *caller;
-    connect = [co] { return UnloadkvDb::Connect(co); };
-  } else {
-    const std::string addr = absl::StrCat(props.GetString("redis.host", "127.0.0.1"), ":",
-                                          props.GetString("redis.port", "6379"));
-    connect = [addr] { return RedisDb::Connect(addr); };
-  }
+  absl::StatusOr<DbFactory> connect = MakeDbFactory(binding, props);
+  if (!connect.ok()) return Usage(std::string(connect.status().message()));
   Workload workload(*config);
   std::fprintf(stderr, "ycsb: %s %s: %lld %s, %d threads%s\n", command.c_str(), binding.c_str(),
                static_cast<long long>(o.load ? config->insert_count : config->operation_count),
                o.load ? "records" : "operations", o.threads,
                o.target_ops > 0 ? absl::StrCat(", target ", o.target_ops, " ops/s").c_str() : "");
-  absl::StatusOr<RunResult> r = RunPhase(workload, o, connect);
+  absl::StatusOr<RunResult> r = RunPhase(workload, o, *connect);
   if (!r.ok()) {
     std::fprintf(stderr, "ycsb: %s\n", r.status().ToString().c_str());
     return 1;
