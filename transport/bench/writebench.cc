@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -131,30 +132,81 @@ absl::StatusOr<std::unique_ptr<engine::PathPolicy>> MakeBenchPolicy(const Point&
 
 int ReportSweep(const std::vector<struct Result>& all);
 
-// Runs one point: two nodes, one connection, a closed loop with FLAGS_window writes in flight.
-absl::StatusOr<Result> RunPoint(const Point& pt) {
-  std::unique_ptr<sim::Fabric> fabric;
-  std::unique_ptr<rnic::Device> dev_a, dev_b;
+// The two nodes of a point: on the simulated fabric (created in *fabric), or two soft or verbs
+// devices.
+absl::Status OpenDevices(std::unique_ptr<sim::Fabric>* fabric, std::unique_ptr<rnic::Device>* a,
+                         std::unique_ptr<rnic::Device>* b) {
   if (FLAGS_fabric == "sim") {
-    fabric = std::make_unique<sim::Fabric>();
-    dev_a = fabric->CreateDevice();
-    dev_b = fabric->CreateDevice();
-  } else if (FLAGS_fabric == "soft" || FLAGS_fabric == "verbs") {
+    *fabric = std::make_unique<sim::Fabric>();
+    *a = (*fabric)->CreateDevice();
+    *b = (*fabric)->CreateDevice();
+    return absl::OkStatus();
+  }
+  if (FLAGS_fabric == "soft" || FLAGS_fabric == "verbs") {
     // verbs: both nodes on the first active RNIC (loopback through the NIC); real two-host
     // runs use the KV service. Without a device this fails with the reason and the fix.
     backends::DeviceSpec spec;
     spec.transport = FLAGS_fabric;
     spec.soft_flag = "--fabric=soft";
-    auto a = backends::OpenDevice(spec);
-    if (!a.ok()) return a.status();
-    auto b = backends::OpenDevice(spec);
-    if (!b.ok()) return b.status();
-    dev_a = std::move(*a);
-    dev_b = std::move(*b);
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--fabric='", FLAGS_fabric, "': choose sim, soft or verbs"));
+    auto da = backends::OpenDevice(spec);
+    if (!da.ok()) return da.status();
+    auto db = backends::OpenDevice(spec);
+    if (!db.ok()) return db.status();
+    *a = std::move(*da);
+    *b = std::move(*db);
+    return absl::OkStatus();
   }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--fabric='", FLAGS_fabric, "': choose sim, soft or verbs"));
+}
+
+// Fills `r` from the latencies and paths of a point's writes (the first FLAGS_warmup are not
+// counted) and the time the measured ones took.
+void Summarize(const Point& pt, const std::vector<double>& lat,
+               const std::vector<uint8_t>& unloaded, absl::Duration measured, Result* r) {
+  const int64_t total = static_cast<int64_t>(lat.size());
+  r->ops = FLAGS_ops;
+  r->latencies_us.assign(lat.begin() + FLAGS_warmup, lat.end());
+  std::vector<double> sorted = r->latencies_us;
+  std::sort(sorted.begin(), sorted.end());
+  r->mean_us = std::accumulate(sorted.begin(), sorted.end(), 0.0) / sorted.size();
+  r->p50_us = sorted[sorted.size() / 2];
+  r->p99_us = sorted[std::min(sorted.size() - 1, sorted.size() * 99 / 100)];
+  const double secs = absl::ToDoubleSeconds(measured);
+  r->ops_per_s = secs > 0 ? FLAGS_ops / secs : 0;
+  r->gbps = r->ops_per_s * pt.write_size / 1e9;
+  r->unload_fraction =
+      std::accumulate(unloaded.begin() + FLAGS_warmup, unloaded.end(), 0.0) / FLAGS_ops;
+  double sum[2] = {0, 0};
+  int64_t n[2] = {0, 0};
+  for (int64_t i = FLAGS_warmup; i < total; ++i) {
+    sum[unloaded[i]] += lat[i];
+    ++n[unloaded[i]];
+  }
+  for (int p = 0; p < 2; ++p) r->path_mean_us[p] = n[p] > 0 ? sum[p] / n[p] : 0;
+}
+
+// With --trace, appends one line per measured write: policy, index, path, latency.
+absl::Status AppendTrace(const Point& pt, const std::vector<double>& lat,
+                         const std::vector<uint8_t>& unloaded) {
+  if (FLAGS_trace.empty()) return absl::OkStatus();
+  std::ofstream trace(FLAGS_trace, std::ios::app);
+  for (int64_t i = FLAGS_warmup; i < static_cast<int64_t>(lat.size()); ++i) {
+    trace << pt.policy << ' ' << i - FLAGS_warmup << ' ' << (unloaded[i] ? "unload" : "offload")
+          << ' ' << lat[i] << '\n';
+  }
+  if (!trace) return absl::InvalidArgumentError("--trace: cannot write " + FLAGS_trace);
+  return absl::OkStatus();
+}
+
+// Runs one point: two nodes, one connection, a closed loop with FLAGS_window writes in flight.
+// Longer than our usual 80 lines on purpose: the loop's issue function, its completion
+// callback and the two ways of driving it (virtual time, worker threads) share the loop's
+// counters and buffers; read whole, the measurement's order of events is visible at once.
+absl::StatusOr<Result> RunPoint(const Point& pt) {
+  std::unique_ptr<sim::Fabric> fabric;
+  std::unique_ptr<rnic::Device> dev_a, dev_b;
+  if (absl::Status st = OpenDevices(&fabric, &dev_a, &dev_b); !st.ok()) return st;
   engine::CountingMetrics metrics;
   engine::EngineOptions opts;
   opts.staging_slot_bytes = std::max<uint32_t>(16 << 10, pt.write_size + 64);
@@ -267,33 +319,9 @@ absl::StatusOr<Result> RunPoint(const Point& pt) {
       status = absl::InternalError(absl::StrCat(failed, " writes failed"));
     }
     if (status.ok()) {
-      r.ops = FLAGS_ops;
-      r.latencies_us.assign(lat.begin() + FLAGS_warmup, lat.end());
-      std::vector<double> sorted = r.latencies_us;
-      std::sort(sorted.begin(), sorted.end());
-      r.mean_us = std::accumulate(sorted.begin(), sorted.end(), 0.0) / sorted.size();
-      r.p50_us = sorted[sorted.size() / 2];
-      r.p99_us = sorted[std::min(sorted.size() - 1, sorted.size() * 99 / 100)];
-      double secs = absl::ToDoubleSeconds(measure_end - measure_start);
-      r.ops_per_s = secs > 0 ? FLAGS_ops / secs : 0;
-      r.gbps = r.ops_per_s * pt.write_size / 1e9;
-      r.unload_fraction =
-          std::accumulate(unloaded.begin() + FLAGS_warmup, unloaded.end(), 0.0) / FLAGS_ops;
-      double sum[2] = {0, 0};
-      int64_t n[2] = {0, 0};
-      for (int64_t i = FLAGS_warmup; i < total; ++i) {
-        sum[unloaded[i]] += lat[i];
-        ++n[unloaded[i]];
-      }
-      for (int p = 0; p < 2; ++p) r.path_mean_us[p] = n[p] > 0 ? sum[p] / n[p] : 0;
-      if (!FLAGS_trace.empty()) {
-        std::ofstream trace(FLAGS_trace, std::ios::app);
-        for (int64_t i = FLAGS_warmup; i < total; ++i) {
-          trace << pt.policy << ' ' << i - FLAGS_warmup << ' '
-                << (unloaded[i] ? "unload" : "offload") << ' ' << lat[i] << '\n';
-        }
-        if (!trace) status = absl::InvalidArgumentError("--trace: cannot write " + FLAGS_trace);
-      }
+      const absl::Duration measured = measure_end - measure_start;
+      Summarize(pt, lat, unloaded, measured, &r);
+      status = AppendTrace(pt, lat, unloaded);
       if (fabric) r.mtt_misses = sim::StatsOf(*dev_b).mtt_misses;
     }
   }
@@ -379,10 +407,8 @@ std::vector<int64_t> Reconvergence(const std::vector<Result>& runs) {
   return out;
 }
 
-int Main() {
-  SetMinLogLevel(LogLevel::kError);
-  std::vector<std::string> policies = absl::StrSplit(FLAGS_policy, ',', absl::SkipEmpty());
-  absl::StatusOr<Pattern> pattern = ParsePattern(FLAGS_pattern);
+// Checks the flags Main reads directly; prints what is wrong and returns false.
+bool FlagsUsable(const std::vector<std::string>& policies, const absl::StatusOr<Pattern>& pattern) {
   for (const std::string& p : policies) {
     absl::StatusOr<std::optional<uint64_t>> oracle =
         ParseOracle(p, pattern.ok() && !FLAGS_sweep ? *pattern : Pattern::kUniform);
@@ -391,12 +417,12 @@ int Main() {
                                             : engine::MakePolicy(p).status();
     if (!st.ok()) {
       std::fprintf(stderr, "writebench: --policy: %s\n", st.ToString().c_str());
-      return 2;
+      return false;
     }
   }
   if (FLAGS_ops < 1000 || FLAGS_window < 1 || FLAGS_window > 1024 || FLAGS_warmup < 0) {
     std::fprintf(stderr, "writebench: need --ops >= 1000, 1 <= --window <= 1024, --warmup >= 0\n");
-    return 2;
+    return false;
   }
   if (FLAGS_unload_workers < 1 || FLAGS_unload_workers > engine::kMaxUnloadWorkers ||
       FLAGS_staging_lanes < 0 || FLAGS_staging_lanes > 8 || FLAGS_connections < 1 ||
@@ -404,8 +430,52 @@ int Main() {
     std::fprintf(stderr,
                  "writebench: need 1 <= --unload_workers <= 64, 0 <= --staging_lanes <= 8, "
                  "1 <= --connections <= 64\n");
-    return 2;
+    return false;
   }
+  return true;
+}
+
+// The sweep: every size of --sweep_sizes at working sets from 4 KiB to 4 GiB (x4), uniform,
+// then a zipfian and a phased point at 4 GiB; `run` runs and prints one point. The exit status.
+int RunSweep(const std::vector<std::string>& policies,
+             const std::function<bool(const Point&)>& run) {
+  std::vector<uint32_t> sizes;
+  for (absl::string_view s : absl::StrSplit(FLAGS_sweep_sizes, ',', absl::SkipEmpty())) {
+    absl::StatusOr<uint64_t> b = ParseBytes(std::string(s));
+    if (!b.ok() || *b > (1u << 20)) {
+      std::fprintf(stderr, "writebench: --sweep_sizes: bad entry '%s'\n", std::string(s).c_str());
+      return 2;
+    }
+    sizes.push_back(static_cast<uint32_t>(*b));
+  }
+  int point = 0, points = 0;
+  for (uint32_t s : sizes) {
+    for (uint64_t w = 4096; w <= (uint64_t{4} << 30); w *= 4) points += w >= s;
+  }
+  for (uint32_t s : sizes) {
+    for (uint64_t w = 4096; w <= (uint64_t{4} << 30); w *= 4) {
+      if (w < s) continue;
+      std::fprintf(stderr, "[writebench] point %d/%d: size %s, working set %s\n", ++point, points,
+                   HumanBytes(s).c_str(), HumanBytes(w).c_str());
+      for (const std::string& p : policies) {
+        if (!run({p, Pattern::kUniform, w, s})) return 1;
+      }
+    }
+  }
+  for (Pattern extra : {Pattern::kZipfian, Pattern::kPhased}) {
+    std::fprintf(stderr, "[writebench] %s point, 4GiB\n", PatternName(extra));
+    for (const std::string& p : policies) {
+      if (!run({p, extra, uint64_t{4} << 30, sizes.front()})) return 1;
+    }
+  }
+  return 0;
+}
+
+int Main() {
+  SetMinLogLevel(LogLevel::kError);
+  std::vector<std::string> policies = absl::StrSplit(FLAGS_policy, ',', absl::SkipEmpty());
+  absl::StatusOr<Pattern> pattern = ParsePattern(FLAGS_pattern);
+  if (!FlagsUsable(policies, pattern)) return 2;
   absl::StatusOr<uint64_t> ws = ParseBytes(FLAGS_working_set);
   absl::StatusOr<uint64_t> size = ParseBytes(FLAGS_write_size);
   for (const absl::Status& st : {pattern.status(), ws.status(), size.status()}) {
@@ -450,35 +520,7 @@ int Main() {
       }
     }
   } else {
-    std::vector<uint32_t> sizes;
-    for (absl::string_view s : absl::StrSplit(FLAGS_sweep_sizes, ',', absl::SkipEmpty())) {
-      absl::StatusOr<uint64_t> b = ParseBytes(std::string(s));
-      if (!b.ok() || *b > (1u << 20)) {
-        std::fprintf(stderr, "writebench: --sweep_sizes: bad entry '%s'\n", std::string(s).c_str());
-        return 2;
-      }
-      sizes.push_back(static_cast<uint32_t>(*b));
-    }
-    int point = 0, points = 0;
-    for (uint32_t s : sizes) {
-      for (uint64_t w = 4096; w <= (uint64_t{4} << 30); w *= 4) points += w >= s;
-    }
-    for (uint32_t s : sizes) {
-      for (uint64_t w = 4096; w <= (uint64_t{4} << 30); w *= 4) {
-        if (w < s) continue;
-        std::fprintf(stderr, "[writebench] point %d/%d: size %s, working set %s\n", ++point, points,
-                     HumanBytes(s).c_str(), HumanBytes(w).c_str());
-        for (const std::string& p : policies) {
-          if (!run({p, Pattern::kUniform, w, s})) return 1;
-        }
-      }
-    }
-    for (Pattern extra : {Pattern::kZipfian, Pattern::kPhased}) {
-      std::fprintf(stderr, "[writebench] %s point, 4GiB\n", PatternName(extra));
-      for (const std::string& p : policies) {
-        if (!run({p, extra, uint64_t{4} << 30, sizes.front()})) return 1;
-      }
-    }
+    if (int rc = RunSweep(policies, run); rc != 0) return rc;
   }
   if (absl::Status st = AppendCsv(FLAGS_csv, all); !st.ok()) {
     std::fprintf(stderr, "writebench: %s\n", st.ToString().c_str());
@@ -499,6 +541,51 @@ const Result* Find(const std::vector<Result>& all, const std::string& policy, Pa
     }
   }
   return nullptr;
+}
+
+// Draws the uniform sweep at `s0`-byte writes (latency and throughput against the working set,
+// one line per policy) into --png with gnuplot; false after printing why it could not.
+bool WritePlot(const std::vector<Result>& all, uint32_t s0) {
+  // One data file per policy, points in working-set order, drawn as lines.
+  const char* pols[] = {"offload", "unload", "adaptive"};
+  std::string plot[2];
+  for (int i = 0; i < 3; ++i) {
+    const std::string dat = absl::StrCat(FLAGS_png, ".", pols[i], ".dat");
+    std::ofstream out(dat);
+    for (const Result& r : all) {
+      if (r.point.policy == pols[i] && r.point.pattern == Pattern::kUniform &&
+          r.point.write_size == s0) {
+        out << r.point.working_set << ' ' << r.mean_us << ' ' << r.ops_per_s / 1e6 << '\n';
+      }
+    }
+    if (!out) {
+      std::fprintf(stderr, "writebench: --png: cannot write %s\n", dat.c_str());
+      return false;
+    }
+    for (int panel = 0; panel < 2; ++panel) {
+      absl::StrAppend(&plot[panel], i ? ", " : "plot ", "'", dat, "' using 1:", panel + 2,
+                      " with linespoints title '", pols[i], "'");
+    }
+  }
+  std::string script = FLAGS_png + ".gp";
+  std::ofstream gp(script);
+  gp << "set terminal pngcairo size 1600,900 font ',10'\nset output '" << FLAGS_png << "'\n"
+     << "set logscale x 2\nset key top left\nset grid\n"
+     << "set format x '%.0b%B'\nset xlabel 'working set (bytes, binary prefixes)'\n"
+     << "set multiplot layout 2,1 title 'writebench " << FLAGS_fabric << " ("
+     << (Modeled() ? "modeled" : "measured") << "), uniform, " << s0 << " B writes'\n"
+     << "set ylabel 'mean latency (us)'\n"
+     << plot[0] << "\nset ylabel 'throughput (Mops/s)'\n"
+     << plot[1] << "\n";
+  gp << "unset multiplot\n";
+  gp.close();
+  int rc_gp = std::system(absl::StrCat("gnuplot '", script, "'").c_str());
+  if (rc_gp != 0) {
+    std::fprintf(stderr, "writebench: gnuplot failed (is gnuplot installed?)\n");
+    return false;
+  }
+  std::printf("plot: %s\n", FLAGS_png.c_str());
+  return true;
 }
 
 int ReportSweep(const std::vector<Result>& all) {
@@ -573,47 +660,7 @@ int ReportSweep(const std::vector<Result>& all) {
         "%lld writes\n",
         i + 2, static_cast<long long>(rc[i]));
   }
-  if (!FLAGS_png.empty()) {
-    // One data file per policy, points in working-set order, drawn as lines.
-    const char* pols[] = {"offload", "unload", "adaptive"};
-    std::string plot[2];
-    for (int i = 0; i < 3; ++i) {
-      const std::string dat = absl::StrCat(FLAGS_png, ".", pols[i], ".dat");
-      std::ofstream out(dat);
-      for (const Result& r : all) {
-        if (r.point.policy == pols[i] && r.point.pattern == Pattern::kUniform &&
-            r.point.write_size == s0) {
-          out << r.point.working_set << ' ' << r.mean_us << ' ' << r.ops_per_s / 1e6 << '\n';
-        }
-      }
-      if (!out) {
-        std::fprintf(stderr, "writebench: --png: cannot write %s\n", dat.c_str());
-        return 1;
-      }
-      for (int panel = 0; panel < 2; ++panel) {
-        absl::StrAppend(&plot[panel], i ? ", " : "plot ", "'", dat, "' using 1:", panel + 2,
-                        " with linespoints title '", pols[i], "'");
-      }
-    }
-    std::string script = FLAGS_png + ".gp";
-    std::ofstream gp(script);
-    gp << "set terminal pngcairo size 1600,900 font ',10'\nset output '" << FLAGS_png << "'\n"
-       << "set logscale x 2\nset key top left\nset grid\n"
-       << "set format x '%.0b%B'\nset xlabel 'working set (bytes, binary prefixes)'\n"
-       << "set multiplot layout 2,1 title 'writebench " << FLAGS_fabric << " ("
-       << (Modeled() ? "modeled" : "measured") << "), uniform, " << s0 << " B writes'\n"
-       << "set ylabel 'mean latency (us)'\n"
-       << plot[0] << "\nset ylabel 'throughput (Mops/s)'\n"
-       << plot[1] << "\n";
-    gp << "unset multiplot\n";
-    gp.close();
-    int rc_gp = std::system(absl::StrCat("gnuplot '", script, "'").c_str());
-    if (rc_gp != 0) {
-      std::fprintf(stderr, "writebench: gnuplot failed (is gnuplot installed?)\n");
-      return 1;
-    }
-    std::printf("plot: %s\n", FLAGS_png.c_str());
-  }
+  if (!FLAGS_png.empty() && !WritePlot(all, s0)) return 1;
   return 0;
 }
 
