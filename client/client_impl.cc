@@ -18,11 +18,8 @@ absl::StatusOr<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const Client
   if (!policy.ok()) return policy.status();
   std::unique_ptr<Impl> c(new Impl());
   c->options_ = options;
-  backends::DeviceSpec spec;
-  spec.transport = options.transport;
-  spec.soft_host = options.soft_host;
-  spec.verbs_device = options.verbs_device;
-  auto device = backends::OpenDevice(spec);
+  auto device = backends::OpenDevice(
+      backends::DeviceSpec::For(options.transport, options.soft_host, options.verbs_device));
   if (!device.ok()) return device.status();
   c->device_ = std::move(*device);
   c->write_count_ = std::make_unique<client_internal::WriteCount>(options.metrics);

@@ -67,11 +67,9 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
   if (!acceptor.ok()) return acceptor.status();
   s->address_ = (*acceptor)->address();
 
-  backends::DeviceSpec spec;
-  spec.transport = options.transport;
-  spec.soft_host = options.listen.substr(0, options.listen.rfind(':'));
-  spec.verbs_device = options.verbs_device;
-  auto device = backends::OpenDevice(spec);
+  auto device = backends::OpenDevice(backends::DeviceSpec::For(
+      options.transport, options.listen.substr(0, options.listen.rfind(':')),
+      options.verbs_device));
   if (!device.ok()) return device.status();
   s->device_ = std::move(*device);
 

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "transport/rnic/device.h"
@@ -18,6 +19,15 @@ struct DeviceSpec {
   std::string verbs_device;             // verbs: empty picks the first active port
   // How the binary's user picks the soft transport, named in errors that suggest it.
   std::string soft_flag = "--transport=soft";
+
+  // The spec of a binary's --transport, soft host and verbs device flags.
+  static DeviceSpec For(std::string transport, std::string soft_host, std::string verbs_device) {
+    DeviceSpec s;
+    s.transport = std::move(transport);
+    s.soft_host = std::move(soft_host);
+    s.verbs_device = std::move(verbs_device);
+    return s;
+  }
 };
 
 // InvalidArgument naming the choices for an unknown transport; the backend's own errors

@@ -213,6 +213,7 @@ absl::StatusOr<Result> RunPoint(const Point& pt) {
   opts.unload_workers = FLAGS_unload_workers;
   opts.staging_lanes = StagingLanes();
   opts.metrics = &metrics;
+  opts.modeled_huge_pages = fabric != nullptr;  // the modeled nodes have huge pages
   auto ea = engine::Engine::Create(dev_a.get(), opts);
   auto eb = engine::Engine::Create(dev_b.get(), opts);
   if (!ea.ok()) return ea.status();

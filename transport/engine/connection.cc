@@ -171,8 +171,7 @@ absl::Status Engine::AllocateBuffers(ConnectionState& c) {
   c.ring =
       std::make_unique<MappedMemory>(lanes * o.staging_slots * o.staging_slot_bytes, o.huge_pages);
   if (c.ring->data() == nullptr) return absl::ResourceExhaustedError("staging ring: mmap failed");
-  // On a modeled node, huge pages requested are huge pages had (whatever this host offers).
-  const bool huge = c.ring->huge() || (o.huge_pages && device_->models_host());
+  const bool huge = c.ring->huge() || (o.huge_pages && o.modeled_huge_pages);
   uint32_t ring_access =
       rnic::kLocalWrite | rnic::kRemoteWrite | (huge ? uint32_t{rnic::kHugePageBacked} : 0u);
   auto reg = [&](void* p, size_t n, uint32_t access,

@@ -48,7 +48,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(rnic::Device* device,
     e->workers_.push_back(std::move(w));
   }
   MappedMemory probe(size_t{2} << 20, options.huge_pages);
-  e->staging_memory_ = !probe.huge() && options.huge_pages && device->models_host()
+  e->staging_memory_ = !probe.huge() && options.huge_pages && options.modeled_huge_pages
                            ? "2 MiB huge pages (modeled node)"
                            : DescribePages(probe, options.huge_pages);
   return e;

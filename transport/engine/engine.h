@@ -69,6 +69,9 @@ struct EngineOptions {
   uint32_t staging_slots = 64;             // unloaded writes in flight per lane
   uint32_t staging_slot_bytes = 16 << 10;  // header + payload; larger writes go offload
   bool huge_pages = true;                  // try 2 MiB pages for staging rings
+  // The device models a node's memory (the simulated fabric): memory asked for on huge pages
+  // counts as huge-page backed (kHugePageBacked), whatever this host gave.
+  bool modeled_huge_pages = false;
   uint32_t message_slots = 32;             // messages in flight per connection and direction
   uint32_t max_message_bytes = 4096;
   EngineMetrics* metrics = nullptr;  // optional; must outlive the engine

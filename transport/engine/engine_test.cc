@@ -127,6 +127,7 @@ class EngineTest : public ::testing::TestWithParam<Setup> {
     o.staging_lanes = lanes();
     o.unload_workers = lanes();
     o.metrics = &metrics_;
+    o.modeled_huge_pages = std::string(GetParam().backend) == "sim";
     ea_ = std::move(*Engine::Create(&h_->a(), o));
     eb_ = std::move(*Engine::Create(&h_->b(), o));
     src_.assign(kBytes, 0);

@@ -55,9 +55,6 @@ class Device {
   // of code that waits on the device (WaitForCompletions) are measured on it.
   virtual const Clock& clock() const { return *RealClock::Get(); }
 
-  // True for backends that model the host (sim): memory they are given stands for memory of a
-  // modeled node, so page-size choices (kHugePageBacked) describe that node, not this host.
-  virtual bool models_host() const { return false; }
   virtual int Progress(absl::Duration max_wait) { return 0; }
 };
 

@@ -224,7 +224,6 @@ class SimDevice : public rnic::Device {
                        : std::max<int64_t>(0, absl::ToInt64Nanoseconds(max_wait)));
   }
   const Clock& clock() const override { return f_->clock(); }
-  bool models_host() const override { return true; }
   NodeState* node() const { return node_; }
 
  private:
