@@ -25,6 +25,7 @@ absl::StatusOr<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const Client
   c->write_count_ = std::make_unique<client_internal::WriteCount>(options.metrics);
   engine::EngineOptions eo;
   eo.max_message_bytes = proto::kMaxMessageBytes;
+  eo.max_connections_per_worker = 1;  // the client's one connection
   eo.metrics = c->write_count_.get();
   auto engine = engine::Engine::Create(c->device_.get(), eo);
   if (!engine.ok()) return engine.status();

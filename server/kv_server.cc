@@ -75,6 +75,7 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
 
   engine::EngineOptions eo;
   eo.unload_workers = options.unload_workers;
+  eo.max_connections_per_worker = static_cast<uint32_t>(options.max_connections);
   eo.huge_pages = options.huge_pages;
   eo.max_message_bytes = proto::kMaxMessageBytes;
   eo.metrics = s->engine_metrics_.get();

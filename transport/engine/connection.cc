@@ -95,9 +95,28 @@ absl::Status Connection::Connect(const ConnectionInfo& remote) {
   return absl::OkStatus();
 }
 
+uint64_t ConnectionCqEntries(const EngineOptions& o) {
+  const uint64_t lanes = static_cast<uint64_t>(o.staging_lanes);
+  const uint64_t send_wrs =
+      lanes * (o.staging_slots + kAckSlots) + o.message_slots + kOffloadedWrBudget + kAckSlots;
+  return (1 + lanes) * send_wrs + o.message_slots + lanes * (o.staging_slots + kAckSlots);
+}
+
 absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
     std::unique_ptr<PathPolicy> policy) {
   if (policy == nullptr) return absl::InvalidArgumentError("CreateConnection: no policy");
+  // The workers this connection would use (its own and its lanes'): each serves a bounded
+  // number, so their CQs cannot overrun.
+  const int first = static_cast<int>(next_connection_ & 0xffffff) % workers_.size();
+  for (int k = 0; k < options_.staging_lanes && k < static_cast<int>(workers_.size()); ++k) {
+    Worker& w = *workers_[(first + k) % workers_.size()];
+    MutexLock l(&w.mu);
+    if (w.conns.size() >= options_.max_connections_per_worker) {
+      return absl::ResourceExhaustedError(absl::StrCat("CreateConnection: worker ", w.index,
+                                                       " serves ", w.conns.size(),
+                                                       " connections, max_connections_per_worker"));
+    }
+  }
   auto c = std::make_shared<ConnectionState>();
   c->engine = this;
   c->options = options_;

@@ -39,10 +39,20 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(rnic::Device* device,
                                                    " and max_message_bytes in 64..1 MiB"));
   }
   std::unique_ptr<Engine> e(new Engine(device, options));
+  if (options.max_connections_per_worker < 1 || options.max_connections_per_worker > 65536) {
+    return absl::InvalidArgumentError("Engine: max_connections_per_worker must be in 1..65536");
+  }
+  const uint64_t cq_entries = ConnectionCqEntries(options) * options.max_connections_per_worker;
+  if (cq_entries > INT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Engine: a worker CQ for ", options.max_connections_per_worker,
+                     " connections would need ", cq_entries, " entries; serve fewer per worker"));
+  }
   for (int i = 0; i < options.unload_workers; ++i) {
     auto w = std::make_unique<Worker>();
     w->index = i;
-    absl::StatusOr<std::unique_ptr<rnic::CompletionQueue>> cq = device->CreateCompletionQueue(4096);
+    absl::StatusOr<std::unique_ptr<rnic::CompletionQueue>> cq =
+        device->CreateCompletionQueue(static_cast<int>(cq_entries));
     if (!cq.ok()) return cq.status();
     w->cq = std::move(*cq);
     e->workers_.push_back(std::move(w));

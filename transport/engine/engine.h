@@ -33,7 +33,8 @@
 // Threading: PollOnce drives all workers from the calling thread (the simulated fabric, tests);
 // Start() instead runs one thread per worker. A worker is driven by one thread at a time (a
 // PollOnce finding it busy skips it). Write/Send may be called from any thread;
-// callbacks run on worker threads (or inside PollOnce) and must not block.
+// callbacks run on worker threads (or inside PollOnce) and must not block. CreateConnection
+// is called from one thread at a time.
 #ifndef UNLOADKV_TRANSPORT_ENGINE_ENGINE_H_
 #define UNLOADKV_TRANSPORT_ENGINE_ENGINE_H_
 
@@ -72,7 +73,11 @@ struct EngineOptions {
   // The device models a node's memory (the simulated fabric): memory asked for on huge pages
   // counts as huge-page backed (kHugePageBacked), whatever this host gave.
   bool modeled_huge_pages = false;
-  uint32_t message_slots = 32;             // messages in flight per connection and direction
+  // Connections one worker serves at most (1..65536). Its CQ is sized for all of them flushing
+  // every work request at once (what a dying peer does), so it can never overrun; beyond it
+  // CreateConnection is ResourceExhausted.
+  uint32_t max_connections_per_worker = 256;
+  uint32_t message_slots = 32;  // messages in flight per connection and direction
   uint32_t max_message_bytes = 4096;
   EngineMetrics* metrics = nullptr;  // optional; must outlive the engine
 };

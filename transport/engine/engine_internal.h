@@ -32,6 +32,10 @@ inline constexpr uint32_t kAckSlots = 16;            // acks in flight per lane
 inline constexpr uint32_t kOffloadedWrBudget = 256;
 // Message headers and acks: engine_wire.h.
 
+// Completions one connection can put on its workers' CQs at most: every send and receive WR
+// its QPs can hold, as when they are all flushed at once.
+uint64_t ConnectionCqEntries(const EngineOptions& o);
+
 // Work request ids: kind in the top byte, connection id below it, an index in the low 32 bits
 // (kAck: lane << 16 | ack slot). kQuietMessage: a message posted unsignaled (it completes only
 // on error).

@@ -691,6 +691,28 @@ TEST_P(EngineTest, ForgedAcksFailTheConnection) {
   }
 }
 
+// A worker's CQ is sized for max_connections_per_worker connections flushing at once; one more
+// connection is refused (it could overrun the CQ on a real NIC), and closing one makes room.
+TEST_P(EngineTest, AWorkerServesAtMostItsConnectionBudget) {
+  EngineOptions o;
+  o.staging_lanes = lanes();
+  o.unload_workers = lanes();
+  o.max_connections_per_worker = 3;
+  std::unique_ptr<Engine> e = std::move(*Engine::Create(&h_->a(), o));
+  std::vector<std::unique_ptr<Connection>> conns;
+  absl::StatusOr<std::unique_ptr<Connection>> c;
+  while ((c = e->CreateConnection(Only(Path::kOffload))).ok()) conns.push_back(std::move(*c));
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted) << c.status();
+  EXPECT_NE(c.status().message().find("max_connections_per_worker"), absl::string_view::npos);
+  // Lanes spread connections over workers round-robin: each serves at most 3.
+  EXPECT_GE(conns.size(), 3u);
+  EXPECT_LE(conns.size(), 3u * lanes());
+  conns.clear();
+  EXPECT_TRUE(e->CreateConnection(Only(Path::kOffload)).ok());
+  o.max_connections_per_worker = 0;
+  EXPECT_EQ(Engine::Create(&h_->a(), o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_P(EngineTest, BadParametersAreRejectedWithClearErrors) {
   EngineOptions bad;
   bad.unload_workers = 0;
