@@ -118,6 +118,7 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
     }
   }
   auto c = std::make_shared<ConnectionState>();
+  c->self = c;
   c->engine = this;
   c->options = options_;
   c->id = next_connection_++ & 0xffffff;

@@ -183,6 +183,9 @@ struct ConnectionState {
   // threads complete ops concurrently; queueing under `mu` and running on one thread at a time
   // keeps invariant 2 (callbacks fire in post order) whichever worker completed an op.
   std::vector<std::function<void()>> ready ABSL_GUARDED_BY(mu);
+  // This state itself: RunCallbacks holds it while callbacks run, since one of them may drop
+  // the last Connection (and with it the worker's references).
+  std::weak_ptr<ConnectionState> self;
   bool callbacks_running ABSL_GUARDED_BY(mu) = false;
   std::thread::id callback_thread ABSL_GUARDED_BY(mu);
 

@@ -139,6 +139,7 @@ void QueueCallbacks(ConnectionState& c, Deferred& out) {
 }
 
 void RunCallbacks(ConnectionState& c, bool wait) {
+  const std::shared_ptr<ConnectionState> keep = c.self.lock();
   while (true) {
     Deferred batch;
     {
