@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/time.h"
+
 namespace unloadkv::testing {
 
 struct Output {
@@ -80,6 +82,11 @@ inline constexpr bool kResourceBoundsAreMeaningful = true;
 #else
 inline constexpr bool kResourceBoundsAreMeaningful = true;
 #endif
+
+// A latency bound for this build: `d` in plain builds, 3x under a sanitizer (which slows both
+// the server and the test several times over on two cores). The plain build keeps the strict
+// bound; a sanitized run still catches a server that blocks for whole deadlines.
+inline absl::Duration Bound(absl::Duration d) { return kResourceBoundsAreMeaningful ? d : 3 * d; }
 
 // Resident memory of a process (VmRSS), in bytes; 0 when unknown.
 uint64_t ResidentBytes(pid_t pid);
