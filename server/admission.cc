@@ -128,6 +128,7 @@ void Admission::CountAcceptorRefusals() {
   count(c.evicted, seen_.evicted, "hello_evicted");
   count(c.too_long, seen_.too_long, "hello");
   count(c.closed, seen_.closed, "hello_closed");
+  count(c.accept_failed, seen_.accept_failed, "accept_failed");
 }
 
 }  // namespace unloadkv::server

@@ -9,7 +9,8 @@
 //   unloadkv_connections_refused_total{reason}   admission attempts given up on, by reason:
 //       hello (malformed line or info), hello_timeout, hello_evicted, hello_closed, address
 //       (info names another host), limit (max_connections), half_open_evicted,
-//       handshake_timeout, handshake_failed, error (resources), shutdown
+//       handshake_timeout, handshake_failed, accept_failed (out of descriptors), error
+//       (resources)
 //   unloadkv_bootstrap_pending                   sockets whose hello line is incomplete
 //   unloadkv_connections_half_open               admitted, no message from the client yet
 #ifndef UNLOADKV_SERVER_SERVER_METRICS_H_

@@ -18,6 +18,8 @@ namespace {
 // drain the kernel's accept queue well before it overflows (a dropped SYN costs the dialer a
 // 1 s retransmission); the pending cap decides what stays.
 constexpr int kAcceptBatch = 1024;
+// How long accepting pauses after it failed for want of descriptors or memory.
+constexpr absl::Duration kAcceptPause = absl::Milliseconds(100);
 
 std::string HostOf(const sockaddr_in& sa) {
   char buf[INET_ADDRSTRLEN] = {};
@@ -53,7 +55,11 @@ std::vector<BootstrapAcceptor::Hello> BootstrapAcceptor::Poll(absl::Duration wai
   for (const Pending& p : pending_) until = std::min(until, p.deadline);
   std::vector<pollfd> fds;
   fds.reserve(pending_.size() + 1);
-  fds.push_back({listener_->fd(), POLLIN, 0});
+  // While accepting fails for want of descriptors, the listener is left out for a while
+  // (a readable listener that cannot be accepted from would make every Poll return at once).
+  const bool accepting = now >= accept_paused_until_;
+  if (!accepting) until = std::min(until, accept_paused_until_);
+  fds.push_back({accepting ? listener_->fd() : -1, POLLIN, 0});
   for (const Pending& p : pending_) fds.push_back({p.fd.get(), POLLIN, 0});
   const int64_t ms =
       std::max<int64_t>(0, absl::ToInt64Milliseconds(until - now + absl::Microseconds(999)));
@@ -90,7 +96,13 @@ void BootstrapAcceptor::AcceptAll(std::vector<Hello>* done) {
     socklen_t len = sizeof(peer);
     ScopedFd fd(accept4(listener_->fd(), reinterpret_cast<sockaddr*>(&peer), &len,
                         SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (!fd.valid()) return;  // EAGAIN, or a transient error (EMFILE...): next Poll retries
+    if (!fd.valid()) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        ++counters_.accept_failed;
+        accept_paused_until_ = options_.clock->Now() + kAcceptPause;
+      }
+      return;  // EAGAIN: all accepted; ECONNABORTED and the like: the next Poll goes on
+    }
     sockaddr_in local{};
     len = sizeof(local);
     getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &len);

@@ -48,10 +48,11 @@ class BootstrapAcceptor {
   // Connections given up on, by reason; monotonic.
   struct Counters {
     uint64_t accepted = 0;
-    uint64_t timed_out = 0;  // no complete line within line_deadline
-    uint64_t evicted = 0;    // closed to make room at max_pending
-    uint64_t too_long = 0;   // line over kMaxBootstrapLine
-    uint64_t closed = 0;     // peer closed (or the socket failed) before a full line
+    uint64_t timed_out = 0;      // no complete line within line_deadline
+    uint64_t evicted = 0;        // closed to make room at max_pending
+    uint64_t too_long = 0;       // line over kMaxBootstrapLine
+    uint64_t closed = 0;         // peer closed (or the socket failed) before a full line
+    uint64_t accept_failed = 0;  // accept failed for want of descriptors or memory
   };
 
   // Listens on "host:port" (port 0 picks a free one); a busy port or bad address is a clear
@@ -88,6 +89,7 @@ class BootstrapAcceptor {
   std::unique_ptr<BootstrapListener> listener_;
   Options options_;
   std::deque<Pending> pending_;  // oldest first
+  absl::Time accept_paused_until_ = absl::InfinitePast();
   Counters counters_;
 };
 
