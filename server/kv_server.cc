@@ -142,7 +142,7 @@ void KvServer::Poll(absl::Duration wait) {
   }
   Reap();
   KvStore::Stats st = store_->stats();
-  server_metrics_->SetArena(st.arena_used_bytes, st.arena_free_bytes);
+  server_metrics_->SetArena(st.arena_used_bytes, st.arena_bytes - st.arena_used_bytes);
   server_metrics_->SetKeys(st.keys);
   server_metrics_->SetConnections(connections());
   server_metrics_->SetAdmission(admission_->pending_hellos(), admission_->half_open());

@@ -122,8 +122,7 @@ size_t KvStore::DropClient(uint64_t client) {
 
 KvStore::Stats KvStore::stats() const {
   MutexLock l(&mu_);
-  return Stats{index_.size(), slabs_.capacity_bytes(), slabs_.used_bytes(), slabs_.free_bytes(),
-               grants_.size()};
+  return Stats{index_.size(), slabs_.capacity_bytes(), slabs_.used_bytes(), grants_.size()};
 }
 
 }  // namespace unloadkv::server

@@ -56,8 +56,9 @@ class KvStore {
   struct Stats {
     uint64_t keys = 0;
     uint64_t arena_bytes = 0;
-    uint64_t arena_used_bytes = 0;  // live values and outstanding grants
-    uint64_t arena_free_bytes = 0;  // the rest: free chunks and free slots of size classes
+    // Live values and outstanding grants; the rest (arena_bytes - arena_used_bytes) is free
+    // chunks and free slots of size classes, all usable by a PUT of that size.
+    uint64_t arena_used_bytes = 0;
     uint64_t grants_outstanding = 0;
   };
 

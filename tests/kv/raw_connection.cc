@@ -8,17 +8,28 @@
 #include "transport/rpc/bootstrap.h"
 
 namespace unloadkv::testing {
+namespace {
+
+// A soft device and an engine on it, configured as the SDK's (message size).
+absl::Status OpenEngine(bool huge_pages, std::unique_ptr<rnic::Device>* device,
+                        std::unique_ptr<engine::Engine>* engine) {
+  auto dev = backends::OpenDevice({});
+  if (!dev.ok()) return dev.status();
+  *device = std::move(*dev);
+  engine::EngineOptions eo;
+  eo.max_message_bytes = proto::kMaxMessageBytes;
+  eo.huge_pages = huge_pages;
+  auto e = engine::Engine::Create(device->get(), eo);
+  if (!e.ok()) return e.status();
+  *engine = std::move(*e);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<RawConnection>> RawConnection::Open(const std::string& server) {
   std::unique_ptr<RawConnection> r(new RawConnection());
-  auto dev = backends::OpenDevice({});
-  if (!dev.ok()) return dev.status();
-  r->device_ = std::move(*dev);
-  engine::EngineOptions eo;
-  eo.max_message_bytes = proto::kMaxMessageBytes;
-  auto engine = engine::Engine::Create(r->device_.get(), eo);
-  if (!engine.ok()) return engine.status();
-  r->engine_ = std::move(*engine);
+  if (absl::Status st = OpenEngine(true, &r->device_, &r->engine_); !st.ok()) return st;
   r->buf_.assign(proto::kMaxValueBytes, 0);
   auto mr = r->engine_->RegisterMemory(r->buf_.data(), r->buf_.size(), rnic::kLocalWrite);
   if (!mr.ok()) return mr.status();
@@ -90,15 +101,7 @@ absl::Status RawConnection::SendRaw(const std::string& bytes) {
 
 absl::StatusOr<std::unique_ptr<HalfOpenPeer>> HalfOpenPeer::Create() {
   std::unique_ptr<HalfOpenPeer> p(new HalfOpenPeer());
-  auto dev = backends::OpenDevice({});
-  if (!dev.ok()) return dev.status();
-  p->device_ = std::move(*dev);
-  engine::EngineOptions eo;
-  eo.max_message_bytes = proto::kMaxMessageBytes;
-  eo.huge_pages = false;
-  auto engine = engine::Engine::Create(p->device_.get(), eo);
-  if (!engine.ok()) return engine.status();
-  p->engine_ = std::move(*engine);
+  if (absl::Status st = OpenEngine(false, &p->device_, &p->engine_); !st.ok()) return st;
   p->engine_->Start();  // accepts the server's streams; nothing is ever sent on them
   return p;
 }

@@ -278,6 +278,18 @@ Connection::Batch Connection::BeginBatch() {
   return Batch(state_.get());
 }
 
+namespace {
+
+// FailedPrecondition naming `what` unless the connection is connected and has not failed.
+absl::Status CheckUsable(const ConnectionState& c, absl::string_view what)
+    ABSL_SHARED_LOCKS_REQUIRED(c.mu) {
+  if (c.connected && !c.failed) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(what, c.failed ? ": connection has failed" : ": connection is not connected"));
+}
+
+}  // namespace
+
 absl::Status Connection::Write(const rnic::ScatterGatherEntry& local, uint64_t remote_addr,
                                uint32_t rkey, WriteCallback done, std::optional<Path>* posted_path,
                                const WriteOptions& options) {
@@ -285,10 +297,7 @@ absl::Status Connection::Write(const rnic::ScatterGatherEntry& local, uint64_t r
   Deferred out;
   {
     MutexLock l(&c.mu);
-    if (!c.connected || c.failed) {
-      return absl::FailedPreconditionError(c.failed ? "Write: connection has failed"
-                                                    : "Write: connection is not connected");
-    }
+    if (absl::Status st = CheckUsable(c, "Write"); !st.ok()) return st;
     if (local.length > c.engine->device()->limits().max_message_bytes) {
       return absl::InvalidArgumentError(
           absl::StrCat("Write: ", local.length, " bytes over the limit"));
@@ -320,10 +329,7 @@ absl::Status Connection::Send(absl::Span<const char> message, SendCallback done)
   Deferred out;
   {
     MutexLock l(&c.mu);
-    if (!c.connected || c.failed) {
-      return absl::FailedPreconditionError(c.failed ? "Send: connection has failed"
-                                                    : "Send: connection is not connected");
-    }
+    if (absl::Status st = CheckUsable(c, "Send"); !st.ok()) return st;
     uint32_t limit = std::min(c.options.max_message_bytes, c.remote.max_message_bytes);
     if (message.size() > limit) {
       return absl::InvalidArgumentError(
