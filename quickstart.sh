@@ -11,6 +11,7 @@ PACKAGES=(
   libabsl-dev libprotobuf-dev protobuf-compiler libgflags-dev libgtest-dev libgmock-dev
   prometheus-cpp-dev libibverbs-dev rdma-core libbenchmark-dev
   clang libclang-rt-14-dev gnuplot-nox redis-server libhiredis-dev
+  etcd-server libcurl4-openssl-dev
 )
 
 log() { printf '[quickstart %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -112,11 +113,12 @@ fuzz_run() {
 run_tests() {
   test_phase "unit, conformance, two-process and fuzz-regression tests" //...
   test_phase "AddressSanitizer + UndefinedBehaviorSanitizer" --config=asan //...
-  test_phase "ThreadSanitizer on the concurrent parts" --config=tsan //transport/... //client/... //tests/kv/...
+  test_phase "ThreadSanitizer on the concurrent parts" --config=tsan //transport/... //client/... //tests/kv/... \
+    //tests/cluster/...
   local target
   for target in //transport/soft:frame_fuzzer //transport/engine:staging_header_fuzzer \
       //transport/rpc:rpc_frame_fuzzer //transport/engine:connection_info_fuzzer \
-      //transport/engine:engine_wire_fuzzer; do
+      //transport/engine:engine_wire_fuzzer //transport/cluster:map_records_fuzzer; do
     fuzz_run "$target" 15
   done
   echo

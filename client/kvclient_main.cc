@@ -5,6 +5,9 @@
 //   kvclient scan [START [END]] [--limit=N]   (one "key<TAB>value" line per item, non-printable
 //                                               bytes escaped as \\, \t, \n, \xHH)
 //   kvclient stats
+//   kvclient --etcd=HOST:PORT --cluster=NAME cluster init --shards=N --replicas=R
+//                 [--split_keys=K1,K2,...]
+//   kvclient --etcd=HOST:PORT --cluster=NAME cluster status [--json]
 //   kvclient load [--ops=N] [--in_flight=N] [--keys=N] [--value_size=N] [--read_fraction=F]
 //                 [--metrics=HOST:PORT]
 // Exit status: 0 on success, 1 when the operation failed (NOT_FOUND included), 2 on usage
@@ -19,12 +22,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "client/client.h"
+#include "client/cluster_status.h"
+#include "client/printable.h"
 #include "gflags/gflags.h"
 #include "proto/limits.h"
 #include "transport/base/logging.h"
 #include "transport/base/mutex.h"
 #include "transport/base/percentile.h"
+#include "transport/cluster/etcd_cluster_map.h"
 #include "transport/engine/prometheus_metrics.h"
 
 DEFINE_string(server, "127.0.0.1:7070", "kvserver address (its --listen)");
@@ -41,6 +48,14 @@ DEFINE_uint32(value_size, 256, "load: value bytes (0..65536)");
 DEFINE_double(read_fraction, 0.5, "load: fraction of operations that are GETs");
 DEFINE_uint64(seed, 1, "load: random seed");
 DEFINE_string(metrics, "", "load: serve Prometheus /metrics on HOST:PORT while running");
+DEFINE_string(etcd, "", "etcd endpoints HOST:PORT[,HOST:PORT...] of a cluster (docs/cluster.md)");
+DEFINE_string(cluster, "", "cluster name (with --etcd)");
+DEFINE_int32(shards, 1, "cluster init: number of key ranges");
+DEFINE_int32(replicas, 1, "cluster init: replicas per shard (primary + backups)");
+DEFINE_string(split_keys, "",
+              "cluster init: comma-separated shard boundaries (shards - 1 keys, increasing); "
+              "default splits the first key byte evenly");
+DEFINE_bool(json, false, "cluster status: print one JSON object");
 DEFINE_bool(caller_progress, true,
             "the calling thread drives the connection instead of an engine thread");
 
@@ -67,27 +82,6 @@ std::string LoadFlagsError() {
   }
   if (FLAGS_ops < 1) return "--ops must be at least 1";
   return "";
-}
-
-// Key and value bytes for a terminal: printable ASCII as is, backslash and the rest escaped
-// (\\, \t, \n, \xHH), so a line per item stays a line per item.
-std::string Printable(absl::string_view bytes) {
-  std::string out;
-  out.reserve(bytes.size());
-  for (unsigned char ch : bytes) {
-    if (ch == '\\') {
-      out += "\\\\";
-    } else if (ch == '\t') {
-      out += "\\t";
-    } else if (ch == '\n') {
-      out += "\\n";
-    } else if (ch >= 0x20 && ch < 0x7f) {
-      out += static_cast<char>(ch);
-    } else {
-      absl::StrAppend(&out, "\\x", absl::Hex(ch, absl::kZeroPad2));
-    }
-  }
-  return out;
 }
 
 // What a load run measured, filled in from the operations' callbacks. Thread-safe.
@@ -188,10 +182,47 @@ int Load(Client& c, engine::MetricsEndpoint* endpoint) {
   return ReportLoad(tally, issued, absl::ToDoubleSeconds(absl::Now() - start), c.write_stats());
 }
 
+// kvclient cluster init|status.
+int Cluster(const std::vector<std::string>& args) {
+  if (args.size() != 1 || (args[0] != "init" && args[0] != "status")) {
+    return Usage("usage: cluster init --shards=N --replicas=R | cluster status [--json]");
+  }
+  if (FLAGS_etcd.empty() || FLAGS_cluster.empty()) {
+    return Usage("cluster commands need --etcd=HOST:PORT and --cluster=NAME");
+  }
+  absl::StatusOr<std::unique_ptr<cluster::EtcdClusterMap>> map =
+      cluster::EtcdClusterMap::Open(FLAGS_etcd, FLAGS_cluster);
+  if (!map.ok()) return Usage(std::string(map.status().message()));
+  if (args[0] == "init") {
+    if (FLAGS_replicas < 1 || FLAGS_replicas > cluster::kMaxReplicas) {
+      return Usage(absl::StrCat("--replicas must be 1..", cluster::kMaxReplicas));
+    }
+    std::vector<std::string> splits;
+    if (!FLAGS_split_keys.empty()) splits = absl::StrSplit(FLAGS_split_keys, ',');
+    absl::StatusOr<std::vector<cluster::ShardInfo>> shards =
+        cluster::InitialShards(FLAGS_shards, splits);
+    if (!shards.ok()) return Usage(std::string(shards.status().message()));
+    absl::StatusOr<int64_t> rev = (*map)->Create(FLAGS_replicas, *shards);
+    if (!rev.ok()) return Fail(rev.status());
+    std::printf(
+        "cluster %s created: %d shards, %d replicas each (revision %lld); kvservers "
+        "started with --etcd=%s --cluster=%s join it\n",
+        FLAGS_cluster.c_str(), FLAGS_shards, FLAGS_replicas, (long long)*rev, FLAGS_etcd.c_str(),
+        FLAGS_cluster.c_str());
+    return 0;
+  }
+  absl::StatusOr<cluster::ClusterView> view = (*map)->Read();
+  if (!view.ok()) return Fail(view.status());
+  const std::string text = FLAGS_json ? ClusterStatusJson(*view) + "\n" : ClusterStatusTable(*view);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   if (argc < 2) return Usage("no command");
   const std::string cmd = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
+  if (cmd == "cluster") return Cluster(args);
   auto want = [&](size_t lo, size_t hi) { return args.size() >= lo && args.size() <= hi; };
   if (cmd == "get" && !want(1, 1)) return Usage("usage: get KEY");
   if (cmd == "put" && !want(2, 2)) return Usage("usage: put KEY VALUE");
@@ -274,7 +305,8 @@ int Main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
-      "kvclient [flags] get KEY | put KEY VALUE | del KEY | scan [START [END]] | stats | load");
+      "kvclient [flags] get KEY | put KEY VALUE | del KEY | scan [START [END]] | stats | load | "
+      "cluster init | cluster status");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   unloadkv::SetMinLogLevel(unloadkv::LogLevel::kError);
   return unloadkv::Main(argc, argv);

@@ -1,0 +1,67 @@
+#include "client/cluster_status.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/printable.h"
+
+namespace unloadkv {
+
+namespace {
+std::string Names(const std::vector<std::string>& names) {
+  return names.empty() ? "-" : absl::StrJoin(names, ",");
+}
+
+std::string JsonNames(const std::vector<std::string>& names) {
+  std::string out = "[";
+  for (size_t i = 0; i < names.size(); ++i) {
+    absl::StrAppend(&out, i ? "," : "", JsonString(names[i]));
+  }
+  return out + "]";
+}
+}  // namespace
+
+std::string ClusterStatusTable(const cluster::ClusterView& view) {
+  std::string out = absl::StrFormat("%-6s %-28s %-6s %-12s %-24s %s\n", "shard", "range", "epoch",
+                                    "primary", "backups", "state");
+  for (const cluster::ShardInfo& s : view.shard_list) {
+    const std::string range = absl::StrCat("[", s.start.empty() ? "-inf" : Printable(s.start), ", ",
+                                           s.end.empty() ? "+inf" : Printable(s.end), ")");
+    std::string backups = Names(s.backups);
+    if (!s.joining.empty()) absl::StrAppend(&backups, " (joining: ", Names(s.joining), ")");
+    absl::StrAppendFormat(&out, "%-6u %-28s %-6u %-12s %-24s %s\n", s.id, range, s.epoch,
+                          s.primary.empty() ? "-" : s.primary, backups,
+                          cluster::ShardStateName(view.StateOf(s)));
+  }
+  absl::StrAppendFormat(&out, "nodes: %d live, %d replicas wanted per shard\n", view.nodes.size(),
+                        view.replicas);
+  for (const auto& [name, n] : view.nodes) {
+    absl::StrAppendFormat(&out, "  %-12s rpc %s metrics %s\n", name, n.rpc_address,
+                          n.metrics_address.empty() ? "-" : n.metrics_address);
+  }
+  return out;
+}
+
+std::string ClusterStatusJson(const cluster::ClusterView& view) {
+  std::string out = absl::StrCat("{\"revision\":", view.revision, ",\"replicas\":", view.replicas,
+                                 ",\"shards\":[");
+  for (size_t i = 0; i < view.shard_list.size(); ++i) {
+    const cluster::ShardInfo& s = view.shard_list[i];
+    absl::StrAppend(&out, i ? "," : "", "{\"id\":", s.id, ",\"start\":", JsonString(s.start),
+                    ",\"end\":", JsonString(s.end), ",\"epoch\":", s.epoch,
+                    ",\"primary\":", JsonString(s.primary), ",\"backups\":", JsonNames(s.backups),
+                    ",\"joining\":", JsonNames(s.joining),
+                    ",\"state\":", JsonString(cluster::ShardStateName(view.StateOf(s))), "}");
+  }
+  absl::StrAppend(&out, "],\"nodes\":[");
+  bool first = true;
+  for (const auto& [name, n] : view.nodes) {
+    absl::StrAppend(&out, first ? "" : ",", "{\"name\":", JsonString(name),
+                    ",\"rpc_address\":", JsonString(n.rpc_address),
+                    ",\"metrics_address\":", JsonString(n.metrics_address), "}");
+    first = false;
+  }
+  return out + "]}";
+}
+
+}  // namespace unloadkv

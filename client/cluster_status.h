@@ -1,0 +1,24 @@
+// `kvclient cluster status`: the cluster map as a table (one line per shard) or as JSON.
+#ifndef UNLOADKV_CLIENT_CLUSTER_STATUS_H_
+#define UNLOADKV_CLIENT_CLUSTER_STATUS_H_
+
+#include <string>
+
+#include "transport/cluster/shard_map.h"
+
+namespace unloadkv {
+
+// A header line, then per shard: id, [start, end) with keys escaped as by Printable ("-inf"
+// and "+inf" for the open ends), epoch, primary ("-" when none), backups (comma-separated, "-"
+// when none), state; then one line per live node with its addresses.
+std::string ClusterStatusTable(const cluster::ClusterView& view);
+
+// One JSON object: {"revision", "replicas", "shards": [{"id", "start", "end", "epoch",
+// "primary", "backups", "joining", "state"}...], "nodes": [{"name", "rpc_address",
+// "metrics_address"}...]}. Keys as JSON strings of their bytes (JsonString); "end" is "" for
+// the last shard (no upper bound); "primary" is "" when there is none.
+std::string ClusterStatusJson(const cluster::ClusterView& view);
+
+}  // namespace unloadkv
+
+#endif  // UNLOADKV_CLIENT_CLUSTER_STATUS_H_

@@ -1,0 +1,161 @@
+#include "transport/cluster/map_records.h"
+
+#include <algorithm>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "google/protobuf/util/json_util.h"
+#include "proto/cluster.pb.h"
+
+namespace unloadkv::cluster {
+namespace {
+
+std::string ToJson(const google::protobuf::Message& m) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  std::string out;
+  // Printing a well-formed message cannot fail.
+  (void)google::protobuf::util::MessageToJsonString(m, &out, options);
+  return out;
+}
+
+absl::Status FromJson(absl::string_view key, absl::string_view json, google::protobuf::Message* m) {
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;  // records written by a newer version still read
+  const auto status = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(json.data(), json.size()), m, options);
+  if (!status.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("cluster map record ", key, " does not parse: ", status.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string ClusterPrefix(absl::string_view cluster) {
+  return absl::StrCat("/unloadkv/", cluster, "/");
+}
+std::string ConfigKey(absl::string_view cluster) {
+  return absl::StrCat(ClusterPrefix(cluster), "config");
+}
+std::string NodesPrefix(absl::string_view cluster) {
+  return absl::StrCat(ClusterPrefix(cluster), "nodes/");
+}
+std::string NodeKey(absl::string_view cluster, absl::string_view node) {
+  return absl::StrCat(NodesPrefix(cluster), node);
+}
+std::string ShardsPrefix(absl::string_view cluster) {
+  return absl::StrCat(ClusterPrefix(cluster), "shards/");
+}
+std::string ShardKey(absl::string_view cluster, uint32_t id) {
+  return absl::StrFormat("%s%08u", ShardsPrefix(cluster), id);
+}
+
+std::string PrefixEnd(absl::string_view prefix) {
+  std::string end(prefix);
+  while (!end.empty()) {
+    if (static_cast<unsigned char>(end.back()) < 0xff) {
+      end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+      return end;
+    }
+    end.pop_back();
+  }
+  return std::string(1, '\0');  // etcd: "\0" as range_end means "every key >= key"
+}
+
+std::string EncodeConfig(int shards, int replicas) {
+  ClusterConfig c;
+  c.set_shards(static_cast<uint32_t>(shards));
+  c.set_replicas(static_cast<uint32_t>(replicas));
+  return ToJson(c);
+}
+
+std::string EncodeNode(const NodeInfo& node) {
+  NodeRecord r;
+  r.set_rpc_address(node.rpc_address);
+  r.set_metrics_address(node.metrics_address);
+  return ToJson(r);
+}
+
+std::string EncodeShard(const ShardInfo& shard) {
+  ShardRecord r;
+  r.set_id(shard.id);
+  r.set_start(shard.start);
+  r.set_end(shard.end);
+  r.set_epoch(shard.epoch);
+  r.set_primary(shard.primary);
+  for (const std::string& b : shard.backups) r.add_backups(b);
+  for (const std::string& j : shard.joining) r.add_joining(j);
+  return ToJson(r);
+}
+
+absl::StatusOr<ClusterView> AssembleView(absl::string_view cluster, int64_t revision,
+                                         const std::vector<StoredKey>& keys) {
+  ClusterView view;
+  view.revision = revision;
+  const std::string config_key = ConfigKey(cluster);
+  const std::string nodes = NodesPrefix(cluster);
+  const std::string shards = ShardsPrefix(cluster);
+  bool have_config = false;
+  for (const StoredKey& k : keys) {
+    if (k.key == config_key) {
+      ClusterConfig c;
+      if (absl::Status s = FromJson(k.key, k.value, &c); !s.ok()) return s;
+      if (c.shards() < 1 || c.shards() > kMaxShards || c.replicas() < 1 ||
+          c.replicas() > kMaxReplicas) {
+        return absl::DataLossError(
+            absl::StrCat("cluster map record ", k.key, " holds an impossible config: ", k.value));
+      }
+      view.shards = static_cast<int>(c.shards());
+      view.replicas = static_cast<int>(c.replicas());
+      have_config = true;
+    } else if (absl::StartsWith(k.key, nodes)) {
+      NodeRecord r;
+      if (absl::Status s = FromJson(k.key, k.value, &r); !s.ok()) return s;
+      NodeInfo n;
+      n.name = k.key.substr(nodes.size());
+      n.rpc_address = r.rpc_address();
+      n.metrics_address = r.metrics_address();
+      view.nodes[n.name] = std::move(n);
+    } else if (absl::StartsWith(k.key, shards)) {
+      ShardRecord r;
+      if (absl::Status s = FromJson(k.key, k.value, &r); !s.ok()) return s;
+      ShardInfo s;
+      s.id = r.id();
+      s.start = r.start();
+      s.end = r.end();
+      s.epoch = r.epoch();
+      s.primary = r.primary();
+      s.backups.assign(r.backups().begin(), r.backups().end());
+      s.joining.assign(r.joining().begin(), r.joining().end());
+      s.mod_revision = k.mod_revision;
+      if (k.key != ShardKey(cluster, s.id)) {
+        return absl::DataLossError(
+            absl::StrCat("cluster map record ", k.key, " names shard ", s.id));
+      }
+      view.shard_list.push_back(std::move(s));
+    }
+  }
+  if (!have_config) {
+    return absl::NotFoundError(
+        absl::StrCat("cluster \"", cluster,
+                     "\" has no map; create it with: kvclient --etcd=HOST:PORT --cluster=", cluster,
+                     " cluster init --shards=N --replicas=R"));
+  }
+  std::sort(view.shard_list.begin(), view.shard_list.end(),
+            [](const ShardInfo& a, const ShardInfo& b) { return a.start < b.start; });
+  if (static_cast<int>(view.shard_list.size()) != view.shards) {
+    return absl::DataLossError(absl::StrCat("cluster \"", cluster, "\" config names ", view.shards,
+                                            " shards but the map holds ", view.shard_list.size()));
+  }
+  if (absl::Status s = CheckCoverage(view.shard_list); !s.ok()) {
+    return absl::DataLossError(absl::StrCat("cluster \"", cluster, "\": ", s.message()));
+  }
+  return view;
+}
+
+}  // namespace unloadkv::cluster

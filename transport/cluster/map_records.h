@@ -1,0 +1,46 @@
+// How the cluster map is laid out in a revisioned key-value store (etcd or the in-memory
+// map): the keys, and the records' encoding (protobuf JSON of proto/cluster.proto). Shared by
+// both ClusterMap backends so that they store byte-identical data.
+#ifndef UNLOADKV_TRANSPORT_CLUSTER_MAP_RECORDS_H_
+#define UNLOADKV_TRANSPORT_CLUSTER_MAP_RECORDS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "transport/cluster/shard_map.h"
+
+namespace unloadkv::cluster {
+
+// "/unloadkv/<cluster>/": every key of one cluster starts with it.
+std::string ClusterPrefix(absl::string_view cluster);
+std::string ConfigKey(absl::string_view cluster);
+std::string NodesPrefix(absl::string_view cluster);
+std::string NodeKey(absl::string_view cluster, absl::string_view node);
+std::string ShardsPrefix(absl::string_view cluster);
+std::string ShardKey(absl::string_view cluster, uint32_t id);
+// The smallest key greater than every key starting with `prefix` (etcd's range_end).
+std::string PrefixEnd(absl::string_view prefix);
+
+std::string EncodeConfig(int shards, int replicas);
+std::string EncodeNode(const NodeInfo& node);
+std::string EncodeShard(const ShardInfo& shard);
+
+// One stored key as read from the store.
+struct StoredKey {
+  std::string key;
+  std::string value;
+  int64_t mod_revision = 0;
+};
+
+// Builds the view from every key under ClusterPrefix(cluster), read at `revision`.
+// NOT_FOUND when there is no config (the message says how to create the map); DATA_LOSS when
+// a record does not parse or the shards do not cover the key space (naming the key).
+absl::StatusOr<ClusterView> AssembleView(absl::string_view cluster, int64_t revision,
+                                         const std::vector<StoredKey>& keys);
+
+}  // namespace unloadkv::cluster
+
+#endif  // UNLOADKV_TRANSPORT_CLUSTER_MAP_RECORDS_H_

@@ -1,0 +1,274 @@
+#include "transport/cluster/memory_cluster_map.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "transport/cluster/map_records.h"
+
+namespace unloadkv::cluster {
+
+void MemoryCoordinator::ExpireLeases() {
+  Notices notices;
+  {
+    MutexLock l(&mu_);
+    ExpireLocked(&notices);
+  }
+  Deliver(notices);
+}
+
+int64_t MemoryCoordinator::revision() const {
+  MutexLock l(&mu_);
+  return revision_;
+}
+
+void MemoryCoordinator::ExpireLocked(Notices* notices) {
+  const absl::Time now = clock_->Now();
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->second.deadline > now) {
+      ++it;
+      continue;
+    }
+    // As etcd: one revision for all the keys a lease held.
+    if (!it->second.keys.empty()) ++revision_;
+    for (const std::string& key : it->second.keys) {
+      keys_.erase(key);
+      NoteChangeLocked(key, notices);
+    }
+    it = leases_.erase(it);
+  }
+}
+
+void MemoryCoordinator::NoteChangeLocked(const std::string& key, Notices* notices) {
+  for (const auto& w : watchers_) {
+    if (!absl::StartsWith(key, w->prefix)) continue;
+    const bool queued =
+        std::any_of(notices->begin(), notices->end(), [&](const auto& n) { return n.first == w; });
+    if (!queued) notices->emplace_back(w, revision_);
+  }
+}
+
+void MemoryCoordinator::PutLocked(const std::string& key, std::string value, LeaseId lease,
+                                  Notices* notices) {
+  Entry& e = keys_[key];
+  if (e.create_revision == 0) e.create_revision = revision_;
+  if (e.lease != 0 && e.lease != lease) leases_[e.lease].keys.erase(key);
+  e.value = std::move(value);
+  e.mod_revision = revision_;
+  e.lease = lease;
+  if (lease != 0) leases_[lease].keys.insert(key);
+  NoteChangeLocked(key, notices);
+}
+
+void MemoryCoordinator::DeleteLocked(const std::string& key, Notices* notices) {
+  auto it = keys_.find(key);
+  if (it == keys_.end()) return;
+  if (it->second.lease != 0) leases_[it->second.lease].keys.erase(key);
+  keys_.erase(it);
+  NoteChangeLocked(key, notices);
+}
+
+void MemoryCoordinator::Deliver(const Notices& notices) {
+  for (const auto& [w, revision] : notices) {
+    MutexLock l(&w->call_mu);
+    if (w->active) w->on_change(revision);
+  }
+}
+
+std::string MemoryClusterMap::Describe() const {
+  return absl::StrCat("in-memory map, cluster ", cluster_);
+}
+
+absl::Status MemoryClusterMap::CheckReachable() const {
+  if (reachable_.load()) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(Describe(), ": unreachable (fault injected)"));
+}
+
+absl::StatusOr<ClusterView> MemoryClusterMap::Read() {
+  if (absl::Status s = CheckReachable(); !s.ok()) return s;
+  MemoryCoordinator& c = *coordinator_;
+  MemoryCoordinator::Notices notices;
+  std::vector<StoredKey> keys;
+  int64_t revision;
+  {
+    MutexLock l(&c.mu_);
+    c.ExpireLocked(&notices);
+    const std::string prefix = ClusterPrefix(cluster_);
+    for (auto it = c.keys_.lower_bound(prefix);
+         it != c.keys_.end() && absl::StartsWith(it->first, prefix); ++it) {
+      keys.push_back({it->first, it->second.value, it->second.mod_revision});
+    }
+    revision = c.revision_;
+  }
+  MemoryCoordinator::Deliver(notices);
+  return AssembleView(cluster_, revision, keys);
+}
+
+absl::StatusOr<int64_t> MemoryClusterMap::Create(int replicas,
+                                                 const std::vector<ShardInfo>& shards) {
+  if (absl::Status s = CheckReachable(); !s.ok()) return s;
+  MemoryCoordinator& c = *coordinator_;
+  MemoryCoordinator::Notices notices;
+  int64_t revision;
+  {
+    MutexLock l(&c.mu_);
+    c.ExpireLocked(&notices);
+    if (c.keys_.count(ConfigKey(cluster_)) > 0) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("cluster \"", cluster_, "\" already has a map in ", Describe()));
+    }
+    ++c.revision_;
+    c.PutLocked(ConfigKey(cluster_), EncodeConfig(static_cast<int>(shards.size()), replicas), 0,
+                &notices);
+    for (const ShardInfo& s : shards)
+      c.PutLocked(ShardKey(cluster_, s.id), EncodeShard(s), 0, &notices);
+    revision = c.revision_;
+  }
+  MemoryCoordinator::Deliver(notices);
+  return revision;
+}
+
+absl::StatusOr<int64_t> MemoryClusterMap::UpdateShard(
+    const ShardInfo& shard, const std::vector<std::string>& absent_nodes) {
+  if (absl::Status s = CheckReachable(); !s.ok()) return s;
+  MemoryCoordinator& c = *coordinator_;
+  MemoryCoordinator::Notices notices;
+  int64_t revision;
+  {
+    MutexLock l(&c.mu_);
+    c.ExpireLocked(&notices);
+    const std::string key = ShardKey(cluster_, shard.id);
+    auto it = c.keys_.find(key);
+    const int64_t stored = it == c.keys_.end() ? 0 : it->second.mod_revision;
+    bool ok = stored == shard.mod_revision && stored != 0;
+    for (const std::string& n : absent_nodes) ok = ok && c.keys_.count(NodeKey(cluster_, n)) == 0;
+    if (!ok) {
+      revision = -1;
+    } else {
+      ++c.revision_;
+      c.PutLocked(key, EncodeShard(shard), 0, &notices);
+      revision = c.revision_;
+    }
+  }
+  MemoryCoordinator::Deliver(notices);
+  if (revision < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shard ", shard.id, " changed since revision ", shard.mod_revision,
+                     " (or a node thought gone is registered); re-read the map"));
+  }
+  return revision;
+}
+
+absl::StatusOr<LeaseId> MemoryClusterMap::GrantLease(absl::Duration ttl) {
+  if (absl::Status s = CheckReachable(); !s.ok()) return s;
+  if (ttl < absl::Seconds(1)) {
+    return absl::InvalidArgumentError("a lease's TTL must be at least 1 s");
+  }
+  ttl = absl::Seconds(std::ceil(absl::ToDoubleSeconds(ttl)));  // whole seconds, as etcd
+  MemoryCoordinator& c = *coordinator_;
+  MutexLock l(&c.mu_);
+  const LeaseId id = c.next_lease_++;
+  c.leases_[id] = MemoryCoordinator::Lease{ttl, c.clock_->Now() + ttl, {}};
+  return id;
+}
+
+absl::StatusOr<absl::Duration> MemoryClusterMap::KeepAlive(LeaseId lease) {
+  if (absl::Status s = CheckReachable(); !s.ok()) return s;
+  MemoryCoordinator& c = *coordinator_;
+  MemoryCoordinator::Notices notices;
+  absl::StatusOr<absl::Duration> result;
+  {
+    MutexLock l(&c.mu_);
+    c.ExpireLocked(&notices);
+    auto it = c.leases_.find(lease);
+    if (it == c.leases_.end()) {
+      result = absl::NotFoundError(absl::StrCat("lease ", lease, " expired or was revoked"));
+    } else {
+      it->second.deadline = c.clock_->Now() + it->second.ttl;
+      result = it->second.ttl;
+    }
+  }
+  MemoryCoordinator::Deliver(notices);
+  return result;
+}
+
+absl::Status MemoryClusterMap::RevokeLease(LeaseId lease) {
+  if (absl::Status s = CheckReachable(); !s.ok()) return s;
+  MemoryCoordinator& c = *coordinator_;
+  MemoryCoordinator::Notices notices;
+  absl::Status result;
+  {
+    MutexLock l(&c.mu_);
+    c.ExpireLocked(&notices);
+    auto it = c.leases_.find(lease);
+    if (it == c.leases_.end()) {
+      result = absl::NotFoundError(absl::StrCat("lease ", lease, " expired or was revoked"));
+    } else {
+      if (!it->second.keys.empty()) ++c.revision_;
+      const std::set<std::string> keys = it->second.keys;
+      for (const std::string& key : keys) c.DeleteLocked(key, &notices);
+      c.leases_.erase(lease);
+    }
+  }
+  MemoryCoordinator::Deliver(notices);
+  return result;
+}
+
+absl::Status MemoryClusterMap::RegisterNode(const NodeInfo& node, LeaseId lease) {
+  if (absl::Status s = CheckReachable(); !s.ok()) return s;
+  MemoryCoordinator& c = *coordinator_;
+  MemoryCoordinator::Notices notices;
+  absl::Status result;
+  {
+    MutexLock l(&c.mu_);
+    c.ExpireLocked(&notices);
+    const std::string key = NodeKey(cluster_, node.name);
+    if (c.leases_.count(lease) == 0) {
+      result = absl::NotFoundError(absl::StrCat("lease ", lease, " expired or was revoked"));
+    } else if (c.keys_.count(key) > 0) {
+      result = absl::AlreadyExistsError(
+          absl::StrCat("node \"", node.name, "\" is already registered in cluster \"", cluster_,
+                       "\" (another kvserver uses that --node name)"));
+    } else {
+      ++c.revision_;
+      c.PutLocked(key, EncodeNode(node), lease, &notices);
+    }
+  }
+  MemoryCoordinator::Deliver(notices);
+  return result;
+}
+
+namespace {
+class MemoryWatch : public MapWatch {
+ public:
+  explicit MemoryWatch(std::function<void()> cancel) : cancel_(std::move(cancel)) {}
+  ~MemoryWatch() override { cancel_(); }
+
+ private:
+  std::function<void()> cancel_;
+};
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MapWatch>> MemoryClusterMap::Watch(
+    std::function<void(int64_t revision)> on_change) {
+  if (absl::Status s = CheckReachable(); !s.ok()) return s;
+  MemoryCoordinator& c = *coordinator_;
+  auto w = std::make_shared<MemoryCoordinator::Watcher>();
+  w->prefix = ClusterPrefix(cluster_);
+  w->on_change = std::move(on_change);
+  {
+    MutexLock l(&c.mu_);
+    c.watchers_.push_back(w);
+  }
+  return std::unique_ptr<MapWatch>(new MemoryWatch([&c, w] {
+    {
+      MutexLock l(&c.mu_);
+      c.watchers_.erase(std::remove(c.watchers_.begin(), c.watchers_.end(), w), c.watchers_.end());
+    }
+    MutexLock l(&w->call_mu);  // waits for a callback in progress
+    w->active = false;
+  }));
+}
+
+}  // namespace unloadkv::cluster
