@@ -5,6 +5,7 @@
 #include "proto/limits.h"
 #include "transport/backends/open_device.h"
 #include "transport/base/logging.h"
+#include "transport/cluster/etcd_cluster_map.h"
 
 namespace unloadkv::server {
 
@@ -48,6 +49,19 @@ absl::Status ValidateOptions(const KvServerOptions& o) {
   if (o.hello_deadline <= absl::ZeroDuration() || o.handshake_deadline <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("hello and handshake deadlines must be positive");
   }
+  const bool cluster_mode = !o.etcd.empty() || o.cluster_map != nullptr;
+  if (cluster_mode) {
+    if (o.cluster_map == nullptr) {
+      if (absl::Status st = cluster::CheckClusterName(o.cluster); !st.ok()) return st;
+    }
+    if (absl::Status st = cluster::CheckNodeName(o.node); !st.ok()) return st;
+    if (o.lease_ttl < absl::Seconds(1) || o.lease_ttl > absl::Seconds(60)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--lease_ttl_s=", absl::ToInt64Seconds(o.lease_ttl), ": must be 1..60"));
+    }
+  } else if (!o.cluster.empty() || !o.node.empty()) {
+    return absl::InvalidArgumentError("--cluster and --node need --etcd");
+  }
   return absl::OkStatus();
 }
 
@@ -83,28 +97,35 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
   if (!engine.ok()) return engine.status();
   s->engine_ = std::move(*engine);
 
-  s->arena_ = std::make_unique<MappedMemory>(options.arena_bytes, options.huge_pages);
-  if (s->arena_->data() == nullptr) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("arena: cannot map ", options.arena_bytes, " bytes; lower --arena_bytes"));
+  engine::Engine* engine_ptr = s->engine_.get();
+  const uint64_t arena_bytes = options.arena_bytes;
+  const bool huge = options.huge_pages;
+  s->shards_ = std::make_unique<ShardTable>([engine_ptr, arena_bytes, huge](uint32_t shard) {
+    return ShardReplica::Create(engine_ptr, shard, arena_bytes, huge);
+  });
+  const bool cluster_mode = !options.etcd.empty() || options.cluster_map != nullptr;
+  if (!cluster_mode) {
+    // One shard covering every key, primary from the start, no backups.
+    auto replica = ShardReplica::Create(engine_ptr, 0, arena_bytes, huge);
+    if (!replica.ok()) return replica.status();
+    s->arena_memory_ = DescribePages((*replica)->memory(), options.huge_pages);
+    (*replica)->SetRange("", "");
+    (*replica)->BecomePrimary(0);
+    s->shards_->Add(*std::move(replica));
+  } else {
+    s->arena_memory_ = "one arena per shard replica, mapped when the node takes the replica";
   }
-  s->arena_memory_ = DescribePages(*s->arena_, options.huge_pages);
-  uint32_t access = rnic::kLocalWrite | rnic::kRemoteWrite | rnic::kRemoteRead;
-  if (s->arena_->huge()) access |= rnic::kHugePageBacked;
-  auto mr = s->engine_->RegisterMemory(s->arena_->data(), s->arena_->size(), access);
-  if (!mr.ok()) return mr.status();
-  s->arena_mr_ = std::move(*mr);
 
-  s->store_ = std::make_unique<KvStore>(s->arena_->data(), s->arena_->size());
   KvServer* self = s.get();
   s->service_ = std::make_unique<KvService>(
-      s->store_.get(), s->arena_mr_->address(), s->arena_mr_->rkey(), s->server_metrics_.get(),
-      RealClock::Get(), [self](proto::StatsResponse* r) {
+      s->shards_.get(), s->server_metrics_.get(), RealClock::Get(),
+      [self](proto::StatsResponse* r) {
         // Admitted ones count as soon as they ask.
         r->set_connections(self->connections() + self->half_open());
         r->set_staging_memory(self->staging_memory());
         r->set_transport(self->transport());
-      });
+      },
+      [self] { return self->cluster_node_ == nullptr || self->cluster_node_->LeaseValid(); });
   s->rpc_ = std::make_unique<rpc::RpcServer>(RealClock::Get());
   s->service_->RegisterWith(s->rpc_.get());
   Admission::Options ad;
@@ -114,8 +135,7 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
   ad.handshake_deadline = options.handshake_deadline;
   s->admission_ = std::make_unique<Admission>(
       std::move(*acceptor), ad, s->engine_.get(), s->rpc_.get(), s->server_metrics_.get(),
-      [self] { return self->connections(); },
-      [self](uint64_t id) { self->store_->DropClient(id); });
+      [self] { return self->connections(); }, [self](uint64_t id) { self->DropClient(id); });
 
   if (!options.metrics_address.empty()) {
     auto m = engine::MetricsEndpoint::Start(options.metrics_address, s->registry_);
@@ -123,7 +143,49 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
     s->metrics_ = std::move(*m);
   }
   s->engine_->Start();
+  if (cluster_mode) {
+    cluster::ClusterMap* map = options.cluster_map;
+    if (map == nullptr) {
+      auto etcd = cluster::EtcdClusterMap::Open(options.etcd, options.cluster);
+      if (!etcd.ok()) return etcd.status();
+      s->owned_map_ = std::move(*etcd);
+      map = s->owned_map_.get();
+    }
+    ClusterNode::Options co;
+    co.self.name = options.node;
+    co.self.rpc_address = s->address_;
+    if (s->metrics_ != nullptr) {  // "http://HOST:PORT/metrics" -> "HOST:PORT"
+      const std::string& url = s->metrics_->url();
+      co.self.metrics_address = url.substr(7, url.size() - 7 - 8);
+    }
+    co.lease_ttl = options.lease_ttl;
+    co.policy = options.policy;
+    co.arena_bytes = options.arena_bytes;
+    s->cluster_node_ = std::make_unique<ClusterNode>(map, co, s->shards_.get(), s->engine_.get(),
+                                                     RealClock::Get());
+    if (absl::Status st = s->cluster_node_->Start(); !st.ok()) {
+      s->cluster_node_.reset();
+      return st;
+    }
+  }
   return s;
+}
+
+KvStore::Stats KvServer::stats() const {
+  KvStore::Stats sum;
+  for (const std::shared_ptr<ShardReplica>& r : shards_->All()) {
+    if (r->role() != ShardReplica::Role::kPrimary) continue;
+    KvStore::Stats st = r->store().stats();
+    sum.keys += st.keys;
+    sum.arena_bytes += st.arena_bytes;
+    sum.arena_used_bytes += st.arena_used_bytes;
+    sum.grants_outstanding += st.grants_outstanding;
+  }
+  return sum;
+}
+
+void KvServer::DropClient(uint64_t id) {
+  for (const std::shared_ptr<ShardReplica>& r : shards_->All()) r->store().DropClient(id);
 }
 
 KvServer::~KvServer() { Shutdown(); }
@@ -141,7 +203,7 @@ void KvServer::Poll(absl::Duration wait) {
     conns_[e.id] = std::move(e.conn);
   }
   Reap();
-  KvStore::Stats st = store_->stats();
+  KvStore::Stats st = stats();
   server_metrics_->SetArena(st.arena_used_bytes, st.arena_bytes - st.arena_used_bytes);
   server_metrics_->SetKeys(st.keys);
   server_metrics_->SetConnections(connections());
@@ -163,9 +225,8 @@ void KvServer::Reap() {
   }
   for (auto& [id, conn] : gone) {
     conn->SetMessageHandler(nullptr);  // releases the RPC server's share of the connection
-    const size_t dropped = store_->DropClient(id);
-    Log(LogLevel::kInfo, absl::StrCat("kvserver: client ", id, " disconnected; ", dropped,
-                                      " unused grants returned"));
+    DropClient(id);
+    Log(LogLevel::kInfo, absl::StrCat("kvserver: client ", id, " disconnected"));
   }
 }
 
@@ -179,6 +240,8 @@ void KvServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   if (service_ != nullptr) service_->SetStopping();
+  // Leaving the cluster revokes the lease: backups take over at once.
+  if (cluster_node_ != nullptr) cluster_node_->Stop();
   if (engine_ != nullptr) engine_->Stop();  // no handler runs from here on
   admission_.reset();                       // stops listening; releases half-open connections
   std::map<uint64_t, std::shared_ptr<engine::Connection>> conns;
@@ -188,9 +251,15 @@ void KvServer::Shutdown() {
   }
   for (auto& [id, conn] : conns) {
     conn->SetMessageHandler(nullptr);
-    store_->DropClient(id);
+    if (shards_ != nullptr) DropClient(id);
   }
   conns.clear();
+  // Replicas close their links (engine connections) while the engine still exists.
+  if (shards_ != nullptr) {
+    for (const std::shared_ptr<ShardReplica>& r : shards_->All()) {
+      shards_->Remove(r->id(), "server shutting down");
+    }
+  }
   metrics_.reset();
 }
 

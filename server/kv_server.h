@@ -1,5 +1,6 @@
-// One kvserver: the device, the write engine, the registered value arena, the KV service, the
-// bootstrap listener that admits clients, and the /metrics endpoint.
+// One kvserver: the device, the write engine, the shard replicas (each a registered value arena
+// and its store), the KV service, the bootstrap listener that admits clients and peer nodes,
+// the /metrics endpoint, and, in a cluster, the node's membership (server/cluster_node.h).
 //
 // Threads: engine workers (Options::unload_workers) run the RPC handlers and unload workers;
 // the thread that calls Poll/Run admits clients (server/admission.h: never blocks, bounded by
@@ -16,11 +17,14 @@
 
 #include "absl/status/statusor.h"
 #include "server/admission.h"
+#include "server/cluster_node.h"
 #include "server/kv_service.h"
 #include "server/kv_store.h"
 #include "server/server_metrics.h"
+#include "server/shard_table.h"
 #include "transport/base/mapped_memory.h"
 #include "transport/base/mutex.h"
+#include "transport/cluster/cluster_map.h"
 #include "transport/engine/engine.h"
 #include "transport/engine/prometheus_metrics.h"
 #include "transport/rnic/device.h"
@@ -43,6 +47,15 @@ struct KvServerOptions {
   int max_pending_hellos = 128;  // bootstrap sockets whose hello line is incomplete
   absl::Duration hello_deadline = absl::Seconds(2);      // accept -> complete hello line
   absl::Duration handshake_deadline = absl::Seconds(5);  // "ok" -> the client's first message
+  // Cluster mode (docs/cluster.md): with `etcd` (or an injected `cluster_map`) the node joins
+  // cluster `cluster` as `node`; arena_bytes is then per shard replica. Without, a single
+  // node serving every key.
+  std::string etcd;     // HOST:PORT[,HOST:PORT...]
+  std::string cluster;  // cluster name
+  std::string node;     // this node's name, unique in the cluster
+  absl::Duration lease_ttl = absl::Seconds(3);
+  // Tests and simulation: the map to use instead of etcd (not owned; outlives the server).
+  cluster::ClusterMap* cluster_map = nullptr;
 };
 
 // Checks flag values before anything is opened; InvalidArgument naming the flag.
@@ -69,7 +82,11 @@ class KvServer {
   // engine. Idempotent.
   void Shutdown();
 
-  KvStore::Stats stats() const { return store_->stats(); }
+  // Summed over the shards this node serves as primary.
+  KvStore::Stats stats() const;
+  bool clustered() const { return cluster_node_ != nullptr; }
+  const ClusterNode* cluster_node() const { return cluster_node_.get(); }
+  ShardTable& shards() { return *shards_; }
   // Established client connections.
   size_t connections() const;
   size_t half_open() const { return admission_ ? admission_->half_open() : 0; }
@@ -77,6 +94,8 @@ class KvServer {
  private:
   KvServer() = default;
   void Reap();
+  // A client's connection ended: its unused grants, in every shard, are returned.
+  void DropClient(uint64_t id);
 
   KvServerOptions options_;
   std::shared_ptr<prometheus::Registry> registry_;
@@ -84,15 +103,15 @@ class KvServer {
   std::unique_ptr<ServerMetrics> server_metrics_;
   std::unique_ptr<rnic::Device> device_;
   std::unique_ptr<engine::Engine> engine_;
-  std::unique_ptr<MappedMemory> arena_;
   std::string arena_memory_;
-  std::unique_ptr<rnic::MemoryRegion> arena_mr_;
-  std::unique_ptr<KvStore> store_;
+  std::unique_ptr<cluster::ClusterMap> owned_map_;  // etcd, when not injected
+  std::unique_ptr<ShardTable> shards_;              // before the engine stops: MRs in it
   std::unique_ptr<KvService> service_;
   std::unique_ptr<rpc::RpcServer> rpc_;
   std::unique_ptr<Admission> admission_;
   std::string address_;
   std::unique_ptr<engine::MetricsEndpoint> metrics_;
+  std::unique_ptr<ClusterNode> cluster_node_;
 
   mutable Mutex mu_;
   std::map<uint64_t, std::shared_ptr<engine::Connection>> conns_ ABSL_GUARDED_BY(mu_);

@@ -3,133 +3,191 @@
 #include "absl/strings/str_cat.h"
 
 namespace unloadkv::server {
+namespace {
 
-KvService::KvService(KvStore* store, uint64_t arena_addr, uint32_t arena_rkey,
-                     ServerMetrics* metrics, const Clock* clock,
-                     std::function<void(proto::StatsResponse*)> fill_stats)
-    : store_(store),
-      arena_addr_(arena_addr),
-      arena_rkey_(arena_rkey),
+absl::Status NotPrimary(absl::string_view what) {
+  return absl::AbortedError(
+      absl::StrCat("this node is not the serving primary of ", what, "; refresh the map"));
+}
+
+}  // namespace
+
+KvService::KvService(ShardTable* shards, ServerMetrics* metrics, const Clock* clock,
+                     std::function<void(proto::StatsResponse*)> fill_stats,
+                     std::function<bool()> lease_valid)
+    : shards_(shards),
       metrics_(metrics),
       clock_(clock),
-      fill_stats_(std::move(fill_stats)) {}
+      fill_stats_(std::move(fill_stats)),
+      lease_valid_(std::move(lease_valid)) {}
 
 template <typename Req, typename Resp>
 void KvService::Handle(proto::Method method, absl::string_view bytes, rpc::Responder r,
-                       absl::StatusOr<Resp> (KvService::*fn)(uint64_t, const Req&)) {
+                       void (KvService::*fn)(uint64_t, const Req&, Reply<Resp>)) {
   const absl::Time start = clock_->Now();
-  absl::StatusOr<Resp> resp;
+  auto reply = [this, method, start, r](absl::StatusOr<Resp> resp) mutable {
+    if (metrics_ != nullptr) metrics_->OnRpc(method, resp.status(), clock_->Now() - start);
+    if (resp.ok()) {
+      r.Reply(absl::OkStatus(), resp->SerializeAsString());
+    } else {
+      r.Reply(resp.status());
+    }
+  };
   Req req;
   if (stopping_) {
-    resp = absl::UnavailableError("server shutting down");
+    reply(absl::UnavailableError("server shutting down"));
   } else if (!req.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    resp = absl::InvalidArgumentError(
-        absl::StrCat(proto::Method_Name(method), ": request does not parse"));
+    reply(absl::InvalidArgumentError(
+        absl::StrCat(proto::Method_Name(method), ": request does not parse")));
   } else {
-    resp = (this->*fn)(r.peer(), req);
-  }
-  if (metrics_ != nullptr) metrics_->OnRpc(method, resp.status(), clock_->Now() - start);
-  if (resp.ok()) {
-    r.Reply(absl::OkStatus(), resp->SerializeAsString());
-  } else {
-    r.Reply(resp.status());
+    (this->*fn)(r.peer(), req, std::move(reply));
   }
 }
 
 void KvService::RegisterWith(rpc::RpcServer* rpc) {
-  rpc->Register(proto::GRANT, [this](absl::string_view b, rpc::Responder r) {
-    Handle(proto::GRANT, b, std::move(r), &KvService::Grant);
-  });
-  rpc->Register(proto::PUT, [this](absl::string_view b, rpc::Responder r) {
-    Handle(proto::PUT, b, std::move(r), &KvService::Put);
-  });
-  rpc->Register(proto::GET, [this](absl::string_view b, rpc::Responder r) {
-    Handle(proto::GET, b, std::move(r), &KvService::Get);
-  });
-  rpc->Register(proto::DELETE, [this](absl::string_view b, rpc::Responder r) {
-    Handle(proto::DELETE, b, std::move(r), &KvService::Delete);
-  });
-  rpc->Register(proto::SCAN, [this](absl::string_view b, rpc::Responder r) {
-    Handle(proto::SCAN, b, std::move(r), &KvService::Scan);
-  });
-  rpc->Register(proto::STATS, [this](absl::string_view b, rpc::Responder r) {
-    Handle(proto::STATS, b, std::move(r), &KvService::Stats);
-  });
-  rpc->Register(proto::PING, [this](absl::string_view b, rpc::Responder r) {
-    Handle(proto::PING, b, std::move(r), &KvService::Ping);
-  });
+#define UNLOADKV_REGISTER(METHOD, FN)                                          \
+  rpc->Register(proto::METHOD, [this](absl::string_view b, rpc::Responder r) { \
+    Handle(proto::METHOD, b, std::move(r), &KvService::FN);                    \
+  })
+  UNLOADKV_REGISTER(GRANT, Grant);
+  UNLOADKV_REGISTER(PUT, Put);
+  UNLOADKV_REGISTER(GET, Get);
+  UNLOADKV_REGISTER(DELETE, Delete);
+  UNLOADKV_REGISTER(SCAN, Scan);
+  UNLOADKV_REGISTER(STATS, Stats);
+  UNLOADKV_REGISTER(PING, Ping);
+  UNLOADKV_REGISTER(REPLICA_ATTACH, Attach);
+  UNLOADKV_REGISTER(REPLICATE, Replicate);
+#undef UNLOADKV_REGISTER
 }
 
-absl::StatusOr<proto::PingResponse> KvService::Ping(uint64_t, const proto::PingRequest&) {
-  return proto::PingResponse();
+void KvService::Ping(uint64_t, const proto::PingRequest&, Reply<proto::PingResponse> reply) {
+  reply(proto::PingResponse());
 }
 
-absl::StatusOr<proto::GrantResponse> KvService::Grant(uint64_t peer,
-                                                      const proto::GrantRequest& req) {
+void KvService::Read(const std::shared_ptr<ShardReplica>& replica,
+                     std::function<void(absl::Status)> read) {
+  if (lease_valid_()) return read(absl::OkStatus());
+  replica->Barrier(std::move(read));
+}
+
+void KvService::Grant(uint64_t peer, const proto::GrantRequest& req,
+                      Reply<proto::GrantResponse> reply) {
+  std::shared_ptr<ShardReplica> replica = shards_->Get(req.shard());
+  if (replica == nullptr || replica->role() != ShardReplica::Role::kPrimary) {
+    return reply(NotPrimary(absl::StrCat("shard ", req.shard())));
+  }
   absl::StatusOr<std::vector<KvStore::Grant>> grants =
-      store_->GrantSlots(peer, req.size(), req.count());
-  if (!grants.ok()) return grants.status();
+      replica->store().GrantSlots(peer, req.size(), req.count());
+  if (!grants.ok()) return reply(grants.status());
   proto::GrantResponse resp;
   for (const KvStore::Grant& g : *grants) {
     proto::SlotGrant* pg = resp.add_grants();
     pg->set_grant_id(g.id);
-    pg->set_addr(arena_addr_ + g.slot.offset);
-    pg->set_rkey(arena_rkey_);
+    pg->set_addr(replica->arena_addr() + g.slot.offset);
+    pg->set_rkey(replica->arena_rkey());
     pg->set_capacity(g.slot.capacity);
   }
-  return resp;
+  reply(std::move(resp));
 }
 
-absl::StatusOr<proto::PutResponse> KvService::Put(uint64_t peer, const proto::PutRequest& req) {
-  absl::StatusOr<uint64_t> v = store_->Put(peer, req.key(), req.grant_id(), req.value_size());
-  if (!v.ok()) return v.status();
+void KvService::Put(uint64_t peer, const proto::PutRequest& req, Reply<proto::PutResponse> reply) {
+  if (absl::Status st = proto::CheckKey(req.key()); !st.ok()) return reply(st);
+  std::shared_ptr<ShardReplica> replica = shards_->PrimaryFor(req.key());
+  if (replica == nullptr) return reply(NotPrimary("the key's shard"));
+  absl::StatusOr<KvStore::Mutation> m =
+      replica->store().PreparePut(peer, req.key(), req.grant_id(), req.value_size());
+  if (!m.ok()) return reply(m.status());
   const int path = proto::WritePath_IsValid(req.value_path()) ? req.value_path() : 0;
   value_writes_[path].fetch_add(1, std::memory_order_relaxed);
   if (metrics_ != nullptr) metrics_->OnValueWrite(static_cast<proto::WritePath>(path));
-  proto::PutResponse resp;
-  resp.set_version(*v);
-  return resp;
+  replica->Submit(std::move(*m), [reply](absl::StatusOr<uint64_t> v) {
+    if (!v.ok()) return reply(v.status());
+    proto::PutResponse resp;
+    resp.set_version(*v);
+    reply(std::move(resp));
+  });
 }
 
-absl::StatusOr<proto::GetResponse> KvService::Get(uint64_t, const proto::GetRequest& req) {
-  absl::StatusOr<KvStore::Value> v = store_->Get(req.key());
-  if (!v.ok()) return v.status();
-  proto::GetResponse resp;
-  resp.set_value(std::move(v->bytes));
-  resp.set_version(v->version);
-  return resp;
+void KvService::Get(uint64_t, const proto::GetRequest& req, Reply<proto::GetResponse> reply) {
+  if (absl::Status st = proto::CheckKey(req.key()); !st.ok()) return reply(st);
+  std::shared_ptr<ShardReplica> replica = shards_->PrimaryFor(req.key());
+  if (replica == nullptr) return reply(NotPrimary("the key's shard"));
+  Read(replica, [replica, key = req.key(), reply](absl::Status ok) {
+    if (!ok.ok()) return reply(ok);
+    absl::StatusOr<KvStore::Value> v = replica->store().Get(key);
+    if (!v.ok()) return reply(v.status());
+    proto::GetResponse resp;
+    resp.set_value(std::move(v->bytes));
+    resp.set_version(v->version);
+    reply(std::move(resp));
+  });
 }
 
-absl::StatusOr<proto::DeleteResponse> KvService::Delete(uint64_t, const proto::DeleteRequest& req) {
-  absl::StatusOr<uint64_t> v = store_->Delete(req.key());
-  if (!v.ok()) return v.status();
-  proto::DeleteResponse resp;
-  resp.set_version(*v);
-  return resp;
+void KvService::Delete(uint64_t, const proto::DeleteRequest& req,
+                       Reply<proto::DeleteResponse> reply) {
+  if (absl::Status st = proto::CheckKey(req.key()); !st.ok()) return reply(st);
+  std::shared_ptr<ShardReplica> replica = shards_->PrimaryFor(req.key());
+  if (replica == nullptr) return reply(NotPrimary("the key's shard"));
+  absl::StatusOr<KvStore::Mutation> m = replica->store().PrepareDelete(req.key());
+  if (!m.ok()) return reply(m.status());
+  replica->Submit(std::move(*m), [reply](absl::StatusOr<uint64_t> v) {
+    if (!v.ok()) return reply(v.status());
+    proto::DeleteResponse resp;
+    resp.set_version(*v);
+    reply(std::move(resp));
+  });
 }
 
-absl::StatusOr<proto::ScanResponse> KvService::Scan(uint64_t, const proto::ScanRequest& req) {
-  absl::StatusOr<KvStore::ScanResult> r = store_->Scan(req.start_key(), req.end_key(), req.limit());
-  if (!r.ok()) return r.status();
-  proto::ScanResponse resp;
-  for (auto& [k, v] : r->items) {
-    resp.add_keys(std::move(k));
-    resp.add_values(std::move(v));
+void KvService::Scan(uint64_t, const proto::ScanRequest& req, Reply<proto::ScanResponse> reply) {
+  std::shared_ptr<ShardReplica> replica = shards_->PrimaryFor(req.start_key());
+  if (replica == nullptr || !replica->ContainsRange(req.start_key(), req.end_key())) {
+    return reply(NotPrimary("the scanned range (a scan stays within one shard)"));
   }
-  resp.set_more(r->more);
-  return resp;
+  Read(replica, [replica, req, reply](absl::Status ok) {
+    if (!ok.ok()) return reply(ok);
+    absl::StatusOr<KvStore::ScanResult> r =
+        replica->store().Scan(req.start_key(), req.end_key(), req.limit());
+    if (!r.ok()) return reply(r.status());
+    proto::ScanResponse resp;
+    for (auto& [k, v] : r->items) {
+      resp.add_keys(std::move(k));
+      resp.add_values(std::move(v));
+    }
+    resp.set_more(r->more);
+    reply(std::move(resp));
+  });
 }
 
-absl::StatusOr<proto::StatsResponse> KvService::Stats(uint64_t, const proto::StatsRequest&) {
-  KvStore::Stats s = store_->stats();
+void KvService::Stats(uint64_t, const proto::StatsRequest&, Reply<proto::StatsResponse> reply) {
   proto::StatsResponse resp;
-  resp.set_keys(s.keys);
-  resp.set_arena_bytes(s.arena_bytes);
-  resp.set_arena_used_bytes(s.arena_used_bytes);
+  for (const std::shared_ptr<ShardReplica>& r : shards_->All()) {
+    if (r->role() != ShardReplica::Role::kPrimary) continue;
+    KvStore::Stats s = r->store().stats();
+    resp.set_keys(resp.keys() + s.keys);
+    resp.set_arena_bytes(resp.arena_bytes() + s.arena_bytes);
+    resp.set_arena_used_bytes(resp.arena_used_bytes() + s.arena_used_bytes);
+  }
   resp.set_offload_writes(value_writes(proto::OFFLOAD));
   resp.set_unload_writes(value_writes(proto::UNLOAD));
   if (fill_stats_) fill_stats_(&resp);
-  return resp;
+  reply(std::move(resp));
+}
+
+void KvService::Attach(uint64_t, const proto::AttachRequest& req,
+                       Reply<proto::AttachResponse> reply) {
+  absl::StatusOr<std::shared_ptr<ShardReplica>> replica = shards_->GetOrCreate(req.shard());
+  if (!replica.ok()) return reply(replica.status());
+  reply((*replica)->Attach(req));
+}
+
+void KvService::Replicate(uint64_t, const proto::ReplicateRequest& req,
+                          Reply<proto::ReplicateResponse> reply) {
+  std::shared_ptr<ShardReplica> replica = shards_->Get(req.shard());
+  if (replica == nullptr) {
+    return reply(absl::AbortedError(absl::StrCat("shard ", req.shard(), " is not held here")));
+  }
+  reply(replica->Apply(req));
 }
 
 }  // namespace unloadkv::server

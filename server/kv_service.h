@@ -1,6 +1,13 @@
-// The client protocol (proto/kv.proto) on the server: decodes each request, checks it, applies
-// it to the KvStore and answers. Handlers run on the engine worker that received the request
-// (the server's event loop) and never block beyond the store's short critical sections.
+// The client protocol (proto/kv.proto) and the replication protocol (proto/replication.proto)
+// on the server: decodes each request, checks it, applies it to the shard replica it concerns
+// and answers. Handlers run on the engine worker that received the request (the server's
+// event loop) and never block: a write that must be replicated is answered from the callback
+// that commits it, a read that needs a barrier from the barrier's callback.
+//
+// Routing: a request about a key goes to the replica of this node that is the primary of the
+// key's shard; without one the answer is ABORTED (refresh the map, retry at the primary).
+// Reads are served locally while `lease_valid()` holds; otherwise each read first confirms
+// through a barrier that every backup still follows this primary's epoch (docs/cluster.md).
 #ifndef UNLOADKV_SERVER_KV_SERVICE_H_
 #define UNLOADKV_SERVER_KV_SERVICE_H_
 
@@ -8,20 +15,22 @@
 #include <functional>
 
 #include "proto/kv.pb.h"
-#include "server/kv_store.h"
+#include "proto/replication.pb.h"
 #include "server/server_metrics.h"
+#include "server/shard_table.h"
 #include "transport/base/clock.h"
 #include "transport/rpc/rpc.h"
 
 namespace unloadkv::server {
 
-// Thread-safe. The store, metrics (nullable) and clock must outlive the service.
+// Thread-safe. The table, metrics (nullable) and clock must outlive the service.
 class KvService {
  public:
   // `fill_stats` adds what only the server knows (connections, transport) to a Stats answer.
-  // Grants name slots as `arena_addr` + offset in region `arena_rkey` (the registered arena).
-  KvService(KvStore* store, uint64_t arena_addr, uint32_t arena_rkey, ServerMetrics* metrics,
-            const Clock* clock, std::function<void(proto::StatsResponse*)> fill_stats);
+  // `lease_valid` says whether this node may serve reads locally (always, on a single node).
+  KvService(ShardTable* shards, ServerMetrics* metrics, const Clock* clock,
+            std::function<void(proto::StatsResponse*)> fill_stats,
+            std::function<bool()> lease_valid);
 
   // Registers every method of proto::Method. Responders' peer() is the client id.
   void RegisterWith(rpc::RpcServer* rpc);
@@ -31,24 +40,31 @@ class KvService {
   uint64_t value_writes(proto::WritePath path) const { return value_writes_[path].load(); }
 
  private:
+  template <typename Resp>
+  using Reply = std::function<void(absl::StatusOr<Resp>)>;
   template <typename Req, typename Resp>
   void Handle(proto::Method method, absl::string_view bytes, rpc::Responder r,
-              absl::StatusOr<Resp> (KvService::*fn)(uint64_t, const Req&));
+              void (KvService::*fn)(uint64_t, const Req&, Reply<Resp>));
 
-  absl::StatusOr<proto::GrantResponse> Grant(uint64_t peer, const proto::GrantRequest& req);
-  absl::StatusOr<proto::PutResponse> Put(uint64_t peer, const proto::PutRequest& req);
-  absl::StatusOr<proto::GetResponse> Get(uint64_t peer, const proto::GetRequest& req);
-  absl::StatusOr<proto::DeleteResponse> Delete(uint64_t peer, const proto::DeleteRequest& req);
-  absl::StatusOr<proto::ScanResponse> Scan(uint64_t peer, const proto::ScanRequest& req);
-  absl::StatusOr<proto::StatsResponse> Stats(uint64_t peer, const proto::StatsRequest& req);
-  absl::StatusOr<proto::PingResponse> Ping(uint64_t peer, const proto::PingRequest& req);
+  void Grant(uint64_t peer, const proto::GrantRequest& req, Reply<proto::GrantResponse> reply);
+  void Put(uint64_t peer, const proto::PutRequest& req, Reply<proto::PutResponse> reply);
+  void Get(uint64_t peer, const proto::GetRequest& req, Reply<proto::GetResponse> reply);
+  void Delete(uint64_t peer, const proto::DeleteRequest& req, Reply<proto::DeleteResponse> reply);
+  void Scan(uint64_t peer, const proto::ScanRequest& req, Reply<proto::ScanResponse> reply);
+  void Stats(uint64_t peer, const proto::StatsRequest& req, Reply<proto::StatsResponse> reply);
+  void Ping(uint64_t peer, const proto::PingRequest& req, Reply<proto::PingResponse> reply);
+  void Attach(uint64_t peer, const proto::AttachRequest& req, Reply<proto::AttachResponse> reply);
+  void Replicate(uint64_t peer, const proto::ReplicateRequest& req,
+                 Reply<proto::ReplicateResponse> reply);
+  // Runs `read` now when the lease allows, else after a barrier; ABORTED when the barrier
+  // finds this node deposed.
+  void Read(const std::shared_ptr<ShardReplica>& replica, std::function<void(absl::Status)> read);
 
-  KvStore* store_;
-  const uint64_t arena_addr_;
-  const uint32_t arena_rkey_;
+  ShardTable* shards_;
   ServerMetrics* metrics_;
   const Clock* clock_;
   std::function<void(proto::StatsResponse*)> fill_stats_;
+  std::function<bool()> lease_valid_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> value_writes_[3] = {};
 };

@@ -1,10 +1,13 @@
 #include "server/kv_store.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace unloadkv::server {
 
-KvStore::KvStore(const char* arena, size_t arena_bytes) : arena_(arena), slabs_(arena_bytes) {}
+KvStore::KvStore(const char* arena, size_t arena_bytes)
+    : arena_(arena), arena_bytes_(arena_bytes), slabs_(arena_bytes) {}
 
 absl::StatusOr<std::vector<KvStore::Grant>> KvStore::GrantSlots(uint64_t client, uint32_t size,
                                                                 uint32_t count) {
@@ -37,6 +40,14 @@ absl::StatusOr<std::vector<KvStore::Grant>> KvStore::GrantSlots(uint64_t client,
 
 absl::StatusOr<uint64_t> KvStore::Put(uint64_t client, absl::string_view key, uint64_t grant_id,
                                       uint32_t value_size) {
+  absl::StatusOr<Mutation> m = PreparePut(client, key, grant_id, value_size);
+  if (!m.ok()) return m.status();
+  Commit(*m);
+  return m->version;
+}
+
+absl::StatusOr<KvStore::Mutation> KvStore::PreparePut(uint64_t client, absl::string_view key,
+                                                      uint64_t grant_id, uint32_t value_size) {
   if (absl::Status st = proto::CheckKey(key); !st.ok()) return st;
   MutexLock l(&mu_);
   auto g = grants_.find(grant_id);
@@ -48,15 +59,84 @@ absl::StatusOr<uint64_t> KvStore::Put(uint64_t client, absl::string_view key, ui
     return absl::FailedPreconditionError(absl::StrCat(
         "value of ", value_size, " bytes over its slot's ", g->second.slot.capacity, " bytes"));
   }
-  Entry e{g->second.slot, value_size, ++version_};
+  Mutation m{Mutation::Op::kPut, std::string(key), g->second.slot, value_size, ++version_};
   grants_.erase(g);
   --grants_per_client_[client];
-  auto [it, inserted] = index_.try_emplace(std::string(key), e);
-  if (!inserted) {
+  return m;
+}
+
+absl::StatusOr<KvStore::Mutation> KvStore::PrepareDelete(absl::string_view key) {
+  if (absl::Status st = proto::CheckKey(key); !st.ok()) return st;
+  MutexLock l(&mu_);
+  if (index_.find(key) == index_.end()) return absl::NotFoundError("no such key");
+  return Mutation{Mutation::Op::kDelete, std::string(key), Slot(), 0, ++version_};
+}
+
+void KvStore::Commit(const Mutation& m) {
+  MutexLock l(&mu_);
+  CommitLocked(m);
+}
+
+void KvStore::CommitLocked(const Mutation& m) {
+  auto it = index_.find(m.key);
+  if (m.op == Mutation::Op::kDelete) {
+    if (it == index_.end()) return;  // deleted by a mutation committed in between
+    slabs_.Free(it->second.slot);
+    index_.erase(it);
+    return;
+  }
+  const Entry e{m.slot, m.size, m.version};
+  if (it == index_.end()) {
+    index_.emplace(m.key, e);
+  } else {
     slabs_.Free(it->second.slot);
     it->second = e;
   }
-  return e.version;
+}
+
+void KvStore::Abandon(const Mutation& m) {
+  if (m.op != Mutation::Op::kPut) return;
+  MutexLock l(&mu_);
+  slabs_.Free(m.slot);
+}
+
+absl::Status KvStore::ApplyMirrored(const Mutation& m) {
+  if (absl::Status st = proto::CheckKey(m.key); !st.ok()) return st;
+  MutexLock l(&mu_);
+  if (m.op == Mutation::Op::kPut) {
+    if (m.size > m.slot.capacity || m.slot.offset + m.slot.capacity > arena_bytes_ ||
+        !slabs_.Reserve(m.slot)) {
+      return absl::FailedPreconditionError(absl::StrCat("mirrored slot at offset ", m.slot.offset,
+                                                        " (", m.slot.capacity,
+                                                        " bytes) is not free in this arena"));
+    }
+  }
+  version_ = std::max(version_, m.version);
+  CommitLocked(m);
+  return absl::OkStatus();
+}
+
+std::vector<KvStore::Mutation> KvStore::Snapshot() const {
+  MutexLock l(&mu_);
+  std::vector<Mutation> out;
+  out.reserve(index_.size());
+  for (const auto& [key, e] : index_) {
+    out.push_back(Mutation{Mutation::Op::kPut, key, e.slot, e.size, e.version});
+  }
+  return out;
+}
+
+void KvStore::Clear() {
+  MutexLock l(&mu_);
+  index_.clear();
+  grants_.clear();
+  grants_per_client_.clear();
+  slabs_ = SlabArena(arena_bytes_);
+}
+
+uint64_t KvStore::version() const {
+  MutexLock l(&mu_);
+  return version_;
 }
 
 absl::StatusOr<KvStore::Value> KvStore::Get(absl::string_view key) const {
@@ -69,13 +149,10 @@ absl::StatusOr<KvStore::Value> KvStore::Get(absl::string_view key) const {
 }
 
 absl::StatusOr<uint64_t> KvStore::Delete(absl::string_view key) {
-  if (absl::Status st = proto::CheckKey(key); !st.ok()) return st;
-  MutexLock l(&mu_);
-  auto it = index_.find(key);
-  if (it == index_.end()) return absl::NotFoundError("no such key");
-  slabs_.Free(it->second.slot);
-  index_.erase(it);
-  return ++version_;
+  absl::StatusOr<Mutation> m = PrepareDelete(key);
+  if (!m.ok()) return m.status();
+  Commit(*m);
+  return m->version;
 }
 
 absl::StatusOr<KvStore::ScanResult> KvStore::Scan(absl::string_view start, absl::string_view end,

@@ -13,6 +13,12 @@
 // against a client that writes outside its grants (as in FaRM-style designs, clients are
 // trusted with the rkey). See docs/kv.md.
 //
+// Replication (docs/cluster.md) splits a write in two: Prepare* decides it (consumes the grant,
+// assigns the version) without making it visible; Commit makes it visible once every backup
+// applied it. Backups apply their primary's mutations with ApplyMirrored, reserving the very
+// slots the primary chose, so that their arenas mirror the primary's layout. Put and Delete
+// are Prepare + Commit at once (a shard without backups).
+//
 // Thread-safety: every method may be called from any thread.
 #ifndef UNLOADKV_SERVER_KV_STORE_H_
 #define UNLOADKV_SERVER_KV_STORE_H_
@@ -62,6 +68,16 @@ class KvStore {
     uint64_t grants_outstanding = 0;
   };
 
+  // A write decided but not yet visible.
+  struct Mutation {
+    enum class Op { kPut, kDelete };
+    Op op = Op::kPut;
+    std::string key;
+    Slot slot;          // kPut: where the value is
+    uint32_t size = 0;  // kPut: value bytes
+    uint64_t version = 0;
+  };
+
   // `arena` is `arena_bytes` of memory clients write values into; not owned, must outlive
   // the store.
   KvStore(const char* arena, size_t arena_bytes);
@@ -75,6 +91,30 @@ class KvStore {
   absl::StatusOr<uint64_t> Put(uint64_t client, absl::string_view key, uint64_t grant_id,
                                uint32_t value_size);
   absl::StatusOr<Value> Get(absl::string_view key) const;
+
+  // Put's first half: checks and consumes the grant and assigns the version; the value stays
+  // invisible (Get returns the key's previous value) until Commit. Errors as Put's.
+  absl::StatusOr<Mutation> PreparePut(uint64_t client, absl::string_view key, uint64_t grant_id,
+                                      uint32_t value_size);
+  // Delete's first half: NotFound when the key is absent from the visible index.
+  absl::StatusOr<Mutation> PrepareDelete(absl::string_view key);
+  // Makes a prepared mutation visible (a PUT's old slot, or a deleted key's slot, is freed).
+  // Prepared mutations must be committed in version order.
+  void Commit(const Mutation& m);
+  // A prepared mutation that will never commit: a PUT's slot is freed.
+  void Abandon(const Mutation& m);
+  // A backup applies its primary's mutation: reserves the same slot (kPut) and frees the key's
+  // old one, or removes the key (kDelete). FailedPrecondition, changing nothing, when the slot
+  // is not free in this arena (the mirror is out of step).
+  absl::Status ApplyMirrored(const Mutation& m);
+  // The visible entries in key order, as mutations (kPut), for state transfer.
+  std::vector<Mutation> Snapshot() const;
+  // Forgets every key and grant (a backup about to receive a new state).
+  void Clear();
+  // The last version assigned or applied.
+  uint64_t version() const;
+  // The value bytes of a slot (for the primary's engine writes to backups).
+  const char* arena() const { return arena_; }
   // Returns the version of the deletion.
   absl::StatusOr<uint64_t> Delete(absl::string_view key);
   // Keys in [start, end) (end empty: unbounded), at most `limit`, stopping early rather than
@@ -97,7 +137,11 @@ class KvStore {
     Slot slot;
   };
 
+  // Requires mu_.
+  void CommitLocked(const Mutation& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const char* const arena_;
+  const size_t arena_bytes_;
   mutable Mutex mu_;
   SlabArena slabs_ ABSL_GUARDED_BY(mu_);
   absl::btree_map<std::string, Entry> index_ ABSL_GUARDED_BY(mu_);

@@ -3,6 +3,8 @@
 #include "server/kv_store.h"
 
 #include <cstring>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -125,6 +127,73 @@ TEST_F(KvStoreTest, ScanIsOrderedBoundedAndPaged) {
   r = store_.Scan("big", "c", 10);
   ASSERT_EQ(r->items.size(), 1u);
   EXPECT_TRUE(r->more);
+}
+
+TEST_F(KvStoreTest, APreparedWriteIsInvisibleUntilCommitted) {
+  ASSERT_TRUE(PutValue(1, "k", "old").ok());
+  auto g = store_.GrantSlots(1, 3, 1);
+  ASSERT_TRUE(g.ok());
+  std::memcpy(arena_.data() + (*g)[0].slot.offset, "new", 3);
+  absl::StatusOr<KvStore::Mutation> m = store_.PreparePut(1, "k", (*g)[0].id, 3);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(store_.Get("k")->bytes, "old");
+  // The grant is used up by the prepare.
+  EXPECT_EQ(store_.PreparePut(1, "k", (*g)[0].id, 3).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  store_.Commit(*m);
+  EXPECT_EQ(store_.Get("k")->bytes, "new");
+  EXPECT_EQ(store_.Get("k")->version, m->version);
+
+  absl::StatusOr<KvStore::Mutation> d = store_.PrepareDelete("k");
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(store_.Get("k").ok());
+  store_.Commit(*d);
+  EXPECT_EQ(store_.Get("k").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_.PrepareDelete("k").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_.stats().arena_used_bytes, 0u);
+}
+
+// A backup applying the primary's mutations holds the same keys, slots and versions, and can
+// take over: its own allocations never land on a live slot.
+TEST_F(KvStoreTest, AMirrorAppliesThePrimarysSlotsAndCanTakeOver) {
+  std::vector<char> mirror_arena(arena_.size());
+  KvStore mirror(mirror_arena.data(), mirror_arena.size());
+  for (int i = 0; i < 200; ++i) {
+    const std::string key = "k" + std::to_string(i % 50);
+    auto g = store_.GrantSlots(1, 100 + i, 1);
+    ASSERT_TRUE(g.ok());
+    absl::StatusOr<KvStore::Mutation> m = store_.PreparePut(1, key, (*g)[0].id, 100 + i);
+    ASSERT_TRUE(m.ok());
+    ASSERT_TRUE(mirror.ApplyMirrored(*m).ok());
+    store_.Commit(*m);
+    if (i % 7 == 0) {
+      absl::StatusOr<KvStore::Mutation> d = store_.PrepareDelete(key);
+      ASSERT_TRUE(d.ok());
+      ASSERT_TRUE(mirror.ApplyMirrored(*d).ok());
+      store_.Commit(*d);
+    }
+  }
+  std::vector<KvStore::Mutation> a = store_.Snapshot(), b = mirror.Snapshot();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].key, b[i].key);
+    EXPECT_EQ(a[i].slot.offset, b[i].slot.offset);
+    EXPECT_EQ(a[i].version, b[i].version);
+  }
+  EXPECT_EQ(mirror.version(), store_.version());
+  EXPECT_EQ(mirror.stats().arena_used_bytes, store_.stats().arena_used_bytes);
+  // A slot the mirror already holds is refused, changing nothing.
+  EXPECT_EQ(mirror.ApplyMirrored(a[0]).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(mirror.stats().keys, a.size());
+  // Promoted, it grants only free slots.
+  std::set<uint64_t> live;
+  for (const auto& m : b) live.insert(m.slot.offset);
+  auto g = mirror.GrantSlots(9, 200, 64);
+  ASSERT_TRUE(g.ok());
+  for (const auto& grant : *g) EXPECT_EQ(live.count(grant.slot.offset), 0u);
+  mirror.Clear();
+  EXPECT_EQ(mirror.stats().keys, 0u);
+  EXPECT_EQ(mirror.stats().arena_used_bytes, 0u);
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
-// kvserver: the unloadkv key-value server on one node.
+// kvserver: the unloadkv key-value server.
 //   kvserver --listen=127.0.0.1:7070 --transport=soft --metrics=127.0.0.1:9464
+//   kvserver --etcd=HOST:PORT --cluster=NAME --node=NAME --listen=HOST:PORT --metrics=HOST:PORT
+// Without --etcd: one node serving every key. With it: a node of a replicated cluster
+// (docs/cluster.md); --listen must then be an address the other nodes can reach.
 // Exits 0 after SIGTERM or SIGINT (graceful: stops admitting, answers UNAVAILABLE, closes
 // connections); non-zero with a message naming the fix when it cannot start.
 #include <csignal>
@@ -27,6 +30,12 @@ DEFINE_int32(max_half_open, 32,
 DEFINE_int32(max_pending_hellos, 128,
              "bootstrap connections whose hello line is incomplete (1..4096); the oldest is "
              "closed to make room");
+DEFINE_string(etcd, "", "cluster mode: etcd endpoints HOST:PORT[,HOST:PORT...]");
+DEFINE_string(cluster, "", "cluster mode: the cluster's name (kvclient cluster init created it)");
+DEFINE_string(node, "", "cluster mode: this node's name, unique in the cluster");
+DEFINE_int32(lease_ttl_s, 3,
+             "cluster mode: seconds a node's lease lives without keepalives (1..60); a dead "
+             "primary is replaced within about twice this");
 DEFINE_bool(verbose, false, "log client connects and disconnects");
 
 namespace {
@@ -55,6 +64,10 @@ int main(int argc, char** argv) {
   o.max_connections = FLAGS_max_connections;
   o.max_half_open = FLAGS_max_half_open;
   o.max_pending_hellos = FLAGS_max_pending_hellos;
+  o.etcd = FLAGS_etcd;
+  o.cluster = FLAGS_cluster;
+  o.node = FLAGS_node;
+  o.lease_ttl = absl::Seconds(FLAGS_lease_ttl_s);
   auto server = unloadkv::server::KvServer::Start(o);
   if (!server.ok()) {
     std::fprintf(stderr, "kvserver: cannot start: %s\n", server.status().ToString().c_str());
@@ -71,8 +84,12 @@ int main(int argc, char** argv) {
       "kvserver: arena %llu MiB on %s; staging rings on %s\n"
       "kvserver: metrics at %s\n",
       s.address().c_str(), s.transport().c_str(),
-      static_cast<unsigned long long>(s.stats().arena_bytes >> 20), s.arena_memory().c_str(),
+      static_cast<unsigned long long>(o.arena_bytes >> 20), s.arena_memory().c_str(),
       s.staging_memory().c_str(), s.metrics_url().empty() ? "(off)" : s.metrics_url().c_str());
+  if (s.clustered()) {
+    std::printf("kvserver: node %s of cluster %s (etcd at %s)\n", o.node.c_str(), o.cluster.c_str(),
+                o.etcd.c_str());
+  }
   std::fflush(stdout);
   s.Run(g_stop);
   unloadkv::server::KvStore::Stats st = s.stats();

@@ -90,6 +90,53 @@ bool SlabArena::Free(const Slot& slot) {
   return true;
 }
 
+bool SlabArena::Reserve(const Slot& slot) {
+  int cls = -1;
+  for (int c = 0; c < kClasses; ++c) {
+    if (ClassCapacity(c) == slot.capacity) cls = c;
+  }
+  const uint64_t chunk = slot.offset / kChunkBytes;
+  if (cls < 0 || slot.offset % slot.capacity != 0 || chunk >= chunks_.size()) return false;
+  Chunk& c = chunks_[chunk];
+  if (c.cls >= 0 && c.cls != cls) return false;
+  const uint32_t index = static_cast<uint32_t>((slot.offset % kChunkBytes) / slot.capacity);
+  if (index < c.carved && c.in_use[index]) return false;
+  if (c.cls < 0) {  // from the pool
+    for (size_t i = 0; i < pool_.size(); ++i) {
+      if (pool_[i] == chunk) {
+        pool_[i] = pool_.back();
+        pool_.pop_back();
+        break;
+      }
+    }
+    c.cls = static_cast<int8_t>(cls);
+    free_slots_[cls] += SlotsPerChunk(cls);
+    Open(static_cast<uint32_t>(chunk));
+  }
+  if (index < c.carved) {  // a freed slot: take it off the free list
+    for (size_t i = 0; i < c.free.size(); ++i) {
+      if (c.free[i] == index) {
+        c.free[i] = c.free.back();
+        c.free.pop_back();
+        break;
+      }
+    }
+  } else {  // carve up to it; the slots skipped over are free
+    while (c.carved < index) {
+      c.free.push_back(c.carved++);
+      c.in_use.push_back(false);
+    }
+    c.carved++;
+    c.in_use.push_back(false);
+  }
+  c.in_use[index] = true;
+  ++c.used;
+  --free_slots_[cls];
+  used_bytes_ += slot.capacity;
+  if (!HasFreeSlot(c)) Close(static_cast<uint32_t>(chunk));
+  return true;
+}
+
 size_t SlabArena::free_bytes_for(uint32_t size) const {
   const int cls = ClassOf(size);
   if (cls < 0) return 0;

@@ -46,6 +46,11 @@ class SlabArena {
   // Returns a slot from Allocate. Freeing anything else (a slot never handed out, one already
   // freed, a wrong capacity) is refused: returns false and changes nothing. O(1).
   bool Free(const Slot& slot);
+  // Marks `slot` allocated as if Allocate had returned it: how a backup mirrors the slots its
+  // primary chose (docs/cluster.md). Refused (false, nothing changed) when the slot is not a
+  // slot of a class (capacity, alignment), lies outside the arena, is in use, or lies in a
+  // chunk that holds another class. O(carved slots of the chunk) at worst.
+  bool Reserve(const Slot& slot);
 
   size_t capacity_bytes() const { return chunks_.size() * kChunkBytes; }
   size_t used_bytes() const { return used_bytes_; }

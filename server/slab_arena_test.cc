@@ -153,3 +153,58 @@ TEST(SlabArenaTest, RandomChurnNeverRefusesWhatFits) {
 
 }  // namespace
 }  // namespace unloadkv::server
+
+namespace unloadkv::server {
+namespace {
+
+// A mirror that reserves exactly the slots a primary allocated (and frees what it freed)
+// ends in the same state: same used bytes, and the same next allocations.
+TEST(SlabArenaReserveTest, AMirrorOfAllocationsMatchesThePrimary) {
+  SlabArena primary(8 * SlabArena::kChunkBytes), mirror(8 * SlabArena::kChunkBytes);
+  std::mt19937 rng(7);
+  std::vector<Slot> live;
+  for (int i = 0; i < 20000; ++i) {
+    if (!live.empty() && rng() % 3 == 0) {
+      const size_t at = rng() % live.size();
+      ASSERT_TRUE(primary.Free(live[at]));
+      ASSERT_TRUE(mirror.Free(live[at]));
+      live[at] = live.back();
+      live.pop_back();
+      continue;
+    }
+    absl::StatusOr<Slot> s = primary.Allocate(1u << (6 + rng() % 8));
+    if (!s.ok()) continue;
+    ASSERT_TRUE(mirror.Reserve(*s)) << s->offset << " " << s->capacity;
+    live.push_back(*s);
+  }
+  EXPECT_EQ(primary.used_bytes(), mirror.used_bytes());
+  EXPECT_EQ(primary.free_bytes_for(64), mirror.free_bytes_for(64));
+  // Promoted, the mirror allocates only free slots: none collides with a live one.
+  std::set<uint64_t> taken;
+  for (const Slot& s : live) taken.insert(s.offset);
+  for (int i = 0; i < 1000; ++i) {
+    absl::StatusOr<Slot> s = mirror.Allocate(64);
+    if (!s.ok()) break;
+    EXPECT_EQ(taken.count(s->offset), 0u);
+    taken.insert(s->offset);
+  }
+}
+
+TEST(SlabArenaReserveTest, RefusesWhatIsNotAFreeSlot) {
+  SlabArena a(2 * SlabArena::kChunkBytes);
+  EXPECT_FALSE(a.Reserve(Slot{0, 100}));                          // not a class
+  EXPECT_FALSE(a.Reserve(Slot{32, 64}));                          // misaligned
+  EXPECT_FALSE(a.Reserve(Slot{2 * SlabArena::kChunkBytes, 64}));  // outside
+  ASSERT_TRUE(a.Reserve(Slot{128, 64}));
+  EXPECT_FALSE(a.Reserve(Slot{128, 64}));    // in use
+  EXPECT_FALSE(a.Reserve(Slot{1024, 512}));  // the chunk holds 64-byte slots
+  EXPECT_EQ(a.used_bytes(), 64u);
+  // The slots carved past on the way are free for Allocate.
+  absl::StatusOr<Slot> s = a.Allocate(64);
+  ASSERT_TRUE(s.ok());
+  EXPECT_NE(s->offset, 128u);
+  EXPECT_LT(s->offset, SlabArena::kChunkBytes);
+}
+
+}  // namespace
+}  // namespace unloadkv::server

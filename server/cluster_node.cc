@@ -1,0 +1,361 @@
+#include "server/cluster_node.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "transport/base/logging.h"
+
+namespace unloadkv::server {
+namespace {
+
+bool Contains(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+void Erase(std::vector<std::string>* v, const std::string& x) {
+  v->erase(std::remove(v->begin(), v->end(), x), v->end());
+}
+
+// How long a backup waits, per live backup listed before it, before it tries to take over
+// itself (the first live backup tries at once; the map transaction admits one winner).
+constexpr absl::Duration kTakeOverStagger = absl::Seconds(1);
+constexpr absl::Duration kLinkRetry = absl::Seconds(1);
+
+}  // namespace
+
+ClusterNode::ClusterNode(cluster::ClusterMap* map, const Options& options, ShardTable* shards,
+                         engine::Engine* engine, const Clock* clock)
+    : map_(map), options_(options), shards_(shards), engine_(engine), clock_(clock) {}
+
+ClusterNode::~ClusterNode() { Stop(); }
+
+bool ClusterNode::LeaseValid() const {
+  return absl::ToUnixNanos(clock_->Now()) < valid_until_ns_.load();
+}
+
+absl::Status ClusterNode::Register() {
+  const absl::Time sent = clock_->Now();
+  absl::StatusOr<cluster::LeaseId> lease = map_->GrantLease(options_.lease_ttl);
+  if (!lease.ok()) return lease.status();
+  if (absl::Status st = map_->RegisterNode(options_.self, *lease); !st.ok()) {
+    (void)map_->RevokeLease(*lease);
+    return st;
+  }
+  lease_.store(*lease);
+  // The drift margin: a fifth of the TTL (docs/cluster.md, "Timing assumption").
+  valid_until_ns_.store(absl::ToUnixNanos(sent + options_.lease_ttl * 4 / 5));
+  return absl::OkStatus();
+}
+
+absl::Status ClusterNode::Start() {
+  if (absl::StatusOr<cluster::ClusterView> v = map_->Read(); !v.ok()) return v.status();
+  if (absl::Status st = Register(); !st.ok()) return st;
+  absl::StatusOr<std::unique_ptr<cluster::MapWatch>> w = map_->Watch([this](int64_t) { Signal(); });
+  if (!w.ok()) {
+    (void)map_->RevokeLease(lease_.load());
+    return w.status();
+  }
+  watch_ = std::move(*w);
+  lease_thread_ = std::thread([this] { KeepLease(); });
+  control_thread_ = std::thread([this] { Control(); });
+  return absl::OkStatus();
+}
+
+void ClusterNode::Stop() {
+  if (stop_.exchange(true)) return;
+  Signal();
+  if (lease_thread_.joinable()) lease_thread_.join();
+  if (control_thread_.joinable()) control_thread_.join();
+  watch_.reset();
+  valid_until_ns_.store(0);
+  // Revoking deletes the node's key now: its backups take over without waiting for the TTL.
+  if (lease_.load() != 0) (void)map_->RevokeLease(lease_.load());
+}
+
+void ClusterNode::Signal() {
+  {
+    std::lock_guard<std::mutex> l(wake_mu_);
+    changed_ = true;
+  }
+  wake_cv_.notify_all();
+}
+
+void ClusterNode::KeepLease() {
+  const absl::Duration period = options_.lease_ttl / 3;
+  while (!stop_.load()) {
+    {
+      std::unique_lock<std::mutex> l(wake_mu_);
+      wake_cv_.wait_for(l, absl::ToChronoMilliseconds(period), [this] { return stop_.load(); });
+    }
+    if (stop_.load()) return;
+    if (lease_lost_.load()) {
+      if (absl::Status st = Register(); st.ok()) {
+        Log(LogLevel::kInfo, absl::StrCat("cluster: node ", name(), " registered again"));
+        lease_lost_.store(false);
+        Signal();
+      } else {
+        Log(LogLevel::kWarning, absl::StrCat("cluster: registering again: ", st.ToString()));
+      }
+      continue;
+    }
+    const absl::Time sent = clock_->Now();
+    absl::StatusOr<absl::Duration> ttl = map_->KeepAlive(lease_.load());
+    if (ttl.ok()) {
+      valid_until_ns_.store(absl::ToUnixNanos(sent + options_.lease_ttl * 4 / 5));
+    } else if (ttl.status().code() == absl::StatusCode::kNotFound) {
+      // Expired: to the cluster this incarnation is gone and backups may have taken over. Keep
+      // only the shards nobody else could have taken (no backups); the rest are dropped.
+      valid_until_ns_.store(0);
+      lease_lost_.store(true);
+      counters_.leases_lost.fetch_add(1);
+      Log(LogLevel::kWarning, absl::StrCat("cluster: node ", name(),
+                                           " lost its lease (paused or cut off for longer "
+                                           "than ",
+                                           absl::FormatDuration(options_.lease_ttl),
+                                           "); dropping replicated shards, registering again"));
+      for (const std::shared_ptr<ShardReplica>& r : shards_->All()) {
+        if (r->role() == ShardReplica::Role::kPrimary && r->LinkNodes().empty()) continue;
+        shards_->Remove(r->id(), "lease lost");
+      }
+      Signal();
+    } else {
+      // etcd unreachable: keep trying; reads fall back to barriers once validity lapses.
+      counters_.map_errors.fetch_add(1);
+    }
+  }
+}
+
+void ClusterNode::Control() {
+  while (!stop_.load()) {
+    {
+      std::unique_lock<std::mutex> l(wake_mu_);
+      wake_cv_.wait_for(l, absl::ToChronoMilliseconds(options_.tick),
+                        [this] { return changed_ || stop_.load(); });
+      changed_ = false;
+    }
+    if (stop_.load()) return;
+    for (const std::shared_ptr<ShardReplica>& r : shards_->All()) r->Tick();
+    absl::StatusOr<cluster::ClusterView> view = map_->Read();
+    if (!view.ok()) {
+      counters_.map_errors.fetch_add(1);
+      continue;  // keep serving with what this node has
+    }
+    if (!lease_lost_.load()) Reconcile(*view);
+  }
+}
+
+bool ClusterNode::Update(const cluster::ShardInfo& next, const std::vector<std::string>& absent,
+                         const std::string& what) {
+  absl::StatusOr<int64_t> rev = map_->UpdateShard(next, absent);
+  if (!rev.ok()) {
+    if (rev.status().code() != absl::StatusCode::kFailedPrecondition) {
+      counters_.map_errors.fetch_add(1);
+    }
+    Log(LogLevel::kInfo, absl::StrCat("cluster: shard ", next.id, ": ", what,
+                                      " not applied: ", rev.status().message()));
+    Signal();
+    return false;
+  }
+  Log(LogLevel::kInfo, absl::StrCat("cluster: shard ", next.id, ": ", what, " (epoch ", next.epoch,
+                                    ", primary ", next.primary.empty() ? "-" : next.primary,
+                                    ", backups [", absl::StrJoin(next.backups, ","), "], joining [",
+                                    absl::StrJoin(next.joining, ","), "])"));
+  Signal();
+  return true;
+}
+
+void ClusterNode::Reconcile(const cluster::ClusterView& view) {
+  const std::string& me = name();
+  for (const cluster::ShardInfo& s : view.shard_list) {
+    std::shared_ptr<ShardReplica> local = shards_->Get(s.id);
+    if (s.primary == me) {
+      if (local != nullptr && local->role() == ShardReplica::Role::kPrimary) {
+        local->AdvanceEpoch(s.epoch);
+        ServePrimary(view, s, local);
+        continue;
+      }
+      // Named primary without a serving replica here (a restarted incarnation, or deposed):
+      // resign, so that a backup takes over.
+      cluster::ShardInfo next = s;
+      next.primary.clear();
+      next.epoch = s.epoch + 1;
+      Update(next, {}, "resign as primary (no serving replica on this node)");
+      if (local != nullptr) shards_->Remove(s.id, "resigned");
+    } else if (Contains(s.backups, me)) {
+      if (local == nullptr || local->role() != ShardReplica::Role::kBackup) {
+        cluster::ShardInfo next = s;
+        Erase(&next.backups, me);
+        next.epoch = s.epoch + 1;
+        Update(next, {}, "resign as backup (no replica on this node)");
+        if (local != nullptr) shards_->Remove(s.id, "resigned");
+        continue;
+      }
+      MaybeTakeOver(view, s, local);
+    } else if (Contains(s.joining, me)) {
+      // The primary attaches this node and transfers the shard; nothing to do here.
+    } else {
+      if (local != nullptr) shards_->Remove(s.id, "not in the shard's replica group");
+      MaybeJoin(view, s);
+    }
+  }
+}
+
+void ClusterNode::MaybeTakeOver(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+                                const std::shared_ptr<ShardReplica>& local) {
+  const std::string& me = name();
+  const bool gone = s.primary.empty() || !view.IsLive(s.primary);
+  if (!gone) {
+    primary_gone_since_.erase(s.id);
+    return;
+  }
+  const absl::Time now = clock_->Now();
+  const absl::Time since = primary_gone_since_.emplace(s.id, now).first->second;
+  int rank = 0;
+  for (const std::string& b : s.backups) {
+    if (b == me) break;
+    if (view.IsLive(b)) ++rank;
+  }
+  if (now - since < rank * kTakeOverStagger) return;
+  cluster::ShardInfo next = s;
+  next.epoch = s.epoch + 1;
+  next.primary = me;
+  next.backups.clear();
+  next.joining.clear();
+  // Every other live replica rejoins by state transfer from the new primary.
+  for (const std::string& n : s.backups) {
+    if (n != me && view.IsLive(n)) next.joining.push_back(n);
+  }
+  for (const std::string& n : s.joining) {
+    if (view.IsLive(n) && !Contains(next.joining, n)) next.joining.push_back(n);
+  }
+  // The fence first: from here on this replica refuses the old epoch, so the old primary can
+  // get no write acknowledged that this replica lacks.
+  local->RaiseFence(next.epoch);
+  std::vector<std::string> absent;
+  if (!s.primary.empty()) absent.push_back(s.primary);
+  if (Update(next, absent,
+             absl::StrCat("take over from ", s.primary.empty() ? "(resigned)" : s.primary))) {
+    local->SetRange(s.start, s.end);
+    local->BecomePrimary(next.epoch);
+    counters_.failovers.fetch_add(1);
+    primary_gone_since_.erase(s.id);
+  }
+}
+
+void ClusterNode::MaybeJoin(const cluster::ClusterView& view, const cluster::ShardInfo& s) {
+  const std::string& me = name();
+  if (s.primary.empty() && s.backups.empty()) {
+    // Nobody holds the shard: claim it.
+    if (s.epoch > 0) {
+      Log(LogLevel::kWarning,
+          absl::StrCat("cluster: shard ", s.id, " has no surviving replica (epoch ", s.epoch,
+                       "): its data is lost; serving it empty"));
+    }
+    absl::StatusOr<std::shared_ptr<ShardReplica>> local = shards_->GetOrCreate(s.id);
+    if (!local.ok()) {
+      Log(LogLevel::kError, absl::StrCat("cluster: shard ", s.id, ": ", local.status().message()));
+      return;
+    }
+    (*local)->store().Clear();
+    cluster::ShardInfo next = s;
+    next.epoch = s.epoch + 1;
+    next.primary = me;
+    Erase(&next.joining, me);
+    (*local)->RaiseFence(next.epoch);
+    if (Update(next, {}, "claim")) {
+      (*local)->SetRange(s.start, s.end);
+      (*local)->BecomePrimary(next.epoch);
+    } else {
+      shards_->Remove(s.id, "claim lost");
+    }
+    return;
+  }
+  if (s.primary.empty() || !view.IsLive(s.primary)) return;  // a backup will take over first
+  const size_t members = 1 + s.backups.size() + s.joining.size();
+  if (members >= static_cast<size_t>(view.replicas)) return;
+  cluster::ShardInfo next = s;
+  next.joining.push_back(me);
+  Update(next, {}, "join");
+}
+
+void ClusterNode::ServePrimary(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+                               const std::shared_ptr<ShardReplica>& local) {
+  local->SetRange(s.start, s.end);
+  const std::vector<std::string> failed = local->FailedLinks();
+  const std::vector<std::string> linked = local->LinkNodes();
+  cluster::ShardInfo next = s;
+  std::vector<std::string> absent;
+  bool membership = false, changed = false;
+  for (const std::string& b : s.backups) {
+    if (!view.IsLive(b)) {
+      Erase(&next.backups, b);
+      absent.push_back(b);
+      membership = true;
+    } else if (Contains(failed, b) || !Contains(linked, b)) {
+      // Out of step: it rejoins by a fresh state transfer.
+      Erase(&next.backups, b);
+      next.joining.push_back(b);
+      membership = true;
+    }
+  }
+  for (const std::string& j : s.joining) {
+    if (!view.IsLive(j)) {
+      Erase(&next.joining, j);
+      changed = true;
+    } else if (Contains(failed, j)) {
+      local->RemoveLink(j);  // a joining node does not count for durability: drop at once
+    } else if (Contains(linked, j) && local->CaughtUp(j)) {
+      Erase(&next.joining, j);
+      next.backups.push_back(j);
+      membership = true;
+    }
+  }
+  if (membership || changed) {
+    if (membership) next.epoch = s.epoch + 1;
+    if (!Update(next, absent, "membership")) return;
+    local->AdvanceEpoch(next.epoch);
+    for (const std::string& n : linked) {
+      if (!Contains(next.backups, n) && !Contains(next.joining, n)) local->RemoveLink(n);
+      // Moved back to joining after a failure: a fresh link and transfer follow.
+      if (Contains(next.joining, n) && Contains(s.backups, n)) local->RemoveLink(n);
+    }
+    for (const std::string& b : next.backups) {
+      if (!Contains(s.backups, b)) counters_.catchups_done.fetch_add(1);
+    }
+    return;  // the next round works from the map as written
+  }
+  for (const std::string& n : linked) {
+    if (!Contains(s.backups, n) && !Contains(s.joining, n)) local->RemoveLink(n);
+  }
+  // Attach joining nodes that have no link yet.
+  const absl::Time now = clock_->Now();
+  for (const std::string& j : s.joining) {
+    if (Contains(linked, j) || !view.IsLive(j)) continue;
+    auto retry = link_retry_after_.find(j);
+    if (retry != link_retry_after_.end() && now < retry->second) continue;
+    const cluster::NodeInfo& info = view.nodes.at(j);
+    absl::StatusOr<std::shared_ptr<ReplicaLink>> link = ReplicaLink::Open(
+        engine_, options_.policy, j, info.rpc_address, options_.link_timeout, clock_);
+    absl::Status st = link.status();
+    if (st.ok()) {
+      proto::AttachRequest req;
+      req.set_shard(s.id);
+      req.set_epoch(s.epoch);
+      req.set_primary(name());
+      req.set_arena_bytes(options_.arena_bytes);
+      st = (*link)->Attach(req, options_.link_timeout);
+    }
+    if (!st.ok()) {
+      Log(LogLevel::kWarning,
+          absl::StrCat("cluster: shard ", s.id, ": attaching ", j, ": ", st.message()));
+      link_retry_after_[j] = now + kLinkRetry;
+      continue;
+    }
+    link_retry_after_.erase(j);
+    Log(LogLevel::kInfo, absl::StrCat("cluster: shard ", s.id, ": transferring state to ", j));
+    local->AddLink(*std::move(link));
+  }
+}
+
+}  // namespace unloadkv::server

@@ -1,0 +1,117 @@
+// A kvserver's membership in a cluster (docs/cluster.md): it registers the node under a lease
+// and keeps the lease alive, watches the map, and reconciles this node's shard replicas with
+// it. All decisions are map transactions through ClusterMap (compare-on-revision), made from
+// this class's control thread, never on an engine worker:
+//   * claim: a shard that never had a primary (epoch 0) is claimed by the first node to see it;
+//   * join: a node adds itself to `joining` of a shard that has fewer replicas than wanted; the
+//     shard's primary attaches it and transfers the state through the engine, then moves it to
+//     `backups` (epoch + 1) once it acknowledged everything;
+//   * failover: when a primary is gone (its lease expired, or it resigned), the first live
+//     backup raises its fence to epoch + 1 and takes over by a transaction that requires the
+//     old primary's node key to be gone; every other replica rejoins by state transfer;
+//   * repair: a primary drops backups whose lease expired or whose link failed (epoch + 1); a
+//     dropped backup that is still alive rejoins;
+//   * resign: a node named in a shard it holds no replica of (a restarted incarnation) removes
+//     itself, so that the group does not wait on it.
+//
+// Reads are served locally only while LeaseValid(): the last keepalive the node sent, plus the
+// TTL less a margin for clock drift. A successor can take over only after etcd expired the
+// lease, which is later than that (docs/cluster.md, "Timing assumption").
+//
+// Thread-safety: Start and Stop from one thread; LeaseValid from any thread.
+#ifndef UNLOADKV_SERVER_CLUSTER_NODE_H_
+#define UNLOADKV_SERVER_CLUSTER_NODE_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "server/shard_table.h"
+#include "transport/base/clock.h"
+#include "transport/cluster/cluster_map.h"
+#include "transport/engine/engine.h"
+
+namespace unloadkv::server {
+
+class ClusterNode {
+ public:
+  struct Options {
+    cluster::NodeInfo self;
+    absl::Duration lease_ttl = absl::Seconds(3);
+    // How often the map is re-read without a watch event, and link deadlines checked.
+    absl::Duration tick = absl::Milliseconds(100);
+    std::string policy = "adaptive";  // path policy of replication links
+    absl::Duration link_timeout = absl::Seconds(2);
+    uint64_t arena_bytes = 0;
+  };
+  // Counters for metrics and tests.
+  struct Counters {
+    std::atomic<uint64_t> failovers{0};      // shards this node took over
+    std::atomic<uint64_t> catchups_done{0};  // backups this node brought in as primary
+    std::atomic<uint64_t> leases_lost{0};
+    std::atomic<uint64_t> map_errors{0};  // failed reads/transactions of the map
+  };
+
+  // `map`, `shards` and `engine` must outlive the node.
+  ClusterNode(cluster::ClusterMap* map, const Options& options, ShardTable* shards,
+              engine::Engine* engine, const Clock* clock);
+  ~ClusterNode();
+
+  // Checks that the cluster exists, registers the node (ALREADY_EXISTS when the name is taken),
+  // opens the watch and starts the control threads.
+  absl::Status Start();
+  // Stops the threads and revokes the lease, so that backups take over at once.
+  void Stop();
+
+  bool LeaseValid() const;
+  const Counters& counters() const { return counters_; }
+  const std::string& name() const { return options_.self.name; }
+
+ private:
+  // Lease thread: keepalive every TTL/3; re-registers when the lease was lost.
+  void KeepLease();
+  absl::Status Register();
+  // Control thread: reads the map on change or every tick, reconciles.
+  void Control();
+  void Reconcile(const cluster::ClusterView& view);
+  void ServePrimary(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+                    const std::shared_ptr<ShardReplica>& local);
+  void MaybeTakeOver(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+                     const std::shared_ptr<ShardReplica>& local);
+  void MaybeJoin(const cluster::ClusterView& view, const cluster::ShardInfo& s);
+  // One map transaction for shard `next`; logs and counts a failure.
+  bool Update(const cluster::ShardInfo& next, const std::vector<std::string>& absent,
+              const std::string& what);
+  void Signal();
+
+  cluster::ClusterMap* const map_;
+  const Options options_;
+  ShardTable* const shards_;
+  engine::Engine* const engine_;
+  const Clock* const clock_;
+  Counters counters_;
+
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> lease_{0};
+  std::atomic<int64_t> valid_until_ns_{0};  // clock_ time, unix nanoseconds
+  std::atomic<bool> lease_lost_{false};
+  std::unique_ptr<cluster::MapWatch> watch_;
+  std::mutex wake_mu_;
+  std::condition_variable wake_cv_;
+  bool changed_ = true;  // guarded by wake_mu_
+  std::thread lease_thread_;
+  std::thread control_thread_;
+  // Control thread only: when each shard's primary was first seen gone.
+  std::map<uint32_t, absl::Time> primary_gone_since_;
+  // Control thread only: when a link to a joining node last failed to open.
+  std::map<std::string, absl::Time> link_retry_after_;
+};
+
+}  // namespace unloadkv::server
+
+#endif  // UNLOADKV_SERVER_CLUSTER_NODE_H_

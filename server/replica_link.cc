@@ -1,0 +1,154 @@
+#include "server/replica_link.h"
+
+#include "absl/strings/str_cat.h"
+#include "proto/kv.pb.h"
+#include "transport/rpc/bootstrap.h"
+
+namespace unloadkv::server {
+
+absl::StatusOr<std::shared_ptr<ReplicaLink>> ReplicaLink::Open(
+    engine::Engine* engine, const std::string& policy, const std::string& node,
+    const std::string& address, absl::Duration timeout, const Clock* clock) {
+  auto p = engine::MakePolicy(policy);
+  if (!p.ok()) return p.status();
+  auto conn = engine->CreateConnection(std::move(*p));
+  if (!conn.ok()) return conn.status();
+  std::shared_ptr<ReplicaLink> link(new ReplicaLink());
+  link->node_ = node;
+  link->address_ = address;
+  link->conn_ = std::move(*conn);
+  link->rpc_ = std::make_unique<rpc::RpcClient>(link->conn_.get(), clock, kMaxOutstanding + 8);
+  const absl::Time deadline = absl::Now() + timeout;
+  auto answer = rpc::ExchangeAsClient(
+      address, engine::EncodeConnectionInfo(link->conn_->local_info()), timeout);
+  if (!answer.ok()) {
+    return absl::Status(answer.status().code(),
+                        absl::StrCat("connecting to node ", node, " at ", address, ": ",
+                                     answer.status().message()));
+  }
+  auto remote = engine::DecodeConnectionInfo(*answer);
+  if (!remote.ok()) return remote.status();
+  if (absl::Status st = link->conn_->Connect(*remote); !st.ok()) return st;
+  // The first message: admission releases a connection that sends none in time.
+  absl::StatusOr<std::string> ping =
+      link->rpc_->CallAndWait(proto::PING, proto::PingRequest().SerializeAsString(),
+                              std::max(deadline - absl::Now(), absl::Milliseconds(1)));
+  if (!ping.ok()) {
+    return absl::Status(ping.status().code(),
+                        absl::StrCat("node ", node, " at ", address,
+                                     ": first round trip: ", ping.status().message()));
+  }
+  return link;
+}
+
+ReplicaLink::~ReplicaLink() {
+  rpc_.reset();  // fails what is outstanding with CANCELLED
+  std::deque<Item> left;
+  {
+    MutexLock l(&mu_);
+    left.swap(queue_);
+  }
+  for (Item& it : left) it.done(absl::CancelledError("replica link closed"));
+}
+
+absl::Status ReplicaLink::Attach(const proto::AttachRequest& request, absl::Duration timeout) {
+  absl::StatusOr<std::string> bytes =
+      rpc_->CallAndWait(proto::REPLICA_ATTACH, request.SerializeAsString(), timeout);
+  if (!bytes.ok()) {
+    return absl::Status(bytes.status().code(),
+                        absl::StrCat("attaching shard ", request.shard(), " on node ", node_, ": ",
+                                     bytes.status().message()));
+  }
+  proto::AttachResponse resp;
+  if (!resp.ParseFromString(*bytes)) {
+    return absl::DataLossError(absl::StrCat("node ", node_, ": attach answer does not parse"));
+  }
+  arena_addr_ = resp.arena_addr();
+  arena_rkey_ = resp.arena_rkey();
+  return absl::OkStatus();
+}
+
+size_t ReplicaLink::queued() const {
+  MutexLock l(&mu_);
+  return queue_.size() + static_cast<size_t>(outstanding_);
+}
+
+void ReplicaLink::Push(Item item) {
+  MutexLock l(&mu_);
+  queue_.push_back(std::move(item));
+}
+
+void ReplicaLink::Flush() {
+  {
+    MutexLock l(&mu_);
+    if (draining_ || queue_.empty()) return;
+    draining_ = true;
+  }
+  Drain();
+}
+
+void ReplicaLink::Drain() {
+  // Only one thread drains at a time (draining_), so items leave in queue order.
+  while (true) {
+    Item item;
+    {
+      MutexLock l(&mu_);
+      if (queue_.empty() || outstanding_ >= kMaxOutstanding) {
+        draining_ = false;
+        return;
+      }
+      item = std::move(queue_.front());
+      queue_.pop_front();
+      ++outstanding_;
+    }
+    Send(std::move(item));
+  }
+}
+
+void ReplicaLink::Send(Item item) {
+  auto done = std::make_shared<decltype(item.done)>(std::move(item.done));
+  auto finish = [this, done](absl::StatusOr<proto::ReplicateResponse> r) {
+    (*done)(std::move(r));
+    bool restart = false;
+    {
+      MutexLock l(&mu_);
+      --outstanding_;
+      if (!draining_ && !queue_.empty()) restart = draining_ = true;
+    }
+    if (restart) Drain();
+  };
+  absl::Status failure;
+  {
+    // The writes and the request leave together (one doorbell); the batch ends before an
+    // error is reported.
+    engine::Connection::Batch batch = conn_->BeginBatch();
+    for (const ValueWrite& w : item.writes) {
+      engine::WriteOptions lazy;  // the REPLICATE answer confirms the write
+      lazy.lazy_completion = true;
+      failure = conn_->Write(
+          w.local, arena_addr_ + w.remote_offset, arena_rkey_, [](const engine::WriteResult&) {},
+          nullptr, lazy);
+      if (!failure.ok()) break;
+    }
+    if (failure.ok()) {
+      absl::StatusOr<uint64_t> id =
+          rpc_->Call(proto::REPLICATE, item.request.SerializeAsString(), kRequestTimeout,
+                     [finish](absl::StatusOr<std::string> bytes) {
+                       if (!bytes.ok()) return finish(bytes.status());
+                       proto::ReplicateResponse resp;
+                       if (!resp.ParseFromString(*bytes)) {
+                         return finish(absl::DataLossError("REPLICATE answer does not parse"));
+                       }
+                       finish(resp);
+                     });
+      failure = id.status();
+    }
+  }
+  if (!failure.ok()) {
+    finish(absl::UnavailableError(absl::StrCat("node ", node_, ": ", failure.message())));
+  }
+}
+
+void ReplicaLink::CheckDeadlines() { rpc_->CheckDeadlines(); }
+
+}  // namespace unloadkv::server

@@ -1,0 +1,96 @@
+// A primary's connection to one backup of one shard (docs/cluster.md, "Replication"): an
+// engine connection with its own path policy, so that replication writes are offloaded or
+// unloaded by the latency this connection observes, carrying each PUT's value write into the
+// backup's mirrored arena followed by the REPLICATE request that names it.
+//
+// Order: items go out in the order they were enqueued, each item's writes before its request
+// (engine invariant 2 then guarantees the backup handles the request after the writes are
+// visible). At most kMaxOutstanding requests are unanswered; the rest wait in the queue.
+//
+// Thread-safety: Open and Attach block (bootstrap exchange, one round trip): control thread
+// only. Enqueue, CheckDeadlines and the accessors may be called from any thread; item
+// callbacks run on engine workers or inside CheckDeadlines, never under the link's lock.
+#ifndef UNLOADKV_SERVER_REPLICA_LINK_H_
+#define UNLOADKV_SERVER_REPLICA_LINK_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/replication.pb.h"
+#include "transport/base/clock.h"
+#include "transport/base/mutex.h"
+#include "transport/engine/engine.h"
+#include "transport/rpc/rpc.h"
+
+namespace unloadkv::server {
+
+class ReplicaLink {
+ public:
+  static constexpr int kMaxOutstanding = 256;
+  // A REPLICATE request unanswered this long fails the link's item (DEADLINE_EXCEEDED).
+  static constexpr absl::Duration kRequestTimeout = absl::Seconds(30);
+
+  // One value write: `local` (in a region registered with the engine) to the backup's arena
+  // at `remote_offset`.
+  struct ValueWrite {
+    rnic::ScatterGatherEntry local;
+    uint64_t remote_offset = 0;
+  };
+  struct Item {
+    std::vector<ValueWrite> writes;
+    proto::ReplicateRequest request;
+    std::function<void(absl::StatusOr<proto::ReplicateResponse>)> done;
+  };
+
+  // Connects to the kvserver `node` at `address` (its --listen): bootstrap exchange, then a
+  // PING round trip, within `timeout`. Blocks.
+  static absl::StatusOr<std::shared_ptr<ReplicaLink>> Open(
+      engine::Engine* engine, const std::string& policy, const std::string& node,
+      const std::string& address, absl::Duration timeout, const Clock* clock);
+  ~ReplicaLink();
+
+  // Opens the shard on the backup (empty) and learns where its arena is. Blocks.
+  absl::Status Attach(const proto::AttachRequest& request, absl::Duration timeout);
+
+  // Queues `item` behind everything queued before; Flush sends what the queue holds. Push
+  // never sends (so it may be called under a caller's lock that the items' callbacks take);
+  // Flush may run callbacks of failed sends inline.
+  void Push(Item item);
+  void Flush();
+  void Enqueue(Item item) {
+    Push(std::move(item));
+    Flush();
+  }
+  // Fails items whose request timed out, or every item once the connection failed.
+  void CheckDeadlines();
+
+  const std::string& node() const { return node_; }
+  bool failed() const { return conn_->failed(); }
+  size_t queued() const;
+
+ private:
+  ReplicaLink() = default;
+  void Drain();
+  void Send(Item item);
+
+  std::string node_;
+  std::string address_;
+  std::shared_ptr<engine::Connection> conn_;
+  std::unique_ptr<rpc::RpcClient> rpc_;
+  uint64_t arena_addr_ = 0;  // set by Attach, before any Enqueue
+  uint32_t arena_rkey_ = 0;
+
+  mutable Mutex mu_;
+  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace unloadkv::server
+
+#endif  // UNLOADKV_SERVER_REPLICA_LINK_H_

@@ -1,0 +1,163 @@
+// One shard's replica on this node: its arena (registered with the engine), its KvStore, and
+// its role in the shard's replica group (docs/cluster.md).
+//
+// As primary it replicates every write before making it visible: Submit assigns the write a
+// sequence number and sends it to every backup link (the value as an engine write into the
+// same slot of the backup's mirrored arena, then the REPLICATE record behind it); the write
+// commits (becomes visible; its callback runs) once every voting link acknowledged it, in
+// sequence order. A link added by state transfer (AddLink) votes on every write submitted
+// after it was added. A link that fails stops commits until RemoveLink (after the map dropped
+// that backup): no write is acknowledged that a surviving member of the group lacks.
+//
+// As backup it applies its primary's records in order (Apply), refusing any of an epoch below
+// its fence: a deposed primary can never get a write acknowledged by a backup that took over
+// or learned of a newer epoch.
+//
+// Thread-safety: every method may be called from any thread. Callbacks (Done, barrier) run
+// without the replica's lock held, on engine workers or the calling thread.
+#ifndef UNLOADKV_SERVER_SHARD_REPLICA_H_
+#define UNLOADKV_SERVER_SHARD_REPLICA_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/replication.pb.h"
+#include "server/kv_store.h"
+#include "server/replica_link.h"
+#include "transport/base/mapped_memory.h"
+#include "transport/base/mutex.h"
+#include "transport/engine/engine.h"
+#include "transport/rnic/memory_region.h"
+
+namespace unloadkv::server {
+
+class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
+ public:
+  enum class Role {
+    kPrimary,  // serves the shard's keys and replicates to its links
+    kBackup,   // applies a primary's records
+    kDeposed,  // learned it lost the primary role: serves nothing, awaits removal
+  };
+  using Done = std::function<void(absl::StatusOr<uint64_t> version)>;
+
+  // Maps and registers an arena of `arena_bytes` for shard `id`; the replica starts as a
+  // backup at epoch 0 holding nothing. ResourceExhausted when the arena cannot be mapped.
+  static absl::StatusOr<std::shared_ptr<ShardReplica>> Create(engine::Engine* engine, uint32_t id,
+                                                              uint64_t arena_bytes,
+                                                              bool huge_pages);
+  ~ShardReplica();
+
+  uint32_t id() const { return id_; }
+  KvStore& store() { return *store_; }
+  uint64_t arena_addr() const { return mr_->address(); }
+  uint32_t arena_rkey() const { return mr_->rkey(); }
+  uint64_t arena_bytes() const { return arena_bytes_; }
+  const MappedMemory& memory() const { return *memory_; }
+  Role role() const;
+  uint64_t epoch() const;
+
+  // The key range the map gives the shard (start inclusive, end exclusive, "" = unbounded).
+  void SetRange(const std::string& start, const std::string& end);
+  bool Contains(absl::string_view key) const;
+  // Whether [start, end) lies inside the range ("" end = unbounded).
+  bool ContainsRange(absl::string_view start, absl::string_view end) const;
+
+  // ---- primary ----
+  // Becomes the shard's primary at `epoch`, with no links (every other replica rejoins by
+  // state transfer). From backup: its applied state is the shard's state.
+  void BecomePrimary(uint64_t epoch);
+  // The primary moved to `epoch` by its own map transaction (a membership change): records
+  // from now on carry it, and backups adopt it.
+  void AdvanceEpoch(uint64_t epoch);
+  // Replicates `m` (prepared by this replica's store) and commits it; `done` gets its version,
+  // or UNAVAILABLE (outcome unknown) when the replica stepped down before it committed.
+  void Submit(KvStore::Mutation m, Done done);
+  // `done(OK)` once every voting link confirmed this epoch after the call (a read barrier);
+  // at once without links.
+  void Barrier(std::function<void(absl::Status)> done);
+  // Adds a backup whose shard was just attached (ReplicaLink::Attach): sends it the committed
+  // state (value writes + snapshot records), then the writes in flight; it votes on every
+  // write submitted from now on.
+  void AddLink(std::shared_ptr<ReplicaLink> link);
+  // The link acknowledged everything it was sent when added (state transfer done).
+  bool CaughtUp(const std::string& node) const;
+  // Stops sending to `node` and requiring its acknowledgments; commits what waited only on it.
+  void RemoveLink(const std::string& node);
+  // Backups whose link failed (connection lost, or a record refused): they hold up commits.
+  std::vector<std::string> FailedLinks() const;
+  std::vector<std::string> LinkNodes() const;
+  // Stops being primary: every write not yet committed fails with UNAVAILABLE (its outcome is
+  // unknown: a backup may have applied it), links are closed.
+  void StepDown(const std::string& why);
+  // Checks link deadlines (call periodically).
+  void Tick();
+
+  // ---- backup ----
+  // Opens the replica as a backup of `req.primary` at `req.epoch`, empty. ABORTED below the
+  // fence; FAILED_PRECONDITION when the arena size differs from the primary's.
+  absl::StatusOr<proto::AttachResponse> Attach(const proto::AttachRequest& req);
+  absl::StatusOr<proto::ReplicateResponse> Apply(const proto::ReplicateRequest& req);
+  // Refuses, from now on, records and attaches of epochs below `epoch` (a backup about to take
+  // over raises it before its map transaction). Never lowers it.
+  void RaiseFence(uint64_t epoch);
+  uint64_t fence() const;
+
+  // Writes submitted and not yet committed.
+  size_t pending() const;
+
+ private:
+  struct Entry {
+    uint64_t seq = 0;
+    bool barrier = false;
+    KvStore::Mutation mutation;
+    Done done;                                     // writes
+    std::function<void(absl::Status)> on_barrier;  // barriers
+  };
+  struct LinkState {
+    std::shared_ptr<ReplicaLink> link;
+    uint64_t acked = 0;           // highest seq acknowledged
+    uint64_t votes_from = 0;      // seqs from here on need this link's ack
+    uint64_t transfer_end = 0;    // caught up once acked >= transfer_end and snapshots acked
+    size_t snapshot_pending = 0;  // snapshot requests not yet acknowledged
+    bool failed = false;
+  };
+  using Callbacks = std::vector<std::function<void()>>;
+
+  ShardReplica() = default;
+  // Requires mu_. The link item that carries `e` to a backup.
+  ReplicaLink::Item ItemFor(const Entry& e);
+  // Requires mu_. Commits every entry all voting links acknowledged; queues their callbacks.
+  void CommitReady(Callbacks* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnAck(const std::string& node, uint64_t seq, bool snapshot,
+             const absl::StatusOr<proto::ReplicateResponse>& r);
+  // Requires mu_. Fails every pending entry (outcome unknown).
+  void FailPendingLocked(const std::string& why, Callbacks* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  uint32_t id_ = 0;
+  uint64_t arena_bytes_ = 0;
+  std::unique_ptr<MappedMemory> memory_;
+  std::unique_ptr<rnic::MemoryRegion> mr_;
+  std::unique_ptr<KvStore> store_;
+
+  mutable Mutex mu_;
+  Role role_ ABSL_GUARDED_BY(mu_) = Role::kBackup;
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t fence_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string start_ ABSL_GUARDED_BY(mu_), end_ ABSL_GUARDED_BY(mu_);
+  // primary
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  std::deque<Entry> pending_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, LinkState> links_ ABSL_GUARDED_BY(mu_);
+  // backup
+  uint64_t applied_seq_ ABSL_GUARDED_BY(mu_) = 0;  // 0: no live record yet since the attach
+};
+
+}  // namespace unloadkv::server
+
+#endif  // UNLOADKV_SERVER_SHARD_REPLICA_H_
