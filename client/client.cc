@@ -2,45 +2,57 @@
 #include "client/client.h"
 
 #include "client/client_impl.h"
+#include "client/cluster_router.h"
 
 namespace unloadkv {
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  if (!options.etcd.empty() || options.cluster_map != nullptr) {
+    absl::StatusOr<std::unique_ptr<ClusterRouter>> router = ClusterRouter::Connect(options);
+    if (!router.ok()) return router.status();
+    return std::unique_ptr<Client>(new Client(std::move(*router)));
+  }
   absl::StatusOr<std::unique_ptr<Impl>> impl = Impl::Connect(options);
   if (!impl.ok()) return impl.status();
   return std::unique_ptr<Client>(new Client(std::move(*impl)));
 }
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::Client(std::unique_ptr<ClusterRouter> router) : router_(std::move(router)) {}
 Client::~Client() = default;
 
+// Each call goes to the router in a cluster, else to the one connection.
+#define UNLOADKV_DISPATCH(CALL) return router_ ? router_->CALL : impl_->CALL
+
 absl::Status Client::Put(absl::string_view key, absl::string_view value) {
-  return impl_->Put(key, value);
+  UNLOADKV_DISPATCH(Put(key, value));
 }
-absl::StatusOr<std::string> Client::Get(absl::string_view key) { return impl_->Get(key); }
-absl::Status Client::Delete(absl::string_view key) { return impl_->Delete(key); }
+absl::StatusOr<std::string> Client::Get(absl::string_view key) { UNLOADKV_DISPATCH(Get(key)); }
+absl::Status Client::Delete(absl::string_view key) { UNLOADKV_DISPATCH(Delete(key)); }
 absl::StatusOr<ScanPage> Client::Scan(absl::string_view start, absl::string_view end,
                                       uint32_t limit) {
-  return impl_->Scan(start, end, limit);
+  UNLOADKV_DISPATCH(Scan(start, end, limit));
 }
-absl::StatusOr<proto::StatsResponse> Client::Stats() { return impl_->Stats(); }
+absl::StatusOr<proto::StatsResponse> Client::Stats() { UNLOADKV_DISPATCH(Stats()); }
 
 void Client::PutAsync(absl::string_view key, absl::string_view value,
                       std::function<void(absl::StatusOr<uint64_t>)> done) {
-  impl_->PutAsync(key, value, std::move(done));
+  UNLOADKV_DISPATCH(PutAsync(key, value, std::move(done)));
 }
 void Client::GetAsync(absl::string_view key,
                       std::function<void(absl::StatusOr<std::string>)> done) {
-  impl_->GetAsync(key, std::move(done));
+  UNLOADKV_DISPATCH(GetAsync(key, std::move(done)));
 }
 void Client::DeleteAsync(absl::string_view key, std::function<void(absl::Status)> done) {
-  impl_->DeleteAsync(key, std::move(done));
+  UNLOADKV_DISPATCH(DeleteAsync(key, std::move(done)));
 }
 
-void Client::Wait(const std::function<bool()>& done) { impl_->Wait(done); }
-int Client::in_flight() const { return impl_->in_flight(); }
-bool Client::connected() const { return impl_->connected(); }
-WriteStats Client::write_stats() const { return impl_->write_stats(); }
-const std::string& Client::staging_memory() const { return impl_->staging_memory(); }
+void Client::Wait(const std::function<bool()>& done) { UNLOADKV_DISPATCH(Wait(done)); }
+int Client::in_flight() const { UNLOADKV_DISPATCH(in_flight()); }
+bool Client::connected() const { UNLOADKV_DISPATCH(connected()); }
+WriteStats Client::write_stats() const { UNLOADKV_DISPATCH(write_stats()); }
+const std::string& Client::staging_memory() const { UNLOADKV_DISPATCH(staging_memory()); }
+
+#undef UNLOADKV_DISPATCH
 
 }  // namespace unloadkv

@@ -7,6 +7,13 @@
 //   absl::Status st = (*client)->Put("user:1", "alice");
 //   absl::StatusOr<std::string> v = (*client)->Get("user:1");
 //
+// In a cluster (docs/cluster.md) set `etcd` and `cluster` instead of `server`: the client reads
+// and watches the cluster map, sends each key to its shard's primary, and when a primary is
+// gone, deposed or refuses ("not the primary": ABORTED) it refreshes the map and retries, with
+// backoff, for at most `failover_timeout`. A PUT or DELETE whose outcome it cannot know (the
+// primary failed after receiving it) is never retried: it fails with absl::StatusCode::kUnknown
+// ("outcome unknown"). Scan walks the shards in key order.
+//
 // A Put writes the value straight into a server arena slot through the offload/unload write
 // engine (the connection's path policy picks the path), then sends the PUT naming the slot;
 // the server publishes it only then, so a value is never visible half-written.
@@ -40,10 +47,21 @@ namespace engine {
 class EngineMetrics;  // transport/engine/metrics.h
 }  // namespace engine
 
+namespace cluster {
+class ClusterMap;  // transport/cluster/cluster_map.h
+}  // namespace cluster
+
 struct ClientOptions {
-  std::string server = "127.0.0.1:7070";  // kvserver's --listen address
-  std::string transport = "soft";         // soft | verbs; must match the server
-  std::string soft_host = "127.0.0.1";    // soft: the address the server reaches this client on
+  std::string server = "127.0.0.1:7070";  // kvserver's --listen address (single node)
+  // A cluster: etcd endpoints "HOST:PORT[,HOST:PORT...]" and the cluster's name; `server` is
+  // then unused. Tests may inject `cluster_map` (not owned; must outlive the Client) instead.
+  std::string etcd;
+  std::string cluster;
+  cluster::ClusterMap* cluster_map = nullptr;
+  // Cluster: how long an operation keeps retrying through a failover before it fails.
+  absl::Duration failover_timeout = absl::Seconds(10);
+  std::string transport = "soft";       // soft | verbs; must match the server
+  std::string soft_host = "127.0.0.1";  // soft: the address the server reaches this client on
   std::string verbs_device;
   std::string policy =
       "adaptive";          // path policy of value writes: offload, unload, adaptive, split:F
@@ -70,6 +88,8 @@ struct WriteStats {
   uint64_t unload = 0;
   uint64_t errors = 0;
 };
+
+class ClusterRouter;  // cluster_router.h
 
 class Client {
  public:
@@ -101,8 +121,11 @@ class Client {
 
  private:
   class Impl;  // client_impl.h: the transport stays behind it
+  friend class ClusterRouter;
   explicit Client(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit Client(std::unique_ptr<ClusterRouter> router);
+  std::unique_ptr<Impl> impl_;             // single node
+  std::unique_ptr<ClusterRouter> router_;  // cluster
 };
 
 }  // namespace unloadkv

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -34,7 +35,8 @@ class Client::Impl {
   ~Impl();
 
   // Operations (client_ops.cc).
-  void PutAsync(absl::string_view key, absl::string_view value, PutDone done);
+  // `shard`: the key's shard in a cluster (grants come from its arena); 0 on a single node.
+  void PutAsync(absl::string_view key, absl::string_view value, PutDone done, uint32_t shard = 0);
   void GetAsync(absl::string_view key, std::function<void(absl::StatusOr<std::string>)> done);
   void DeleteAsync(absl::string_view key, std::function<void(absl::Status)> done);
   absl::Status Put(absl::string_view key, absl::string_view value);
@@ -64,17 +66,21 @@ class Client::Impl {
   absl::Status ConnectionError() const;
 
   // The PUT path (client_ops.cc): a grant, the value write, the PUT.
-  void WithGrant(uint32_t size, client_internal::GrantPool::Use use);
-  void RequestGrants(int size_class);
-  void WriteAndPut(const std::string& key, const std::string& value, const proto::SlotGrant& g,
-                   PutDone done);
+  client_internal::GrantPool& GrantsOf(uint32_t shard);
+  void WithGrant(uint32_t shard, uint32_t size, client_internal::GrantPool::Use use);
+  void RequestGrants(uint32_t shard, int size_class);
+  void WriteAndPut(uint32_t shard, const std::string& key, const std::string& value,
+                   const proto::SlotGrant& g, PutDone done);
 
   ClientOptions options_;
   std::unique_ptr<rnic::Device> device_;
   std::unique_ptr<client_internal::WriteCount> write_count_;
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<client_internal::ValueBuffers> buffers_;
-  client_internal::GrantPool grants_;
+  // One pool per shard whose slots this connection was granted (one on a single node).
+  Mutex grants_mu_;
+  std::map<uint32_t, std::unique_ptr<client_internal::GrantPool>> grants_
+      ABSL_GUARDED_BY(grants_mu_);
   std::shared_ptr<engine::Connection> conn_;
   std::unique_ptr<rpc::RpcClient> rpc_;
 

@@ -10,31 +10,40 @@
 
 namespace unloadkv {
 
-void Client::Impl::WithGrant(uint32_t size, client_internal::GrantPool::Use use) {
+client_internal::GrantPool& Client::Impl::GrantsOf(uint32_t shard) {
+  MutexLock l(&grants_mu_);
+  std::unique_ptr<client_internal::GrantPool>& pool = grants_[shard];
+  if (pool == nullptr) pool = std::make_unique<client_internal::GrantPool>();
+  return *pool;  // pools are never removed: the reference stays valid
+}
+
+void Client::Impl::WithGrant(uint32_t shard, uint32_t size, client_internal::GrantPool::Use use) {
   const int cls = proto::SlotClassOf(size);
   bool request = false;
-  std::optional<proto::SlotGrant> ready = grants_.TakeOrWait(cls, std::move(use), &request);
+  std::optional<proto::SlotGrant> ready = GrantsOf(shard).TakeOrWait(cls, std::move(use), &request);
   if (ready) {
     use(*ready);
   } else if (request) {
-    RequestGrants(cls);
+    RequestGrants(shard, cls);
   }
 }
 
-void Client::Impl::RequestGrants(int cls) {
+void Client::Impl::RequestGrants(uint32_t shard, int cls) {
+  client_internal::GrantPool& pool = GrantsOf(shard);
   proto::GrantRequest req;
   req.set_size(proto::SlotClassCapacity(cls));
-  req.set_count(grants_.RequestSize(cls));
-  auto on_reply = [this, cls](absl::StatusOr<std::string> bytes) {
+  req.set_count(pool.RequestSize(cls));
+  req.set_shard(shard);
+  auto on_reply = [this, &pool, shard, cls](absl::StatusOr<std::string> bytes) {
     client_internal::GrantPool::Answered a =
-        grants_.OnAnswer(cls, client_internal::Parse<proto::GrantResponse>(std::move(bytes)));
+        pool.OnAnswer(cls, client_internal::Parse<proto::GrantResponse>(std::move(bytes)));
     for (auto& [use, grant] : a.run) use(std::move(grant));
-    if (a.again) RequestGrants(cls);
+    if (a.again) RequestGrants(shard, cls);
   };
   if (absl::Status st = Call(proto::GRANT, req, on_reply); !st.ok()) on_reply(st);
 }
 
-void Client::Impl::WriteAndPut(const std::string& key, const std::string& value,
+void Client::Impl::WriteAndPut(uint32_t shard, const std::string& key, const std::string& value,
                                const proto::SlotGrant& g, PutDone done) {
   const uint32_t size = static_cast<uint32_t>(value.size());
   // The value write and the PUT go out together (one doorbell; one packet train on soft). The
@@ -47,7 +56,7 @@ void Client::Impl::WriteAndPut(const std::string& key, const std::string& value,
     const std::optional<uint32_t> taken = buffers_->Take();
     if (!taken) {
       batch.reset();
-      grants_.Return(g);
+      GrantsOf(shard).Return(g);
       return done(absl::ResourceExhaustedError("all value buffers in use; retry"));
     }
     const uint32_t buf = *taken;
@@ -93,20 +102,21 @@ void Client::Impl::WriteAndPut(const std::string& key, const std::string& value,
   });
   batch.reset();
   if (!st.ok()) {
-    grants_.Return(g);  // never named by a PUT: still unused
+    GrantsOf(shard).Return(g);  // never named by a PUT: still unused
     done(st);
   }
 }
 
-void Client::Impl::PutAsync(absl::string_view key, absl::string_view value, PutDone done) {
+void Client::Impl::PutAsync(absl::string_view key, absl::string_view value, PutDone done,
+                            uint32_t shard) {
   if (absl::Status st = proto::CheckKey(key); !st.ok()) return done(st);
   if (absl::Status st = proto::CheckValueSize(value.size()); !st.ok()) return done(st);
   if (conn_->failed()) return done(ConnectionError());
-  WithGrant(static_cast<uint32_t>(value.size()),
-            [this, k = std::string(key), v = std::string(value),
+  WithGrant(shard, static_cast<uint32_t>(value.size()),
+            [this, shard, k = std::string(key), v = std::string(value),
              done](absl::StatusOr<proto::SlotGrant> g) {
               if (!g.ok()) return done(std::move(g).status());
-              WriteAndPut(k, v, *g, done);
+              WriteAndPut(shard, k, v, *g, done);
             });
 }
 

@@ -8,6 +8,8 @@
 //   kvclient --etcd=HOST:PORT --cluster=NAME cluster init --shards=N --replicas=R
 //                 [--split_keys=K1,K2,...]
 //   kvclient --etcd=HOST:PORT --cluster=NAME cluster status [--json]
+//   Every data command takes --etcd --cluster instead of --server: keys go to their shard's
+//   primary, through failovers (docs/cluster.md).
 //   kvclient load [--ops=N] [--in_flight=N] [--keys=N] [--value_size=N] [--read_fraction=F]
 //                 [--metrics=HOST:PORT]
 // Exit status: 0 on success, 1 when the operation failed (NOT_FOUND included), 2 on usage
@@ -89,11 +91,17 @@ struct LoadTally {
   Mutex mu;
   std::vector<double> put_us, get_us;  // latencies of successful operations; guarded by mu
   std::string first_error;             // guarded by mu
-  std::atomic<uint64_t> done{0}, errors{0}, not_found{0};
+  std::atomic<uint64_t> done{0}, errors{0}, not_found{0}, unknown{0};
 
   void Finish(bool read, absl::Duration took, const absl::Status& st) {
     if (st.code() == absl::StatusCode::kNotFound) {
       ++not_found;
+    } else if (st.code() == absl::StatusCode::kUnknown) {
+      // A write sent to a primary that failed before answering (cluster): it may or may not
+      // have applied. Counted apart from failures.
+      ++unknown;
+      ++done;
+      return;
     } else if (!st.ok()) {
       if (errors++ == 0) {
         MutexLock l(&mu);
@@ -114,13 +122,18 @@ struct LoadTally {
 int ReportLoad(LoadTally& t, uint64_t issued, double secs, const WriteStats& w) {
   MutexLock l(&t.mu);
   const uint64_t failed = t.errors.load();
-  const uint64_t ok = issued - failed;
+  const uint64_t unknown = t.unknown.load();
+  const uint64_t ok = issued - failed - unknown;
   const uint64_t not_issued = FLAGS_ops - issued;
   std::printf(
       "kvclient: done: %llu ok, %llu failed, %llu not issued in %.2f s = %.0f ok ops/s "
       "(measured, transport %s)\n",
       static_cast<unsigned long long>(ok), static_cast<unsigned long long>(failed),
       static_cast<unsigned long long>(not_issued), secs, ok / secs, FLAGS_transport.c_str());
+  if (unknown > 0) {
+    std::printf("  %llu writes of unknown outcome (their primary failed before answering)\n",
+                static_cast<unsigned long long>(unknown));
+  }
   std::printf("  PUT %6zu ops  p50 %8.1f us  p99 %8.1f us\n", t.put_us.size(),
               Percentile(t.put_us, 0.5), Percentile(t.put_us, 0.99));
   std::printf("  GET %6zu ops  p50 %8.1f us  p99 %8.1f us  (%llu not found)\n", t.get_us.size(),
@@ -245,6 +258,13 @@ int Main(int argc, char** argv) {
 
   ClientOptions o;
   o.server = FLAGS_server;
+  if (!FLAGS_etcd.empty() || !FLAGS_cluster.empty()) {
+    if (FLAGS_etcd.empty() || FLAGS_cluster.empty()) {
+      return Usage("a cluster needs both --etcd=HOST:PORT and --cluster=NAME");
+    }
+    o.etcd = FLAGS_etcd;
+    o.cluster = FLAGS_cluster;
+  }
   o.transport = FLAGS_transport;
   o.policy = FLAGS_policy;
   o.timeout = absl::Milliseconds(FLAGS_timeout_ms);

@@ -1,0 +1,436 @@
+#include "client/cluster_router.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "transport/cluster/etcd_cluster_map.h"
+
+namespace unloadkv {
+namespace {
+
+constexpr absl::Duration kFirstBackoff = absl::Milliseconds(20);
+constexpr absl::Duration kMaxBackoff = absl::Milliseconds(500);
+
+absl::Duration Backoff(int attempts) {
+  absl::Duration d = kFirstBackoff;
+  for (int i = 1; i < attempts && d < kMaxBackoff; ++i) d *= 2;
+  return std::min(d, kMaxBackoff);
+}
+
+bool Lost(absl::StatusCode c) {
+  return c == absl::StatusCode::kUnavailable || c == absl::StatusCode::kDeadlineExceeded ||
+         c == absl::StatusCode::kCancelled;
+}
+
+}  // namespace
+
+struct ClusterRouter::Op {
+  std::string key;
+  bool write = false;
+  absl::Time deadline;
+  int attempts = 0;
+  // Issues the operation on the shard primary's connection; its completion calls Judge.
+  std::function<void(Client::Impl&, uint32_t shard, std::shared_ptr<Op> self)> issue;
+  // Completes the operation with an error.
+  std::function<void(absl::Status)> fail;
+  // Judges a completion: true when the router took over (retry scheduled, or failed with a
+  // rewritten status); false when the caller completes with its own result.
+  ClusterRouter* router = nullptr;
+  bool Judge(const std::shared_ptr<Op>& self, const absl::Status& st) {
+    if (st.ok()) return false;
+    if (st.code() == absl::StatusCode::kAborted || (!write && Lost(st.code()))) {
+      router->Retry(self, absl::Status(st.code(), st.message()));
+      return true;
+    }
+    if (write && Lost(st.code())) {
+      fail(absl::UnknownError(absl::StrCat("outcome unknown: ", st.message())));
+      return true;
+    }
+    return false;
+  }
+};
+
+absl::StatusOr<std::unique_ptr<ClusterRouter>> ClusterRouter::Connect(
+    const ClientOptions& options) {
+  std::unique_ptr<ClusterRouter> r(new ClusterRouter());
+  r->options_ = options;
+  r->options_.caller_progress = false;  // engine threads drive every node's connection
+  r->options_.etcd.clear();
+  r->options_.cluster_map = nullptr;
+  if (options.cluster_map != nullptr) {
+    r->map_ = options.cluster_map;
+  } else {
+    auto etcd = cluster::EtcdClusterMap::Open(options.etcd, options.cluster);
+    if (!etcd.ok()) return etcd.status();
+    r->owned_map_ = std::move(*etcd);
+    r->map_ = r->owned_map_.get();
+  }
+  if (absl::Status st = r->Refresh(); !st.ok()) return st;
+  ClusterRouter* self = r.get();
+  auto watch = r->map_->Watch([self](int64_t) { self->stale_.store(true); });
+  if (!watch.ok()) return watch.status();
+  r->watch_ = std::move(*watch);
+  r->thread_ = std::thread([self] { self->Background(); });
+  return r;
+}
+
+ClusterRouter::~ClusterRouter() {
+  watch_.reset();
+  {
+    std::lock_guard<std::mutex> l(tasks_mu_);
+    stop_ = true;
+  }
+  tasks_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // Operations still waiting for a retry fail now.
+  for (auto& t : tasks_) t();
+  std::lock_guard<std::mutex> l(mu_);
+  conns_.clear();
+}
+
+absl::Status ClusterRouter::Refresh() {
+  absl::StatusOr<cluster::ClusterView> view = map_->Read();
+  if (!view.ok()) return view.status();
+  std::vector<std::shared_ptr<Client::Impl>> closing;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    view_ = *std::move(view);
+    for (auto it = conns_.begin(); it != conns_.end();) {
+      if (!view_.IsLive(it->first) || !it->second->connected()) {
+        WriteStats w = it->second->write_stats();
+        retired_.offload += w.offload;
+        retired_.unload += w.unload;
+        retired_.errors += w.errors;
+        closing.push_back(std::move(it->second));
+        it = conns_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return absl::OkStatus();  // `closing` closes outside the lock
+}
+
+std::shared_ptr<Client::Impl> ClusterRouter::OpenConnectionFor(absl::string_view key,
+                                                               uint32_t* shard) {
+  std::lock_guard<std::mutex> l(mu_);
+  const cluster::ShardInfo* s = view_.ShardFor(key);
+  if (s == nullptr || s->primary.empty()) return nullptr;
+  auto it = conns_.find(s->primary);
+  if (it == conns_.end() || !it->second->connected()) return nullptr;
+  *shard = s->id;
+  return it->second;
+}
+
+std::shared_ptr<Client::Impl> ClusterRouter::ConnectionFor(absl::string_view key, uint32_t* shard,
+                                                           absl::Status* why) {
+  if (stale_.exchange(false)) {
+    if (absl::Status st = Refresh(); !st.ok()) {
+      *why = st;
+      return nullptr;
+    }
+  }
+  if (auto c = OpenConnectionFor(key, shard)) return c;
+  std::string node, address;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    const cluster::ShardInfo* s = view_.ShardFor(key);
+    if (s == nullptr || s->primary.empty() || !view_.IsLive(s->primary)) {
+      *why = absl::UnavailableError(
+          absl::StrCat("shard ", s == nullptr ? 0 : s->id, " has no live primary (state ",
+                       s == nullptr ? "?" : cluster::ShardStateName(view_.StateOf(*s)), ")"));
+      stale_.store(true);
+      return nullptr;
+    }
+    *shard = s->id;
+    node = s->primary;
+    address = view_.nodes.at(node).rpc_address;
+  }
+  ClientOptions o = options_;
+  o.server = address;
+  absl::StatusOr<std::unique_ptr<Client::Impl>> impl = Client::Impl::Connect(o);
+  if (!impl.ok()) {
+    *why = absl::UnavailableError(
+        absl::StrCat("primary ", node, " at ", address, ": ", impl.status().message()));
+    stale_.store(true);
+    return nullptr;
+  }
+  std::shared_ptr<Client::Impl> conn = *std::move(impl);
+  std::lock_guard<std::mutex> l(mu_);
+  conns_[node] = conn;
+  return conn;
+}
+
+void ClusterRouter::Post(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> l(tasks_mu_);
+    if (!stop_) {
+      tasks_.push_back(std::move(task));
+      tasks_cv_.notify_all();
+      return;
+    }
+  }
+  task();  // shutting down: run (and fail) on the caller's thread
+}
+
+void ClusterRouter::Background() {
+  std::unique_lock<std::mutex> l(tasks_mu_);
+  while (true) {
+    tasks_cv_.wait(l, [this] { return stop_ || !tasks_.empty(); });
+    if (stop_) return;
+    std::function<void()> task = std::move(tasks_.front());
+    tasks_.pop_front();
+    l.unlock();
+    task();
+    l.lock();
+  }
+}
+
+void ClusterRouter::Finished() {
+  in_flight_.fetch_sub(1);
+  {
+    std::lock_guard<std::mutex> l(done_mu_);
+    ++completions_;
+  }
+  done_cv_.notify_all();
+}
+
+void ClusterRouter::Start(std::shared_ptr<Op> op) {
+  in_flight_.fetch_add(1);
+  op->router = this;
+  op->deadline = absl::Now() + options_.failover_timeout;
+  Attempt(std::move(op), /*may_block=*/false);
+}
+
+void ClusterRouter::Attempt(std::shared_ptr<Op> op, bool may_block) {
+  uint32_t shard = 0;
+  std::shared_ptr<Client::Impl> conn;
+  absl::Status why = absl::UnavailableError("no connection");
+  if (may_block) {
+    conn = ConnectionFor(op->key, &shard, &why);
+  } else {
+    conn = OpenConnectionFor(op->key, &shard);
+    if (conn == nullptr) {  // connecting blocks: the router's thread does it
+      Post([this, op] { Attempt(op, true); });
+      return;
+    }
+  }
+  if (conn == nullptr) return Retry(op, why);
+  op->issue(*conn, shard, op);
+}
+
+void ClusterRouter::Retry(std::shared_ptr<Op> op, absl::Status why) {
+  ++op->attempts;
+  stale_.store(true);
+  if (absl::Now() + Backoff(op->attempts) > op->deadline) {
+    return op->fail(absl::UnavailableError(
+        absl::StrCat("no primary answered within ", absl::FormatDuration(options_.failover_timeout),
+                     " (", op->attempts, " attempts); last: ", why.message())));
+  }
+  const absl::Time due = absl::Now() + Backoff(op->attempts);
+  Post([this, op, due] {
+    // Waiting here holds up the router's queue only by the backoff (at most 500 ms).
+    absl::SleepFor(due - absl::Now());
+    bool stopping;
+    {
+      std::lock_guard<std::mutex> l(tasks_mu_);
+      stopping = stop_;
+    }
+    if (stopping) return op->fail(absl::CancelledError("client closing"));
+    Attempt(op, true);
+  });
+}
+
+void ClusterRouter::PutAsync(absl::string_view key, absl::string_view value,
+                             std::function<void(absl::StatusOr<uint64_t>)> done) {
+  auto op = std::make_shared<Op>();
+  op->key = std::string(key);
+  op->write = true;
+  auto finish = [this, done](absl::StatusOr<uint64_t> r) {
+    done(std::move(r));
+    Finished();
+  };
+  op->fail = [finish](absl::Status st) { finish(std::move(st)); };
+  op->issue = [finish, value = std::string(value)](Client::Impl& c, uint32_t shard,
+                                                   std::shared_ptr<Op> self) {
+    c.PutAsync(
+        self->key, value,
+        [finish, self](absl::StatusOr<uint64_t> r) {
+          if (!self->Judge(self, r.status())) finish(std::move(r));
+        },
+        shard);
+  };
+  Start(std::move(op));
+}
+
+void ClusterRouter::GetAsync(absl::string_view key,
+                             std::function<void(absl::StatusOr<std::string>)> done) {
+  auto op = std::make_shared<Op>();
+  op->key = std::string(key);
+  auto finish = [this, done](absl::StatusOr<std::string> r) {
+    done(std::move(r));
+    Finished();
+  };
+  op->fail = [finish](absl::Status st) { finish(std::move(st)); };
+  op->issue = [finish](Client::Impl& c, uint32_t, std::shared_ptr<Op> self) {
+    c.GetAsync(self->key, [finish, self](absl::StatusOr<std::string> r) {
+      if (!self->Judge(self, r.status())) finish(std::move(r));
+    });
+  };
+  Start(std::move(op));
+}
+
+void ClusterRouter::DeleteAsync(absl::string_view key, std::function<void(absl::Status)> done) {
+  auto op = std::make_shared<Op>();
+  op->key = std::string(key);
+  op->write = true;
+  auto finish = [this, done](absl::Status st) {
+    done(std::move(st));
+    Finished();
+  };
+  op->fail = finish;
+  op->issue = [finish](Client::Impl& c, uint32_t, std::shared_ptr<Op> self) {
+    c.DeleteAsync(self->key, [finish, self](absl::Status st) {
+      if (!self->Judge(self, st)) finish(std::move(st));
+    });
+  };
+  Start(std::move(op));
+}
+
+template <typename T, typename StartFn>
+T ClusterRouter::Await(StartFn start) {
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<T> result;
+  };
+  auto s = std::make_shared<State>();
+  start([s](T r) {
+    std::lock_guard<std::mutex> l(s->mu);
+    s->result.emplace(std::move(r));
+    s->cv.notify_all();
+  });
+  std::unique_lock<std::mutex> l(s->mu);
+  s->cv.wait(l, [&] { return s->result.has_value(); });
+  return std::move(*s->result);
+}
+
+absl::Status ClusterRouter::Put(absl::string_view key, absl::string_view value) {
+  return Await<absl::StatusOr<uint64_t>>([&](auto d) { PutAsync(key, value, d); }).status();
+}
+
+absl::StatusOr<std::string> ClusterRouter::Get(absl::string_view key) {
+  return Await<absl::StatusOr<std::string>>([&](auto d) { GetAsync(key, d); });
+}
+
+absl::Status ClusterRouter::Delete(absl::string_view key) {
+  return Await<absl::Status>([&](auto d) { DeleteAsync(key, d); });
+}
+
+absl::StatusOr<ScanPage> ClusterRouter::Scan(absl::string_view start, absl::string_view end,
+                                             uint32_t limit) {
+  ScanPage page;
+  std::string cur(start);
+  const absl::Time deadline = absl::Now() + options_.failover_timeout;
+  int attempts = 0;
+  while (true) {
+    uint32_t shard = 0;
+    absl::Status why;
+    std::shared_ptr<Client::Impl> conn = ConnectionFor(cur, &shard, &why);
+    std::string shard_end;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      const cluster::ShardInfo* s = view_.ShardFor(cur);
+      shard_end = s == nullptr ? "" : s->end;
+    }
+    // This shard's part of [cur, end).
+    const bool last_shard = shard_end.empty() || (!end.empty() && end <= shard_end);
+    const std::string sub_end = last_shard ? std::string(end) : shard_end;
+    absl::StatusOr<ScanPage> part =
+        conn == nullptr
+            ? absl::StatusOr<ScanPage>(why)
+            : conn->Scan(cur, sub_end, limit - static_cast<uint32_t>(page.items.size()));
+    if (!part.ok()) {
+      const absl::StatusCode c = part.status().code();
+      if ((c == absl::StatusCode::kAborted || Lost(c)) &&
+          absl::Now() + Backoff(attempts + 1) < deadline) {
+        stale_.store(true);
+        absl::SleepFor(Backoff(++attempts));
+        continue;
+      }
+      return part.status();
+    }
+    for (auto& item : part->items) page.items.push_back(std::move(item));
+    if (part->more || last_shard) {
+      page.more = part->more;
+      return page;
+    }
+    if (page.items.size() >= limit) {
+      page.more = true;
+      return page;
+    }
+    cur = shard_end;
+  }
+}
+
+absl::StatusOr<proto::StatsResponse> ClusterRouter::Stats() {
+  std::vector<std::pair<std::string, std::string>> nodes;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const auto& [name, n] : view_.nodes) nodes.emplace_back(name, n.rpc_address);
+  }
+  proto::StatsResponse sum;
+  for (const auto& [name, address] : nodes) {
+    ClientOptions o = options_;
+    o.server = address;
+    absl::StatusOr<std::unique_ptr<Client::Impl>> c = Client::Impl::Connect(o);
+    if (!c.ok()) return c.status();
+    absl::StatusOr<proto::StatsResponse> s = (*c)->Stats();
+    if (!s.ok()) return s.status();
+    sum.set_keys(sum.keys() + s->keys());
+    sum.set_arena_bytes(sum.arena_bytes() + s->arena_bytes());
+    sum.set_arena_used_bytes(sum.arena_used_bytes() + s->arena_used_bytes());
+    sum.set_connections(sum.connections() + s->connections());
+    sum.set_offload_writes(sum.offload_writes() + s->offload_writes());
+    sum.set_unload_writes(sum.unload_writes() + s->unload_writes());
+    sum.set_transport(s->transport());
+    sum.set_staging_memory(s->staging_memory());
+  }
+  return sum;
+}
+
+void ClusterRouter::Wait(const std::function<bool()>& done) {
+  std::unique_lock<std::mutex> l(done_mu_);
+  while (true) {
+    l.unlock();
+    if (done()) return;
+    l.lock();
+    const uint64_t seen = completions_;
+    done_cv_.wait_for(l, std::chrono::milliseconds(10), [&] { return completions_ != seen; });
+  }
+}
+
+bool ClusterRouter::connected() const {
+  // A lost node is replaced through the map: the client as a whole stays usable.
+  return true;
+}
+
+WriteStats ClusterRouter::write_stats() const {
+  std::lock_guard<std::mutex> l(mu_);
+  WriteStats w = retired_;
+  for (const auto& [node, c] : conns_) {
+    WriteStats s = c->write_stats();
+    w.offload += s.offload;
+    w.unload += s.unload;
+    w.errors += s.errors;
+  }
+  return w;
+}
+
+const std::string& ClusterRouter::staging_memory() const {
+  static const std::string kNone = "(no connection yet)";
+  std::lock_guard<std::mutex> l(mu_);
+  return conns_.empty() ? kNone : conns_.begin()->second->staging_memory();
+}
+
+}  // namespace unloadkv

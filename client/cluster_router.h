@@ -1,0 +1,101 @@
+// The SDK in a cluster: the map, one Client::Impl connection per primary node it has talked
+// to, routing by key, and retries through failovers. Private to client/.
+//
+// Threads: operations start on the caller's thread and complete on engine threads; whatever
+// may block (reading the map, connecting to a node, backing off) runs on the router's own
+// thread, never on an engine thread.
+//
+// Retries (bounded by ClientOptions::failover_timeout, backoff 20 ms doubling to 500 ms): an
+// ABORTED answer (not the primary; nothing applied), a node that cannot be reached before the
+// request was sent, and, for reads, any UNAVAILABLE or DEADLINE_EXCEEDED. A write that was
+// sent and then lost its answer fails with UNKNOWN ("outcome unknown").
+#ifndef UNLOADKV_CLIENT_CLUSTER_ROUTER_H_
+#define UNLOADKV_CLIENT_CLUSTER_ROUTER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "client/client.h"
+#include "client/client_impl.h"
+#include "transport/cluster/cluster_map.h"
+
+namespace unloadkv {
+
+class ClusterRouter {
+ public:
+  static absl::StatusOr<std::unique_ptr<ClusterRouter>> Connect(const ClientOptions& options);
+  ~ClusterRouter();
+
+  void PutAsync(absl::string_view key, absl::string_view value,
+                std::function<void(absl::StatusOr<uint64_t>)> done);
+  void GetAsync(absl::string_view key, std::function<void(absl::StatusOr<std::string>)> done);
+  void DeleteAsync(absl::string_view key, std::function<void(absl::Status)> done);
+  absl::Status Put(absl::string_view key, absl::string_view value);
+  absl::StatusOr<std::string> Get(absl::string_view key);
+  absl::Status Delete(absl::string_view key);
+  absl::StatusOr<ScanPage> Scan(absl::string_view start, absl::string_view end, uint32_t limit);
+  absl::StatusOr<proto::StatsResponse> Stats();
+
+  void Wait(const std::function<bool()>& done);
+  int in_flight() const { return in_flight_.load(); }
+  bool connected() const;
+  WriteStats write_stats() const;
+  const std::string& staging_memory() const;
+
+ private:
+  // One operation's attempt: given a connection to the shard's primary and the shard id,
+  // issues it; the callback says how it ended.
+  enum class Outcome { kDone, kRetry };
+  struct Op;
+
+  ClusterRouter() = default;
+  // The routing decision for `key`: its shard and the primary's connection (connecting if
+  // needed; may block: router thread or Connect only). Nullptr with the reason when there is
+  // none yet.
+  std::shared_ptr<Client::Impl> ConnectionFor(absl::string_view key, uint32_t* shard,
+                                              absl::Status* why);
+  // Same without blocking: nullptr when the connection is not open yet.
+  std::shared_ptr<Client::Impl> OpenConnectionFor(absl::string_view key, uint32_t* shard);
+  absl::Status Refresh();  // re-reads the map (blocks)
+  void Start(std::shared_ptr<Op> op);
+  void Attempt(std::shared_ptr<Op> op, bool may_block);
+  void Retry(std::shared_ptr<Op> op, absl::Status why);
+  void Background();
+  void Post(std::function<void()> task);
+  void Finished();
+  template <typename T, typename Start>
+  T Await(Start start);
+
+  ClientOptions options_;  // for each node's connection
+  std::unique_ptr<cluster::ClusterMap> owned_map_;
+  cluster::ClusterMap* map_ = nullptr;
+  std::unique_ptr<cluster::MapWatch> watch_;
+
+  mutable std::mutex mu_;
+  cluster::ClusterView view_;                                   // guarded by mu_
+  std::map<std::string, std::shared_ptr<Client::Impl>> conns_;  // by node; guarded by mu_
+  WriteStats retired_;  // write stats of closed connections; guarded by mu_
+  std::atomic<bool> stale_{false};
+
+  std::mutex tasks_mu_;
+  std::condition_variable tasks_cv_;
+  std::deque<std::function<void()>> tasks_;  // guarded by tasks_mu_
+  bool stop_ = false;                        // guarded by tasks_mu_
+  std::thread thread_;
+
+  std::atomic<int> in_flight_{0};
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
+  uint64_t completions_ = 0;  // guarded by done_mu_
+};
+
+}  // namespace unloadkv
+
+#endif  // UNLOADKV_CLIENT_CLUSTER_ROUTER_H_
