@@ -100,13 +100,16 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
   engine::Engine* engine_ptr = s->engine_.get();
   const uint64_t arena_bytes = options.arena_bytes;
   const bool huge = options.huge_pages;
-  s->shards_ = std::make_unique<ShardTable>([engine_ptr, arena_bytes, huge](uint32_t shard) {
-    return ShardReplica::Create(engine_ptr, shard, arena_bytes, huge);
-  });
+  s->reaper_ = std::make_unique<Reaper>();
+  Reaper* reaper = s->reaper_.get();
+  s->shards_ =
+      std::make_unique<ShardTable>([engine_ptr, arena_bytes, huge, reaper](uint32_t shard) {
+        return ShardReplica::Create(engine_ptr, shard, arena_bytes, huge, reaper);
+      });
   const bool cluster_mode = !options.etcd.empty() || options.cluster_map != nullptr;
   if (!cluster_mode) {
     // One shard covering every key, primary from the start, no backups.
-    auto replica = ShardReplica::Create(engine_ptr, 0, arena_bytes, huge);
+    auto replica = ShardReplica::Create(engine_ptr, 0, arena_bytes, huge, reaper);
     if (!replica.ok()) return replica.status();
     s->arena_memory_ = DescribePages((*replica)->memory(), options.huge_pages);
     (*replica)->SetRange("", "");
@@ -260,6 +263,7 @@ void KvServer::Shutdown() {
       shards_->Remove(r->id(), "server shutting down");
     }
   }
+  if (reaper_ != nullptr) reaper_->Drain();
   metrics_.reset();
 }
 

@@ -20,6 +20,7 @@
 #include "server/cluster_node.h"
 #include "server/kv_service.h"
 #include "server/kv_store.h"
+#include "server/reaper.h"
 #include "server/server_metrics.h"
 #include "server/shard_table.h"
 #include "transport/base/mapped_memory.h"
@@ -103,6 +104,7 @@ class KvServer {
   std::unique_ptr<ServerMetrics> server_metrics_;
   std::unique_ptr<rnic::Device> device_;
   std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<Reaper> reaper_;  // destroys dropped replication links; before the engine
   std::string arena_memory_;
   std::unique_ptr<cluster::ClusterMap> owned_map_;  // etcd, when not injected
   std::unique_ptr<ShardTable> shards_;              // before the engine stops: MRs in it

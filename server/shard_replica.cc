@@ -46,12 +46,11 @@ absl::StatusOr<KvStore::Mutation> FromRecord(const proto::ReplicationRecord& r) 
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<ShardReplica>> ShardReplica::Create(engine::Engine* engine,
-                                                                   uint32_t id,
-                                                                   uint64_t arena_bytes,
-                                                                   bool huge_pages) {
+absl::StatusOr<std::shared_ptr<ShardReplica>> ShardReplica::Create(
+    engine::Engine* engine, uint32_t id, uint64_t arena_bytes, bool huge_pages, Reaper* reaper) {
   std::shared_ptr<ShardReplica> r(new ShardReplica());
   r->id_ = id;
+  r->reaper_ = reaper;
   r->arena_bytes_ = arena_bytes;
   r->memory_ = std::make_unique<MappedMemory>(arena_bytes, huge_pages);
   if (r->memory_->data() == nullptr) {
@@ -78,7 +77,12 @@ ShardReplica::~ShardReplica() {
     FailPendingLocked("replica closed", &out);
   }
   for (auto& f : out) f();
-  links.clear();  // closes the links; their callbacks find the replica gone
+  Retire(&links);  // their callbacks find the replica gone
+}
+
+void ShardReplica::Retire(std::map<std::string, LinkState>* links) {
+  for (auto& [node, ls] : *links) reaper_->Release(std::move(ls.link));
+  links->clear();
 }
 
 ShardReplica::Role ShardReplica::role() const {
@@ -125,7 +129,7 @@ void ShardReplica::BecomePrimary(uint64_t epoch) {
   epoch_ = epoch;
   fence_ = std::max(fence_, epoch);
   next_seq_ = 1;
-  links_.clear();
+  Retire(&links_);
 }
 
 void ShardReplica::AdvanceEpoch(uint64_t epoch) {
@@ -275,6 +279,7 @@ void ShardReplica::OnAck(const std::string& node, uint64_t seq, bool snapshot,
       CommitReady(&out);
     }
   }
+  Retire(&closed);
   for (auto& f : out) f();
 }
 
@@ -346,6 +351,7 @@ void ShardReplica::RemoveLink(const std::string& node) {
     links_.erase(it);
     if (role_ == Role::kPrimary) CommitReady(&out);
   }
+  reaper_->Release(std::move(closed));
   for (auto& f : out) f();
 }
 
@@ -374,6 +380,7 @@ void ShardReplica::StepDown(const std::string& why) {
     FailPendingLocked(why, &out);
     closed.swap(links_);
   }
+  Retire(&closed);
   for (auto& f : out) f();
 }
 
@@ -417,6 +424,7 @@ absl::StatusOr<proto::AttachResponse> ShardReplica::Attach(const proto::AttachRe
     resp.set_arena_rkey(mr_->rkey());
     result = resp;
   }
+  Retire(&closed);
   for (auto& f : out) f();
   return result;
 }

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "proto/replication.pb.h"
 #include "server/kv_store.h"
+#include "server/reaper.h"
 #include "server/replica_link.h"
 #include "transport/base/mapped_memory.h"
 #include "transport/base/mutex.h"
@@ -48,9 +49,11 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
 
   // Maps and registers an arena of `arena_bytes` for shard `id`; the replica starts as a
   // backup at epoch 0 holding nothing. ResourceExhausted when the arena cannot be mapped.
+  // Links the replica drops are destroyed by `reaper` (which must outlive the replica),
+  // never inside their own callbacks.
   static absl::StatusOr<std::shared_ptr<ShardReplica>> Create(engine::Engine* engine, uint32_t id,
-                                                              uint64_t arena_bytes,
-                                                              bool huge_pages);
+                                                              uint64_t arena_bytes, bool huge_pages,
+                                                              Reaper* reaper);
   ~ShardReplica();
 
   uint32_t id() const { return id_; }
@@ -130,6 +133,8 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   using Callbacks = std::vector<std::function<void()>>;
 
   ShardReplica() = default;
+  // Hands every link in `links` to the reaper.
+  void Retire(std::map<std::string, LinkState>* links);
   // Requires mu_. The link item that carries `e` to a backup.
   ReplicaLink::Item ItemFor(const Entry& e);
   // Requires mu_. Commits every entry all voting links acknowledged; queues their callbacks.
@@ -141,6 +146,7 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
 
   uint32_t id_ = 0;
   uint64_t arena_bytes_ = 0;
+  Reaper* reaper_ = nullptr;
   std::unique_ptr<MappedMemory> memory_;
   std::unique_ptr<rnic::MemoryRegion> mr_;
   std::unique_ptr<KvStore> store_;

@@ -105,6 +105,7 @@ uint64_t ConnectionCqEntries(const EngineOptions& o) {
 absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
     std::unique_ptr<PathPolicy> policy) {
   if (policy == nullptr) return absl::InvalidArgumentError("CreateConnection: no policy");
+  MutexLock create(&create_mu_);  // a server admits clients and opens replication links at once
   // The workers this connection would use (its own and its lanes'): each serves a bounded
   // number, so their CQs cannot overrun.
   const int first = static_cast<int>(next_connection_ & 0xffffff) % workers_.size();

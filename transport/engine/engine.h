@@ -34,7 +34,7 @@
 // Start() instead runs one thread per worker. A worker is driven by one thread at a time (a
 // PollOnce finding it busy skips it). Write/Send may be called from any thread;
 // callbacks run on worker threads (or inside PollOnce) and must not block. CreateConnection
-// is called from one thread at a time.
+// may be called from any thread (calls are serialized).
 #ifndef UNLOADKV_TRANSPORT_ENGINE_ENGINE_H_
 #define UNLOADKV_TRANSPORT_ENGINE_ENGINE_H_
 
@@ -50,6 +50,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "transport/base/clock.h"
+#include "transport/base/mutex.h"
 #include "transport/engine/metrics.h"
 #include "transport/engine/policy.h"
 #include "transport/rnic/device.h"
@@ -226,7 +227,8 @@ class Engine {
   std::string staging_memory_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::shared_ptr<struct ValidationTable> table_;
-  uint32_t next_connection_ = 0;
+  Mutex create_mu_;  // serializes CreateConnection
+  uint32_t next_connection_ ABSL_GUARDED_BY(create_mu_) = 0;
   std::atomic<bool> stop_{false};
   std::vector<std::thread> threads_;
 };

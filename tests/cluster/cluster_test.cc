@@ -1,0 +1,282 @@
+// A cluster in one process: real KvServers (soft transport, loopback) sharing an in-memory
+// ClusterMap, and the SDK routing through it. Checks replication through the engine (backups
+// hold every acknowledged write, in the same slots), failover, fencing of a deposed primary,
+// state transfer to a rejoining node, and SCAN across shards.
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/client.h"
+#include "gtest/gtest.h"
+#include "server/kv_server.h"
+#include "transport/base/logging.h"
+#include "transport/cluster/memory_cluster_map.h"
+
+namespace unloadkv {
+namespace {
+
+using cluster::ClusterView;
+using cluster::ShardInfo;
+using cluster::ShardState;
+
+// One kvserver and the thread that runs its admission loop.
+struct Node {
+  std::string name;
+  std::unique_ptr<cluster::MemoryClusterMap> map;  // the node's own handle
+  std::unique_ptr<server::KvServer> server;
+  std::atomic<bool> stop{false};
+  std::thread loop;
+
+  ~Node() { Stop(); }
+  void Stop() {
+    if (server == nullptr) return;
+    stop = true;
+    loop.join();  // Run shuts the server down (revoking its lease)
+    server.reset();
+  }
+};
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override { SetMinLogLevel(LogLevel::kError); }
+
+  void Init(int shards, int replicas, std::vector<std::string> splits = {}) {
+    admin_ = std::make_unique<cluster::MemoryClusterMap>(&coordinator_, "t");
+    ASSERT_TRUE(admin_->Create(replicas, *cluster::InitialShards(shards, splits)).ok());
+  }
+
+  Node* StartNode(const std::string& name) {
+    auto n = std::make_unique<Node>();
+    n->name = name;
+    n->map = std::make_unique<cluster::MemoryClusterMap>(&coordinator_, "t");
+    server::KvServerOptions o;
+    o.listen = "127.0.0.1:0";
+    o.metrics_address = "";
+    o.arena_bytes = 8 << 20;
+    o.cluster_map = n->map.get();
+    o.node = name;
+    o.lease_ttl = absl::Seconds(1);
+    auto s = server::KvServer::Start(o);
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (!s.ok()) return nullptr;
+    n->server = std::move(*s);
+    Node* raw = n.get();
+    n->loop = std::thread([raw] { raw->server->Run(raw->stop); });
+    nodes_[name] = std::move(n);
+    return raw;
+  }
+
+  ClusterView View() {
+    absl::StatusOr<ClusterView> v = admin_->Read();
+    EXPECT_TRUE(v.ok()) << v.status();
+    return v.ok() ? *v : ClusterView{};
+  }
+
+  // Waits (at most `limit`) until every shard is serving with all wanted replicas.
+  bool WaitServing(absl::Duration limit = absl::Seconds(20)) {
+    const absl::Time deadline = absl::Now() + limit;
+    while (absl::Now() < deadline) {
+      ClusterView v = View();
+      bool all = !v.shard_list.empty();
+      for (const ShardInfo& s : v.shard_list) {
+        all = all && v.StateOf(s) == ShardState::kServing && s.joining.empty();
+      }
+      if (all) return true;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  }
+
+  std::unique_ptr<Client> Connect() {
+    ClientOptions o;
+    o.cluster_map = admin_.get();
+    o.failover_timeout = absl::Seconds(15);
+    auto c = Client::Connect(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  // The value `node` holds for `key` in shard `shard`'s replica (primary or backup).
+  std::optional<std::string> Held(const std::string& node, uint32_t shard, const std::string& key) {
+    std::shared_ptr<server::ShardReplica> r = nodes_.at(node)->server->shards().Get(shard);
+    if (r == nullptr) return std::nullopt;
+    absl::StatusOr<server::KvStore::Value> v = r->store().Get(key);
+    if (!v.ok()) return std::nullopt;
+    return v->bytes;
+  }
+
+  cluster::MemoryCoordinator coordinator_;
+  std::unique_ptr<cluster::MemoryClusterMap> admin_;
+  std::map<std::string, std::unique_ptr<Node>> nodes_;
+};
+
+TEST_F(ClusterTest, BackupsHoldEveryAcknowledgedWriteInTheSameSlots) {
+  Init(1, 3);
+  for (const char* n : {"a", "b", "c"}) ASSERT_NE(StartNode(n), nullptr);
+  ASSERT_TRUE(WaitServing());
+  std::unique_ptr<Client> c = Connect();
+  ASSERT_NE(c, nullptr);
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_TRUE(c->Put(absl::StrCat("k", i), std::string(10 + i * 7, 'a' + i % 26)).ok()) << i;
+  }
+  ASSERT_TRUE(c->Delete("k7").ok());
+  const ShardInfo s = View().shard_list[0];
+  // Acknowledged means applied on every backup: no waiting needed.
+  for (const std::string& node : s.Replicas()) {
+    for (int i = 0; i < 300; ++i) {
+      const std::string key = absl::StrCat("k", i);
+      if (i == 7) {
+        EXPECT_FALSE(Held(node, 0, key).has_value()) << node;
+      } else {
+        EXPECT_EQ(Held(node, 0, key), std::string(10 + i * 7, 'a' + i % 26)) << node << " " << key;
+      }
+    }
+  }
+  // The mirrors: the same slots, the same versions.
+  auto primary = nodes_.at(s.primary)->server->shards().Get(0)->store().Snapshot();
+  for (const std::string& b : s.backups) {
+    auto mirror = nodes_.at(b)->server->shards().Get(0)->store().Snapshot();
+    ASSERT_EQ(mirror.size(), primary.size());
+    for (size_t i = 0; i < mirror.size(); ++i) {
+      EXPECT_EQ(mirror[i].slot.offset, primary[i].slot.offset);
+      EXPECT_EQ(mirror[i].version, primary[i].version);
+    }
+  }
+}
+
+TEST_F(ClusterTest, APrimaryThatLeavesIsReplacedAndNoAcknowledgedWriteIsLost) {
+  Init(1, 3);
+  for (const char* n : {"a", "b", "c"}) ASSERT_NE(StartNode(n), nullptr);
+  ASSERT_TRUE(WaitServing());
+  std::unique_ptr<Client> c = Connect();
+  const std::string first = View().shard_list[0].primary;
+  std::atomic<bool> stop{false};
+  std::map<std::string, std::string> acked;
+  std::atomic<int> unknown{0};
+  std::thread writer([&] {
+    for (int i = 0; !stop.load(); ++i) {
+      const std::string key = absl::StrCat("w", i), value = absl::StrCat("v", i);
+      absl::Status st = c->Put(key, value);
+      if (st.ok()) {
+        acked[key] = value;
+      } else {
+        EXPECT_EQ(st.code(), absl::StatusCode::kUnknown) << st;
+        ++unknown;
+      }
+    }
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  const absl::Time left = absl::Now();
+  nodes_.at(first)->Stop();  // revokes its lease: a backup takes over at once
+  absl::Time replaced = absl::InfiniteFuture();
+  while (absl::Now() - left < absl::Seconds(10)) {
+    ClusterView v = View();
+    if (v.shard_list[0].primary != first && v.IsLive(v.shard_list[0].primary)) {
+      replaced = absl::Now();
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_LT(replaced, absl::InfiniteFuture());
+  absl::SleepFor(absl::Milliseconds(300));
+  stop = true;
+  writer.join();
+  std::printf("failover after the primary left: %.0f ms; %zu writes acknowledged, %d unknown\n",
+              absl::ToDoubleMilliseconds(replaced - left), acked.size(), unknown.load());
+  EXPECT_GT(acked.size(), 50u);
+  for (const auto& [k, v] : acked) {
+    absl::StatusOr<std::string> got = c->Get(k);
+    ASSERT_TRUE(got.ok()) << k << ": " << got.status();
+    EXPECT_EQ(*got, v) << k;
+  }
+  // The survivor that was a backup rejoined the group; the shard returns to full strength only
+  // when a third node joins.
+  ASSERT_NE(StartNode("d"), nullptr);
+  ASSERT_TRUE(WaitServing());
+  const ShardInfo s = View().shard_list[0];
+  for (const std::string& node : s.Replicas()) {
+    for (const auto& [k, v] : acked) ASSERT_EQ(Held(node, 0, k), v) << node << " " << k;
+  }
+}
+
+TEST_F(ClusterTest, ADeposedPrimaryCannotGetAWriteAcknowledged) {
+  Init(1, 2);
+  for (const char* n : {"a", "b"}) ASSERT_NE(StartNode(n), nullptr);
+  ASSERT_TRUE(WaitServing());
+  std::unique_ptr<Client> c = Connect();
+  ASSERT_TRUE(c->Put("before", "1").ok());
+  const ShardInfo s = View().shard_list[0];
+  // The backup raises its fence as a successor does before its takeover transaction.
+  nodes_.at(s.backups[0])->server->shards().Get(0)->RaiseFence(s.epoch + 1);
+  absl::Status st = c->Put("during", "2");
+  // The primary learns it is deposed from the refusal: the write was not acknowledged.
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnknown) << st;
+  // The primary resigns, the backup takes over, and writes flow again.
+  absl::Status after = c->Put("after", "3");
+  EXPECT_TRUE(after.ok()) << after;
+  EXPECT_EQ(*c->Get("before"), "1");
+  const ShardInfo now = View().shard_list[0];
+  EXPECT_EQ(now.primary, s.backups[0]);
+  EXPECT_GT(now.epoch, s.epoch);
+}
+
+TEST_F(ClusterTest, ScanWalksTheShardsInKeyOrder) {
+  Init(3, 2, {"k3", "k6"});
+  for (const char* n : {"a", "b", "c"}) ASSERT_NE(StartNode(n), nullptr);
+  ASSERT_TRUE(WaitServing());
+  std::unique_ptr<Client> c = Connect();
+  std::vector<std::string> keys;
+  for (int i = 0; i < 90; ++i) {
+    keys.push_back(absl::StrCat("k", i));
+    ASSERT_TRUE(c->Put(keys.back(), absl::StrCat("v", i)).ok());
+  }
+  std::sort(keys.begin(), keys.end());
+  std::vector<std::string> seen;
+  std::string from;
+  for (int page = 0; page < 100; ++page) {
+    absl::StatusOr<ScanPage> p = c->Scan(from, "", 7);
+    ASSERT_TRUE(p.ok()) << p.status();
+    for (auto& [k, v] : p->items) seen.push_back(k);
+    if (!p->more) break;
+    from = p->items.back().first + std::string(1, '\0');
+  }
+  EXPECT_EQ(seen, keys);
+  absl::StatusOr<ScanPage> middle = c->Scan("k25", "k65", 1000);
+  ASSERT_TRUE(middle.ok());
+  EXPECT_EQ(middle->items.front().first, "k25");
+  EXPECT_EQ(middle->items.back().first, "k64");
+  EXPECT_FALSE(middle->more);
+}
+
+TEST_F(ClusterTest, ANodeJoinsByStateTransferWhileWritesContinue) {
+  Init(1, 2);
+  ASSERT_NE(StartNode("a"), nullptr);
+  // Alone, the shard is under-replicated but serves.
+  std::unique_ptr<Client> c = Connect();
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(c->Put(absl::StrCat("old", i), "x").ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> written{0};
+  std::thread writer([&] {
+    for (int i = 0; !stop.load(); ++i) {
+      ASSERT_TRUE(c->Put(absl::StrCat("new", i), absl::StrCat(i)).ok());
+      written = i + 1;
+    }
+  });
+  ASSERT_NE(StartNode("b"), nullptr);
+  ASSERT_TRUE(WaitServing());
+  stop = true;
+  writer.join();
+  ASSERT_GT(written.load(), 0);
+  for (int i = 0; i < 2000; ++i) ASSERT_EQ(Held("b", 0, absl::StrCat("old", i)), "x") << i;
+  for (int i = 0; i < written.load(); ++i) {
+    ASSERT_EQ(Held("b", 0, absl::StrCat("new", i)), absl::StrCat(i)) << i;
+  }
+}
+
+}  // namespace
+}  // namespace unloadkv
