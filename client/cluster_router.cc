@@ -43,6 +43,8 @@ struct ClusterRouter::Op {
       return true;
     }
     if (write && Lost(st.code())) {
+      // The primary may be gone or cut off: route the next operations by a fresh map.
+      router->stale_.store(true);
       fail(absl::UnknownError(absl::StrCat("outcome unknown: ", st.message())));
       return true;
     }
@@ -125,10 +127,9 @@ std::shared_ptr<Client::Impl> ClusterRouter::OpenConnectionFor(absl::string_view
 std::shared_ptr<Client::Impl> ClusterRouter::ConnectionFor(absl::string_view key, uint32_t* shard,
                                                            absl::Status* why) {
   if (stale_.exchange(false)) {
-    if (absl::Status st = Refresh(); !st.ok()) {
-      *why = st;
-      return nullptr;
-    }
+    // Without the map service the client routes by the map it has (etcd may be down while
+    // every node serves on).
+    if (absl::Status st = Refresh(); !st.ok()) stale_.store(true);
   }
   if (auto c = OpenConnectionFor(key, shard)) return c;
   std::string node, address;
@@ -209,8 +210,10 @@ void ClusterRouter::Attempt(std::shared_ptr<Op> op, bool may_block) {
   if (may_block) {
     conn = ConnectionFor(op->key, &shard, &why);
   } else {
-    conn = OpenConnectionFor(op->key, &shard);
-    if (conn == nullptr) {  // connecting blocks: the router's thread does it
+    // A changed map (the watch fired) or a missing connection: reading the map and connecting
+    // block, so the router's thread does it.
+    if (!stale_.load()) conn = OpenConnectionFor(op->key, &shard);
+    if (conn == nullptr) {
       Post([this, op] { Attempt(op, true); });
       return;
     }

@@ -48,6 +48,8 @@ class ClusterNode {
     std::string policy = "adaptive";  // path policy of replication links
     absl::Duration link_timeout = absl::Seconds(2);
     uint64_t arena_bytes = 0;
+    // Fault injection (nullable): while set, replication links send nothing.
+    const std::atomic<bool>* network_cut = nullptr;
   };
   // Counters for metrics and tests.
   struct Counters {

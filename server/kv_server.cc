@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "proto/limits.h"
+#include "server/cuttable_cluster_map.h"
 #include "transport/backends/open_device.h"
 #include "transport/base/logging.h"
 #include "transport/cluster/etcd_cluster_map.h"
@@ -102,14 +103,16 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
   const bool huge = options.huge_pages;
   s->reaper_ = std::make_unique<Reaper>();
   Reaper* reaper = s->reaper_.get();
-  s->shards_ =
-      std::make_unique<ShardTable>([engine_ptr, arena_bytes, huge, reaper](uint32_t shard) {
-        return ShardReplica::Create(engine_ptr, shard, arena_bytes, huge, reaper);
+  KvServer* self = s.get();
+  auto close_peer = [self](uint64_t peer) { self->ClosePeer(peer); };
+  s->shards_ = std::make_unique<ShardTable>(
+      [engine_ptr, arena_bytes, huge, reaper, close_peer](uint32_t shard) {
+        return ShardReplica::Create(engine_ptr, shard, arena_bytes, huge, reaper, close_peer);
       });
   const bool cluster_mode = !options.etcd.empty() || options.cluster_map != nullptr;
   if (!cluster_mode) {
     // One shard covering every key, primary from the start, no backups.
-    auto replica = ShardReplica::Create(engine_ptr, 0, arena_bytes, huge, reaper);
+    auto replica = ShardReplica::Create(engine_ptr, 0, arena_bytes, huge, reaper, close_peer);
     if (!replica.ok()) return replica.status();
     s->arena_memory_ = DescribePages((*replica)->memory(), options.huge_pages);
     (*replica)->SetRange("", "");
@@ -119,7 +122,6 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
     s->arena_memory_ = "one arena per shard replica, mapped when the node takes the replica";
   }
 
-  KvServer* self = s.get();
   s->service_ = std::make_unique<KvService>(
       s->shards_.get(), s->server_metrics_.get(), RealClock::Get(),
       [self](proto::StatsResponse* r) {
@@ -128,7 +130,8 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
         r->set_staging_memory(self->staging_memory());
         r->set_transport(self->transport());
       },
-      [self] { return self->cluster_node_ == nullptr || self->cluster_node_->LeaseValid(); });
+      [self] { return self->cluster_node_ == nullptr || self->cluster_node_->LeaseValid(); },
+      options.network_cut);
   s->rpc_ = std::make_unique<rpc::RpcServer>(RealClock::Get());
   s->service_->RegisterWith(s->rpc_.get());
   Admission::Options ad;
@@ -154,6 +157,10 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
       s->owned_map_ = std::move(*etcd);
       map = s->owned_map_.get();
     }
+    if (options.network_cut != nullptr) {
+      s->cut_map_ = std::make_unique<CuttableClusterMap>(map, options.network_cut);
+      map = s->cut_map_.get();
+    }
     ClusterNode::Options co;
     co.self.name = options.node;
     co.self.rpc_address = s->address_;
@@ -164,6 +171,7 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
     co.lease_ttl = options.lease_ttl;
     co.policy = options.policy;
     co.arena_bytes = options.arena_bytes;
+    co.network_cut = options.network_cut;
     s->cluster_node_ = std::make_unique<ClusterNode>(map, co, s->shards_.get(), s->engine_.get(),
                                                      RealClock::Get());
     if (absl::Status st = s->cluster_node_->Start(); !st.ok()) {
@@ -185,6 +193,19 @@ KvStore::Stats KvServer::stats() const {
     sum.grants_outstanding += st.grants_outstanding;
   }
   return sum;
+}
+
+void KvServer::ClosePeer(uint64_t id) {
+  std::shared_ptr<engine::Connection> conn;
+  {
+    MutexLock l(&mu_);
+    auto it = conns_.find(id);
+    if (it == conns_.end()) return;
+    conn = it->second;
+  }
+  Log(LogLevel::kInfo, absl::StrCat("kvserver: closing connection ", id,
+                                    " (fencing a primary this node no longer follows)"));
+  conn->Close();  // Reap drops it once it shows failed
 }
 
 void KvServer::DropClient(uint64_t id) {

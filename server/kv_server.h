@@ -57,6 +57,9 @@ struct KvServerOptions {
   absl::Duration lease_ttl = absl::Seconds(3);
   // Tests and simulation: the map to use instead of etcd (not owned; outlives the server).
   cluster::ClusterMap* cluster_map = nullptr;
+  // Fault injection (nullable; kvserver --fault_signals): while *network_cut is set the node
+  // is cut off from the map and from the other nodes, but not from clients.
+  const std::atomic<bool>* network_cut = nullptr;
 };
 
 // Checks flag values before anything is opened; InvalidArgument naming the flag.
@@ -97,6 +100,8 @@ class KvServer {
   void Reap();
   // A client's connection ended: its unused grants, in every shard, are returned.
   void DropClient(uint64_t id);
+  // Fails connection `id` now (a fence against a deposed primary's writes).
+  void ClosePeer(uint64_t id);
 
   KvServerOptions options_;
   std::shared_ptr<prometheus::Registry> registry_;
@@ -107,6 +112,7 @@ class KvServer {
   std::unique_ptr<Reaper> reaper_;  // destroys dropped replication links; before the engine
   std::string arena_memory_;
   std::unique_ptr<cluster::ClusterMap> owned_map_;  // etcd, when not injected
+  std::unique_ptr<cluster::ClusterMap> cut_map_;    // the map behind the injectable cut
   std::unique_ptr<ShardTable> shards_;              // before the engine stops: MRs in it
   std::unique_ptr<KvService> service_;
   std::unique_ptr<rpc::RpcServer> rpc_;

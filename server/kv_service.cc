@@ -14,12 +14,13 @@ absl::Status NotPrimary(absl::string_view what) {
 
 KvService::KvService(ShardTable* shards, ServerMetrics* metrics, const Clock* clock,
                      std::function<void(proto::StatsResponse*)> fill_stats,
-                     std::function<bool()> lease_valid)
+                     std::function<bool()> lease_valid, const std::atomic<bool>* network_cut)
     : shards_(shards),
       metrics_(metrics),
       clock_(clock),
       fill_stats_(std::move(fill_stats)),
-      lease_valid_(std::move(lease_valid)) {}
+      lease_valid_(std::move(lease_valid)),
+      network_cut_(network_cut) {}
 
 template <typename Req, typename Resp>
 void KvService::Handle(proto::Method method, absl::string_view bytes, rpc::Responder r,
@@ -56,8 +57,15 @@ void KvService::RegisterWith(rpc::RpcServer* rpc) {
   UNLOADKV_REGISTER(SCAN, Scan);
   UNLOADKV_REGISTER(STATS, Stats);
   UNLOADKV_REGISTER(PING, Ping);
-  UNLOADKV_REGISTER(REPLICA_ATTACH, Attach);
-  UNLOADKV_REGISTER(REPLICATE, Replicate);
+  // Node-to-node requests: unanswered during an injected network cut.
+  rpc->Register(proto::REPLICA_ATTACH, [this](absl::string_view b, rpc::Responder r) {
+    if (network_cut_ != nullptr && network_cut_->load()) return;
+    Handle(proto::REPLICA_ATTACH, b, std::move(r), &KvService::Attach);
+  });
+  rpc->Register(proto::REPLICATE, [this](absl::string_view b, rpc::Responder r) {
+    if (network_cut_ != nullptr && network_cut_->load()) return;
+    Handle(proto::REPLICATE, b, std::move(r), &KvService::Replicate);
+  });
 #undef UNLOADKV_REGISTER
 }
 
@@ -174,20 +182,20 @@ void KvService::Stats(uint64_t, const proto::StatsRequest&, Reply<proto::StatsRe
   reply(std::move(resp));
 }
 
-void KvService::Attach(uint64_t, const proto::AttachRequest& req,
+void KvService::Attach(uint64_t peer, const proto::AttachRequest& req,
                        Reply<proto::AttachResponse> reply) {
   absl::StatusOr<std::shared_ptr<ShardReplica>> replica = shards_->GetOrCreate(req.shard());
   if (!replica.ok()) return reply(replica.status());
-  reply((*replica)->Attach(req));
+  reply((*replica)->Attach(req, peer));
 }
 
-void KvService::Replicate(uint64_t, const proto::ReplicateRequest& req,
+void KvService::Replicate(uint64_t peer, const proto::ReplicateRequest& req,
                           Reply<proto::ReplicateResponse> reply) {
   std::shared_ptr<ShardReplica> replica = shards_->Get(req.shard());
   if (replica == nullptr) {
     return reply(absl::AbortedError(absl::StrCat("shard ", req.shard(), " is not held here")));
   }
-  reply(replica->Apply(req));
+  reply(replica->Apply(req, peer));
 }
 
 }  // namespace unloadkv::server

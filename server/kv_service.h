@@ -28,9 +28,11 @@ class KvService {
  public:
   // `fill_stats` adds what only the server knows (connections, transport) to a Stats answer.
   // `lease_valid` says whether this node may serve reads locally (always, on a single node).
+  // `network_cut` (nullable, fault injection): while set, replication requests from other
+  // nodes go unanswered, as if the network to them were down.
   KvService(ShardTable* shards, ServerMetrics* metrics, const Clock* clock,
             std::function<void(proto::StatsResponse*)> fill_stats,
-            std::function<bool()> lease_valid);
+            std::function<bool()> lease_valid, const std::atomic<bool>* network_cut = nullptr);
 
   // Registers every method of proto::Method. Responders' peer() is the client id.
   void RegisterWith(rpc::RpcServer* rpc);
@@ -65,6 +67,7 @@ class KvService {
   const Clock* clock_;
   std::function<void(proto::StatsResponse*)> fill_stats_;
   std::function<bool()> lease_valid_;
+  const std::atomic<bool>* network_cut_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> value_writes_[3] = {};
 };

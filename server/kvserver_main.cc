@@ -36,11 +36,17 @@ DEFINE_string(node, "", "cluster mode: this node's name, unique in the cluster")
 DEFINE_int32(lease_ttl_s, 3,
              "cluster mode: seconds a node's lease lives without keepalives (1..60); a dead "
              "primary is replaced within about twice this");
+DEFINE_bool(fault_signals, false,
+            "tests: SIGUSR1 cuts this node off from etcd and the other nodes (not from "
+            "clients), SIGUSR2 heals the cut (docs/cluster.md, fault matrix)");
 DEFINE_bool(verbose, false, "log client connects and disconnects");
 
 namespace {
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_cut{false};
 void OnSignal(int) { g_stop.store(true); }
+void OnCut(int) { g_cut.store(true); }
+void OnHeal(int) { g_cut.store(false); }
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -68,6 +74,15 @@ int main(int argc, char** argv) {
   o.cluster = FLAGS_cluster;
   o.node = FLAGS_node;
   o.lease_ttl = absl::Seconds(FLAGS_lease_ttl_s);
+  if (FLAGS_fault_signals) {
+    o.network_cut = &g_cut;
+    struct sigaction cut {
+    }, heal{};
+    cut.sa_handler = OnCut;
+    heal.sa_handler = OnHeal;
+    sigaction(SIGUSR1, &cut, nullptr);
+    sigaction(SIGUSR2, &heal, nullptr);
+  }
   auto server = unloadkv::server::KvServer::Start(o);
   if (!server.ok()) {
     std::fprintf(stderr, "kvserver: cannot start: %s\n", server.status().ToString().c_str());

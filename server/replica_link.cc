@@ -8,7 +8,8 @@ namespace unloadkv::server {
 
 absl::StatusOr<std::shared_ptr<ReplicaLink>> ReplicaLink::Open(
     engine::Engine* engine, const std::string& policy, const std::string& node,
-    const std::string& address, absl::Duration timeout, const Clock* clock) {
+    const std::string& address, absl::Duration timeout, const Clock* clock,
+    const std::atomic<bool>* cut) {
   auto p = engine::MakePolicy(policy);
   if (!p.ok()) return p.status();
   auto conn = engine->CreateConnection(std::move(*p));
@@ -16,6 +17,10 @@ absl::StatusOr<std::shared_ptr<ReplicaLink>> ReplicaLink::Open(
   std::shared_ptr<ReplicaLink> link(new ReplicaLink());
   link->node_ = node;
   link->address_ = address;
+  link->cut_ = cut;
+  if (cut != nullptr && cut->load()) {
+    return absl::UnavailableError(absl::StrCat("node ", node, ": network cut injected"));
+  }
   link->conn_ = std::move(*conn);
   link->rpc_ = std::make_unique<rpc::RpcClient>(link->conn_.get(), clock, kMaxOutstanding + 8);
   const absl::Time deadline = absl::Now() + timeout;
@@ -93,7 +98,7 @@ void ReplicaLink::Drain() {
     Item item;
     {
       MutexLock l(&mu_);
-      if (queue_.empty() || outstanding_ >= kMaxOutstanding) {
+      if (queue_.empty() || outstanding_ >= kMaxOutstanding || (cut_ != nullptr && cut_->load())) {
         draining_ = false;
         return;
       }

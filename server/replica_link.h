@@ -13,6 +13,7 @@
 #ifndef UNLOADKV_SERVER_REPLICA_LINK_H_
 #define UNLOADKV_SERVER_REPLICA_LINK_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -51,7 +52,8 @@ class ReplicaLink {
   // PING round trip, within `timeout`. Blocks.
   static absl::StatusOr<std::shared_ptr<ReplicaLink>> Open(
       engine::Engine* engine, const std::string& policy, const std::string& node,
-      const std::string& address, absl::Duration timeout, const Clock* clock);
+      const std::string& address, absl::Duration timeout, const Clock* clock,
+      const std::atomic<bool>* cut = nullptr);
   ~ReplicaLink();
 
   // Opens the shard on the backup (empty) and learns where its arena is. Blocks.
@@ -80,6 +82,9 @@ class ReplicaLink {
 
   std::string node_;
   std::string address_;
+  // Fault injection: while set, nothing is sent (items wait in the queue), as if the network
+  // to the backup were down.
+  const std::atomic<bool>* cut_ = nullptr;
   std::shared_ptr<engine::Connection> conn_;
   std::unique_ptr<rpc::RpcClient> rpc_;
   uint64_t arena_addr_ = 0;  // set by Attach, before any Enqueue

@@ -1,6 +1,7 @@
 #include "server/shard_replica.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "transport/base/logging.h"
@@ -47,10 +48,12 @@ absl::StatusOr<KvStore::Mutation> FromRecord(const proto::ReplicationRecord& r) 
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<ShardReplica>> ShardReplica::Create(
-    engine::Engine* engine, uint32_t id, uint64_t arena_bytes, bool huge_pages, Reaper* reaper) {
+    engine::Engine* engine, uint32_t id, uint64_t arena_bytes, bool huge_pages, Reaper* reaper,
+    std::function<void(uint64_t)> close_peer) {
   std::shared_ptr<ShardReplica> r(new ShardReplica());
   r->id_ = id;
   r->reaper_ = reaper;
+  r->close_peer_ = std::move(close_peer);
   r->arena_bytes_ = arena_bytes;
   r->memory_ = std::make_unique<MappedMemory>(arena_bytes, huge_pages);
   if (r->memory_->data() == nullptr) {
@@ -124,12 +127,17 @@ bool ShardReplica::ContainsRange(absl::string_view start, absl::string_view end)
 }
 
 void ShardReplica::BecomePrimary(uint64_t epoch) {
-  MutexLock l(&mu_);
-  role_ = Role::kPrimary;
-  epoch_ = epoch;
-  fence_ = std::max(fence_, epoch);
-  next_seq_ = 1;
-  Retire(&links_);
+  uint64_t old_peer;
+  {
+    MutexLock l(&mu_);
+    role_ = Role::kPrimary;
+    epoch_ = epoch;
+    fence_ = std::max(fence_, epoch);
+    next_seq_ = 1;
+    old_peer = std::exchange(primary_peer_, 0);
+    Retire(&links_);
+  }
+  if (old_peer != 0 && close_peer_) close_peer_(old_peer);
 }
 
 void ShardReplica::AdvanceEpoch(uint64_t epoch) {
@@ -390,13 +398,18 @@ void ShardReplica::Tick() {
     MutexLock l(&mu_);
     for (auto& [node, ls] : links_) links.push_back(ls.link);
   }
-  for (auto& link : links) link->CheckDeadlines();
+  for (auto& link : links) {
+    link->CheckDeadlines();
+    link->Flush();  // what waited behind a full window or an injected cut
+  }
 }
 
-absl::StatusOr<proto::AttachResponse> ShardReplica::Attach(const proto::AttachRequest& req) {
+absl::StatusOr<proto::AttachResponse> ShardReplica::Attach(const proto::AttachRequest& req,
+                                                           uint64_t peer) {
   Callbacks out;
   std::map<std::string, LinkState> closed;
   absl::StatusOr<proto::AttachResponse> result;
+  uint64_t old_peer = 0;
   {
     MutexLock l(&mu_);
     if (req.epoch() < fence_) {
@@ -419,18 +432,27 @@ absl::StatusOr<proto::AttachResponse> ShardReplica::Attach(const proto::AttachRe
     epoch_ = req.epoch();
     fence_ = req.epoch();
     applied_seq_ = 0;
+    if (primary_peer_ != peer) old_peer = primary_peer_;
+    primary_peer_ = peer;
     proto::AttachResponse resp;
     resp.set_arena_addr(mr_->address());
     resp.set_arena_rkey(mr_->rkey());
     result = resp;
   }
+  // The previous primary's connection: none of its writes may land in the new state.
+  if (old_peer != 0 && close_peer_) close_peer_(old_peer);
   Retire(&closed);
   for (auto& f : out) f();
   return result;
 }
 
-absl::StatusOr<proto::ReplicateResponse> ShardReplica::Apply(const proto::ReplicateRequest& req) {
+absl::StatusOr<proto::ReplicateResponse> ShardReplica::Apply(const proto::ReplicateRequest& req,
+                                                             uint64_t peer) {
   MutexLock l(&mu_);
+  if (peer != primary_peer_) {
+    return absl::AbortedError(
+        absl::StrCat("shard ", id_, ": records from a connection that did not attach it"));
+  }
   if (req.epoch() < fence_) {
     return absl::AbortedError(absl::StrCat("shard ", id_, ": stale epoch ", req.epoch(),
                                            " (this replica follows epoch ", fence_, ")"));
@@ -464,8 +486,13 @@ absl::StatusOr<proto::ReplicateResponse> ShardReplica::Apply(const proto::Replic
 }
 
 void ShardReplica::RaiseFence(uint64_t epoch) {
-  MutexLock l(&mu_);
-  fence_ = std::max(fence_, epoch);
+  uint64_t old_peer = 0;
+  {
+    MutexLock l(&mu_);
+    if (epoch > fence_) old_peer = std::exchange(primary_peer_, 0);
+    fence_ = std::max(fence_, epoch);
+  }
+  if (old_peer != 0 && close_peer_) close_peer_(old_peer);
 }
 
 }  // namespace unloadkv::server

@@ -50,10 +50,12 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   // Maps and registers an arena of `arena_bytes` for shard `id`; the replica starts as a
   // backup at epoch 0 holding nothing. ResourceExhausted when the arena cannot be mapped.
   // Links the replica drops are destroyed by `reaper` (which must outlive the replica),
-  // never inside their own callbacks.
-  static absl::StatusOr<std::shared_ptr<ShardReplica>> Create(engine::Engine* engine, uint32_t id,
-                                                              uint64_t arena_bytes, bool huge_pages,
-                                                              Reaper* reaper);
+  // never inside their own callbacks. `close_peer(peer)` fails the inbound connection `peer`
+  // at once (Connection::Close): the replica fences off a primary it no longer follows, so
+  // that none of that primary's one-sided writes lands in this arena afterwards.
+  static absl::StatusOr<std::shared_ptr<ShardReplica>> Create(
+      engine::Engine* engine, uint32_t id, uint64_t arena_bytes, bool huge_pages, Reaper* reaper,
+      std::function<void(uint64_t peer)> close_peer);
   ~ShardReplica();
 
   uint32_t id() const { return id_; }
@@ -102,12 +104,15 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   void Tick();
 
   // ---- backup ----
-  // Opens the replica as a backup of `req.primary` at `req.epoch`, empty. ABORTED below the
+  // Opens the replica as a backup of `req.primary` at `req.epoch`, empty, following the primary
+  // on connection `peer` (the connection of a previous primary is closed). ABORTED below the
   // fence; FAILED_PRECONDITION when the arena size differs from the primary's.
-  absl::StatusOr<proto::AttachResponse> Attach(const proto::AttachRequest& req);
-  absl::StatusOr<proto::ReplicateResponse> Apply(const proto::ReplicateRequest& req);
+  absl::StatusOr<proto::AttachResponse> Attach(const proto::AttachRequest& req, uint64_t peer);
+  // Applies records arriving on connection `peer`; ABORTED unless it is the attached primary's.
+  absl::StatusOr<proto::ReplicateResponse> Apply(const proto::ReplicateRequest& req, uint64_t peer);
   // Refuses, from now on, records and attaches of epochs below `epoch` (a backup about to take
-  // over raises it before its map transaction). Never lowers it.
+  // over raises it before its map transaction), and closes the connection of the primary it
+  // followed. Never lowers the fence.
   void RaiseFence(uint64_t epoch);
   uint64_t fence() const;
 
@@ -147,6 +152,7 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   uint32_t id_ = 0;
   uint64_t arena_bytes_ = 0;
   Reaper* reaper_ = nullptr;
+  std::function<void(uint64_t)> close_peer_;
   std::unique_ptr<MappedMemory> memory_;
   std::unique_ptr<rnic::MemoryRegion> mr_;
   std::unique_ptr<KvStore> store_;
@@ -161,7 +167,8 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   std::deque<Entry> pending_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, LinkState> links_ ABSL_GUARDED_BY(mu_);
   // backup
-  uint64_t applied_seq_ ABSL_GUARDED_BY(mu_) = 0;  // 0: no live record yet since the attach
+  uint64_t applied_seq_ ABSL_GUARDED_BY(mu_) = 0;   // 0: no live record yet since the attach
+  uint64_t primary_peer_ ABSL_GUARDED_BY(mu_) = 0;  // connection of the attached primary
 };
 
 }  // namespace unloadkv::server

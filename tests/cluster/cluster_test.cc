@@ -204,24 +204,43 @@ TEST_F(ClusterTest, APrimaryThatLeavesIsReplacedAndNoAcknowledgedWriteIsLost) {
   }
 }
 
-TEST_F(ClusterTest, ADeposedPrimaryCannotGetAWriteAcknowledged) {
+TEST_F(ClusterTest, ADeposedPrimaryCannotGetAWriteAcknowledgedNorServeAStaleRead) {
   Init(1, 2);
   for (const char* n : {"a", "b"}) ASSERT_NE(StartNode(n), nullptr);
   ASSERT_TRUE(WaitServing());
   std::unique_ptr<Client> c = Connect();
   ASSERT_TRUE(c->Put("before", "1").ok());
   const ShardInfo s = View().shard_list[0];
-  // The backup raises its fence as a successor does before its takeover transaction.
-  nodes_.at(s.backups[0])->server->shards().Get(0)->RaiseFence(s.epoch + 1);
-  absl::Status st = c->Put("during", "2");
-  // The primary learns it is deposed from the refusal: the write was not acknowledged.
-  EXPECT_EQ(st.code(), absl::StatusCode::kUnknown) << st;
-  // The primary resigns, the backup takes over, and writes flow again.
-  absl::Status after = c->Put("after", "3");
-  EXPECT_TRUE(after.ok()) << after;
+  const std::string old_address = nodes_.at(s.primary)->server->address();
+  // The primary loses the map (its lease expires) but not its clients or its backup.
+  nodes_.at(s.primary)->map->set_reachable(false);
+  const absl::Time cut = absl::Now();
+  absl::Time replaced = absl::InfiniteFuture();
+  while (absl::Now() - cut < absl::Seconds(10)) {
+    if (View().shard_list[0].primary == s.backups[0]) {
+      replaced = absl::Now();
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_LT(replaced, absl::InfiniteFuture()) << "the backup did not take over";
+  ASSERT_TRUE(c->Put("after", "2").ok());  // the client follows the map to the successor
+  // A client that still talks to the old primary directly gets nothing acknowledged: the
+  // successor fenced it (closed its connection, refuses its epoch), and it cannot drop the
+  // successor from the group without the map.
+  ClientOptions direct;
+  direct.server = old_address;
+  direct.timeout = absl::Seconds(1);
+  direct.max_retries = 0;
+  auto old = Client::Connect(direct);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_FALSE((*old)->Put("zombie", "3").ok());
+  absl::StatusOr<std::string> stale = (*old)->Get("after");
+  EXPECT_FALSE(stale.ok()) << "the deposed primary served a read: " << *stale;
+  EXPECT_EQ(c->Get("zombie").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(*c->Get("before"), "1");
+  EXPECT_EQ(*c->Get("after"), "2");
   const ShardInfo now = View().shard_list[0];
-  EXPECT_EQ(now.primary, s.backups[0]);
   EXPECT_GT(now.epoch, s.epoch);
 }
 

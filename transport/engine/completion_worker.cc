@@ -212,12 +212,14 @@ void HandleCompletion(const std::shared_ptr<ConnectionState>& cp, const rnic::Wo
       MutexLock l(&c.mu);
       staged_valid =
           ValidateStagedWrite(c, staged_lane, wc.imm, wc.byte_len, table, metrics, &copy);
+      if (staged_valid) ++c.copying;
     }
     if (staged_valid) CopyStagedWrite(copy);
   }
   Deferred out;
   {
     MutexLock l(&c.mu);
+    if (staged_valid) --c.copying;
     switch (KindOf(wc.wr_id)) {
       case WrKind::kQuietMessage:
         // Unsignaled: completes only with an error (its op finished when it was posted).

@@ -1,6 +1,7 @@
 // Connection set-up (Engine::CreateConnection, Connection::Connect), state and teardown.
 #include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -26,6 +27,24 @@ Connection::~Connection() {
   for (const std::unique_ptr<Engine::Worker>& w : state_->engine->workers_) {
     MutexLock l(&w->mu);
     w->conns.erase(state_->id);
+  }
+}
+
+void Connection::Close() {
+  Deferred out;
+  {
+    MutexLock l(&state_->mu);
+    FailConnection(*state_, out, FailScope::kClose);
+    QueueCallbacks(*state_, out);
+  }
+  RunCallbacks(*state_);
+  // A staged write validated before the failure may still be copying: wait for it.
+  while (true) {
+    {
+      MutexLock l(&state_->mu);
+      if (state_->copying == 0) return;
+    }
+    std::this_thread::yield();
   }
 }
 

@@ -178,6 +178,12 @@ class Connection {
   QueueState queue_state() const;
 
   bool failed() const;
+  // Fails the connection now, as a fence against a peer that must no longer change this
+  // node's memory: both QPs go to the error state, so the NIC places none of the peer's later
+  // writes and delivers none of its messages, and the call returns only after every staged
+  // write already being copied into place has landed (none lands after it). Local work
+  // completes with kFlushed. Idempotent; any thread.
+  void Close();
   // Messages delivered from the peer so far: a peer that sent one has a working data path.
   uint64_t messages_received() const;
 

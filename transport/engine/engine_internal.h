@@ -118,6 +118,8 @@ struct ConnectionState {
   ConnectionInfo remote ABSL_GUARDED_BY(mu);
   bool connected ABSL_GUARDED_BY(mu) = false;
   bool failed ABSL_GUARDED_BY(mu) = false;
+  // Staged writes validated and being copied outside the lock (Connection::Close waits).
+  int copying ABSL_GUARDED_BY(mu) = 0;
   bool reported_failure ABSL_GUARDED_BY(mu) = false;  // a callback reported an error
   MessageHandler handler ABSL_GUARDED_BY(mu);
 

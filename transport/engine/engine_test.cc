@@ -210,6 +210,41 @@ TEST_P(EngineTest, CompletionMeansVisibleOnBothPaths) {
   }
 }
 
+// Close is a fence: once the target closed its end, nothing the initiator writes afterwards
+// lands in the target's memory, on either path, and every such write fails.
+TEST_P(EngineTest, AfterTheTargetClosesTheConnectionNoWriteLands) {
+  for (Path path : {Path::kOffload, Path::kUnload}) {
+    SCOPED_TRACE(PathName(path));
+    std::fill(dst_.begin(), dst_.end(), 0);
+    Connect(Only(path));
+    // One write through first: the connection works.
+    ASSERT_EQ(WriteBlocksAndWait(1, 512, Dst(0), dst_mr_->rkey()), path == Path::kUnload ? 1 : 0);
+    ASSERT_EQ(dst_[0], 1);
+    cb_->Close();
+    cb_->Close();  // idempotent
+    EXPECT_TRUE(cb_->failed());
+    auto done = std::make_shared<std::atomic<int>>(0);
+    auto succeeded = std::make_shared<std::atomic<int>>(0);
+    std::memset(&src_[0], 0x5a, 4096);
+    constexpr int kWrites = 20;
+    for (int i = 0; i < kWrites; ++i) {
+      absl::Status st = ca_->Write(src_mr_->Sge(0, 4096), Dst(size_t(i + 1) * 4096),
+                                   dst_mr_->rkey(), [done, succeeded](const WriteResult& r) {
+                                     *succeeded += r.ok();
+                                     ++*done;
+                                   });
+      if (!st.ok()) ++*done;  // the initiator already knows the connection failed
+    }
+    ASSERT_TRUE(h_->WaitUntil([&] { return done->load() == kWrites; }, absl::Seconds(20)));
+    EXPECT_EQ(succeeded->load(), 0);
+    for (int i = 0; i < kWrites; ++i) {
+      EXPECT_EQ(dst_[size_t(i + 1) * 4096], 0) << "write " << i << " landed after Close";
+    }
+    ca_.reset();
+    cb_.reset();
+  }
+}
+
 TEST_P(EngineTest, CallbacksFollowPostOrderAndLaterWritesNeverOvertakeEarlierOnes) {
   // Alternate paths on writes to one 8-byte counter; each write carries its own index.
   Connect(std::make_unique<ScriptedPolicy>(std::vector<Path>{Path::kUnload, Path::kOffload,

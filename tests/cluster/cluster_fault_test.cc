@@ -1,0 +1,469 @@
+// The fault matrix (docs/cluster.md): real kvserver processes, a real etcd, and a client
+// process writing unique keys and reading them back, with one fault per case. Afterwards every
+// acknowledged write is read back with its value (none may be lost) and the recorded per-key
+// histories must be linearizable. Prints a table: case, writes acknowledged, writes lost,
+// failover time, the longest stop of acknowledged writes, linearizable.
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "client/client.h"
+#include "gtest/gtest.h"
+#include "tests/kv/linearizability.h"
+#include "tests/kv/process_harness.h"
+#include "tests/support/etcd_process.h"
+#include "tests/support/subprocess.h"
+#include "transport/base/logging.h"
+#include "transport/cluster/etcd_cluster_map.h"
+
+namespace unloadkv {
+namespace {
+
+using cluster::ClusterView;
+using cluster::ShardInfo;
+using cluster::ShardState;
+using testing::KvOp;
+
+constexpr int kLeaseTtlSeconds = 2;
+
+int64_t MonoNow() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+// The client process and the lines it logged.
+class LoadProcess {
+ public:
+  LoadProcess(const std::string& etcd, const std::string& cluster, const std::string& prefix) {
+    child_ = testing::Spawn({"tests/cluster/cluster_load", "--etcd=" + etcd, "--cluster=" + cluster,
+                             "--prefix=" + prefix, "--threads=4"},
+                            /*capture_stderr=*/false, /*alarm_seconds=*/180);
+    reader_ = std::thread([this] {
+      while (true) {
+        std::string line = testing::ReadLine(child_.out_fd);
+        if (line.empty()) break;  // end of stream (every logged line is non-empty)
+        std::lock_guard<std::mutex> l(mu_);
+        if (line == "READY") {
+          ready_ = true;
+        } else {
+          lines_.push_back(std::move(line));
+        }
+      }
+    });
+  }
+  ~LoadProcess() { Stop(SIGTERM); }
+
+  bool WaitReady(absl::Duration limit) {
+    const absl::Time deadline = absl::Now() + limit;
+    while (absl::Now() < deadline) {
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        if (ready_) return true;
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return false;
+  }
+  size_t Lines() {
+    std::lock_guard<std::mutex> l(mu_);
+    return lines_.size();
+  }
+  // SIGTERM: finish the operations in progress and exit; SIGKILL: die at once.
+  void Stop(int sig) {
+    if (child_.pid <= 0) return;
+    kill(child_.pid, sig);
+    testing::WaitExit(child_.pid);
+    child_.pid = -1;
+    reader_.join();
+    close(child_.out_fd);
+  }
+  std::vector<std::string> lines() {
+    std::lock_guard<std::mutex> l(mu_);
+    return lines_;
+  }
+
+ private:
+  testing::Child child_;
+  std::thread reader_;
+  std::mutex mu_;
+  bool ready_ = false;
+  std::vector<std::string> lines_;
+};
+
+struct Row {
+  std::string name;
+  size_t acked = 0, lost = 0, unknown = 0;
+  std::string failover, write_gap;
+  bool linearizable = false;
+};
+
+class ClusterFaultTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    SetMinLogLevel(LogLevel::kError);
+    auto etcd = testing::EtcdProcess::Start();
+    if (!etcd.ok()) {
+      skip_ = std::string(etcd.status().message());
+      return;
+    }
+    etcd_ = std::move(*etcd).release();
+  }
+  static void TearDownTestSuite() {
+    std::printf("\n%-34s %8s %6s %8s %10s %10s %s\n", "case", "acked", "lost", "unknown",
+                "failover", "write gap", "linearizable");
+    for (const Row& r : *rows_) {
+      std::printf("%-34s %8zu %6zu %8zu %10s %10s %s\n", r.name.c_str(), r.acked, r.lost, r.unknown,
+                  r.failover.c_str(), r.write_gap.c_str(), r.linearizable ? "yes" : "NO");
+    }
+    std::printf(
+        "(lease TTL %d s; failover: fault to a new live primary in the map; write gap: "
+        "the longest time without an acknowledged write, after the fault)\n",
+        kLeaseTtlSeconds);
+    delete etcd_;
+    etcd_ = nullptr;
+  }
+
+  void SetUp() override {
+    if (etcd_ == nullptr) GTEST_SKIP() << skip_;
+    cluster_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    auto map = cluster::EtcdClusterMap::Open(etcd_->endpoint(), cluster_);
+    ASSERT_TRUE(map.ok());
+    map_ = std::move(*map);
+  }
+  void TearDown() override {
+    load_.reset();
+    for (auto& [name, n] : nodes_) {
+      if (n->pid() > 0) {
+        kill(n->pid(), SIGCONT);
+        n->Kill();
+      }
+    }
+  }
+
+  void Init(int replicas) {
+    ASSERT_TRUE(map_->Create(replicas, *cluster::InitialShards(1, {})).ok());
+  }
+  void StartNode(const std::string& name) {
+    nodes_[name] = std::make_unique<testing::ServerProcess>(std::vector<std::string>{
+        "--etcd=" + etcd_->endpoint(), "--cluster=" + cluster_, "--node=" + name,
+        absl::StrCat("--lease_ttl_s=", kLeaseTtlSeconds), "--fault_signals"});
+    ASSERT_FALSE(nodes_[name]->address().empty()) << name << " did not start";
+  }
+  ClusterView View() {
+    absl::StatusOr<ClusterView> v = map_->Read();
+    return v.ok() ? *v : ClusterView{};
+  }
+  // Until `done(view)` holds, polling every 10 ms; false after `limit`.
+  bool WaitFor(const std::function<bool(const ClusterView&)>& done, absl::Duration limit) {
+    const absl::Time deadline = absl::Now() + limit;
+    while (absl::Now() < deadline) {
+      ClusterView v = View();
+      if (!v.shard_list.empty() && done(v)) return true;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return false;
+  }
+  bool WaitServing(int backups) {
+    return WaitFor(
+        [&](const ClusterView& v) {
+          const ShardInfo& s = v.shard_list[0];
+          return v.IsLive(s.primary) && static_cast<int>(s.backups.size()) >= backups &&
+                 s.joining.empty();
+        },
+        absl::Seconds(30));
+  }
+  std::string Primary() { return View().shard_list[0].primary; }
+
+  void StartLoad() {
+    load_ = std::make_unique<LoadProcess>(etcd_->endpoint(), cluster_, cluster_);
+    ASSERT_TRUE(load_->WaitReady(absl::Seconds(20)));
+  }
+  // Lets the load run until it logged `n` more lines (bounded).
+  void LoadFor(size_t n) {
+    const size_t target = load_->Lines() + n;
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (load_->Lines() < target && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  }
+  // Waits until the map names a live primary other than `old`; the time since `fault_ns`.
+  std::string WaitFailover(const std::string& old, int64_t fault_ns) {
+    const bool ok = WaitFor(
+        [&](const ClusterView& v) {
+          return v.shard_list[0].primary != old && v.IsLive(v.shard_list[0].primary);
+        },
+        absl::Seconds(6 * kLeaseTtlSeconds));
+    EXPECT_TRUE(ok) << "no new primary within " << 6 * kLeaseTtlSeconds << " s";
+    return ok ? absl::StrFormat("%.0f ms", (MonoNow() - fault_ns) / 1e6) : "none";
+  }
+
+  // Stops the load (unless it was killed), reads every acknowledged write back, checks the
+  // histories, and records the row.
+  void Verify(const std::string& name, int64_t fault_ns, std::string failover,
+              bool kill_load = false) {
+    load_->Stop(kill_load ? SIGKILL : SIGTERM);
+    std::vector<KvOp> history;
+    std::map<std::string, std::string> acked;
+    Row row;
+    row.name = name;
+    row.failover = std::move(failover);
+    std::vector<int64_t> acked_at;  // response times of acknowledged writes
+    for (const std::string& line : load_->lines()) {
+      std::vector<std::string> f = absl::StrSplit(line, ' ');
+      if (f.size() != 7) continue;  // a line cut by SIGKILL
+      KvOp op;
+      op.kind = f[0] == "P" ? KvOp::kPut : KvOp::kGet;
+      (void)absl::SimpleAtoi(f[1], &op.client);
+      op.key = f[2];
+      int64_t invoke = 0, response = 0;
+      (void)absl::SimpleAtoi(f[4], &invoke);
+      op.invoke_ns = invoke;
+      const bool known = f[5] != "-" && absl::SimpleAtoi(f[5], &response);
+      if (known) op.response_ns = response;
+      const std::string& code = f[6];
+      if (op.kind == KvOp::kPut) {
+        op.value = f[3];
+        if (code == "OK") {
+          acked[op.key] = f[3];
+          acked_at.push_back(response);
+        } else if (known) {
+          continue;  // refused: never applied
+        } else {
+          ++row.unknown;
+        }
+      } else {
+        if (code == "OK") {
+          op.value = f[3];
+        } else if (code == "NOT_FOUND") {
+          op.value = std::nullopt;
+        } else {
+          continue;  // a failed read observed nothing
+        }
+      }
+      history.push_back(std::move(op));
+    }
+    row.acked = acked.size();
+    // The longest stretch without an acknowledged write that ends after the fault: how long
+    // writes stopped.
+    std::sort(acked_at.begin(), acked_at.end());
+    int64_t gap = 0;
+    for (size_t i = 1; i < acked_at.size(); ++i) {
+      if (acked_at[i] > fault_ns) gap = std::max(gap, acked_at[i] - acked_at[i - 1]);
+    }
+    row.write_gap = fault_ns == 0 ? "-" : absl::StrFormat("%.0f ms", gap / 1e6);
+    // Read everything back through the SDK, as a client that starts now.
+    ClientOptions o;
+    o.etcd = etcd_->endpoint();
+    o.cluster = cluster_;
+    o.failover_timeout = absl::Seconds(30);
+    auto c = Client::Connect(o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    for (const auto& [key, value] : acked) {
+      KvOp op;
+      op.kind = KvOp::kGet;
+      op.key = key;
+      op.client = 1000;
+      op.invoke_ns = MonoNow();
+      absl::StatusOr<std::string> got = (*c)->Get(key);
+      op.response_ns = MonoNow();
+      if (got.ok()) {
+        op.value = *got;
+      } else if (got.status().code() == absl::StatusCode::kNotFound) {
+        op.value = std::nullopt;
+      } else {
+        ADD_FAILURE() << "read back " << key << ": " << got.status();
+        continue;
+      }
+      if (op.value != value) {
+        ++row.lost;
+        ADD_FAILURE() << "acknowledged write lost: " << key << " = " << value << ", read "
+                      << op.value.value_or("(absent)");
+      }
+      history.push_back(std::move(op));
+    }
+    absl::Status lin = testing::CheckLinearizable(history);
+    row.linearizable = lin.ok();
+    EXPECT_TRUE(lin.ok()) << lin;
+    EXPECT_EQ(row.lost, 0u);
+    EXPECT_GT(row.acked, 0u);
+    rows_->push_back(row);
+  }
+
+  static inline testing::EtcdProcess* etcd_ = nullptr;
+  static inline std::string skip_;
+  static inline std::vector<Row>* rows_ = new std::vector<Row>();
+  std::string cluster_;
+  std::unique_ptr<cluster::EtcdClusterMap> map_;
+  std::map<std::string, std::unique_ptr<testing::ServerProcess>> nodes_;
+  std::unique_ptr<LoadProcess> load_;
+};
+
+TEST_F(ClusterFaultTest, KillBackup) {
+  Init(3);
+  for (const char* n : {"n1", "n2", "n3"}) StartNode(n);
+  ASSERT_TRUE(WaitServing(2));
+  StartLoad();
+  LoadFor(500);
+  const std::string backup = View().shard_list[0].backups[0];
+  const int64_t fault = MonoNow();
+  nodes_[backup]->Kill();
+  // The primary drops the dead backup once its lease expired; writes wait for that.
+  ASSERT_TRUE(WaitFor([&](const ClusterView& v) { return !v.shard_list[0].HasReplica(backup); },
+                      absl::Seconds(6 * kLeaseTtlSeconds)));
+  const std::string dropped = absl::StrFormat("%.0f ms", (MonoNow() - fault) / 1e6);
+  LoadFor(500);
+  Verify("SIGKILL backup (dropped from group)", fault, dropped);
+}
+
+TEST_F(ClusterFaultTest, KillPrimary) {
+  Init(3);
+  for (const char* n : {"n1", "n2", "n3"}) StartNode(n);
+  ASSERT_TRUE(WaitServing(2));
+  StartLoad();
+  LoadFor(500);
+  const std::string primary = Primary();
+  const int64_t fault = MonoNow();
+  nodes_[primary]->Kill();
+  const std::string failover = WaitFailover(primary, fault);
+  LoadFor(500);
+  Verify("SIGKILL primary", fault, failover);
+}
+
+TEST_F(ClusterFaultTest, KillClientInTheMiddleOfPuts) {
+  Init(3);
+  for (const char* n : {"n1", "n2", "n3"}) StartNode(n);
+  ASSERT_TRUE(WaitServing(2));
+  StartLoad();
+  LoadFor(800);
+  Verify("SIGKILL client", 0, "-", /*kill_load=*/true);
+  // The servers carry on: a new client writes and reads.
+  StartLoad();
+  LoadFor(200);
+  Verify("  (a new client after it)", 0, "-");
+}
+
+TEST_F(ClusterFaultTest, PausedPrimaryNeitherAcknowledgesNorServesStaleReads) {
+  Init(3);
+  for (const char* n : {"n1", "n2", "n3"}) StartNode(n);
+  ASSERT_TRUE(WaitServing(2));
+  StartLoad();
+  LoadFor(500);
+  const std::string primary = Primary();
+  const std::string old_address = nodes_[primary]->address();
+  const int64_t fault = MonoNow();
+  kill(nodes_[primary]->pid(), SIGSTOP);
+  const std::string failover = WaitFailover(primary, fault);
+  // A write the successor acknowledged, which the paused node never saw.
+  ClientOptions co;
+  co.etcd = etcd_->endpoint();
+  co.cluster = cluster_;
+  auto cluster_client = Client::Connect(co);
+  ASSERT_TRUE(cluster_client.ok());
+  ASSERT_TRUE((*cluster_client)->Put("after-failover", "new").ok());
+  // Talk to the paused node directly (as a client with a stale map would) right after it
+  // resumes: it must not acknowledge a write nor answer the read with its stale state.
+  ClientOptions direct;
+  direct.server = old_address;
+  direct.timeout = absl::Seconds(3);
+  direct.max_retries = 0;
+  std::atomic<bool> probe_done{false};
+  absl::Status put_probe, get_probe;
+  std::thread probe([&] {
+    auto c = Client::Connect(direct);  // waits while the node is stopped
+    if (!c.ok()) {
+      put_probe = get_probe = c.status();
+    } else {
+      put_probe = (*c)->Put("probe", "x");
+      get_probe = (*c)->Get("after-failover").status();
+    }
+    probe_done = true;
+  });
+  absl::SleepFor(absl::Milliseconds(200));
+  kill(nodes_[primary]->pid(), SIGCONT);
+  probe.join();
+  EXPECT_FALSE(put_probe.ok()) << "the deposed primary acknowledged a write";
+  EXPECT_FALSE(get_probe.ok()) << "the deposed primary served a read (stale: NOT_FOUND)";
+  EXPECT_NE(get_probe.code(), absl::StatusCode::kNotFound) << "stale read: " << get_probe;
+  EXPECT_EQ((*cluster_client)->Get("probe").status().code(), absl::StatusCode::kNotFound);
+  LoadFor(500);
+  Verify("SIGSTOP primary > TTL, SIGCONT", fault, failover);
+}
+
+TEST_F(ClusterFaultTest, NetworkCutIsolatesThePrimaryThenHeals) {
+  Init(3);
+  for (const char* n : {"n1", "n2", "n3"}) StartNode(n);
+  ASSERT_TRUE(WaitServing(2));
+  StartLoad();
+  LoadFor(500);
+  const std::string primary = Primary();
+  const int64_t fault = MonoNow();
+  kill(nodes_[primary]->pid(), SIGUSR1);  // cut off from etcd and the other nodes
+  const std::string failover = WaitFailover(primary, fault);
+  LoadFor(300);
+  kill(nodes_[primary]->pid(), SIGUSR2);  // heal: it must step down and rejoin
+  ASSERT_TRUE(WaitServing(2));
+  EXPECT_NE(Primary(), primary);
+  LoadFor(300);
+  Verify("network cut of primary, healed", fault, failover);
+}
+
+TEST_F(ClusterFaultTest, EtcdStoppedAndRestartedUnderLoad) {
+  Init(3);
+  for (const char* n : {"n1", "n2", "n3"}) StartNode(n);
+  ASSERT_TRUE(WaitServing(2));
+  const ShardInfo before = View().shard_list[0];
+  StartLoad();
+  LoadFor(500);
+  const int64_t fault = MonoNow();
+  etcd_->Stop();
+  // Longer than the lease TTL: nodes can renew nothing, yet the data path goes on.
+  const size_t lines_before = load_->Lines();
+  absl::SleepFor(absl::Seconds(kLeaseTtlSeconds + 1));
+  const size_t during = load_->Lines() - lines_before;
+  ASSERT_TRUE(etcd_->Restart().ok()) << etcd_->LogTail();
+  LoadFor(300);
+  const ShardInfo after = View().shard_list[0];
+  EXPECT_GT(during, 50u) << "the cluster stopped serving while etcd was down";
+  // No split brain: nobody took over, the primary and epoch are unchanged.
+  EXPECT_EQ(after.primary, before.primary);
+  EXPECT_EQ(after.epoch, before.epoch);
+  Verify(absl::StrCat("etcd down ", kLeaseTtlSeconds + 1, " s, restarted (", during, " ops)"),
+         fault, "none");
+}
+
+TEST_F(ClusterFaultTest, TwoFailuresInARowWithThreeReplicas) {
+  Init(3);
+  for (const char* n : {"n1", "n2", "n3"}) StartNode(n);
+  ASSERT_TRUE(WaitServing(2));
+  StartLoad();
+  LoadFor(500);
+  const std::string first = Primary();
+  const int64_t fault = MonoNow();
+  nodes_[first]->Kill();
+  const std::string failover1 = WaitFailover(first, fault);
+  // The successor re-replicates to the third node before the second failure.
+  ASSERT_TRUE(WaitServing(1));
+  LoadFor(300);
+  const std::string second = Primary();
+  const int64_t fault2 = MonoNow();
+  nodes_[second]->Kill();
+  const std::string failover2 = WaitFailover(second, fault2);
+  LoadFor(300);
+  Verify("SIGKILL primary, then its successor", fault2, absl::StrCat(failover1, " + ", failover2));
+}
+
+}  // namespace
+}  // namespace unloadkv
