@@ -73,6 +73,11 @@ void ClusterNode::Stop() {
   if (lease_.load() != 0) (void)map_->RevokeLease(lease_.load());
 }
 
+void ClusterNode::NoteMapError() {
+  counters_.map_errors.fetch_add(1);
+  if (options_.metrics != nullptr) options_.metrics->AddMapErrors(1);
+}
+
 void ClusterNode::Signal() {
   {
     std::lock_guard<std::mutex> l(wake_mu_);
@@ -121,7 +126,7 @@ void ClusterNode::KeepLease() {
       Signal();
     } else {
       // etcd unreachable: keep trying; reads fall back to barriers once validity lapses.
-      counters_.map_errors.fetch_add(1);
+      NoteMapError();
     }
   }
 }
@@ -138,7 +143,7 @@ void ClusterNode::Control() {
     for (const std::shared_ptr<ShardReplica>& r : shards_->All()) r->Tick();
     absl::StatusOr<cluster::ClusterView> view = map_->Read();
     if (!view.ok()) {
-      counters_.map_errors.fetch_add(1);
+      NoteMapError();
       continue;  // keep serving with what this node has
     }
     if (!lease_lost_.load()) Reconcile(*view);
@@ -150,7 +155,7 @@ bool ClusterNode::Update(const cluster::ShardInfo& next, const std::vector<std::
   absl::StatusOr<int64_t> rev = map_->UpdateShard(next, absent);
   if (!rev.ok()) {
     if (rev.status().code() != absl::StatusCode::kFailedPrecondition) {
-      counters_.map_errors.fetch_add(1);
+      NoteMapError();
     }
     Log(LogLevel::kInfo, absl::StrCat("cluster: shard ", next.id, ": ", what,
                                       " not applied: ", rev.status().message()));
@@ -239,6 +244,7 @@ void ClusterNode::MaybeTakeOver(const cluster::ClusterView& view, const cluster:
     local->SetRange(s.start, s.end);
     local->BecomePrimary(next.epoch);
     counters_.failovers.fetch_add(1);
+    if (options_.metrics != nullptr) options_.metrics->AddFailovers(1);
     primary_gone_since_.erase(s.id);
   }
 }
@@ -337,7 +343,8 @@ void ClusterNode::ServePrimary(const cluster::ClusterView& view, const cluster::
     const cluster::NodeInfo& info = view.nodes.at(j);
     absl::StatusOr<std::shared_ptr<ReplicaLink>> link =
         ReplicaLink::Open(engine_, options_.policy, j, info.rpc_address, options_.link_timeout,
-                          clock_, options_.network_cut);
+                          clock_, options_.network_cut,
+                          options_.metrics != nullptr ? options_.metrics->ForBackup(j) : nullptr);
     absl::Status st = link.status();
     if (st.ok()) {
       proto::AttachRequest req;
@@ -355,7 +362,8 @@ void ClusterNode::ServePrimary(const cluster::ClusterView& view, const cluster::
     }
     link_retry_after_.erase(j);
     Log(LogLevel::kInfo, absl::StrCat("cluster: shard ", s.id, ": transferring state to ", j));
-    local->AddLink(*std::move(link));
+    const uint64_t bytes = local->AddLink(*std::move(link));
+    if (options_.metrics != nullptr) options_.metrics->AddCatchupBytes(bytes);
   }
 }
 

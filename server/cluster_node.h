@@ -31,6 +31,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "server/cluster_metrics.h"
 #include "server/shard_table.h"
 #include "transport/base/clock.h"
 #include "transport/cluster/cluster_map.h"
@@ -50,6 +51,7 @@ class ClusterNode {
     uint64_t arena_bytes = 0;
     // Fault injection (nullable): while set, replication links send nothing.
     const std::atomic<bool>* network_cut = nullptr;
+    ClusterMetrics* metrics = nullptr;  // nullable; outlives the node
   };
   // Counters for metrics and tests.
   struct Counters {
@@ -90,6 +92,7 @@ class ClusterNode {
   bool Update(const cluster::ShardInfo& next, const std::vector<std::string>& absent,
               const std::string& what);
   void Signal();
+  void NoteMapError();
 
   cluster::ClusterMap* const map_;
   const Options options_;

@@ -1,5 +1,7 @@
 #include "server/kv_server.h"
 
+#include <set>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "proto/limits.h"
@@ -172,6 +174,8 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
     co.policy = options.policy;
     co.arena_bytes = options.arena_bytes;
     co.network_cut = options.network_cut;
+    s->cluster_metrics_ = std::make_unique<ClusterMetrics>(s->registry_);
+    co.metrics = s->cluster_metrics_.get();
     s->cluster_node_ = std::make_unique<ClusterNode>(map, co, s->shards_.get(), s->engine_.get(),
                                                      RealClock::Get());
     if (absl::Status st = s->cluster_node_->Start(); !st.ok()) {
@@ -232,6 +236,23 @@ void KvServer::Poll(absl::Duration wait) {
   server_metrics_->SetKeys(st.keys);
   server_metrics_->SetConnections(connections());
   server_metrics_->SetAdmission(admission_->pending_hellos(), admission_->half_open());
+  if (cluster_metrics_ != nullptr) {
+    cluster_metrics_->SetLeaseValid(cluster_node_->LeaseValid());
+    std::set<uint32_t> held;
+    for (const std::shared_ptr<ShardReplica>& r : shards_->All()) {
+      held.insert(r->id());
+      const ShardReplica::Role role = r->role();
+      cluster_metrics_->SetShard(r->id(),
+                                 role == ShardReplica::Role::kPrimary  ? "primary"
+                                 : role == ShardReplica::Role::kBackup ? "backup"
+                                                                       : "",
+                                 r->epoch());
+    }
+    for (uint32_t gone : metric_shards_) {
+      if (held.count(gone) == 0) cluster_metrics_->SetShard(gone, "", 0);
+    }
+    metric_shards_ = std::move(held);
+  }
 }
 
 void KvServer::Reap() {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -119,6 +120,8 @@ class KvServer {
   std::unique_ptr<Admission> admission_;
   std::string address_;
   std::unique_ptr<engine::MetricsEndpoint> metrics_;
+  std::unique_ptr<ClusterMetrics> cluster_metrics_;  // cluster mode
+  std::set<uint32_t> metric_shards_;                 // Poll's thread only
   std::unique_ptr<ClusterNode> cluster_node_;
 
   mutable Mutex mu_;

@@ -9,7 +9,7 @@ namespace unloadkv::server {
 absl::StatusOr<std::shared_ptr<ReplicaLink>> ReplicaLink::Open(
     engine::Engine* engine, const std::string& policy, const std::string& node,
     const std::string& address, absl::Duration timeout, const Clock* clock,
-    const std::atomic<bool>* cut) {
+    const std::atomic<bool>* cut, LinkMetrics* metrics) {
   auto p = engine::MakePolicy(policy);
   if (!p.ok()) return p.status();
   auto conn = engine->CreateConnection(std::move(*p));
@@ -18,6 +18,7 @@ absl::StatusOr<std::shared_ptr<ReplicaLink>> ReplicaLink::Open(
   link->node_ = node;
   link->address_ = address;
   link->cut_ = cut;
+  link->metrics_ = metrics;
   if (cut != nullptr && cut->load()) {
     return absl::UnavailableError(absl::StrCat("node ", node, ": network cut injected"));
   }
@@ -81,6 +82,9 @@ size_t ReplicaLink::queued() const {
 void ReplicaLink::Push(Item item) {
   MutexLock l(&mu_);
   queue_.push_back(std::move(item));
+  if (metrics_ != nullptr) {
+    metrics_->in_flight->Set(static_cast<double>(queue_.size() + outstanding_));
+  }
 }
 
 void ReplicaLink::Flush() {
@@ -119,6 +123,9 @@ void ReplicaLink::Send(Item item) {
       MutexLock l(&mu_);
       --outstanding_;
       if (!draining_ && !queue_.empty()) restart = draining_ = true;
+      if (metrics_ != nullptr) {
+        metrics_->in_flight->Set(static_cast<double>(queue_.size() + outstanding_));
+      }
     }
     if (restart) Drain();
   };
@@ -130,8 +137,12 @@ void ReplicaLink::Send(Item item) {
     for (const ValueWrite& w : item.writes) {
       engine::WriteOptions lazy;  // the REPLICATE answer confirms the write
       lazy.lazy_completion = true;
+      LinkMetrics* m = metrics_;
       failure = conn_->Write(
-          w.local, arena_addr_ + w.remote_offset, arena_rkey_, [](const engine::WriteResult&) {},
+          w.local, arena_addr_ + w.remote_offset, arena_rkey_,
+          [m](const engine::WriteResult& r) {
+            if (m != nullptr && r.ok()) m->writes[static_cast<int>(r.path)]->Increment();
+          },
           nullptr, lazy);
       if (!failure.ok()) break;
     }

@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/replication.pb.h"
+#include "server/cluster_metrics.h"
 #include "transport/base/clock.h"
 #include "transport/base/mutex.h"
 #include "transport/engine/engine.h"
@@ -53,7 +54,7 @@ class ReplicaLink {
   static absl::StatusOr<std::shared_ptr<ReplicaLink>> Open(
       engine::Engine* engine, const std::string& policy, const std::string& node,
       const std::string& address, absl::Duration timeout, const Clock* clock,
-      const std::atomic<bool>* cut = nullptr);
+      const std::atomic<bool>* cut = nullptr, LinkMetrics* metrics = nullptr);
   ~ReplicaLink();
 
   // Opens the shard on the backup (empty) and learns where its arena is. Blocks.
@@ -85,6 +86,7 @@ class ReplicaLink {
   // Fault injection: while set, nothing is sent (items wait in the queue), as if the network
   // to the backup were down.
   const std::atomic<bool>* cut_ = nullptr;
+  LinkMetrics* metrics_ = nullptr;  // nullable; outlives the link
   std::shared_ptr<engine::Connection> conn_;
   std::unique_ptr<rpc::RpcClient> rpc_;
   uint64_t arena_addr_ = 0;  // set by Attach, before any Enqueue

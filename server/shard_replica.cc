@@ -291,11 +291,12 @@ void ShardReplica::OnAck(const std::string& node, uint64_t seq, bool snapshot,
   for (auto& f : out) f();
 }
 
-void ShardReplica::AddLink(std::shared_ptr<ReplicaLink> link) {
+uint64_t ShardReplica::AddLink(std::shared_ptr<ReplicaLink> link) {
   const std::string node = link->node();
+  uint64_t bytes = 0;
   {
     MutexLock l(&mu_);
-    if (role_ != Role::kPrimary) return;
+    if (role_ != Role::kPrimary) return 0;
     std::weak_ptr<ShardReplica> self = weak_from_this();
     LinkState ls;
     ls.link = link;
@@ -314,6 +315,7 @@ void ShardReplica::AddLink(std::shared_ptr<ReplicaLink> link) {
            ++i) {
         const KvStore::Mutation& m = snapshot[i];
         key_bytes += m.key.size();
+        bytes += m.size;
         *item.request.add_records() = ToRecord(m, 0);
         if (m.size > 0) {
           item.writes.push_back(
@@ -338,6 +340,7 @@ void ShardReplica::AddLink(std::shared_ptr<ReplicaLink> link) {
     links_[node] = std::move(ls);
   }
   link->Flush();
+  return bytes;
 }
 
 bool ShardReplica::CaughtUp(const std::string& node) const {

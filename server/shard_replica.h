@@ -89,7 +89,8 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   // Adds a backup whose shard was just attached (ReplicaLink::Attach): sends it the committed
   // state (value writes + snapshot records), then the writes in flight; it votes on every
   // write submitted from now on.
-  void AddLink(std::shared_ptr<ReplicaLink> link);
+  // Returns the value bytes the state transfer sends.
+  uint64_t AddLink(std::shared_ptr<ReplicaLink> link);
   // The link acknowledged everything it was sent when added (state transfer done).
   bool CaughtUp(const std::string& node) const;
   // Stops sending to `node` and requiring its acknowledgments; commits what waited only on it.

@@ -1,0 +1,67 @@
+#include "server/cluster_metrics.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace unloadkv::server {
+
+ClusterMetrics::ClusterMetrics(std::shared_ptr<prometheus::Registry> registry) {
+  writes_ = &prometheus::BuildCounter()
+                 .Name("unloadkv_replication_value_writes_total")
+                 .Help("Value writes this primary made into a backup's arena, by engine path")
+                 .Register(*registry);
+  in_flight_ = &prometheus::BuildGauge()
+                    .Name("unloadkv_replication_records_in_flight")
+                    .Help("Replication requests queued or unanswered on the link to a backup")
+                    .Register(*registry);
+  epoch_ = &prometheus::BuildGauge()
+                .Name("unloadkv_shard_epoch")
+                .Help("Epoch of each shard this node holds a replica of")
+                .Register(*registry);
+  role_ = &prometheus::BuildGauge()
+               .Name("unloadkv_shard_role")
+               .Help("1 for the role this node holds in each shard (primary or backup)")
+               .Register(*registry);
+  catchup_bytes_ = &prometheus::BuildCounter()
+                        .Name("unloadkv_catchup_bytes_total")
+                        .Help("Value bytes this node sent to joining backups by state transfer")
+                        .Register(*registry)
+                        .Add({});
+  failovers_ = &prometheus::BuildCounter()
+                    .Name("unloadkv_failovers_total")
+                    .Help("Shards this node took over as primary from a failed primary")
+                    .Register(*registry)
+                    .Add({});
+  map_errors_ = &prometheus::BuildCounter()
+                     .Name("unloadkv_cluster_map_errors_total")
+                     .Help("Cluster map reads, keepalives and transactions that failed")
+                     .Register(*registry)
+                     .Add({});
+  lease_valid_ = &prometheus::BuildGauge()
+                      .Name("unloadkv_lease_valid")
+                      .Help("1 while this node's lease allows serving reads without a barrier")
+                      .Register(*registry)
+                      .Add({});
+}
+
+LinkMetrics* ClusterMetrics::ForBackup(const std::string& node) {
+  MutexLock l(&mu_);
+  std::unique_ptr<LinkMetrics>& m = links_[node];
+  if (m == nullptr) {
+    m = std::make_unique<LinkMetrics>();
+    m->writes[static_cast<int>(engine::Path::kOffload)] =
+        &writes_->Add({{"backup", node}, {"path", "offload"}});
+    m->writes[static_cast<int>(engine::Path::kUnload)] =
+        &writes_->Add({{"backup", node}, {"path", "unload"}});
+    m->in_flight = &in_flight_->Add({{"backup", node}});
+  }
+  return m.get();
+}
+
+void ClusterMetrics::SetShard(uint32_t shard, const std::string& role, uint64_t epoch) {
+  const std::string id = absl::StrCat(shard);
+  epoch_->Add({{"shard", id}}).Set(static_cast<double>(epoch));
+  role_->Add({{"shard", id}, {"role", "primary"}}).Set(role == "primary" ? 1 : 0);
+  role_->Add({{"shard", id}, {"role", "backup"}}).Set(role == "backup" ? 1 : 0);
+}
+
+}  // namespace unloadkv::server

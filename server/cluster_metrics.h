@@ -1,0 +1,65 @@
+// A cluster node's Prometheus metrics, next to ServerMetrics in one registry:
+//   unloadkv_replication_value_writes_total{backup,path}  value writes this primary made into
+//                                                          a backup's arena, by engine path
+//   unloadkv_replication_records_in_flight{backup}         replication requests queued or
+//                                                          unanswered on the link to a backup
+//   unloadkv_catchup_bytes_total                           value bytes sent by state transfer
+//   unloadkv_failovers_total                               shards this node took over
+//   unloadkv_shard_epoch{shard}                            epoch of each shard held here
+//   unloadkv_shard_role{shard,role}                        1 for the role held (primary, backup)
+//   unloadkv_lease_valid                                   1 while the node may serve reads
+//                                                          locally (docs/cluster.md)
+//   unloadkv_cluster_map_errors_total                      map reads/transactions that failed
+// Labels are node names and shard ids: bounded by the cluster's size.
+#ifndef UNLOADKV_SERVER_CLUSTER_METRICS_H_
+#define UNLOADKV_SERVER_CLUSTER_METRICS_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/registry.h"
+#include "transport/base/mutex.h"
+#include "transport/engine/path.h"
+
+namespace unloadkv::server {
+
+// The series of one backup link; the link updates them directly.
+struct LinkMetrics {
+  prometheus::Counter* writes[2] = {nullptr, nullptr};  // by engine::Path
+  prometheus::Gauge* in_flight = nullptr;
+};
+
+// Thread-safe.
+class ClusterMetrics {
+ public:
+  explicit ClusterMetrics(std::shared_ptr<prometheus::Registry> registry);
+
+  // The series of backup `node` (created on first use; they outlive every link).
+  LinkMetrics* ForBackup(const std::string& node);
+  void AddCatchupBytes(uint64_t bytes) { catchup_bytes_->Increment(static_cast<double>(bytes)); }
+  void AddFailovers(uint64_t n) { failovers_->Increment(static_cast<double>(n)); }
+  void AddMapErrors(uint64_t n) { map_errors_->Increment(static_cast<double>(n)); }
+  // `role`: "primary", "backup" or "" (not held: its series go to 0).
+  void SetShard(uint32_t shard, const std::string& role, uint64_t epoch);
+  void SetLeaseValid(bool valid) { lease_valid_->Set(valid ? 1 : 0); }
+
+ private:
+  Mutex mu_;
+  prometheus::Family<prometheus::Counter>* writes_;
+  prometheus::Family<prometheus::Gauge>* in_flight_;
+  prometheus::Family<prometheus::Gauge>* epoch_;
+  prometheus::Family<prometheus::Gauge>* role_;
+  prometheus::Counter* catchup_bytes_;
+  prometheus::Counter* failovers_;
+  prometheus::Counter* map_errors_;
+  prometheus::Gauge* lease_valid_;
+  std::map<std::string, std::unique_ptr<LinkMetrics>> links_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace unloadkv::server
+
+#endif  // UNLOADKV_SERVER_CLUSTER_METRICS_H_
