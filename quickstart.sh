@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # unloadkv quick start. Installs the Debian packages that are missing, then:
 #   ./quickstart.sh demo   builds kvserver and kvclient, runs a KV workload on embedded defaults
+#   ./quickstart.sh cluster  a local etcd and three kvservers: replication, SIGKILL of the
+#                            primary under load, failover, rejoin (docs/cluster.md)
 #   ./quickstart.sh test   builds and runs the whole test suite (what CI runs)
 # Idempotent; needs root or sudo for apt-get only when something is missing.
 set -euo pipefail
@@ -11,7 +13,7 @@ PACKAGES=(
   libabsl-dev libprotobuf-dev protobuf-compiler libgflags-dev libgtest-dev libgmock-dev
   prometheus-cpp-dev libibverbs-dev rdma-core libbenchmark-dev
   clang libclang-rt-14-dev gnuplot-nox redis-server libhiredis-dev
-  etcd-server libcurl4-openssl-dev
+  etcd-server libcurl4-openssl-dev curl
 )
 
 log() { printf '[quickstart %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -73,6 +75,87 @@ run_demo() {
   rm -f "$fifo"
 }
 
+# The cluster demo (docs/cluster.md): a local etcd and three kvservers on loopback, one shard
+# replicated three times; a load through the SDK; SIGKILL of the primary in the middle; the
+# map before and after; the killed node restarted, rejoining by state transfer; all stopped.
+ETCD_ADDR=127.0.0.1:12379
+ETCD_PEER=127.0.0.1:12380
+CLUSTER=demo
+run_cluster() {
+  log "building kvserver and kvclient (first build takes a few minutes)"
+  "${BAZEL[@]}" build -c opt //server:kvserver //client:kvclient
+  local bin dir etcd_pid i
+  bin=$(bazel info -c opt bazel-bin 2>/dev/null)
+  dir=$(mktemp -d)
+  declare -gA NODE_PID=()
+  stop_all() {
+    local p
+    for p in "${NODE_PID[@]}" ${LOAD_PID:-} ${etcd_pid:-}; do kill -KILL "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$dir"
+  }
+  trap stop_all EXIT
+  log "starting etcd on $ETCD_ADDR (data in $dir)"
+  etcd --name=demo --data-dir="$dir/etcd" --listen-client-urls="http://$ETCD_ADDR" \
+    --advertise-client-urls="http://$ETCD_ADDR" --listen-peer-urls="http://$ETCD_PEER" \
+    --initial-advertise-peer-urls="http://$ETCD_PEER" --initial-cluster="demo=http://$ETCD_PEER" \
+    >"$dir/etcd.log" 2>&1 &
+  etcd_pid=$!
+  for ((i = 0; i < 100; i++)); do
+    curl -s "http://$ETCD_ADDR/health" | grep -q true && break
+    sleep 0.1
+  done
+  curl -s "http://$ETCD_ADDR/health" | grep -q true || { tail "$dir/etcd.log"; log "etcd did not start"; exit 1; }
+  local kv=("$bin/client/kvclient" --etcd="$ETCD_ADDR" --cluster="$CLUSTER")
+  "${kv[@]}" cluster init --shards=1 --replicas=3
+  start_node() {  # name index
+    "$bin/server/kvserver" --etcd="$ETCD_ADDR" --cluster="$CLUSTER" --node="$1" \
+      --listen="127.0.0.1:$((7100 + $2))" --metrics="127.0.0.1:$((9200 + $2))" \
+      --arena_bytes=$((64 << 20)) >"$dir/$1.log" 2>&1 &
+    NODE_PID[$1]=$!
+  }
+  log "starting three kvservers (n1 n2 n3): the first claims the shard, the others join it"
+  for i in 1 2 3; do start_node "n$i" "$i"; done
+  wait_serving() {  # until every replica is in place (state serving), at most 30 s
+    local j status
+    for ((j = 0; j < 300; j++)); do
+      status=$("${kv[@]}" cluster status --json 2>/dev/null || true)
+      [[ $status == *'"state":"serving"'* && $status == *'"joining":[]'* ]] && return 0
+      sleep 0.1
+    done
+    return 1
+  }
+  wait_serving || { "${kv[@]}" cluster status; log "the cluster did not form"; exit 1; }
+  log "cluster status:"
+  "${kv[@]}" cluster status
+  log "a load through the SDK (routed by the map): 50% GET, 50% PUT of 1 KiB values"
+  "${kv[@]}" load --ops=150000 --in_flight=16 --keys=20000 --value_size=1024 &
+  LOAD_PID=$!
+  sleep 3
+  local primary
+  primary=$("${kv[@]}" cluster status --json | grep -o '"primary":"[^"]*"' | head -1 | cut -d'"' -f4)
+  log "SIGKILL of the primary, $primary (pid ${NODE_PID[$primary]}): its lease expires, a backup takes over"
+  kill -KILL "${NODE_PID[$primary]}"
+  wait "${NODE_PID[$primary]}" 2>/dev/null || true
+  unset "NODE_PID[$primary]"
+  wait "$LOAD_PID" || log "the load reported failures (see above)"
+  LOAD_PID=
+  log "cluster status after the failover:"
+  "${kv[@]}" cluster status
+  log "restarting $primary: it rejoins as a backup by state transfer"
+  start_node "$primary" "${primary#n}"
+  wait_serving || log "$primary did not rejoin within 30 s"
+  "${kv[@]}" cluster status
+  log "replication and failover counters from the new primary's /metrics:"
+  primary=$("${kv[@]}" cluster status --json | grep -o '"primary":"[^"]*"' | head -1 | cut -d'"' -f4)
+  curl -s "http://127.0.0.1:$((9200 + ${primary#n}))/metrics" |
+    grep -E '^unloadkv_(replication_value_writes_total|catchup_bytes_total|failovers_total|shard_epoch)' || true
+  log "stopping the kvservers (SIGTERM) and etcd"
+  for i in "${!NODE_PID[@]}"; do kill -TERM "${NODE_PID[$i]}"; done
+  for i in "${!NODE_PID[@]}"; do wait "${NODE_PID[$i]}" 2>/dev/null || true; done
+  NODE_PID=()
+}
+
 # Runs `bazel test` with the given flags; appends PASSED/FAILED target counts to the totals.
 PASSED=0
 FAILED=0
@@ -128,6 +211,7 @@ run_tests() {
 
 case "${1:-}" in
   demo) install_missing; run_demo ;;
+  cluster) install_missing; run_cluster ;;
   test) install_missing; run_tests ;;
-  *) echo "usage: $0 demo|test" >&2; exit 2 ;;
+  *) echo "usage: $0 demo|cluster|test" >&2; exit 2 ;;
 esac
