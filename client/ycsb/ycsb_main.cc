@@ -3,7 +3,8 @@
 //   ycsb run  redis    -P client/ycsb/workloads/workloada -p redis.port=6379 -target 5000
 // Binding properties: unloadkv.server (127.0.0.1:7070), unloadkv.transport (soft),
 // unloadkv.policy (adaptive), unloadkv.caller_progress (true: each client thread drives its own
-// connection); redis.host (127.0.0.1), redis.port (6379).
+// connection); unloadkv.etcd and unloadkv.cluster (a cluster, docs/cluster.md: keys are routed by
+// the map instead of going to unloadkv.server); redis.host (127.0.0.1), redis.port (6379).
 // Other properties: threadcount, target, status.interval (s, default 10),
 // hdrhistogram.percentiles (default 95,99), plus the core workload's (docs/ycsb.md).
 // Exit status: 0 when every operation returned OK (NOT_FOUND included), 1 on errors, 2 on
@@ -69,6 +70,11 @@ absl::StatusOr<DbFactory> MakeDbFactory(const std::string& binding, const Proper
     auto caller = props.GetBool("unloadkv.caller_progress", true);
     if (!caller.ok()) return caller.status();
     co.caller_progress = *caller;
+    co.etcd = props.GetString("unloadkv.etcd", "");
+    co.cluster = props.GetString("unloadkv.cluster", "");
+    if (co.etcd.empty() != co.cluster.empty()) {
+      return absl::InvalidArgumentError("a cluster needs both unloadkv.etcd and unloadkv.cluster");
+    }
     return DbFactory([co] { return UnloadkvDb::Connect(co); });
   }
   const std::string addr = absl::StrCat(props.GetString("redis.host", "127.0.0.1"), ":",
