@@ -85,7 +85,7 @@ ClusterRouter::~ClusterRouter() {
   tasks_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   // Operations still waiting for a retry fail now.
-  for (auto& t : tasks_) t();
+  for (auto& t : tasks_) t(true);
   std::lock_guard<std::mutex> l(mu_);
   conns_.clear();
 }
@@ -162,7 +162,7 @@ std::shared_ptr<Client::Impl> ClusterRouter::ConnectionFor(absl::string_view key
   return conn;
 }
 
-void ClusterRouter::Post(std::function<void()> task) {
+void ClusterRouter::Post(std::function<void(bool)> task) {
   {
     std::lock_guard<std::mutex> l(tasks_mu_);
     if (!stop_) {
@@ -171,7 +171,7 @@ void ClusterRouter::Post(std::function<void()> task) {
       return;
     }
   }
-  task();  // shutting down: run (and fail) on the caller's thread
+  task(true);  // closing: fail on the caller's thread
 }
 
 void ClusterRouter::Background() {
@@ -179,10 +179,10 @@ void ClusterRouter::Background() {
   while (true) {
     tasks_cv_.wait(l, [this] { return stop_ || !tasks_.empty(); });
     if (stop_) return;
-    std::function<void()> task = std::move(tasks_.front());
+    std::function<void(bool)> task = std::move(tasks_.front());
     tasks_.pop_front();
     l.unlock();
-    task();
+    task(false);
     l.lock();
   }
 }
@@ -214,7 +214,10 @@ void ClusterRouter::Attempt(std::shared_ptr<Op> op, bool may_block) {
     // block, so the router's thread does it.
     if (!stale_.load()) conn = OpenConnectionFor(op->key, &shard);
     if (conn == nullptr) {
-      Post([this, op] { Attempt(op, true); });
+      Post([this, op](bool closing) {
+        if (closing) return op->fail(absl::CancelledError("client closing"));
+        Attempt(op, true);
+      });
       return;
     }
   }
@@ -231,15 +234,10 @@ void ClusterRouter::Retry(std::shared_ptr<Op> op, absl::Status why) {
                      " (", op->attempts, " attempts); last: ", why.message())));
   }
   const absl::Time due = absl::Now() + Backoff(op->attempts);
-  Post([this, op, due] {
+  Post([this, op, due](bool closing) {
+    if (closing) return op->fail(absl::CancelledError("client closing"));
     // Waiting here holds up the router's queue only by the backoff (at most 500 ms).
     absl::SleepFor(due - absl::Now());
-    bool stopping;
-    {
-      std::lock_guard<std::mutex> l(tasks_mu_);
-      stopping = stop_;
-    }
-    if (stopping) return op->fail(absl::CancelledError("client closing"));
     Attempt(op, true);
   });
 }

@@ -68,7 +68,9 @@ class ClusterRouter {
   void Attempt(std::shared_ptr<Op> op, bool may_block);
   void Retry(std::shared_ptr<Op> op, absl::Status why);
   void Background();
-  void Post(std::function<void()> task);
+  // Runs `task(false)` on the router's thread, or `task(true)` (fail, do not block) when the
+  // router is closing.
+  void Post(std::function<void(bool closing)> task);
   void Finished();
   template <typename T, typename Start>
   T Await(Start start);
@@ -86,8 +88,8 @@ class ClusterRouter {
 
   std::mutex tasks_mu_;
   std::condition_variable tasks_cv_;
-  std::deque<std::function<void()>> tasks_;  // guarded by tasks_mu_
-  bool stop_ = false;                        // guarded by tasks_mu_
+  std::deque<std::function<void(bool)>> tasks_;  // guarded by tasks_mu_
+  bool stop_ = false;                            // guarded by tasks_mu_
   std::thread thread_;
 
   std::atomic<int> in_flight_{0};

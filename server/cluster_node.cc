@@ -1,6 +1,7 @@
 #include "server/cluster_node.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -57,8 +58,10 @@ absl::Status ClusterNode::Start() {
     return w.status();
   }
   watch_ = std::move(*w);
-  lease_thread_ = std::thread([this] { KeepLease(); });
-  control_thread_ = std::thread([this] { Control(); });
+  if (options_.run_threads) {
+    lease_thread_ = std::thread([this] { KeepLease(); });
+    control_thread_ = std::thread([this] { Control(); });
+  }
   return absl::OkStatus();
 }
 
@@ -94,40 +97,43 @@ void ClusterNode::KeepLease() {
       wake_cv_.wait_for(l, absl::ToChronoMilliseconds(period), [this] { return stop_.load(); });
     }
     if (stop_.load()) return;
-    if (lease_lost_.load()) {
-      if (absl::Status st = Register(); st.ok()) {
-        Log(LogLevel::kInfo, absl::StrCat("cluster: node ", name(), " registered again"));
-        lease_lost_.store(false);
-        Signal();
-      } else {
-        Log(LogLevel::kWarning, absl::StrCat("cluster: registering again: ", st.ToString()));
-      }
-      continue;
-    }
-    const absl::Time sent = clock_->Now();
-    absl::StatusOr<absl::Duration> ttl = map_->KeepAlive(lease_.load());
-    if (ttl.ok()) {
-      valid_until_ns_.store(absl::ToUnixNanos(sent + options_.lease_ttl * 4 / 5));
-    } else if (ttl.status().code() == absl::StatusCode::kNotFound) {
-      // Expired: to the cluster this incarnation is gone and backups may have taken over. Keep
-      // only the shards nobody else could have taken (no backups); the rest are dropped.
-      valid_until_ns_.store(0);
-      lease_lost_.store(true);
-      counters_.leases_lost.fetch_add(1);
-      Log(LogLevel::kWarning, absl::StrCat("cluster: node ", name(),
-                                           " lost its lease (paused or cut off for longer "
-                                           "than ",
-                                           absl::FormatDuration(options_.lease_ttl),
-                                           "); dropping replicated shards, registering again"));
-      for (const std::shared_ptr<ShardReplica>& r : shards_->All()) {
-        if (r->role() == ShardReplica::Role::kPrimary && r->LinkNodes().empty()) continue;
-        shards_->Remove(r->id(), "lease lost");
-      }
+    LeaseTick();
+  }
+}
+
+void ClusterNode::LeaseTick() {
+  if (lease_lost_.load()) {
+    if (absl::Status st = Register(); st.ok()) {
+      Log(LogLevel::kInfo, absl::StrCat("cluster: node ", name(), " registered again"));
+      lease_lost_.store(false);
       Signal();
     } else {
-      // etcd unreachable: keep trying; reads fall back to barriers once validity lapses.
-      NoteMapError();
+      Log(LogLevel::kWarning, absl::StrCat("cluster: registering again: ", st.ToString()));
     }
+    return;
+  }
+  const absl::Time sent = clock_->Now();
+  absl::StatusOr<absl::Duration> ttl = map_->KeepAlive(lease_.load());
+  if (ttl.ok()) {
+    valid_until_ns_.store(absl::ToUnixNanos(sent + options_.lease_ttl * 4 / 5));
+  } else if (ttl.status().code() == absl::StatusCode::kNotFound) {
+    // Expired: to the cluster this incarnation is gone and backups may have taken over. Keep
+    // only the shards nobody else could have taken (no backups); the rest are dropped.
+    valid_until_ns_.store(0);
+    lease_lost_.store(true);
+    counters_.leases_lost.fetch_add(1);
+    Log(LogLevel::kWarning, absl::StrCat("cluster: node ", name(),
+                                         " lost its lease (paused or cut off for longer than ",
+                                         absl::FormatDuration(options_.lease_ttl),
+                                         "); dropping replicated shards, registering again"));
+    for (const std::shared_ptr<ShardReplica>& r : shards_->All()) {
+      if (r->role() == ShardReplica::Role::kPrimary && r->LinkNodes().empty()) continue;
+      shards_->Remove(r->id(), "lease lost");
+    }
+    Signal();
+  } else {
+    // etcd unreachable: keep trying; reads fall back to barriers once validity lapses.
+    NoteMapError();
   }
 }
 
@@ -140,14 +146,23 @@ void ClusterNode::Control() {
       changed_ = false;
     }
     if (stop_.load()) return;
-    for (const std::shared_ptr<ShardReplica>& r : shards_->All()) r->Tick();
-    absl::StatusOr<cluster::ClusterView> view = map_->Read();
-    if (!view.ok()) {
-      NoteMapError();
-      continue;  // keep serving with what this node has
-    }
-    if (!lease_lost_.load()) Reconcile(*view);
+    ControlTick();
   }
+}
+
+void ClusterNode::ControlTick() {
+  for (const std::shared_ptr<ShardReplica>& r : shards_->All()) r->Tick();
+  absl::StatusOr<cluster::ClusterView> view = map_->Read();
+  if (!view.ok()) {
+    NoteMapError();
+    return;  // keep serving with what this node has
+  }
+  if (!lease_lost_.load()) Reconcile(*view);
+}
+
+bool ClusterNode::TakeChanged() {
+  std::lock_guard<std::mutex> l(wake_mu_);
+  return std::exchange(changed_, false);
 }
 
 bool ClusterNode::Update(const cluster::ShardInfo& next, const std::vector<std::string>& absent,

@@ -18,7 +18,10 @@
 // TTL less a margin for clock drift. A successor can take over only after etcd expired the
 // lease, which is later than that (docs/cluster.md, "Timing assumption").
 //
-// Thread-safety: Start and Stop from one thread; LeaseValid from any thread.
+// Thread-safety: Start and Stop from one thread; LeaseValid from any thread; LeaseTick and
+// ControlTick each from one thread at a time (the node's own threads unless run_threads is
+// false). Time comes from the injected clock; what still blocks in a tick: map calls (etcd:
+// 2 s timeout) and opening a replication link (the TCP bootstrap exchange, 2 s timeout).
 #ifndef UNLOADKV_SERVER_CLUSTER_NODE_H_
 #define UNLOADKV_SERVER_CLUSTER_NODE_H_
 
@@ -52,6 +55,9 @@ class ClusterNode {
     // Fault injection (nullable): while set, replication links send nothing.
     const std::atomic<bool>* network_cut = nullptr;
     ClusterMetrics* metrics = nullptr;  // nullable; outlives the node
+    // false: Start spawns no threads; the owner calls LeaseTick every lease_ttl / 3 and
+    // ControlTick every `tick` or when TakeChanged() (a simulation drives them in virtual time).
+    bool run_threads = true;
   };
   // Counters for metrics and tests.
   struct Counters {
@@ -73,6 +79,12 @@ class ClusterNode {
   void Stop();
 
   bool LeaseValid() const;
+  // One step of the lease thread: a keepalive, or registering again after the lease was lost.
+  void LeaseTick();
+  // One step of the control thread: link deadlines, a read of the map, reconciliation.
+  void ControlTick();
+  // Whether the map changed (a watch event) since the last call.
+  bool TakeChanged();
   const Counters& counters() const { return counters_; }
   const std::string& name() const { return options_.self.name; }
 

@@ -48,12 +48,13 @@ absl::StatusOr<std::shared_ptr<ReplicaLink>> ReplicaLink::Open(
 }
 
 ReplicaLink::~ReplicaLink() {
-  rpc_.reset();  // fails what is outstanding with CANCELLED
   std::deque<Item> left;
   {
     MutexLock l(&mu_);
     left.swap(queue_);
+    draining_ = true;  // nothing is sent from here on (see Flush and Send's completion)
   }
+  rpc_.reset();  // fails what is outstanding with CANCELLED
   for (Item& it : left) it.done(absl::CancelledError("replica link closed"));
 }
 

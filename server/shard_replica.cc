@@ -84,7 +84,9 @@ ShardReplica::~ShardReplica() {
 }
 
 void ShardReplica::Retire(std::map<std::string, LinkState>* links) {
-  for (auto& [node, ls] : *links) reaper_->Release(std::move(ls.link));
+  if (reaper_ != nullptr) {
+    for (auto& [node, ls] : *links) reaper_->Release(std::move(ls.link));
+  }
   links->clear();
 }
 
@@ -362,7 +364,7 @@ void ShardReplica::RemoveLink(const std::string& node) {
     links_.erase(it);
     if (role_ == Role::kPrimary) CommitReady(&out);
   }
-  reaper_->Release(std::move(closed));
+  if (reaper_ != nullptr) reaper_->Release(std::move(closed));
   for (auto& f : out) f();
 }
 

@@ -1,0 +1,120 @@
+// A shard replica's refusals as a backup (every one changes nothing), its fence, and its
+// commit rule as a primary without links.
+#include "server/shard_replica.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "transport/backends/open_device.h"
+
+namespace unloadkv::server {
+namespace {
+
+class ShardReplicaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    device_ = std::move(*backends::OpenDevice(backends::DeviceSpec()));
+    engine_ = std::move(*engine::Engine::Create(device_.get(), engine::EngineOptions()));
+    auto r = ShardReplica::Create(engine_.get(), 7, 4 << 20, false, &reaper_,
+                                  [this](uint64_t peer) { closed_.push_back(peer); });
+    ASSERT_TRUE(r.ok()) << r.status();
+    replica_ = *r;
+  }
+  void TearDown() override {
+    replica_.reset();
+    reaper_.Drain();
+  }
+
+  proto::AttachRequest AttachAt(uint64_t epoch) {
+    proto::AttachRequest a;
+    a.set_shard(7);
+    a.set_epoch(epoch);
+    a.set_primary("p");
+    a.set_arena_bytes(4 << 20);
+    return a;
+  }
+  static proto::ReplicateRequest Put(uint64_t epoch, uint64_t seq, const std::string& key,
+                                     uint64_t offset) {
+    proto::ReplicateRequest r;
+    r.set_shard(7);
+    r.set_epoch(epoch);
+    proto::ReplicationRecord* rec = r.add_records();
+    rec->set_op(proto::ReplicationRecord::PUT);
+    rec->set_seq(seq);
+    rec->set_key(key);
+    rec->set_offset(offset);
+    rec->set_capacity(64);
+    rec->set_size(10);
+    rec->set_version(seq);
+    return r;
+  }
+
+  Reaper reaper_;
+  std::unique_ptr<rnic::Device> device_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::shared_ptr<ShardReplica> replica_;
+  std::vector<uint64_t> closed_;
+};
+
+TEST_F(ShardReplicaTest, ABackupAppliesOnlyItsPrimarysRecordsInSequence) {
+  proto::AttachRequest wrong_size = AttachAt(3);
+  wrong_size.set_arena_bytes(8 << 20);
+  EXPECT_EQ(replica_->Attach(wrong_size, 11).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(replica_->Attach(AttachAt(3), 11).ok());
+  ASSERT_TRUE(replica_->Apply(Put(3, 1, "a", 0), 11).ok());
+  // Another connection, a gap, a record repeated, a slot already in use: refused.
+  EXPECT_EQ(replica_->Apply(Put(3, 2, "b", 64), 12).status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(replica_->Apply(Put(3, 3, "b", 64), 11).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(replica_->Apply(Put(3, 1, "b", 64), 11).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(replica_->Apply(Put(3, 2, "b", 0), 11).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(replica_->store().stats().keys, 1u);
+  // The next record in sequence still applies: refusals changed nothing.
+  absl::StatusOr<proto::ReplicateResponse> ok = replica_->Apply(Put(3, 2, "b", 64), 11);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->applied_seq(), 2u);
+  EXPECT_EQ(replica_->store().stats().keys, 2u);
+}
+
+TEST_F(ShardReplicaTest, TheFenceRefusesOlderEpochsAndClosesTheOldPrimarysConnection) {
+  ASSERT_TRUE(replica_->Attach(AttachAt(3), 11).ok());
+  ASSERT_TRUE(replica_->Apply(Put(3, 1, "a", 0), 11).ok());
+  replica_->RaiseFence(4);
+  EXPECT_EQ(closed_, std::vector<uint64_t>{11});
+  EXPECT_EQ(replica_->Apply(Put(3, 2, "b", 64), 11).status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(replica_->Attach(AttachAt(3), 12).status().code(), absl::StatusCode::kAborted);
+  replica_->RaiseFence(2);  // never lowers
+  EXPECT_EQ(replica_->fence(), 4u);
+  // A primary of the new epoch attaches it afresh.
+  ASSERT_TRUE(replica_->Attach(AttachAt(4), 13).ok());
+  EXPECT_EQ(replica_->store().stats().keys, 0u);
+  EXPECT_TRUE(replica_->Apply(Put(4, 1, "c", 0), 13).ok());
+}
+
+TEST_F(ShardReplicaTest, APrimaryWithoutBackupsCommitsAtOnceAndABackupRefusesWrites) {
+  auto grant = replica_->store().GrantSlots(1, 10, 1);
+  ASSERT_TRUE(grant.ok());
+  auto m = replica_->store().PreparePut(1, "k", (*grant)[0].id, 10);
+  ASSERT_TRUE(m.ok());
+  absl::StatusOr<uint64_t> as_backup = absl::UnknownError("not called");
+  replica_->Submit(*m, [&](absl::StatusOr<uint64_t> v) { as_backup = v; });
+  EXPECT_EQ(as_backup.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(replica_->store().stats().arena_used_bytes, 0u);  // the prepared slot was freed
+
+  replica_->BecomePrimary(1);
+  grant = replica_->store().GrantSlots(1, 10, 1);
+  m = replica_->store().PreparePut(1, "k", (*grant)[0].id, 10);
+  absl::StatusOr<uint64_t> version = absl::UnknownError("not called");
+  replica_->Submit(*m, [&](absl::StatusOr<uint64_t> v) { version = v; });
+  ASSERT_TRUE(version.ok()) << version.status();
+  EXPECT_TRUE(replica_->store().Get("k").ok());
+  absl::Status barrier = absl::UnknownError("not called");
+  replica_->Barrier([&](absl::Status st) { barrier = st; });
+  EXPECT_TRUE(barrier.ok());
+}
+
+}  // namespace
+}  // namespace unloadkv::server

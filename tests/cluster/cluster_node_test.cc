@@ -1,0 +1,154 @@
+// ClusterNode driven by hand on a manual clock (run_threads = false), as a simulation would
+// drive it: claim, join by state transfer, and failover when the primary's lease runs out in
+// virtual time, with no thread of the node's own and no real time passing for the map.
+#include "server/cluster_node.h"
+
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "transport/backends/open_device.h"
+#include "transport/base/logging.h"
+#include "transport/base/mutex.h"
+#include "transport/cluster/memory_cluster_map.h"
+
+namespace unloadkv::server {
+namespace {
+
+class ManualClock : public Clock {
+ public:
+  absl::Time Now() const override {
+    MutexLock l(&mu_);
+    return now_;
+  }
+  void Advance(absl::Duration d) {
+    MutexLock l(&mu_);
+    now_ += d;
+  }
+
+ private:
+  mutable Mutex mu_;
+  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::UnixEpoch() + absl::Hours(1);
+};
+
+// A node without a KV service or listener: device, engine, replicas, membership. (Replication
+// links need a listening server: cluster_test covers them.)
+struct Node {
+  Node(cluster::MemoryCoordinator* coordinator, const std::string& name, const Clock* clock)
+      : map(coordinator, "t") {
+    device = std::move(*backends::OpenDevice(backends::DeviceSpec()));
+    engine = std::move(*engine::Engine::Create(device.get(), engine::EngineOptions()));
+    engine->Start();
+    shards = std::make_unique<ShardTable>([this](uint32_t shard) {
+      return ShardReplica::Create(engine.get(), shard, 4 << 20, false, &reaper, nullptr);
+    });
+    ClusterNode::Options o;
+    o.self = {name, "127.0.0.1:1", ""};
+    o.lease_ttl = absl::Seconds(3);
+    o.arena_bytes = 4 << 20;
+    o.run_threads = false;
+    node = std::make_unique<ClusterNode>(&map, o, shards.get(), engine.get(), clock);
+  }
+  ~Node() {
+    node.reset();
+    shards.reset();
+    reaper.Drain();
+    engine->Stop();
+  }
+  cluster::MemoryClusterMap map;
+  Reaper reaper;
+  std::unique_ptr<rnic::Device> device;
+  std::unique_ptr<engine::Engine> engine;
+  std::unique_ptr<ShardTable> shards;
+  std::unique_ptr<ClusterNode> node;
+};
+
+class ClusterNodeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SetMinLogLevel(LogLevel::kError);
+    admin_ = std::make_unique<cluster::MemoryClusterMap>(&coordinator_, "t");
+  }
+  cluster::ShardInfo Shard() { return admin_->Read()->shard_list[0]; }
+
+  ManualClock clock_;
+  cluster::MemoryCoordinator coordinator_{&clock_};
+  std::unique_ptr<cluster::MemoryClusterMap> admin_;
+};
+
+TEST_F(ClusterNodeTest, AClaimAndALeaseLostAndRegainedInVirtualTime) {
+  ASSERT_TRUE(admin_->Create(1, *cluster::InitialShards(1, {})).ok());
+  Node a(&coordinator_, "a", &clock_), b(&coordinator_, "b", &clock_);
+  ASSERT_TRUE(a.node->Start().ok());
+  ASSERT_TRUE(b.node->Start().ok());
+  EXPECT_TRUE(a.node->LeaseValid());
+
+  a.node->ControlTick();  // claims the shard
+  EXPECT_EQ(Shard().primary, "a");
+  EXPECT_EQ(Shard().epoch, 1u);
+  ASSERT_NE(a.shards->Get(0), nullptr);
+  EXPECT_EQ(a.shards->Get(0)->role(), ShardReplica::Role::kPrimary);
+  b.node->ControlTick();  // the shard has the one replica it wants: b stays out
+  EXPECT_EQ(b.shards->Get(0), nullptr);
+
+  // Virtual time passes; only b keeps its lease alive. a's validity ends at 0.8 TTL.
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    b.node->LeaseTick();
+  }
+  EXPECT_FALSE(a.node->LeaseValid());
+  EXPECT_TRUE(b.node->LeaseValid());
+  coordinator_.ExpireLeases();
+  EXPECT_FALSE(admin_->Read()->IsLive("a"));
+  // Nobody else holds the shard (replication 1), so a keeps it; it registers again.
+  a.node->LeaseTick();  // learns the lease is gone
+  a.node->LeaseTick();  // registers again
+  EXPECT_TRUE(admin_->Read()->IsLive("a"));
+  EXPECT_TRUE(a.node->LeaseValid());
+  a.node->ControlTick();
+  EXPECT_EQ(Shard().primary, "a");
+  EXPECT_EQ(a.shards->Get(0)->role(), ShardReplica::Role::kPrimary);
+  a.node->Stop();
+  b.node->Stop();
+}
+
+TEST_F(ClusterNodeTest, ABackupTakesOverWhenThePrimarysLeaseRunsOutInVirtualTime) {
+  ASSERT_TRUE(admin_->Create(2, *cluster::InitialShards(1, {})).ok());
+  Node a(&coordinator_, "a", &clock_), b(&coordinator_, "b", &clock_);
+  ASSERT_TRUE(a.node->Start().ok());
+  ASSERT_TRUE(b.node->Start().ok());
+  a.node->ControlTick();
+  ASSERT_EQ(Shard().primary, "a");
+  // b as a backup that caught up (what state transfer leaves behind).
+  ASSERT_TRUE(b.shards->GetOrCreate(0).ok());
+  cluster::ShardInfo s = Shard();
+  s.backups = {"b"};
+  s.epoch += 1;
+  ASSERT_TRUE(admin_->UpdateShard(s, {}).ok());
+
+  // While a's lease lives, b does nothing.
+  b.node->ControlTick();
+  EXPECT_EQ(Shard().primary, "a");
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    b.node->LeaseTick();
+  }
+  b.node->ControlTick();  // a's lease expired in virtual time: b takes over at once (rank 0)
+  const cluster::ShardInfo now = Shard();
+  EXPECT_EQ(now.primary, "b");
+  EXPECT_EQ(now.epoch, s.epoch + 1);
+  EXPECT_TRUE(now.backups.empty());
+  EXPECT_EQ(b.shards->Get(0)->role(), ShardReplica::Role::kPrimary);
+  EXPECT_EQ(b.shards->Get(0)->fence(), now.epoch);
+  EXPECT_EQ(b.node->counters().failovers.load(), 1u);
+  // The old primary comes back: it registers again, sees it lost the shard, drops its replica.
+  a.node->LeaseTick();
+  a.node->LeaseTick();
+  a.node->ControlTick();
+  EXPECT_EQ(a.shards->Get(0), nullptr);
+  a.node->Stop();
+  b.node->Stop();
+}
+
+}  // namespace
+}  // namespace unloadkv::server
