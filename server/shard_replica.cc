@@ -169,47 +169,38 @@ ReplicaLink::Item ShardReplica::ItemFor(const Entry& e) {
 }
 
 void ShardReplica::Submit(KvStore::Mutation m, Done done) {
-  Callbacks out;
-  std::vector<std::shared_ptr<ReplicaLink>> flush;
-  {
-    MutexLock l(&mu_);
-    if (role_ != Role::kPrimary) {
-      store_->Abandon(m);
-      out.push_back([done] { done(absl::AbortedError("not the primary of this shard")); });
-    } else {
-      Entry& e = pending_.emplace_back();
-      e.seq = next_seq_++;
-      e.mutation = std::move(m);
-      e.done = std::move(done);
-      std::weak_ptr<ShardReplica> self = weak_from_this();
-      for (auto& [node, ls] : links_) {
-        if (ls.failed) continue;
-        ReplicaLink::Item item = ItemFor(e);
-        item.done = [self, node = node, seq = e.seq](auto r) {
-          if (auto s = self.lock()) s->OnAck(node, seq, false, r);
-        };
-        ls.link->Push(std::move(item));
-        flush.push_back(ls.link);
-      }
-      CommitReady(&out);
-    }
-  }
-  for (auto& link : flush) link->Flush();
-  for (auto& f : out) f();
+  Entry e;
+  e.mutation = std::move(m);
+  e.done = std::move(done);
+  Append(std::move(e));
 }
 
 void ShardReplica::Barrier(std::function<void(absl::Status)> done) {
+  Entry e;
+  e.barrier = true;
+  e.on_barrier = std::move(done);
+  Append(std::move(e));
+}
+
+void ShardReplica::Append(Entry entry) {
   Callbacks out;
   std::vector<std::shared_ptr<ReplicaLink>> flush;
   {
     MutexLock l(&mu_);
     if (role_ != Role::kPrimary) {
-      out.push_back([done] { done(absl::AbortedError("not the primary of this shard")); });
+      if (entry.barrier) {
+        out.push_back([f = std::move(entry.on_barrier)] {
+          f(absl::AbortedError("not the primary of this shard"));
+        });
+      } else {
+        store_->Abandon(entry.mutation);
+        out.push_back([f = std::move(entry.done)] {
+          f(absl::AbortedError("not the primary of this shard"));
+        });
+      }
     } else {
-      Entry& e = pending_.emplace_back();
+      Entry& e = pending_.emplace_back(std::move(entry));
       e.seq = next_seq_++;
-      e.barrier = true;
-      e.on_barrier = std::move(done);
       std::weak_ptr<ShardReplica> self = weak_from_this();
       for (auto& [node, ls] : links_) {
         if (ls.failed) continue;
@@ -217,7 +208,7 @@ void ShardReplica::Barrier(std::function<void(absl::Status)> done) {
         item.done = [self, node = node, seq = e.seq](auto r) {
           if (auto s = self.lock()) s->OnAck(node, seq, false, r);
         };
-        ls.link->Push(std::move(item));
+        ls.link->Push(std::move(item));  // queued only: sent by Flush, outside the lock
         flush.push_back(ls.link);
       }
       CommitReady(&out);

@@ -141,6 +141,9 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   ShardReplica() = default;
   // Hands every link in `links` to the reaper.
   void Retire(std::map<std::string, LinkState>* links);
+  // Gives `entry` (a write or a barrier) the next sequence number and sends it to every
+  // link; fails it at once (ABORTED, nothing applied) unless this replica is the primary.
+  void Append(Entry entry);
   // Requires mu_. The link item that carries `e` to a backup.
   ReplicaLink::Item ItemFor(const Entry& e);
   // Requires mu_. Commits every entry all voting links acknowledged; queues their callbacks.

@@ -24,6 +24,7 @@
 #include "absl/strings/strip.h"
 #include "client/client.h"
 #include "gflags/gflags.h"
+#include "tests/bench/client_load.h"
 #include "tests/support/subprocess.h"
 #include "transport/base/logging.h"
 #include "transport/base/mutex.h"
@@ -83,46 +84,13 @@ struct Point {
 
 // Runs `ops` PUTs or GETs with `in_flight` outstanding.
 Point RunPoint(Client& c, bool put, int in_flight, uint64_t ops, uint64_t seed) {
-  const std::string value(FLAGS_value_size, 'v');
-  std::vector<double> us(ops);
-  std::atomic<uint64_t> done{0}, errors{0};
-  uint64_t x = seed;
-  const absl::Time start = absl::Now();
-  if (in_flight == 1) {
-    // One at a time: the synchronous API, as a latency-bound application would call it.
-    for (uint64_t i = 0; i < ops; ++i) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      const std::string key = absl::StrCat("key", (x >> 33) % FLAGS_keys);
-      const absl::Time t0 = absl::Now();
-      const bool ok = put ? c.Put(key, value).ok() : c.Get(key).ok();
-      us[i] = absl::ToDoubleMicroseconds(absl::Now() - t0);
-      if (!ok) ++errors;
-    }
-    done = ops;
-  }
-  for (uint64_t i = done.load(); i < ops; ++i) {
-    // Bounds requests in flight; drives the connection when caller_progress is set.
-    c.Wait([&] { return i - done.load() < static_cast<uint64_t>(in_flight); });
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    const std::string key = absl::StrCat("key", (x >> 33) % FLAGS_keys);
-    const absl::Time t0 = absl::Now();
-    auto finish = [&, i, t0](bool ok) {
-      us[i] = absl::ToDoubleMicroseconds(absl::Now() - t0);
-      if (!ok) ++errors;
-      ++done;
-    };
-    if (put) {
-      c.PutAsync(key, value, [finish](absl::StatusOr<uint64_t> r) { finish(r.ok()); });
-    } else {
-      c.GetAsync(key, [finish](absl::StatusOr<std::string> r) { finish(r.ok()); });
-    }
-  }
-  c.Wait([&] { return done.load() == ops; });
+  bench::LoadResult r =
+      bench::RunLoad(c, put, in_flight, ops, FLAGS_keys, std::string(FLAGS_value_size, 'v'), &seed);
   Point p;
-  p.ops_per_s = ops / absl::ToDoubleSeconds(absl::Now() - start);
-  p.p50 = Percentile(us, 0.5);
-  p.p99 = Percentile(us, 0.99);
-  p.errors = errors.load();
+  p.ops_per_s = ops / r.seconds;
+  p.p50 = Percentile(r.us, 0.5);
+  p.p99 = Percentile(r.us, 0.99);
+  p.errors = r.errors;
   return p;
 }
 

@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "client/client.h"
 #include "gflags/gflags.h"
+#include "tests/bench/client_load.h"
 #include "tests/kv/process_harness.h"
 #include "tests/support/etcd_process.h"
 #include "transport/base/logging.h"
@@ -37,44 +38,6 @@ struct Samples {
   std::vector<double> us;
   uint64_t errors = 0;
 };
-
-// `ops` PUTs or GETs with `in_flight` outstanding, appended to `out`.
-void Run(Client& c, bool put, int in_flight, uint64_t ops, uint64_t* seed, Samples* out) {
-  const std::string value(FLAGS_value_size, 'v');
-  auto key = [seed] {
-    *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
-    return absl::StrCat("key", (*seed >> 33) % FLAGS_keys);
-  };
-  if (in_flight == 1) {
-    for (uint64_t i = 0; i < ops; ++i) {
-      const std::string k = key();
-      const absl::Time t0 = absl::Now();
-      const bool ok = put ? c.Put(k, value).ok() : c.Get(k).ok();
-      out->us.push_back(absl::ToDoubleMicroseconds(absl::Now() - t0));
-      out->errors += !ok;
-    }
-    return;
-  }
-  std::vector<double> us(ops);
-  std::atomic<uint64_t> done{0}, errors{0};
-  for (uint64_t i = 0; i < ops; ++i) {
-    c.Wait([&] { return i - done.load() < static_cast<uint64_t>(in_flight); });
-    const absl::Time t0 = absl::Now();
-    auto finish = [&, i, t0](bool ok) {
-      us[i] = absl::ToDoubleMicroseconds(absl::Now() - t0);
-      if (!ok) ++errors;
-      ++done;
-    };
-    if (put) {
-      c.PutAsync(key(), value, [finish](absl::StatusOr<uint64_t> r) { finish(r.ok()); });
-    } else {
-      c.GetAsync(key(), [finish](absl::StatusOr<std::string> r) { finish(r.ok()); });
-    }
-  }
-  c.Wait([&] { return done.load() == ops; });
-  out->us.insert(out->us.end(), us.begin(), us.end());
-  out->errors += errors.load();
-}
 
 int Main() {
   if (FLAGS_rounds < 1 || FLAGS_ops < 100 || FLAGS_keys < 1 || FLAGS_value_size > 65536) {
@@ -151,7 +114,12 @@ int Main() {
     std::fprintf(stderr, "replication_bench: round %d of %d\n", round, FLAGS_rounds);
     for (size_t p = 0; p < points.size(); ++p) {
       for (int r : factors) {
-        Run(*clients[r], points[p].put, points[p].in_flight, per_round, &seed, &samples[{r, p}]);
+        bench::LoadResult run =
+            bench::RunLoad(*clients[r], points[p].put, points[p].in_flight, per_round, FLAGS_keys,
+                           std::string(FLAGS_value_size, 'v'), &seed);
+        Samples& s = samples[{r, p}];
+        s.us.insert(s.us.end(), run.us.begin(), run.us.end());
+        s.errors += run.errors;
       }
     }
   }

@@ -189,6 +189,16 @@ class ClusterFaultTest : public ::testing::Test {
   }
   std::string Primary() { return View().shard_list[0].primary; }
 
+  // One shard on n1..n3 with every replica in place, and the client process running until it
+  // logged `lines` operations.
+  void StartThreeReplicasUnderLoad(size_t lines) {
+    Init(3);
+    for (const char* n : {"n1", "n2", "n3"}) StartNode(n);
+    ASSERT_TRUE(WaitServing(2));
+    StartLoad();
+    LoadFor(lines);
+  }
+
   void StartLoad() {
     load_ = std::make_unique<LoadProcess>(etcd_->endpoint(), cluster_, cluster_);
     ASSERT_TRUE(load_->WaitReady(absl::Seconds(20)));
@@ -312,11 +322,8 @@ class ClusterFaultTest : public ::testing::Test {
 };
 
 TEST_F(ClusterFaultTest, KillBackup) {
-  Init(3);
-  for (const char* n : {"n1", "n2", "n3"}) StartNode(n);
-  ASSERT_TRUE(WaitServing(2));
-  StartLoad();
-  LoadFor(500);
+  StartThreeReplicasUnderLoad(500);
+  if (HasFatalFailure()) return;
   const std::string backup = View().shard_list[0].backups[0];
   const int64_t fault = MonoNow();
   nodes_[backup]->Kill();
@@ -329,11 +336,8 @@ TEST_F(ClusterFaultTest, KillBackup) {
 }
 
 TEST_F(ClusterFaultTest, KillPrimary) {
-  Init(3);
-  for (const char* n : {"n1", "n2", "n3"}) StartNode(n);
-  ASSERT_TRUE(WaitServing(2));
-  StartLoad();
-  LoadFor(500);
+  StartThreeReplicasUnderLoad(500);
+  if (HasFatalFailure()) return;
   const std::string primary = Primary();
   const int64_t fault = MonoNow();
   nodes_[primary]->Kill();
@@ -343,11 +347,8 @@ TEST_F(ClusterFaultTest, KillPrimary) {
 }
 
 TEST_F(ClusterFaultTest, KillClientInTheMiddleOfPuts) {
-  Init(3);
-  for (const char* n : {"n1", "n2", "n3"}) StartNode(n);
-  ASSERT_TRUE(WaitServing(2));
-  StartLoad();
-  LoadFor(800);
+  StartThreeReplicasUnderLoad(800);
+  if (HasFatalFailure()) return;
   Verify("SIGKILL client", 0, "-", /*kill_load=*/true);
   // The servers carry on: a new client writes and reads.
   StartLoad();
@@ -356,11 +357,8 @@ TEST_F(ClusterFaultTest, KillClientInTheMiddleOfPuts) {
 }
 
 TEST_F(ClusterFaultTest, PausedPrimaryNeitherAcknowledgesNorServesStaleReads) {
-  Init(3);
-  for (const char* n : {"n1", "n2", "n3"}) StartNode(n);
-  ASSERT_TRUE(WaitServing(2));
-  StartLoad();
-  LoadFor(500);
+  StartThreeReplicasUnderLoad(500);
+  if (HasFatalFailure()) return;
   const std::string primary = Primary();
   const std::string old_address = nodes_[primary]->address();
   const int64_t fault = MonoNow();
@@ -403,11 +401,8 @@ TEST_F(ClusterFaultTest, PausedPrimaryNeitherAcknowledgesNorServesStaleReads) {
 }
 
 TEST_F(ClusterFaultTest, NetworkCutIsolatesThePrimaryThenHeals) {
-  Init(3);
-  for (const char* n : {"n1", "n2", "n3"}) StartNode(n);
-  ASSERT_TRUE(WaitServing(2));
-  StartLoad();
-  LoadFor(500);
+  StartThreeReplicasUnderLoad(500);
+  if (HasFatalFailure()) return;
   const std::string primary = Primary();
   const int64_t fault = MonoNow();
   kill(nodes_[primary]->pid(), SIGUSR1);  // cut off from etcd and the other nodes
@@ -421,12 +416,9 @@ TEST_F(ClusterFaultTest, NetworkCutIsolatesThePrimaryThenHeals) {
 }
 
 TEST_F(ClusterFaultTest, EtcdStoppedAndRestartedUnderLoad) {
-  Init(3);
-  for (const char* n : {"n1", "n2", "n3"}) StartNode(n);
-  ASSERT_TRUE(WaitServing(2));
+  StartThreeReplicasUnderLoad(500);
+  if (HasFatalFailure()) return;
   const ShardInfo before = View().shard_list[0];
-  StartLoad();
-  LoadFor(500);
   const int64_t fault = MonoNow();
   etcd_->Stop();
   // Longer than the lease TTL: nodes can renew nothing, yet the data path goes on.
@@ -445,11 +437,8 @@ TEST_F(ClusterFaultTest, EtcdStoppedAndRestartedUnderLoad) {
 }
 
 TEST_F(ClusterFaultTest, TwoFailuresInARowWithThreeReplicas) {
-  Init(3);
-  for (const char* n : {"n1", "n2", "n3"}) StartNode(n);
-  ASSERT_TRUE(WaitServing(2));
-  StartLoad();
-  LoadFor(500);
+  StartThreeReplicasUnderLoad(500);
+  if (HasFatalFailure()) return;
   const std::string first = Primary();
   const int64_t fault = MonoNow();
   nodes_[first]->Kill();

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/support/etcd_process.h"
+#include "tests/support/manual_clock.h"
 #include "transport/base/mutex.h"
 #include "transport/cluster/etcd_cluster_map.h"
 #include "transport/cluster/memory_cluster_map.h"
@@ -19,21 +20,7 @@
 namespace unloadkv::cluster {
 namespace {
 
-class ManualClock : public Clock {
- public:
-  absl::Time Now() const override {
-    MutexLock l(&mu_);
-    return now_;
-  }
-  void Advance(absl::Duration d) {
-    MutexLock l(&mu_);
-    now_ += d;
-  }
-
- private:
-  mutable Mutex mu_;
-  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::UnixEpoch() + absl::Hours(1);
-};
+using testing::ManualClock;
 
 // What the suite needs of a backend.
 class Backend {

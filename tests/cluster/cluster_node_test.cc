@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/support/manual_clock.h"
 #include "transport/backends/open_device.h"
 #include "transport/base/logging.h"
 #include "transport/base/mutex.h"
@@ -15,21 +16,7 @@
 namespace unloadkv::server {
 namespace {
 
-class ManualClock : public Clock {
- public:
-  absl::Time Now() const override {
-    MutexLock l(&mu_);
-    return now_;
-  }
-  void Advance(absl::Duration d) {
-    MutexLock l(&mu_);
-    now_ += d;
-  }
-
- private:
-  mutable Mutex mu_;
-  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::UnixEpoch() + absl::Hours(1);
-};
+using testing::ManualClock;
 
 // A node without a KV service or listener: device, engine, replicas, membership. (Replication
 // links need a listening server: cluster_test covers them.)

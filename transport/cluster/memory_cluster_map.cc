@@ -85,23 +85,34 @@ absl::Status MemoryClusterMap::CheckReachable() const {
   return absl::UnavailableError(absl::StrCat(Describe(), ": unreachable (fault injected)"));
 }
 
+template <typename Fn>
+auto MemoryClusterMap::Transact(Fn fn)
+    -> decltype(fn(std::declval<MemoryCoordinator::Notices*>())) {
+  MemoryCoordinator& c = *coordinator_;
+  MemoryCoordinator::Notices notices;
+  auto result = [&] {
+    MutexLock l(&c.mu_);
+    c.ExpireLocked(&notices);
+    return fn(&notices);
+  }();
+  MemoryCoordinator::Deliver(notices);
+  return result;
+}
+
 absl::StatusOr<ClusterView> MemoryClusterMap::Read() {
   if (absl::Status s = CheckReachable(); !s.ok()) return s;
   MemoryCoordinator& c = *coordinator_;
-  MemoryCoordinator::Notices notices;
-  std::vector<StoredKey> keys;
-  int64_t revision;
-  {
-    MutexLock l(&c.mu_);
-    c.ExpireLocked(&notices);
+  int64_t revision = 0;
+  std::vector<StoredKey> keys = Transact([&](MemoryCoordinator::Notices*) {
+    std::vector<StoredKey> out;
     const std::string prefix = ClusterPrefix(cluster_);
     for (auto it = c.keys_.lower_bound(prefix);
          it != c.keys_.end() && absl::StartsWith(it->first, prefix); ++it) {
-      keys.push_back({it->first, it->second.value, it->second.mod_revision});
+      out.push_back({it->first, it->second.value, it->second.mod_revision});
     }
     revision = c.revision_;
-  }
-  MemoryCoordinator::Deliver(notices);
+    return out;
+  });
   return AssembleView(cluster_, revision, keys);
 }
 
@@ -109,55 +120,40 @@ absl::StatusOr<int64_t> MemoryClusterMap::Create(int replicas,
                                                  const std::vector<ShardInfo>& shards) {
   if (absl::Status s = CheckReachable(); !s.ok()) return s;
   MemoryCoordinator& c = *coordinator_;
-  MemoryCoordinator::Notices notices;
-  int64_t revision;
-  {
-    MutexLock l(&c.mu_);
-    c.ExpireLocked(&notices);
+  return Transact([&](MemoryCoordinator::Notices* notices) -> absl::StatusOr<int64_t> {
     if (c.keys_.count(ConfigKey(cluster_)) > 0) {
       return absl::AlreadyExistsError(
           absl::StrCat("cluster \"", cluster_, "\" already has a map in ", Describe()));
     }
     ++c.revision_;
     c.PutLocked(ConfigKey(cluster_), EncodeConfig(static_cast<int>(shards.size()), replicas), 0,
-                &notices);
-    for (const ShardInfo& s : shards)
-      c.PutLocked(ShardKey(cluster_, s.id), EncodeShard(s), 0, &notices);
-    revision = c.revision_;
-  }
-  MemoryCoordinator::Deliver(notices);
-  return revision;
+                notices);
+    for (const ShardInfo& s : shards) {
+      c.PutLocked(ShardKey(cluster_, s.id), EncodeShard(s), 0, notices);
+    }
+    return c.revision_;
+  });
 }
 
 absl::StatusOr<int64_t> MemoryClusterMap::UpdateShard(
     const ShardInfo& shard, const std::vector<std::string>& absent_nodes) {
   if (absl::Status s = CheckReachable(); !s.ok()) return s;
   MemoryCoordinator& c = *coordinator_;
-  MemoryCoordinator::Notices notices;
-  int64_t revision;
-  {
-    MutexLock l(&c.mu_);
-    c.ExpireLocked(&notices);
+  return Transact([&](MemoryCoordinator::Notices* notices) -> absl::StatusOr<int64_t> {
     const std::string key = ShardKey(cluster_, shard.id);
     auto it = c.keys_.find(key);
     const int64_t stored = it == c.keys_.end() ? 0 : it->second.mod_revision;
     bool ok = stored == shard.mod_revision && stored != 0;
     for (const std::string& n : absent_nodes) ok = ok && c.keys_.count(NodeKey(cluster_, n)) == 0;
     if (!ok) {
-      revision = -1;
-    } else {
-      ++c.revision_;
-      c.PutLocked(key, EncodeShard(shard), 0, &notices);
-      revision = c.revision_;
+      return absl::FailedPreconditionError(
+          absl::StrCat("shard ", shard.id, " changed since revision ", shard.mod_revision,
+                       " (or a node thought gone is registered); re-read the map"));
     }
-  }
-  MemoryCoordinator::Deliver(notices);
-  if (revision < 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("shard ", shard.id, " changed since revision ", shard.mod_revision,
-                     " (or a node thought gone is registered); re-read the map"));
-  }
-  return revision;
+    ++c.revision_;
+    c.PutLocked(key, EncodeShard(shard), 0, notices);
+    return c.revision_;
+  });
 }
 
 absl::StatusOr<LeaseId> MemoryClusterMap::GrantLease(absl::Duration ttl) {
@@ -176,67 +172,49 @@ absl::StatusOr<LeaseId> MemoryClusterMap::GrantLease(absl::Duration ttl) {
 absl::StatusOr<absl::Duration> MemoryClusterMap::KeepAlive(LeaseId lease) {
   if (absl::Status s = CheckReachable(); !s.ok()) return s;
   MemoryCoordinator& c = *coordinator_;
-  MemoryCoordinator::Notices notices;
-  absl::StatusOr<absl::Duration> result;
-  {
-    MutexLock l(&c.mu_);
-    c.ExpireLocked(&notices);
+  return Transact([&](MemoryCoordinator::Notices*) -> absl::StatusOr<absl::Duration> {
     auto it = c.leases_.find(lease);
     if (it == c.leases_.end()) {
-      result = absl::NotFoundError(absl::StrCat("lease ", lease, " expired or was revoked"));
-    } else {
-      it->second.deadline = c.clock_->Now() + it->second.ttl;
-      result = it->second.ttl;
+      return absl::NotFoundError(absl::StrCat("lease ", lease, " expired or was revoked"));
     }
-  }
-  MemoryCoordinator::Deliver(notices);
-  return result;
+    it->second.deadline = c.clock_->Now() + it->second.ttl;
+    return it->second.ttl;
+  });
 }
 
 absl::Status MemoryClusterMap::RevokeLease(LeaseId lease) {
   if (absl::Status s = CheckReachable(); !s.ok()) return s;
   MemoryCoordinator& c = *coordinator_;
-  MemoryCoordinator::Notices notices;
-  absl::Status result;
-  {
-    MutexLock l(&c.mu_);
-    c.ExpireLocked(&notices);
+  return Transact([&](MemoryCoordinator::Notices* notices) -> absl::Status {
     auto it = c.leases_.find(lease);
     if (it == c.leases_.end()) {
-      result = absl::NotFoundError(absl::StrCat("lease ", lease, " expired or was revoked"));
-    } else {
-      if (!it->second.keys.empty()) ++c.revision_;
-      const std::set<std::string> keys = it->second.keys;
-      for (const std::string& key : keys) c.DeleteLocked(key, &notices);
-      c.leases_.erase(lease);
+      return absl::NotFoundError(absl::StrCat("lease ", lease, " expired or was revoked"));
     }
-  }
-  MemoryCoordinator::Deliver(notices);
-  return result;
+    if (!it->second.keys.empty()) ++c.revision_;
+    const std::set<std::string> keys = it->second.keys;
+    for (const std::string& key : keys) c.DeleteLocked(key, notices);
+    c.leases_.erase(lease);
+    return absl::OkStatus();
+  });
 }
 
 absl::Status MemoryClusterMap::RegisterNode(const NodeInfo& node, LeaseId lease) {
   if (absl::Status s = CheckReachable(); !s.ok()) return s;
   MemoryCoordinator& c = *coordinator_;
-  MemoryCoordinator::Notices notices;
-  absl::Status result;
-  {
-    MutexLock l(&c.mu_);
-    c.ExpireLocked(&notices);
+  return Transact([&](MemoryCoordinator::Notices* notices) -> absl::Status {
     const std::string key = NodeKey(cluster_, node.name);
     if (c.leases_.count(lease) == 0) {
-      result = absl::NotFoundError(absl::StrCat("lease ", lease, " expired or was revoked"));
-    } else if (c.keys_.count(key) > 0) {
-      result = absl::AlreadyExistsError(
+      return absl::NotFoundError(absl::StrCat("lease ", lease, " expired or was revoked"));
+    }
+    if (c.keys_.count(key) > 0) {
+      return absl::AlreadyExistsError(
           absl::StrCat("node \"", node.name, "\" is already registered in cluster \"", cluster_,
                        "\" (another kvserver uses that --node name)"));
-    } else {
-      ++c.revision_;
-      c.PutLocked(key, EncodeNode(node), lease, &notices);
     }
-  }
-  MemoryCoordinator::Deliver(notices);
-  return result;
+    ++c.revision_;
+    c.PutLocked(key, EncodeNode(node), lease, notices);
+    return absl::OkStatus();
+  });
 }
 
 namespace {

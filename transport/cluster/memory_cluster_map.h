@@ -16,6 +16,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "transport/base/clock.h"
@@ -98,6 +99,10 @@ class MemoryClusterMap : public ClusterMap {
 
  private:
   absl::Status CheckReachable() const;
+  // Runs fn(&notices) under the coordinator's lock after expiring leases, then delivers the
+  // watch notices (outside the lock); returns what fn returned.
+  template <typename Fn>
+  auto Transact(Fn fn) -> decltype(fn(std::declval<MemoryCoordinator::Notices*>()));
 
   MemoryCoordinator* const coordinator_;
   const std::string cluster_;
