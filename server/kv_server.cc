@@ -121,7 +121,7 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
     (*replica)->BecomePrimary(0);
     s->shards_->Add(*std::move(replica));
   } else {
-    s->arena_memory_ = "one arena per shard replica, mapped when the node takes the replica";
+    s->arena_memory_ = "pages chosen when the node takes a shard replica (one arena each)";
   }
 
   s->service_ = std::make_unique<KvService>(

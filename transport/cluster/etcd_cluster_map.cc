@@ -164,9 +164,10 @@ absl::Status EtcdClusterMap::RegisterNode(const NodeInfo& node, LeaseId lease) {
   }
   if (!s.ok()) return Annotate(s);
   if (!resp.succeeded()) {
-    return absl::AlreadyExistsError(absl::StrCat("node \"", node.name,
-                                                 "\" is already registered in cluster \"", cluster_,
-                                                 "\" (another kvserver uses that --node name)"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("node \"", node.name, "\" is already registered in cluster \"", cluster_,
+                     "\" (another kvserver uses that --node name, or a previous run of this node "
+                     "whose lease has not expired yet: wait --lease_ttl_s)"));
   }
   return absl::OkStatus();
 }

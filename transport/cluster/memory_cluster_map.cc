@@ -209,7 +209,8 @@ absl::Status MemoryClusterMap::RegisterNode(const NodeInfo& node, LeaseId lease)
     if (c.keys_.count(key) > 0) {
       return absl::AlreadyExistsError(
           absl::StrCat("node \"", node.name, "\" is already registered in cluster \"", cluster_,
-                       "\" (another kvserver uses that --node name)"));
+                       "\" (another kvserver uses that --node name, or a previous run of this node "
+                       "whose lease has not expired yet: wait --lease_ttl_s)"));
     }
     ++c.revision_;
     c.PutLocked(key, EncodeNode(node), lease, notices);
