@@ -187,6 +187,7 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
 }
 
 KvStore::Stats KvServer::stats() const {
+  if (final_stats_.has_value()) return *final_stats_;
   KvStore::Stats sum;
   for (const std::shared_ptr<ShardReplica>& r : shards_->All()) {
     if (r->role() != ShardReplica::Role::kPrimary) continue;
@@ -299,8 +300,10 @@ void KvServer::Shutdown() {
     if (shards_ != nullptr) DropClient(id);
   }
   conns.clear();
-  // Replicas close their links (engine connections) while the engine still exists.
+  // Replicas close their links (engine connections) while the engine still exists; what they
+  // held is still reported by stats().
   if (shards_ != nullptr) {
+    final_stats_ = stats();
     for (const std::shared_ptr<ShardReplica>& r : shards_->All()) {
       shards_->Remove(r->id(), "server shutting down");
     }

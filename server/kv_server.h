@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -87,7 +88,7 @@ class KvServer {
   // engine. Idempotent.
   void Shutdown();
 
-  // Summed over the shards this node serves as primary.
+  // Summed over the shards this node serves as primary (after Shutdown: as they were then).
   KvStore::Stats stats() const;
   bool clustered() const { return cluster_node_ != nullptr; }
   const ClusterNode* cluster_node() const { return cluster_node_.get(); }
@@ -122,6 +123,7 @@ class KvServer {
   std::unique_ptr<engine::MetricsEndpoint> metrics_;
   std::unique_ptr<ClusterMetrics> cluster_metrics_;  // cluster mode
   std::set<uint32_t> metric_shards_;                 // Poll's thread only
+  std::optional<KvStore::Stats> final_stats_;        // set by Shutdown
   std::unique_ptr<ClusterNode> cluster_node_;
 
   mutable Mutex mu_;

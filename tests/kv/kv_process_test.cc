@@ -79,9 +79,11 @@ TEST(KvProcessTest, CliRoundTripAndGracefulShutdown) {
   EXPECT_TRUE(absl::StrContains(load.out, "value writes:")) << load.out;
   EXPECT_EQ(Cli(s, {"frobnicate"}).exit_code, 2);
   EXPECT_EQ(Cli(s, {"put", "only-key"}).exit_code, 2);
+  const uint64_t keys = StatValue(Cli(s, {"stats"}).out, "keys");
   auto [code, rest] = s.Stop();
   EXPECT_EQ(code, 0);
-  EXPECT_TRUE(absl::StrContains(rest, "shut down cleanly")) << rest;
+  EXPECT_TRUE(absl::StrContains(rest, absl::StrCat("shut down cleanly (", keys, " keys held")))
+      << rest;
 }
 
 TEST(KvProcessTest, StartupErrorsNameTheFix) {
