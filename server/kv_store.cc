@@ -62,28 +62,39 @@ absl::StatusOr<KvStore::Mutation> KvStore::PreparePut(uint64_t client, absl::str
   Mutation m{Mutation::Op::kPut, std::string(key), g->second.slot, value_size, ++version_};
   grants_.erase(g);
   --grants_per_client_[client];
+  ++pending_[m.key];
   return m;
 }
 
 absl::StatusOr<KvStore::Mutation> KvStore::PrepareDelete(absl::string_view key) {
   if (absl::Status st = proto::CheckKey(key); !st.ok()) return st;
   MutexLock l(&mu_);
-  if (index_.find(key) == index_.end()) return absl::NotFoundError("no such key");
-  return Mutation{Mutation::Op::kDelete, std::string(key), Slot(), 0, ++version_};
+  if (index_.find(key) == index_.end() && !pending_.contains(key)) {
+    return absl::NotFoundError("no such key");
+  }
+  Mutation m{Mutation::Op::kDelete, std::string(key), Slot(), 0, ++version_};
+  ++pending_[m.key];
+  return m;
 }
 
-void KvStore::Commit(const Mutation& m) {
+bool KvStore::Commit(const Mutation& m) {
   MutexLock l(&mu_);
-  CommitLocked(m);
+  EndPendingLocked(m.key);
+  return CommitLocked(m);
 }
 
-void KvStore::CommitLocked(const Mutation& m) {
+void KvStore::EndPendingLocked(const std::string& key) {
+  auto it = pending_.find(key);
+  if (it != pending_.end() && --it->second == 0) pending_.erase(it);
+}
+
+bool KvStore::CommitLocked(const Mutation& m) {
   auto it = index_.find(m.key);
   if (m.op == Mutation::Op::kDelete) {
-    if (it == index_.end()) return;  // deleted by a mutation committed in between
+    if (it == index_.end()) return false;  // deleted by a mutation committed in between
     slabs_.Free(it->second.slot);
     index_.erase(it);
-    return;
+    return true;
   }
   const Entry e{m.slot, m.size, m.version};
   if (it == index_.end()) {
@@ -92,12 +103,13 @@ void KvStore::CommitLocked(const Mutation& m) {
     slabs_.Free(it->second.slot);
     it->second = e;
   }
+  return true;
 }
 
 void KvStore::Abandon(const Mutation& m) {
-  if (m.op != Mutation::Op::kPut) return;
   MutexLock l(&mu_);
-  slabs_.Free(m.slot);
+  EndPendingLocked(m.key);
+  if (m.op == Mutation::Op::kPut) slabs_.Free(m.slot);
 }
 
 absl::Status KvStore::ApplyMirrored(const Mutation& m) {
@@ -129,6 +141,7 @@ std::vector<KvStore::Mutation> KvStore::Snapshot() const {
 void KvStore::Clear() {
   MutexLock l(&mu_);
   index_.clear();
+  pending_.clear();
   grants_.clear();
   grants_per_client_.clear();
   slabs_ = SlabArena(arena_bytes_);
@@ -151,7 +164,7 @@ absl::StatusOr<KvStore::Value> KvStore::Get(absl::string_view key) const {
 absl::StatusOr<uint64_t> KvStore::Delete(absl::string_view key) {
   absl::StatusOr<Mutation> m = PrepareDelete(key);
   if (!m.ok()) return m.status();
-  Commit(*m);
+  if (!Commit(*m)) return absl::NotFoundError("no such key");
   return m->version;
 }
 

@@ -96,11 +96,14 @@ class KvStore {
   // invisible (Get returns the key's previous value) until Commit. Errors as Put's.
   absl::StatusOr<Mutation> PreparePut(uint64_t client, absl::string_view key, uint64_t grant_id,
                                       uint32_t value_size);
-  // Delete's first half: NotFound when the key is absent from the visible index.
+  // Delete's first half: NotFound when the key is absent and no prepared mutation of it is
+  // pending (the answer is then final); otherwise whether it finds the key is decided when it
+  // commits, after the mutations prepared before it.
   absl::StatusOr<Mutation> PrepareDelete(absl::string_view key);
   // Makes a prepared mutation visible (a PUT's old slot, or a deleted key's slot, is freed).
-  // Prepared mutations must be committed in version order.
-  void Commit(const Mutation& m);
+  // Prepared mutations must be committed in version order. Returns false for a DELETE that
+  // found no key (it changed nothing: its answer is NotFound), true otherwise.
+  bool Commit(const Mutation& m);
   // A prepared mutation that will never commit: a PUT's slot is freed.
   void Abandon(const Mutation& m);
   // A backup applies its primary's mutation: reserves the same slot (kPut) and frees the key's
@@ -137,8 +140,10 @@ class KvStore {
     Slot slot;
   };
 
-  // Requires mu_.
-  void CommitLocked(const Mutation& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Requires mu_. See Commit.
+  bool CommitLocked(const Mutation& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Requires mu_. A prepared mutation of `key` ended (committed or abandoned).
+  void EndPendingLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const char* const arena_;
   const size_t arena_bytes_;
@@ -147,6 +152,8 @@ class KvStore {
   absl::btree_map<std::string, Entry> index_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Granted> grants_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, size_t> grants_per_client_ ABSL_GUARDED_BY(mu_);
+  // Keys with prepared, uncommitted mutations, and how many.
+  absl::flat_hash_map<std::string, int> pending_ ABSL_GUARDED_BY(mu_);
   uint64_t next_grant_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -196,5 +196,30 @@ TEST_F(KvStoreTest, AMirrorAppliesThePrimarysSlotsAndCanTakeOver) {
   EXPECT_EQ(mirror.stats().arena_used_bytes, 0u);
 }
 
+// Two DELETEs of one key prepared before either commits: the first finds the key, the second
+// learns at its commit that it did not (NOT_FOUND), never both OK.
+TEST_F(KvStoreTest, ADeleteBehindAPendingDeleteIsDecidedAtCommit) {
+  ASSERT_TRUE(PutValue(1, "k", "v").ok());
+  absl::StatusOr<KvStore::Mutation> d1 = store_.PrepareDelete("k");
+  absl::StatusOr<KvStore::Mutation> d2 = store_.PrepareDelete("k");
+  ASSERT_TRUE(d1.ok());
+  ASSERT_TRUE(d2.ok()) << "the answer depends on d1, which has not committed";
+  EXPECT_TRUE(store_.Commit(*d1));
+  EXPECT_FALSE(store_.Commit(*d2));
+  // Nothing pending and nothing there: refused at once.
+  EXPECT_EQ(store_.PrepareDelete("k").status().code(), absl::StatusCode::kNotFound);
+  // A DELETE behind a pending PUT of a new key finds it.
+  auto g = store_.GrantSlots(1, 1, 1);
+  ASSERT_TRUE(g.ok());
+  absl::StatusOr<KvStore::Mutation> p = store_.PreparePut(1, "n", (*g)[0].id, 1);
+  absl::StatusOr<KvStore::Mutation> d3 = store_.PrepareDelete("n");
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(d3.ok());
+  EXPECT_TRUE(store_.Commit(*p));
+  EXPECT_TRUE(store_.Commit(*d3));
+  EXPECT_EQ(store_.Get("n").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_.stats().arena_used_bytes, 0u);
+}
+
 }  // namespace
 }  // namespace unloadkv::server

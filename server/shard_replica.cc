@@ -227,8 +227,11 @@ void ShardReplica::CommitReady(Callbacks* out) {
     if (e.barrier) {
       out->push_back([f = std::move(e.on_barrier)] { f(absl::OkStatus()); });
     } else {
-      store_->Commit(e.mutation);
-      out->push_back([f = std::move(e.done), v = e.mutation.version] { f(v); });
+      if (store_->Commit(e.mutation)) {
+        out->push_back([f = std::move(e.done), v = e.mutation.version] { f(v); });
+      } else {  // a DELETE that found the key already deleted by a write committed before it
+        out->push_back([f = std::move(e.done)] { f(absl::NotFoundError("no such key")); });
+      }
     }
     pending_.pop_front();
   }
