@@ -77,7 +77,6 @@ void ClusterNode::Stop() {
 }
 
 void ClusterNode::NoteMapError() {
-  counters_.map_errors.fetch_add(1);
   if (options_.metrics != nullptr) options_.metrics->AddMapErrors(1);
 }
 
@@ -121,7 +120,6 @@ void ClusterNode::LeaseTick() {
     // only the shards nobody else could have taken (no backups); the rest are dropped.
     valid_until_ns_.store(0);
     lease_lost_.store(true);
-    counters_.leases_lost.fetch_add(1);
     Log(LogLevel::kWarning, absl::StrCat("cluster: node ", name(),
                                          " lost its lease (paused or cut off for longer than ",
                                          absl::FormatDuration(options_.lease_ttl),
@@ -340,9 +338,6 @@ void ClusterNode::ServePrimary(const cluster::ClusterView& view, const cluster::
       if (!Contains(next.backups, n) && !Contains(next.joining, n)) local->RemoveLink(n);
       // Moved back to joining after a failure: a fresh link and transfer follow.
       if (Contains(next.joining, n) && Contains(s.backups, n)) local->RemoveLink(n);
-    }
-    for (const std::string& b : next.backups) {
-      if (!Contains(s.backups, b)) counters_.catchups_done.fetch_add(1);
     }
     return;  // the next round works from the map as written
   }

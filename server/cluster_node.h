@@ -59,12 +59,9 @@ class ClusterNode {
     // ControlTick every `tick` or when TakeChanged() (a simulation drives them in virtual time).
     bool run_threads = true;
   };
-  // Counters for metrics and tests.
+  // For tests (Prometheus gets the same through Options::metrics).
   struct Counters {
-    std::atomic<uint64_t> failovers{0};      // shards this node took over
-    std::atomic<uint64_t> catchups_done{0};  // backups this node brought in as primary
-    std::atomic<uint64_t> leases_lost{0};
-    std::atomic<uint64_t> map_errors{0};  // failed reads/transactions of the map
+    std::atomic<uint64_t> failovers{0};  // shards this node took over
   };
 
   // `map`, `shards` and `engine` must outlive the node.

@@ -52,8 +52,7 @@ absl::Status ValidateOptions(const KvServerOptions& o) {
   if (o.hello_deadline <= absl::ZeroDuration() || o.handshake_deadline <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("hello and handshake deadlines must be positive");
   }
-  const bool cluster_mode = !o.etcd.empty() || o.cluster_map != nullptr;
-  if (cluster_mode) {
+  if (IsClusterMode(o)) {
     if (o.cluster_map == nullptr) {
       if (absl::Status st = cluster::CheckClusterName(o.cluster); !st.ok()) return st;
     }
@@ -111,15 +110,14 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
       [engine_ptr, arena_bytes, huge, reaper, close_peer](uint32_t shard) {
         return ShardReplica::Create(engine_ptr, shard, arena_bytes, huge, reaper, close_peer);
       });
-  const bool cluster_mode = !options.etcd.empty() || options.cluster_map != nullptr;
+  const bool cluster_mode = IsClusterMode(options);
   if (!cluster_mode) {
     // One shard covering every key, primary from the start, no backups.
-    auto replica = ShardReplica::Create(engine_ptr, 0, arena_bytes, huge, reaper, close_peer);
+    auto replica = s->shards_->GetOrCreate(0);
     if (!replica.ok()) return replica.status();
     s->arena_memory_ = DescribePages((*replica)->memory(), options.huge_pages);
     (*replica)->SetRange("", "");
     (*replica)->BecomePrimary(0);
-    s->shards_->Add(*std::move(replica));
   } else {
     s->arena_memory_ = "pages chosen when the node takes a shard replica (one arena each)";
   }

@@ -64,6 +64,11 @@ struct KvServerOptions {
   const std::atomic<bool>* network_cut = nullptr;
 };
 
+// Whether `o` makes a node of a cluster (etcd endpoints or an injected map).
+inline bool IsClusterMode(const KvServerOptions& o) {
+  return !o.etcd.empty() || o.cluster_map != nullptr;
+}
+
 // Checks flag values before anything is opened; InvalidArgument naming the flag.
 absl::Status ValidateOptions(const KvServerOptions& o);
 

@@ -116,9 +116,9 @@ void ShardReplica::SetRange(const std::string& start, const std::string& end) {
   end_ = end;
 }
 
-bool ShardReplica::Contains(absl::string_view key) const {
+bool ShardReplica::ServesKey(absl::string_view key) const {
   MutexLock l(&mu_);
-  return key >= start_ && (end_.empty() || key < end_);
+  return role_ == Role::kPrimary && key >= start_ && (end_.empty() || key < end_);
 }
 
 bool ShardReplica::ContainsRange(absl::string_view start, absl::string_view end) const {

@@ -69,7 +69,8 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
 
   // The key range the map gives the shard (start inclusive, end exclusive, "" = unbounded).
   void SetRange(const std::string& start, const std::string& end);
-  bool Contains(absl::string_view key) const;
+  // Whether this replica is the shard's primary and `key` is in its range (one lock).
+  bool ServesKey(absl::string_view key) const;
   // Whether [start, end) lies inside the range ("" end = unbounded).
   bool ContainsRange(absl::string_view start, absl::string_view end) const;
 

@@ -20,14 +20,9 @@ absl::StatusOr<std::shared_ptr<ShardReplica>> ShardTable::GetOrCreate(uint32_t s
 std::shared_ptr<ShardReplica> ShardTable::PrimaryFor(absl::string_view key) const {
   MutexLock l(&mu_);
   for (const auto& [id, r] : replicas_) {
-    if (r->role() == ShardReplica::Role::kPrimary && r->Contains(key)) return r;
+    if (r->ServesKey(key)) return r;
   }
   return nullptr;
-}
-
-void ShardTable::Add(std::shared_ptr<ShardReplica> replica) {
-  MutexLock l(&mu_);
-  replicas_[replica->id()] = std::move(replica);
 }
 
 std::shared_ptr<ShardReplica> ShardTable::Remove(uint32_t shard, const std::string& why) {

@@ -28,7 +28,6 @@ class ShardTable {
   absl::StatusOr<std::shared_ptr<ShardReplica>> GetOrCreate(uint32_t shard);
   // The replica serving `key` as primary; nullptr when this node is not its primary.
   std::shared_ptr<ShardReplica> PrimaryFor(absl::string_view key) const;
-  void Add(std::shared_ptr<ShardReplica> replica);
   // Drops the replica (it steps down first). Returns it (or nullptr).
   std::shared_ptr<ShardReplica> Remove(uint32_t shard, const std::string& why);
   std::vector<std::shared_ptr<ShardReplica>> All() const;
