@@ -61,6 +61,10 @@ void AdaptivePolicy::StartProbe(int cell) {
   for (int b = 0; b < 2; ++b) {
     issued_[b] = seen_[b] = 0;
     sum_ns_[b] = 0;
+    for (int path = 0; path < 2; ++path) {
+      path_seen_[b][path] = path_unseen_[b][path] = 0;
+      path_sum_ns_[b][path] = 0;
+    }
   }
   other_sum_ns_ = 0;
   other_seen_ = 0;
@@ -128,25 +132,12 @@ void AdaptivePolicy::Observe(const Decision& d, absl::Duration latency) {
   }
   const double ns = absl::ToDoubleNanoseconds(latency);
   const uint8_t phase = d.tag & 3;
-  const bool current = probing_ >= 0 && phase != kRegular &&
-                       static_cast<uint8_t>(d.tag >> 2) == static_cast<uint8_t>(generation_ & 0x3F);
+  const bool current = OfCurrentProbe(d);
   const bool probed_path = current && d.cell == probing_ && d.path == Other(probe_regime_);
   if ((!current || phase == kSettle) && !probed_path) {
     AddToMovingMean(ns, &regular_ns_, &regular_seen_);
     AddToMovingMean(ns, &cell.regular_ns, &cell.regular_seen);
-    // Is the connection's latency still falling (a translation cache warming up)? Then a
-    // comparison now would judge the current regime by a transient.
-    trend_sum_ns_ += ns;
-    if (++trend_seen_ == kTrendBlock) {
-      const double mean = trend_sum_ns_ / kTrendBlock;
-      const uint32_t n = options_.trend_blocks;
-      double& then = trend_block_ns_[trend_blocks_ % n];  // the block n blocks ago
-      settled_ = trend_blocks_ >= n && mean >= then * (1.0 - options_.hysteresis);
-      then = mean;
-      ++trend_blocks_;
-      trend_sum_ns_ = 0;
-      trend_seen_ = 0;
-    }
+    AddToTrend(ns, /*observed=*/true);
   }
   if (!current) return;
   if (probed_path && seen_[1] == 0 && ++other_skipped_ > kAbortWindow) {
@@ -177,10 +168,70 @@ void AdaptivePolicy::Observe(const Decision& d, absl::Duration latency) {
   }
   sum_ns_[block] += ns;
   ++seen_[block];
+  path_sum_ns_[block][i] += ns;
+  ++path_seen_[block][i];
+  FinishProbeIfComplete();
+}
+
+void AdaptivePolicy::AddToTrend(double ns, bool observed) {
+  // Is the connection's latency still falling (a translation cache warming up)? Then a
+  // comparison now would judge the current regime by a transient. Blocks are counted in
+  // writes, so that warming up takes as many writes whether or not each is observed.
+  if (observed) {
+    trend_sum_ns_ += ns;
+    ++trend_observed_;
+  }
+  if (++trend_seen_ < kTrendBlock) return;
+  if (trend_observed_ > 0) {
+    const double mean = trend_sum_ns_ / trend_observed_;
+    const uint32_t n = options_.trend_blocks;
+    double& then = trend_block_ns_[trend_blocks_ % n];  // the block n blocks ago
+    settled_ = trend_blocks_ >= n && mean >= then * (1.0 - options_.hysteresis);
+    then = mean;
+    ++trend_blocks_;
+  }
+  trend_sum_ns_ = 0;
+  trend_seen_ = 0;
+  trend_observed_ = 0;
+}
+
+bool AdaptivePolicy::OfCurrentProbe(const Decision& d) const {
+  return probing_ >= 0 && (d.tag & 3) != kRegular &&
+         static_cast<uint8_t>(d.tag >> 2) == static_cast<uint8_t>(generation_ & 0x3F);
+}
+
+void AdaptivePolicy::FinishProbeIfComplete() {
   const bool routed = probe_pos_ >= 2 * options_.probe_block;
   if (routed && seen_[0] * 10 >= issued_[0] * 9 && seen_[1] * 10 >= issued_[1] * 9) {
     FinishProbe(/*aborted=*/false);
   }
+}
+
+double AdaptivePolicy::BlockMean(int b) const {
+  if (path_unseen_[b][0] + path_unseen_[b][1] == 0) return sum_ns_[b] / seen_[b];
+  double weighted = 0;
+  uint64_t writes = 0;
+  for (int path = 0; path < 2; ++path) {
+    const uint64_t n = path_seen_[b][path] + path_unseen_[b][path];
+    if (n == 0) continue;
+    if (path_seen_[b][path] == 0) return -1;
+    weighted += n * (path_sum_ns_[b][path] / path_seen_[b][path]);
+    writes += n;
+  }
+  return weighted / writes;
+}
+
+void AdaptivePolicy::Unobserved(const Decision& d) {
+  const uint8_t phase = d.tag & 3;
+  const bool current = OfCurrentProbe(d);
+  if (!current || phase == kSettle) {
+    AddToTrend(0, /*observed=*/false);
+    return;
+  }
+  const int block = phase - kMeasureOther;
+  if (issued_[block] > 0) --issued_[block];
+  ++path_unseen_[block][static_cast<int>(d.path)];
+  FinishProbeIfComplete();
 }
 
 void AdaptivePolicy::FinishProbe(bool aborted) {
@@ -189,9 +240,10 @@ void AdaptivePolicy::FinishProbe(bool aborted) {
   bool clearly_slower = aborted;
   if (!aborted) {
     // Inconclusive when most of the probe's writes were kept on the regime's path.
-    const bool conclusive = seen_[0] > 0 && seen_[1] > 0 && probe_matched_ * 2 >= probe_measured_;
-    const double other = conclusive ? sum_ns_[0] / seen_[0] : 0;
-    const double regime = conclusive ? sum_ns_[1] / seen_[1] : 0;
+    bool conclusive = seen_[0] > 0 && seen_[1] > 0 && probe_matched_ * 2 >= probe_measured_;
+    double other = conclusive ? BlockMean(0) : 0;
+    double regime = conclusive ? BlockMean(1) : 0;
+    if (other < 0 || regime < 0) conclusive = false;
     cell.concluded |= conclusive;
     if (conclusive && other < regime * (1.0 - options_.hysteresis)) {
       if (++cell.wins < options_.wins_to_switch) {
