@@ -43,13 +43,37 @@
 
 namespace unloadkv {
 
+class Clock;  // transport/base/clock.h
+
 namespace engine {
 class EngineMetrics;  // transport/engine/metrics.h
 }  // namespace engine
 
+namespace rnic {
+class Device;  // transport/rnic/device.h
+}  // namespace rnic
+
 namespace cluster {
 class ClusterMap;  // transport/cluster/cluster_map.h
 }  // namespace cluster
+
+// A client embedded in a world someone else drives (server/sim: the simulated fabric, one
+// thread, virtual time). It then runs on `device` and `clock`, reaches the server through
+// `bootstrap` instead of TCP and starts no thread: it hands the world a poller instead, and
+// its synchronous calls (and Wait) let the world run until their answer is in.
+struct ClientEmbedding {
+  rnic::Device* device = nullptr;  // not owned; outlives the client
+  const Clock* clock = nullptr;    // not owned; the device's clock
+  // Hands this client's encoded connection details to the server and returns the server's
+  // (an embedded server's KvServer::Admit).
+  std::function<absl::StatusOr<std::string>(const std::string& client_info)> bootstrap;
+  // Runs the world until `done()` holds. Never called from a callback.
+  std::function<void(const std::function<bool()>& done)> wait;
+  // The world calls `poll` whenever it moved (it processes completions and expired deadlines
+  // and returns the work done; never blocks) from add_poller's return until remove_poller.
+  std::function<uint64_t(std::function<int()> poll)> add_poller;
+  std::function<void(uint64_t poller)> remove_poller;
+};
 
 struct ClientOptions {
   std::string server = "127.0.0.1:7070";  // kvserver's --listen address (single node)
@@ -75,6 +99,9 @@ struct ClientOptions {
   // themselves, one at a time, which saves waking a second thread per request; async
   // callbacks then run only while some thread is inside a synchronous call or Wait.
   bool caller_progress = false;
+  // Not owned; outlives the Client. With it `server`, `transport`, `soft_host`, `verbs_device`
+  // and `caller_progress` are unused. Single node only.
+  const ClientEmbedding* embedding = nullptr;
 };
 
 struct ScanPage {

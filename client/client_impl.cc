@@ -18,16 +18,28 @@ absl::StatusOr<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const Client
   if (!policy.ok()) return policy.status();
   std::unique_ptr<Impl> c(new Impl());
   c->options_ = options;
-  auto device = backends::OpenDevice(
-      backends::DeviceSpec::For(options.transport, options.soft_host, options.verbs_device));
-  if (!device.ok()) return device.status();
-  c->device_ = std::move(*device);
+  const ClientEmbedding* embedded = options.embedding;
+  if (embedded != nullptr) {
+    if (embedded->device == nullptr || embedded->clock == nullptr || !embedded->bootstrap ||
+        !embedded->wait || !embedded->add_poller || !embedded->remove_poller) {
+      return absl::InvalidArgumentError("an embedded client needs every ClientEmbedding field");
+    }
+    c->device_ = embedded->device;
+    c->clock_ = embedded->clock;
+  } else {
+    auto device = backends::OpenDevice(
+        backends::DeviceSpec::For(options.transport, options.soft_host, options.verbs_device));
+    if (!device.ok()) return device.status();
+    c->owned_device_ = std::move(*device);
+    c->device_ = c->owned_device_.get();
+  }
   c->write_count_ = std::make_unique<client_internal::WriteCount>(options.metrics);
   engine::EngineOptions eo;
   eo.max_message_bytes = proto::kMaxMessageBytes;
   eo.max_connections_per_worker = 1;  // the client's one connection
   eo.metrics = c->write_count_.get();
-  auto engine = engine::Engine::Create(c->device_.get(), eo);
+  eo.modeled_huge_pages = embedded != nullptr;
+  auto engine = engine::Engine::Create(c->device_, eo);
   if (!engine.ok()) return engine.status();
   c->engine_ = std::move(*engine);
   // Twice the requests in flight: a buffer is held until its write completes, which may be
@@ -40,12 +52,12 @@ absl::StatusOr<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const Client
   auto conn = c->engine_->CreateConnection(std::move(*policy));
   if (!conn.ok()) return conn.status();
   c->conn_ = std::move(*conn);
-  c->rpc_ =
-      std::make_unique<rpc::RpcClient>(c->conn_.get(), RealClock::Get(), options.max_in_flight);
+  c->rpc_ = std::make_unique<rpc::RpcClient>(c->conn_.get(), c->clock_, options.max_in_flight);
   // One deadline for the whole of Connect: the bootstrap exchange and the first round trip.
-  const absl::Time deadline = absl::Now() + options.timeout;
-  auto answer = rpc::ExchangeAsClient(
-      options.server, engine::EncodeConnectionInfo(c->conn_->local_info()), options.timeout);
+  const absl::Time deadline = c->clock_->Now() + options.timeout;
+  const std::string info = engine::EncodeConnectionInfo(c->conn_->local_info());
+  auto answer = embedded != nullptr ? embedded->bootstrap(info)
+                                    : rpc::ExchangeAsClient(options.server, info, options.timeout);
   if (!answer.ok()) {
     return absl::Status(answer.status().code(),
                         absl::StrCat("connecting to kvserver at ", options.server, ": ",
@@ -54,17 +66,21 @@ absl::StatusOr<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const Client
   auto remote = engine::DecodeConnectionInfo(*answer);
   if (!remote.ok()) return remote.status();
   if (absl::Status st = c->conn_->Connect(*remote); !st.ok()) return st;
-  if (!options.caller_progress) c->engine_->Start();
   Impl* self = c.get();
-  c->ticker_ = std::thread([self] {
-    while (!self->stop_.load()) {
-      absl::SleepFor(absl::Milliseconds(5));
-      self->rpc_->CheckDeadlines();
-    }
-  });
+  if (embedded != nullptr) {
+    c->poller_ = embedded->add_poller([self] { return self->PollEmbedded(); });
+  } else {
+    if (!options.caller_progress) c->engine_->Start();
+    c->ticker_ = std::thread([self] {
+      while (!self->stop_.load()) {
+        absl::SleepFor(absl::Milliseconds(5));
+        self->rpc_->CheckDeadlines();
+      }
+    });
+  }
   // The first message proves the data path both ways (the server releases a connection that
   // sends none within its handshake deadline), and a path that does not work fails here.
-  const absl::Status ping = c->Ping(std::max(deadline - absl::Now(), absl::Milliseconds(1)));
+  const absl::Status ping = c->Ping(std::max(deadline - c->clock_->Now(), absl::Milliseconds(1)));
   if (!ping.ok()) {
     return absl::Status(ping.code(), absl::StrCat("connecting to kvserver at ", options.server,
                                                   ": first round trip: ", ping.message()));
@@ -73,6 +89,7 @@ absl::StatusOr<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const Client
 }
 
 Client::Impl::~Impl() {
+  if (poller_) options_.embedding->remove_poller(*poller_);
   stop_ = true;
   if (ticker_.joinable()) ticker_.join();
   if (engine_) engine_->Stop();
@@ -93,7 +110,18 @@ void Client::Impl::Signal() {
   progress_cv_.notify_all();
 }
 
+int Client::Impl::PollEmbedded() {
+  const int work = engine_->PollOnce();
+  // Deadlines are checked every 5 ms of the clock, as the ticker thread does in real time.
+  if (const absl::Time now = clock_->Now(); now >= next_deadline_check_) {
+    next_deadline_check_ = now + absl::Milliseconds(5);
+    return work + rpc_->CheckDeadlines();
+  }
+  return work;
+}
+
 void Client::Impl::Wait(const std::function<bool()>& done) {
+  if (options_.embedding != nullptr) return options_.embedding->wait(done);
   while (!done()) {
     if (options_.caller_progress) {
       std::unique_lock<std::mutex> drive(drive_mu_, std::try_to_lock);

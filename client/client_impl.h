@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -59,6 +60,8 @@ class Client::Impl {
   T Await(Start start);
   // Wakes threads in Wait: something completed, or the driver let go.
   void Signal();
+  // The embedded client's poller (ClientEmbedding::add_poller).
+  int PollEmbedded();
   // Sends one request; `done` runs exactly once if this returns OK, never otherwise.
   absl::Status Call(proto::Method method, const google::protobuf::Message& req, Reply done);
   // One PING round trip, without retries.
@@ -73,7 +76,11 @@ class Client::Impl {
                    const proto::SlotGrant& g, PutDone done);
 
   ClientOptions options_;
-  std::unique_ptr<rnic::Device> device_;
+  const Clock* clock_ = RealClock::Get();
+  std::unique_ptr<rnic::Device> owned_device_;
+  rnic::Device* device_ = nullptr;                         // owned_device_, or the embedding's
+  std::optional<uint64_t> poller_;                         // embedded: our poller's handle
+  absl::Time next_deadline_check_ = absl::InfinitePast();  // embedded: poller's thread only
   std::unique_ptr<client_internal::WriteCount> write_count_;
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<client_internal::ValueBuffers> buffers_;

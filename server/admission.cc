@@ -26,8 +26,10 @@ std::vector<Admission::Established> Admission::Poll(absl::Duration wait) {
   for (const HalfOpen& h : half_open_) {
     wait = std::min(wait, std::max(h.deadline - options_.clock->Now(), absl::ZeroDuration()));
   }
-  for (rpc::BootstrapAcceptor::Hello& hello : acceptor_->Poll(wait)) Answer(std::move(hello));
-  CountAcceptorRefusals();
+  if (acceptor_ != nullptr) {
+    for (rpc::BootstrapAcceptor::Hello& hello : acceptor_->Poll(wait)) Answer(std::move(hello));
+    CountAcceptorRefusals();
+  }
   Sweep(&out);
   return out;
 }
@@ -85,37 +87,57 @@ void Admission::Answer(rpc::BootstrapAcceptor::Hello hello) {
   absl::StatusOr<rnic::QpAttributes> dial = backends::DialBackAttributes(info->qp, hello.peer_host);
   if (!dial.ok()) return Refuse(hello.fd.get(), "address", dial.status().message());
   info->qp = *dial;
+  absl::StatusOr<engine::ConnectionInfo> local = Admit(*info);
+  if (!local.ok()) {
+    (void)rpc::AnswerNow(hello.fd.get(), absl::StrCat("error ", local.status().message()));
+    return;
+  }
+  local->qp = backends::AdvertisedAttributes(local->qp, hello.local_host);
+  absl::Status st =
+      rpc::AnswerNow(hello.fd.get(), absl::StrCat("ok ", engine::EncodeConnectionInfo(*local)));
+  if (!st.ok()) {  // the client is gone: so is the connection just made for it
+    Release(half_open_.back());
+    half_open_.pop_back();
+    half_open_count_.store(half_open_.size(), std::memory_order_relaxed);
+    Refuse(hello.fd.get(), "error", st.message());
+  }
+}
+
+absl::StatusOr<engine::ConnectionInfo> Admission::Admit(const engine::ConnectionInfo& client) {
   if (established_() + half_open_.size() >= static_cast<size_t>(options_.max_connections)) {
-    return Refuse(hello.fd.get(), "limit",
-                  absl::StrCat("at the connection limit (", options_.max_connections, ")"));
+    return Refused(absl::StatusCode::kResourceExhausted, "limit",
+                   absl::StrCat("at the connection limit (", options_.max_connections, ")"));
   }
   if (half_open_.size() >= options_.max_half_open) MakeRoom();
   absl::StatusOr<std::unique_ptr<engine::PathPolicy>> policy = engine::MakePolicy(options_.policy);
-  if (!policy.ok()) return Refuse(hello.fd.get(), "error", policy.status().message());
+  if (!policy.ok()) return Refused(policy.status().code(), "error", policy.status().message());
   absl::StatusOr<std::unique_ptr<engine::Connection>> created =
       engine_->CreateConnection(std::move(*policy));
-  if (!created.ok()) return Refuse(hello.fd.get(), "error", created.status().message());
+  if (!created.ok()) return Refused(created.status().code(), "error", created.status().message());
   HalfOpen h{next_id_++, std::shared_ptr<engine::Connection>(std::move(*created)),
              options_.clock->Now() + options_.handshake_deadline};
   rpc_->Serve(h.conn, h.id);
-  absl::Status st = h.conn->Connect(*info);  // never blocks: a dial nobody answers fails later
-  if (st.ok()) {
-    engine::ConnectionInfo local = h.conn->local_info();
-    local.qp = backends::AdvertisedAttributes(local.qp, hello.local_host);
-    st = rpc::AnswerNow(hello.fd.get(), absl::StrCat("ok ", engine::EncodeConnectionInfo(local)));
-  }
+  absl::Status st = h.conn->Connect(client);  // never blocks: a dial nobody answers fails later
   if (!st.ok()) {
     Release(h);
-    return Refuse(hello.fd.get(), "error", st.message());
+    return Refused(st.code(), "error", st.message());
   }
+  engine::ConnectionInfo local = h.conn->local_info();
   half_open_.push_back(std::move(h));
   half_open_count_.store(half_open_.size(), std::memory_order_relaxed);
+  return local;
+}
+
+absl::Status Admission::Refused(absl::StatusCode code, absl::string_view reason,
+                                absl::string_view why) {
+  metrics_->OnConnectionRefused(reason);
+  refusals_log_.Log(LogLevel::kWarning, absl::StrCat("kvserver: refused a client: ", why));
+  return absl::Status(code, why);
 }
 
 void Admission::Refuse(int fd, absl::string_view reason, absl::string_view why) {
-  metrics_->OnConnectionRefused(reason);
-  refusals_log_.Log(LogLevel::kWarning, absl::StrCat("kvserver: refused a client: ", why));
-  (void)rpc::AnswerNow(fd, absl::StrCat("error ", why));
+  absl::Status st = Refused(absl::StatusCode::kFailedPrecondition, reason, why);
+  (void)rpc::AnswerNow(fd, absl::StrCat("error ", st.message()));
 }
 
 void Admission::CountAcceptorRefusals() {

@@ -17,6 +17,9 @@
 // (backends::DialBackAttributes) and advertises the address the client reached
 // (backends::AdvertisedAttributes).
 //
+// Embedded servers (the simulated fabric, server/sim) have no acceptor: Admit() takes the
+// client's connection details directly, and phase 2 applies as above.
+//
 // Thread-compatible: one thread (the server's admission loop) calls everything but half_open().
 #ifndef UNLOADKV_SERVER_ADMISSION_H_
 #define UNLOADKV_SERVER_ADMISSION_H_
@@ -55,7 +58,8 @@ class Admission {
   };
 
   // Admits through `acceptor` (which listens already, so a busy port fails before the server
-  // allocates anything large); `engine`, `rpc` and `metrics` must outlive the Admission.
+  // allocates anything large; null: only through Admit); `engine`, `rpc` and `metrics` must
+  // outlive the Admission.
   // `established` returns how many connections the caller holds (against max_connections);
   // `released(id)` is called for every half-open connection given up on, after its handler
   // was detached, so the caller can drop whatever a racing first request gave it.
@@ -71,11 +75,15 @@ class Admission {
         acceptor_(std::move(acceptor)) {}
   ~Admission();
 
-  const std::string& address() const { return acceptor_->address(); }
   // Waits at most `wait` for bootstrap traffic, answers complete hellos, releases half-open
   // connections that failed or are late, and returns those whose first message arrived.
   std::vector<Established> Poll(absl::Duration wait);
-  size_t pending_hellos() const { return acceptor_->pending(); }
+  // Admits a client whose connection details are `client` (already checked and, over TCP,
+  // pointed at the host it came from): a new half-open connection connected to it. Returns
+  // this side's details, or the refusal (counted, logged) with the connection limit as
+  // ResourceExhausted.
+  absl::StatusOr<engine::ConnectionInfo> Admit(const engine::ConnectionInfo& client);
+  size_t pending_hellos() const { return acceptor_ ? acceptor_->pending() : 0; }
   // Safe from any thread.
   size_t half_open() const { return half_open_count_.load(std::memory_order_relaxed); }
 
@@ -88,6 +96,8 @@ class Admission {
   // Answers one complete hello: "ok <info>" and a new half-open connection, or "error <why>".
   void Answer(rpc::BootstrapAcceptor::Hello hello);
   void Refuse(int fd, absl::string_view reason, absl::string_view why);
+  // Counts and logs a refusal; returns it as a status of `code`.
+  absl::Status Refused(absl::StatusCode code, absl::string_view reason, absl::string_view why);
   void Release(HalfOpen& h);
   // Hands over connections whose first message arrived; releases failed and late ones.
   void Sweep(std::vector<Established>* out);

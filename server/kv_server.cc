@@ -13,10 +13,14 @@
 namespace unloadkv::server {
 
 absl::Status ValidateOptions(const KvServerOptions& o) {
-  if (absl::StatusOr<sockaddr_in> a = ParseHostPort(o.listen, true); !a.ok()) {
+  if (o.embedding != nullptr) {
+    if (o.embedding->device == nullptr || o.embedding->clock == nullptr) {
+      return absl::InvalidArgumentError("an embedded server needs a device and a clock");
+    }
+  } else if (absl::StatusOr<sockaddr_in> a = ParseHostPort(o.listen, true); !a.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--listen: ", a.status().message()));
   }
-  if (o.transport != "soft" && o.transport != "verbs") {
+  if (o.embedding == nullptr && o.transport != "soft" && o.transport != "verbs") {
     return absl::InvalidArgumentError(
         absl::StrCat("--transport='", o.transport, "': choose soft or verbs"));
   }
@@ -32,7 +36,7 @@ absl::Status ValidateOptions(const KvServerOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("--unload_workers=", o.unload_workers,
                                                    ": must be in 1..", engine::kMaxUnloadWorkers));
   }
-  if (!o.metrics_address.empty()) {
+  if (!o.metrics_address.empty() && o.embedding == nullptr) {
     if (absl::StatusOr<sockaddr_in> a = ParseHostPort(o.metrics_address, true); !a.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--metrics: ", a.status().message()));
     }
@@ -75,19 +79,28 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
   s->engine_metrics_ = std::make_unique<engine::PrometheusEngineMetrics>(s->registry_);
   s->server_metrics_ = std::make_unique<ServerMetrics>(s->registry_);
 
-  // The listener first: a busy port should fail before anything large is allocated.
-  rpc::BootstrapAcceptor::Options ao;
-  ao.max_pending = static_cast<size_t>(options.max_pending_hellos);
-  ao.line_deadline = options.hello_deadline;
-  auto acceptor = rpc::BootstrapAcceptor::Listen(options.listen, ao);
-  if (!acceptor.ok()) return acceptor.status();
-  s->address_ = (*acceptor)->address();
-
-  auto device = backends::OpenDevice(backends::DeviceSpec::For(
-      options.transport, options.listen.substr(0, options.listen.rfind(':')),
-      options.verbs_device));
-  if (!device.ok()) return device.status();
-  s->device_ = std::move(*device);
+  const KvServerEmbedding* embedded = options.embedding;
+  std::unique_ptr<rpc::BootstrapAcceptor> listener;
+  if (embedded != nullptr) {
+    s->device_ = embedded->device;
+    s->clock_ = embedded->clock;
+    s->address_ = "embedded";
+  } else {
+    // The listener first: a busy port should fail before anything large is allocated.
+    rpc::BootstrapAcceptor::Options ao;
+    ao.max_pending = static_cast<size_t>(options.max_pending_hellos);
+    ao.line_deadline = options.hello_deadline;
+    auto acceptor = rpc::BootstrapAcceptor::Listen(options.listen, ao);
+    if (!acceptor.ok()) return acceptor.status();
+    listener = std::move(*acceptor);
+    s->address_ = listener->address();
+    auto device = backends::OpenDevice(backends::DeviceSpec::For(
+        options.transport, options.listen.substr(0, options.listen.rfind(':')),
+        options.verbs_device));
+    if (!device.ok()) return device.status();
+    s->owned_device_ = std::move(*device);
+    s->device_ = s->owned_device_.get();
+  }
 
   engine::EngineOptions eo;
   eo.unload_workers = options.unload_workers;
@@ -95,27 +108,30 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
   eo.huge_pages = options.huge_pages;
   eo.max_message_bytes = proto::kMaxMessageBytes;
   eo.metrics = s->engine_metrics_.get();
-  auto engine = engine::Engine::Create(s->device_.get(), eo);
+  eo.modeled_huge_pages = embedded != nullptr;
+  auto engine = engine::Engine::Create(s->device_, eo);
   if (!engine.ok()) return engine.status();
   s->engine_ = std::move(*engine);
 
   engine::Engine* engine_ptr = s->engine_.get();
   const uint64_t arena_bytes = options.arena_bytes;
-  const bool huge = options.huge_pages;
+  const bool huge = embedded != nullptr ? embedded->arena_huge_pages : options.huge_pages;
+  void* const arena_address = embedded != nullptr ? embedded->arena_address : nullptr;
   s->reaper_ = std::make_unique<Reaper>();
   Reaper* reaper = s->reaper_.get();
   KvServer* self = s.get();
   auto close_peer = [self](uint64_t peer) { self->ClosePeer(peer); };
   s->shards_ = std::make_unique<ShardTable>(
-      [engine_ptr, arena_bytes, huge, reaper, close_peer](uint32_t shard) {
-        return ShardReplica::Create(engine_ptr, shard, arena_bytes, huge, reaper, close_peer);
+      [engine_ptr, arena_bytes, huge, reaper, close_peer, arena_address](uint32_t shard) {
+        return ShardReplica::Create(engine_ptr, shard, arena_bytes, huge, reaper, close_peer,
+                                    arena_address);
       });
   const bool cluster_mode = IsClusterMode(options);
   if (!cluster_mode) {
     // One shard covering every key, primary from the start, no backups.
     auto replica = s->shards_->GetOrCreate(0);
     if (!replica.ok()) return replica.status();
-    s->arena_memory_ = DescribePages((*replica)->memory(), options.huge_pages);
+    s->arena_memory_ = DescribePages((*replica)->memory(), huge);
     (*replica)->SetRange("", "");
     (*replica)->BecomePrimary(0);
   } else {
@@ -123,7 +139,7 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
   }
 
   s->service_ = std::make_unique<KvService>(
-      s->shards_.get(), s->server_metrics_.get(), RealClock::Get(),
+      s->shards_.get(), s->server_metrics_.get(), s->clock_,
       [self](proto::StatsResponse* r) {
         // Admitted ones count as soon as they ask.
         r->set_connections(self->connections() + self->half_open());
@@ -132,23 +148,24 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
       },
       [self] { return self->cluster_node_ == nullptr || self->cluster_node_->LeaseValid(); },
       options.network_cut);
-  s->rpc_ = std::make_unique<rpc::RpcServer>(RealClock::Get());
+  s->rpc_ = std::make_unique<rpc::RpcServer>(s->clock_);
   s->service_->RegisterWith(s->rpc_.get());
   Admission::Options ad;
   ad.policy = options.policy;
   ad.max_connections = options.max_connections;
   ad.max_half_open = static_cast<size_t>(options.max_half_open);
   ad.handshake_deadline = options.handshake_deadline;
+  ad.clock = s->clock_;
   s->admission_ = std::make_unique<Admission>(
-      std::move(*acceptor), ad, s->engine_.get(), s->rpc_.get(), s->server_metrics_.get(),
+      std::move(listener), ad, s->engine_.get(), s->rpc_.get(), s->server_metrics_.get(),
       [self] { return self->connections(); }, [self](uint64_t id) { self->DropClient(id); });
 
-  if (!options.metrics_address.empty()) {
+  if (!options.metrics_address.empty() && embedded == nullptr) {
     auto m = engine::MetricsEndpoint::Start(options.metrics_address, s->registry_);
     if (!m.ok()) return m.status();
     s->metrics_ = std::move(*m);
   }
-  s->engine_->Start();
+  if (embedded == nullptr) s->engine_->Start();
   if (cluster_mode) {
     cluster::ClusterMap* map = options.cluster_map;
     if (map == nullptr) {
@@ -174,8 +191,8 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
     co.network_cut = options.network_cut;
     s->cluster_metrics_ = std::make_unique<ClusterMetrics>(s->registry_);
     co.metrics = s->cluster_metrics_.get();
-    s->cluster_node_ = std::make_unique<ClusterNode>(map, co, s->shards_.get(), s->engine_.get(),
-                                                     RealClock::Get());
+    s->cluster_node_ =
+        std::make_unique<ClusterNode>(map, co, s->shards_.get(), s->engine_.get(), s->clock_);
     if (absl::Status st = s->cluster_node_->Start(); !st.ok()) {
       s->cluster_node_.reset();
       return st;
@@ -252,6 +269,28 @@ void KvServer::Poll(absl::Duration wait) {
     }
     metric_shards_ = std::move(held);
   }
+}
+
+absl::StatusOr<std::string> KvServer::Admit(absl::string_view client_info) {
+  if (options_.embedding == nullptr) {
+    return absl::FailedPreconditionError("Admit is for embedded servers; clients dial --listen");
+  }
+  if (shut_down_) return absl::UnavailableError("server shutting down");
+  absl::StatusOr<engine::ConnectionInfo> info = engine::DecodeConnectionInfo(client_info);
+  if (!info.ok()) return info.status();
+  absl::StatusOr<engine::ConnectionInfo> local = admission_->Admit(*info);
+  if (!local.ok()) return local.status();
+  return engine::EncodeConnectionInfo(*local);
+}
+
+int KvServer::DriveOnce() {
+  if (shut_down_) return 0;
+  int work = engine_->PollOnce();
+  if (const absl::Time now = clock_->Now(); now >= next_poll_) {
+    next_poll_ = now + absl::Milliseconds(1);
+    Poll(absl::ZeroDuration());
+  }
+  return work;
 }
 
 void KvServer::Reap() {

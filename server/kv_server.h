@@ -36,6 +36,21 @@
 
 namespace unloadkv::server {
 
+// A server embedded in a world someone else drives (server/sim: the simulated fabric, in one
+// thread and virtual time). The server then runs on `device` and `clock`, opens no listener
+// and no /metrics endpoint and starts no thread: clients are admitted by KvServer::Admit, and
+// the embedder calls KvServer::DriveOnce whenever the world moved.
+struct KvServerEmbedding {
+  rnic::Device* device = nullptr;  // not owned; outlives the server
+  const Clock* clock = nullptr;    // not owned; the device's clock
+  // The device models a node: staging rings asked for on huge pages count as huge-page
+  // backed (EngineOptions::modeled_huge_pages); the arena takes `arena_huge_pages` instead of
+  // KvServerOptions::huge_pages, mapped at `arena_address` if the kernel agrees (nullable;
+  // a fixed address keeps the adaptive policy's page hashes the same from run to run).
+  bool arena_huge_pages = false;
+  void* arena_address = nullptr;
+};
+
 struct KvServerOptions {
   std::string listen = "127.0.0.1:7070";  // bootstrap address clients dial (port 0: any)
   std::string transport = "soft";         // soft | verbs
@@ -62,6 +77,9 @@ struct KvServerOptions {
   // Fault injection (nullable; kvserver --fault_signals): while *network_cut is set the node
   // is cut off from the map and from the other nodes, but not from clients.
   const std::atomic<bool>* network_cut = nullptr;
+  // Not owned; outlives the server. With it, `listen`, `transport`, `verbs_device` and
+  // `metrics_address` are unused.
+  const KvServerEmbedding* embedding = nullptr;
 };
 
 // Whether `o` makes a node of a cluster (etcd endpoints or an injected map).
@@ -87,6 +105,12 @@ class KvServer {
   // releases late half-open connections, reaps connections that failed, refreshes gauges.
   // Never blocks past `wait`. Call from one thread.
   void Poll(absl::Duration wait);
+  // Embedded servers only (KvServerOptions::embedding). Admits a client given its encoded
+  // engine::ConnectionInfo, as the bootstrap hello does over TCP; returns the server's. Then
+  // DriveOnce: runs the engine's workers once and, every millisecond of the clock, a turn of
+  // Poll; returns the work done (0: nothing was pending). Never blocks.
+  absl::StatusOr<std::string> Admit(absl::string_view client_info);
+  int DriveOnce();
   // Polls until `stop` is set (a signal handler may set it), then shuts down.
   void Run(const std::atomic<bool>& stop);
   // Stops admitting, answers UNAVAILABLE from then on, closes every connection, stops the
@@ -114,7 +138,10 @@ class KvServer {
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<engine::PrometheusEngineMetrics> engine_metrics_;
   std::unique_ptr<ServerMetrics> server_metrics_;
-  std::unique_ptr<rnic::Device> device_;
+  std::unique_ptr<rnic::Device> owned_device_;
+  rnic::Device* device_ = nullptr;  // owned_device_, or the embedding's
+  const Clock* clock_ = RealClock::Get();
+  absl::Time next_poll_ = absl::InfinitePast();  // embedded: DriveOnce's next Poll
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<Reaper> reaper_;  // destroys dropped replication links; before the engine
   std::string arena_memory_;

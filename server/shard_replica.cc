@@ -49,13 +49,13 @@ absl::StatusOr<KvStore::Mutation> FromRecord(const proto::ReplicationRecord& r) 
 
 absl::StatusOr<std::shared_ptr<ShardReplica>> ShardReplica::Create(
     engine::Engine* engine, uint32_t id, uint64_t arena_bytes, bool huge_pages, Reaper* reaper,
-    std::function<void(uint64_t)> close_peer) {
+    std::function<void(uint64_t)> close_peer, void* address_hint) {
   std::shared_ptr<ShardReplica> r(new ShardReplica());
   r->id_ = id;
   r->reaper_ = reaper;
   r->close_peer_ = std::move(close_peer);
   r->arena_bytes_ = arena_bytes;
-  r->memory_ = std::make_unique<MappedMemory>(arena_bytes, huge_pages);
+  r->memory_ = std::make_unique<MappedMemory>(arena_bytes, huge_pages, address_hint);
   if (r->memory_->data() == nullptr) {
     return absl::ResourceExhaustedError(
         absl::StrCat("arena: cannot map ", arena_bytes, " bytes; lower --arena_bytes"));

@@ -4,11 +4,11 @@
 
 namespace unloadkv {
 
-MappedMemory::MappedMemory(size_t bytes, bool try_huge) {
+MappedMemory::MappedMemory(size_t bytes, bool try_huge, void* address_hint) {
   constexpr size_t kHuge = size_t{2} << 20;
   if (try_huge) {
     size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
-    void* p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE,
+    void* p = mmap(address_hint, rounded, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
     if (p != MAP_FAILED) {
       mem_ = p;
@@ -17,7 +17,7 @@ MappedMemory::MappedMemory(size_t bytes, bool try_huge) {
       return;
     }
   }
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* p = mmap(address_hint, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p != MAP_FAILED) {
     mem_ = p;
     bytes_ = bytes;

@@ -12,8 +12,10 @@ namespace unloadkv {
 class MappedMemory {
  public:
   // With `try_huge`, the size is rounded up to a multiple of 2 MiB for the huge-page attempt.
-  // On failure of both attempts data() is null and size() is 0.
-  MappedMemory(size_t bytes, bool try_huge);
+  // On failure of both attempts data() is null and size() is 0. `address_hint` (nullable) is
+  // where the kernel is asked to place the mapping, a request it may ignore (the simulated
+  // fabric uses it so that runs see the same addresses whatever ASLR chose).
+  MappedMemory(size_t bytes, bool try_huge, void* address_hint = nullptr);
   ~MappedMemory();
   MappedMemory(const MappedMemory&) = delete;
   MappedMemory& operator=(const MappedMemory&) = delete;
