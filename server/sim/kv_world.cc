@@ -1,0 +1,78 @@
+#include "server/sim/kv_world.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace unloadkv::server {
+namespace {
+
+// Where the server's arena is mapped (a hint; writebench uses the same one): the adaptive
+// policy hashes destination pages, so the address must not vary with ASLR.
+void* const kArenaAddress = reinterpret_cast<void*>(uintptr_t{0x500000000000});
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<KvWorld>> KvWorld::Create(const KvWorldOptions& options) {
+  if (options.max_idle <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("max_idle must be positive");
+  }
+  std::unique_ptr<KvWorld> w(new KvWorld());
+  w->max_idle_ = options.max_idle;
+  w->client_model_ = options.client_model;
+  w->server_model_cores_ = std::max(1, options.server_model.cpu.cores);
+  w->server_device_ = w->fabric_.CreateDevice(options.server_model);
+  w->server_embedding_.device = w->server_device_.get();
+  w->server_embedding_.clock = &w->fabric_.clock();
+  w->server_embedding_.arena_huge_pages = options.arena_huge_pages;
+  w->server_embedding_.arena_address = kArenaAddress;
+  KvServerOptions so = options.server;
+  so.embedding = &w->server_embedding_;
+  absl::StatusOr<std::unique_ptr<KvServer>> server = KvServer::Start(so);
+  if (!server.ok()) return server.status();
+  w->server_ = std::move(*server);
+  return w;
+}
+
+KvWorld::~KvWorld() {
+  if (server_ != nullptr) server_->Shutdown();
+}
+
+absl::StatusOr<std::unique_ptr<Client>> KvWorld::Connect(ClientOptions options) {
+  client_devices_.push_back(fabric_.CreateDevice(client_model_));
+  auto e = std::make_unique<ClientEmbedding>();
+  e->device = client_devices_.back().get();
+  e->clock = &fabric_.clock();
+  e->bootstrap = [this](const std::string& info) { return server_->Admit(info); };
+  e->wait = [this](const std::function<bool()>& done) { lockstep_.Wait(done); };
+  e->add_poller = [this](std::function<int()> poll) {
+    pollers_.emplace(next_poller_, std::move(poll));
+    return next_poller_++;
+  };
+  e->remove_poller = [this](uint64_t id) { pollers_.erase(id); };
+  options.embedding = e.get();
+  options.server = absl::StrCat("sim node ", client_devices_.size());
+  client_embeddings_.push_back(std::move(e));
+  return Client::Connect(options);
+}
+
+absl::Status KvWorld::RunThreads(std::vector<std::function<void()>> bodies) {
+  for (std::function<void()>& b : bodies) lockstep_.Spawn(std::move(b));
+  return lockstep_.Run();
+}
+
+bool KvWorld::Step() {
+  int work = server_->DriveOnce();
+  for (auto& [id, poll] : pollers_) work += poll();
+  if (work > 0) {
+    idle_since_ns_ = -1;
+    return true;
+  }
+  if (fabric_.idle()) {
+    // Nothing in flight anywhere: let time pass so that deadlines fire, but not forever.
+    if (idle_since_ns_ < 0) idle_since_ns_ = fabric_.now_ns();
+    if (fabric_.now_ns() - idle_since_ns_ > absl::ToInt64Nanoseconds(max_idle_)) return false;
+  }
+  fabric_.Run(absl::ToInt64Nanoseconds(absl::Milliseconds(1)));
+  return true;
+}
+
+}  // namespace unloadkv::server

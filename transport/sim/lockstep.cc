@@ -1,0 +1,106 @@
+#include "transport/sim/lockstep.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace unloadkv::sim {
+namespace {
+
+// The participant the calling thread runs (null on every other thread).
+thread_local void* tls_participant = nullptr;
+
+}  // namespace
+
+Lockstep::~Lockstep() {
+  for (std::unique_ptr<Participant>& p : participants_) {
+    if (!p->thread.joinable()) continue;
+    if (p->finished) {
+      p->thread.join();
+    } else {
+      // Stalled (Run failed): blocked for good on its condition variable, which therefore
+      // must never be destroyed (that would wait for the waiter). The process is ending.
+      p->thread.detach();
+      static auto* stalled = new std::vector<Participant*>();  // reachable: not a leak
+      stalled->push_back(p.release());
+    }
+  }
+}
+
+void Lockstep::Spawn(std::function<void()> body) {
+  std::lock_guard<std::mutex> l(mu_);
+  participants_.push_back(std::make_unique<Participant>());
+  participants_.back()->body = std::move(body);
+}
+
+void Lockstep::Resume(Participant& p, std::unique_lock<std::mutex>& l) {
+  running_ = &p;
+  if (!p.started) {
+    p.started = true;
+    p.thread = std::thread([this, &p] {
+      tls_participant = &p;
+      {
+        std::unique_lock<std::mutex> me(mu_);
+        p.cv.wait(me, [&] { return running_ == &p; });
+      }
+      p.body();
+      std::lock_guard<std::mutex> me(mu_);
+      p.finished = true;
+      running_ = nullptr;
+      driver_cv_.notify_one();
+    });
+  }
+  p.cv.notify_one();
+  driver_cv_.wait(l, [&] { return running_ == nullptr; });
+}
+
+absl::Status Lockstep::Run() {
+  std::unique_lock<std::mutex> l(mu_);
+  while (true) {
+    bool left = false, resumed = false;
+    for (std::unique_ptr<Participant>& p : participants_) {
+      if (p->finished) continue;
+      left = true;
+      if (!p->started || (*p->waiting_for)()) {
+        Resume(*p, l);
+        resumed = true;
+      }
+    }
+    if (!left) break;
+    if (resumed) continue;
+    l.unlock();  // the world's step runs callbacks that may take other locks
+    const bool stepped = step_();
+    l.lock();
+    if (!stepped) {
+      return absl::FailedPreconditionError(
+          "simulation stalled: participants wait for something that can never happen");
+    }
+  }
+  for (std::unique_ptr<Participant>& p : participants_) {
+    if (p->thread.joinable()) p->thread.join();
+  }
+  participants_.clear();
+  return absl::OkStatus();
+}
+
+void Lockstep::Wait(const std::function<bool()>& done) {
+  auto* self = static_cast<Participant*>(tls_participant);
+  if (self == nullptr) {
+    while (!done()) {
+      if (!step_()) {
+        std::fprintf(stderr, "lockstep: simulation stalled inside Wait; aborting\n");
+        std::abort();
+      }
+    }
+    return;
+  }
+  std::unique_lock<std::mutex> l(mu_);
+  if (done()) return;
+  self->waiting_for = &done;
+  running_ = nullptr;
+  driver_cv_.notify_one();
+  self->cv.wait(l, [&] { return running_ == self; });
+  self->waiting_for = nullptr;
+}
+
+}  // namespace unloadkv::sim
