@@ -55,10 +55,12 @@ std::string PercentileName(double p) {
 }
 }  // namespace
 
-std::string FormatSummary(int64_t runtime_ms, uint64_t operations, const Measurements& m,
+std::string FormatSummary(absl::Duration runtime, uint64_t operations, const Measurements& m,
                           const std::vector<double>& percentiles) {
-  std::string out = absl::StrCat("[OVERALL], RunTime(ms), ", runtime_ms, "\n");
-  const double throughput = runtime_ms > 0 ? 1000.0 * operations / runtime_ms : 0;
+  std::string out =
+      absl::StrCat("[OVERALL], RunTime(ms), ", absl::ToInt64Milliseconds(runtime), "\n");
+  const double seconds = absl::ToDoubleSeconds(runtime);
+  const double throughput = seconds > 0 ? operations / seconds : 0;
   absl::StrAppend(&out, "[OVERALL], Throughput(ops/sec), ", JavaDouble(throughput), "\n");
   for (const auto& [name, s] : m.series()) {
     const Histogram& h = *s.histogram;

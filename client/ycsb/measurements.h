@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "client/ycsb/histogram.h"
 
 namespace unloadkv::ycsb {
@@ -44,8 +45,9 @@ class Measurements {
 // Java's Double.toString for the values YCSB prints ("1000.0", "98.91196834817013").
 std::string JavaDouble(double v);
 
-// The summary block; `percentiles` as in hdrhistogram.percentiles (e.g. {95, 99}).
-std::string FormatSummary(int64_t runtime_ms, uint64_t operations, const Measurements& m,
+// The summary block; `percentiles` as in hdrhistogram.percentiles (e.g. {95, 99}). RunTime is
+// printed in whole milliseconds, as YCSB does; throughput comes from the exact `runtime`.
+std::string FormatSummary(absl::Duration runtime, uint64_t operations, const Measurements& m,
                           const std::vector<double>& percentiles);
 
 }  // namespace unloadkv::ycsb

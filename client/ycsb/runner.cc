@@ -20,8 +20,19 @@ std::string ReturnCode(const absl::Status& st) {
 
 constexpr int kOps = 5;
 
+// `d` as a whole number of `unit`s.
+int64_t InUnits(absl::Duration d, absl::Duration unit) {
+  absl::Duration rest;
+  return absl::IDivDuration(d, unit, &rest);
+}
+
 struct Shared {
   std::atomic<uint64_t> done{0};
+  // Status lines printed by the client threads (RunOptions::run_threads): under mu.
+  std::mutex mu;
+  absl::Time next_status;
+  uint64_t last_done = 0;
+  absl::Time last_t;
   std::atomic<uint64_t> count[kOps] = {};
   std::atomic<uint64_t> sum_us[kOps] = {};
   std::atomic<bool> finished{false};
@@ -30,7 +41,7 @@ struct Shared {
 // Performs one operation of kind `op`; `load_key` is the key number of a load-phase insert. A
 // read-modify-write records its READ and UPDATE parts in `m` itself.
 absl::Status DoOp(Op op, bool load, uint64_t load_key, Db& db, Workload& w, Workload::Thread& gen,
-                  Measurements& m) {
+                  Measurements& m, const Clock& clock, absl::Duration unit) {
   switch (op) {
     case Op::kRead: {
       Record r;
@@ -51,13 +62,13 @@ absl::Status DoOp(Op op, bool load, uint64_t load_key, Db& db, Workload& w, Work
     case Op::kReadModifyWrite: {
       const std::string key = w.KeyName(gen.NextKeyNumber());
       Record r;
-      const absl::Time r0 = absl::Now();
+      const absl::Time r0 = clock.Now();
       absl::Status st = db.Read(key, gen.ReadFields(), &r);
-      const absl::Time r1 = absl::Now();
-      m.Record("READ", absl::ToInt64Microseconds(r1 - r0), ReturnCode(st));
+      const absl::Time r1 = clock.Now();
+      m.Record("READ", InUnits(r1 - r0, unit), ReturnCode(st));
       if (st.ok()) {
         st = db.Update(key, gen.BuildUpdate());
-        m.Record("UPDATE", absl::ToInt64Microseconds(absl::Now() - r1), ReturnCode(st));
+        m.Record("UPDATE", InUnits(clock.Now() - r1, unit), ReturnCode(st));
       }
       return st;
     }
@@ -65,30 +76,49 @@ absl::Status DoOp(Op op, bool load, uint64_t load_key, Db& db, Workload& w, Work
   return absl::InternalError("unknown operation");
 }
 
+std::string StatusLine(const Shared& shared, uint64_t total, absl::Time start, absl::Time now,
+                       uint64_t done, uint64_t last, absl::Time last_t);
+
 // One client thread: `count` operations (in the load phase, inserts of keys from `first`),
 // paced to `rate` operations a second when it is positive, measured into `m` and `shared`.
 void RunThread(Workload& w, const RunOptions& o, Db& db, int t, uint64_t count, uint64_t first,
-               absl::Time start, Measurements& m, Shared& shared) {
+               uint64_t total, absl::Time start, Measurements& m, Shared& shared) {
   Workload::Thread gen(&w, o.seed * 1000003 + t);
   const double rate = o.target_ops > 0 ? o.target_ops / o.threads : 0;
+  const Clock& clock = *o.clock;
   for (uint64_t i = 0; i < count; ++i) {
-    absl::Time intended = absl::Now();
+    absl::Time intended = clock.Now();
     if (rate > 0) {
       intended = start + absl::Seconds(i / rate);
-      absl::Duration wait = intended - absl::Now();
+      absl::Duration wait = intended - clock.Now();
       if (wait > absl::ZeroDuration()) absl::SleepFor(wait);
     }
-    const absl::Time t0 = absl::Now();
+    const absl::Time t0 = clock.Now();
     const Op op = o.load ? Op::kInsert : gen.NextOp();
-    const absl::Status st = DoOp(op, o.load, w.config().insert_start + first + i, db, w, gen, m);
-    const absl::Time t1 = absl::Now();
+    const absl::Status st =
+        DoOp(op, o.load, w.config().insert_start + first + i, db, w, gen, m, clock, o.latency_unit);
+    const absl::Time t1 = clock.Now();
     const int64_t us = absl::ToInt64Microseconds(t1 - t0);
-    m.Record(OpName(op), us, ReturnCode(st));
-    if (rate > 0) m.RecordIntended(OpName(op), absl::ToInt64Microseconds(t1 - intended));
+    m.Record(OpName(op), InUnits(t1 - t0, o.latency_unit), ReturnCode(st));
+    if (rate > 0) {
+      m.RecordIntended(OpName(op), InUnits(t1 - intended, o.latency_unit));
+    }
     const int k = static_cast<int>(op);
     shared.count[k].fetch_add(1, std::memory_order_relaxed);
     shared.sum_us[k].fetch_add(us, std::memory_order_relaxed);
-    shared.done.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t done = shared.done.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (o.run_threads && o.status != nullptr && o.status_interval_s > 0) {
+      std::lock_guard<std::mutex> l(shared.mu);
+      if (t1 >= shared.next_status) {
+        std::fprintf(
+            o.status, "%s\n",
+            StatusLine(shared, total, start, t1, done, shared.last_done, shared.last_t).c_str());
+        std::fflush(o.status);
+        shared.last_done = done;
+        shared.last_t = t1;
+        shared.next_status = t1 + absl::Seconds(o.status_interval_s);
+      }
+    }
   }
 }
 
@@ -131,15 +161,28 @@ absl::StatusOr<RunResult> RunPhase(Workload& w, const RunOptions& o, const DbFac
   }
   Shared shared;
   std::vector<Measurements> per_thread(o.threads);
-  std::vector<std::thread> threads;
-  const absl::Time start = absl::Now();
+  const absl::Time start = o.clock->Now();
+  shared.last_t = start;
+  shared.next_status = start + absl::Seconds(o.status_interval_s);
+  std::vector<std::function<void()>> bodies;
   for (int t = 0; t < o.threads; ++t) {
     const uint64_t mine = total / o.threads + (static_cast<uint64_t>(t) < total % o.threads);
     const uint64_t first = (total / o.threads) * t + std::min<uint64_t>(t, total % o.threads);
-    threads.emplace_back([&, t, mine, first] {
-      RunThread(w, o, *dbs[t], t, mine, first, start, per_thread[t], shared);
+    bodies.push_back([&, t, mine, first] {
+      RunThread(w, o, *dbs[t], t, mine, first, total, start, per_thread[t], shared);
     });
   }
+  if (o.run_threads) {
+    if (absl::Status st = o.run_threads(std::move(bodies)); !st.ok()) return st;
+    RunResult r;
+    r.runtime = o.clock->Now() - start;
+    r.runtime_ms = absl::ToInt64Milliseconds(r.runtime);
+    r.operations = shared.done.load();
+    for (const Measurements& m : per_thread) r.measurements.Add(m);
+    return r;
+  }
+  std::vector<std::thread> threads;
+  for (std::function<void()>& body : bodies) threads.emplace_back(std::move(body));
   // Status lines, as YCSB's StatusThread prints them (-s).
   std::mutex mu;
   std::condition_variable cv;
@@ -151,7 +194,7 @@ absl::StatusOr<RunResult> RunPhase(Workload& w, const RunOptions& o, const DbFac
     while (!cv.wait_for(l,
                         std::chrono::milliseconds(static_cast<int64_t>(o.status_interval_s * 1000)),
                         [&] { return shared.finished.load(); })) {
-      const absl::Time now = absl::Now();
+      const absl::Time now = o.clock->Now();
       const uint64_t done = shared.done.load();
       std::fprintf(o.status, "%s\n",
                    StatusLine(shared, total, start, now, done, last, last_t).c_str());
@@ -161,7 +204,7 @@ absl::StatusOr<RunResult> RunPhase(Workload& w, const RunOptions& o, const DbFac
     }
   });
   for (std::thread& th : threads) th.join();
-  const absl::Time end = absl::Now();
+  const absl::Time end = o.clock->Now();
   {
     std::lock_guard<std::mutex> l(mu);
     shared.finished = true;
@@ -169,7 +212,8 @@ absl::StatusOr<RunResult> RunPhase(Workload& w, const RunOptions& o, const DbFac
   }
   status.join();
   RunResult r;
-  r.runtime_ms = absl::ToInt64Milliseconds(end - start);
+  r.runtime = end - start;
+  r.runtime_ms = absl::ToInt64Milliseconds(r.runtime);
   r.operations = shared.done.load();
   for (const Measurements& m : per_thread) r.measurements.Add(m);
   return r;

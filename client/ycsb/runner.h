@@ -7,15 +7,20 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "client/ycsb/db.h"
 #include "client/ycsb/measurements.h"
 #include "client/ycsb/workload.h"
+#include "transport/base/clock.h"
 
 namespace unloadkv::ycsb {
 
 using DbFactory = std::function<absl::StatusOr<std::unique_ptr<Db>>()>;
+// Runs every body as a client thread and returns when all returned (an error: they could not
+// all finish). The default starts OS threads; the simulated fabric runs them in lockstep.
+using ThreadRunner = std::function<absl::Status(std::vector<std::function<void()>> bodies)>;
 
 struct RunOptions {
   bool load = false;  // insert recordcount records instead of running operations
@@ -24,10 +29,21 @@ struct RunOptions {
   double status_interval_s = 10;
   FILE* status = stderr;  // status lines go here (nullptr: none)
   uint64_t seed = 1;
+  // Where time comes from (latencies, runtime, pacing, status lines): virtual time on the
+  // simulated fabric. Not owned.
+  const Clock* clock = RealClock::Get();
+  // Null: OS threads, and status lines from a thread of their own. Set: the client threads
+  // run under `run_threads` and print the status lines themselves, when an operation ends
+  // past the next interval of `clock` (a stalled run then prints none).
+  ThreadRunner run_threads;
+  // The unit latencies are recorded in (YCSB prints microseconds; the simulated fabric's
+  // comparison records nanoseconds, its latencies being a few microseconds).
+  absl::Duration latency_unit = absl::Microseconds(1);
 };
 
 struct RunResult {
   int64_t runtime_ms = 0;
+  absl::Duration runtime;  // exact: throughput comes from it (virtual runs last milliseconds)
   uint64_t operations = 0;
   Measurements measurements;
 };

@@ -14,6 +14,10 @@ namespace unloadkv::ycsb {
 class UnloadkvDb : public Db {
  public:
   static absl::StatusOr<std::unique_ptr<Db>> Connect(const ClientOptions& options);
+  // A Db on a client connected already (the simulated fabric's).
+  static std::unique_ptr<Db> Wrap(std::unique_ptr<Client> client) {
+    return std::unique_ptr<Db>(new UnloadkvDb(std::move(client)));
+  }
   absl::Status Read(const std::string& key, const std::vector<std::string>& fields,
                     Record* out) override;
   absl::Status Scan(const std::string& start_key, int count, const std::vector<std::string>& fields,

@@ -1,7 +1,9 @@
 // ycsb: YCSB's core workloads against unloadkv or Redis, with YCSB's command line and output.
 //   ycsb load unloadkv -P client/ycsb/workloads/workloada -p recordcount=100000 -threads 8 -s
 //   ycsb run  redis    -P client/ycsb/workloads/workloada -p redis.port=6379 -target 5000
-// Binding properties: unloadkv.server (127.0.0.1:7070), unloadkv.transport (soft),
+// Binding properties: unloadkv.server (127.0.0.1:7070), unloadkv.transport (soft, verbs, or
+// sim: the kvserver and the clients in this process on the simulated fabric, figures modeled;
+// `run` then loads recordcount records first, unmeasured; sim.* in client/ycsb/sim_binding.h),
 // unloadkv.policy (adaptive), unloadkv.caller_progress (true: each client thread drives its own
 // connection); unloadkv.etcd and unloadkv.cluster (a cluster, docs/cluster.md: keys are routed by
 // the map instead of going to unloadkv.server); redis.host (127.0.0.1), redis.port (6379).
@@ -18,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "client/ycsb/redis_db.h"
 #include "client/ycsb/runner.h"
+#include "client/ycsb/sim_binding.h"
 #include "client/ycsb/unloadkv_db.h"
 #include "transport/base/logging.h"
 
@@ -82,6 +85,64 @@ absl::StatusOr<DbFactory> MakeDbFactory(const std::string& binding, const Proper
   return DbFactory([addr] { return RedisDb::Connect(addr); });
 }
 
+uint64_t Errors(const Measurements& m) {
+  uint64_t errors = 0;
+  for (const auto& [name, s] : m.series()) {
+    auto it = s.returns.find("ERROR");
+    if (it != s.returns.end()) errors += it->second;
+  }
+  return errors;
+}
+
+// `ycsb load|run unloadkv -p unloadkv.transport=sim`: the server and clients in this process
+// on the simulated fabric (client/ycsb/sim_binding.h).
+int RunOnSim(const std::string& command, const Properties& props, const WorkloadConfig& config,
+             RunOptions o, const std::vector<double>& percentiles) {
+  absl::StatusOr<SimOptions> so = ReadSimOptions(props, config);
+  if (!so.ok()) return Usage(std::string(so.status().message()));
+  absl::StatusOr<std::unique_ptr<SimYcsb>> sim = SimYcsb::Create(*so, config.field_count);
+  if (!sim.ok()) {
+    std::fprintf(stderr, "ycsb: %s\n", sim.status().ToString().c_str());
+    return 1;
+  }
+  Workload workload(config);
+  if (command == "run") {  // the simulated server starts empty: load it first, unmeasured
+    std::fprintf(stderr, "ycsb: loading %lld records on the simulated fabric (not measured)\n",
+                 static_cast<long long>(config.insert_count));
+    RunOptions load = o;
+    load.load = true;
+    load.target_ops = 0;
+    load.status = nullptr;
+    absl::StatusOr<SimPhase> loaded = (*sim)->Run(workload, load);
+    if (!loaded.ok() || Errors(loaded->run.measurements) > 0) {
+      std::fprintf(
+          stderr, "ycsb: loading failed: %s\n",
+          loaded.ok() ? "some inserts returned errors" : loaded.status().ToString().c_str());
+      return 1;
+    }
+  }
+  std::fprintf(
+      stderr, "ycsb: %s unloadkv on the simulated fabric: %lld %s, %d threads\n", command.c_str(),
+      static_cast<long long>(command == "load" ? config.insert_count : config.operation_count),
+      command == "load" ? "records" : "operations", o.threads);
+  absl::StatusOr<SimPhase> phase = (*sim)->Run(workload, o);
+  if (!phase.ok()) {
+    std::fprintf(stderr, "ycsb: %s\n", phase.status().ToString().c_str());
+    return 1;
+  }
+  std::printf(
+      "[MODELED] virtual time on the simulated fabric (docs/sim-kv.md); policy %s, seed %llu\n",
+      so->policy.c_str(), static_cast<unsigned long long>(so->seed));
+  std::fputs(
+      FormatSummary(phase->run.runtime, phase->run.operations, phase->run.measurements, percentiles)
+          .c_str(),
+      stdout);
+  const ValueLog::Counts checks = (*sim)->log().counts();
+  std::fputs(FormatSimSummary(*phase, checks).c_str(), stdout);
+  const bool bad = checks.bad_reads > 0 || checks.bad_scanned_values > 0;
+  return Errors(phase->run.measurements) == 0 && !bad ? 0 : 1;
+}
+
 int Main(int argc, char** argv) {
   if (argc < 3) return Usage("missing command or binding");
   const std::string command = argv[1], binding = argv[2];
@@ -115,6 +176,9 @@ int Main(int argc, char** argv) {
     percentiles.push_back(v);
   }
 
+  if (binding == "unloadkv" && props.GetString("unloadkv.transport", "soft") == "sim") {
+    return RunOnSim(command, props, *config, o, percentiles);
+  }
   absl::StatusOr<DbFactory> connect = MakeDbFactory(binding, props);
   if (!connect.ok()) return Usage(std::string(connect.status().message()));
   Workload workload(*config);
@@ -127,14 +191,9 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "ycsb: %s\n", r.status().ToString().c_str());
     return 1;
   }
-  std::fputs(FormatSummary(r->runtime_ms, r->operations, r->measurements, percentiles).c_str(),
+  std::fputs(FormatSummary(r->runtime, r->operations, r->measurements, percentiles).c_str(),
              stdout);
-  uint64_t errors = 0;
-  for (const auto& [name, s] : r->measurements.series()) {
-    auto it = s.returns.find("ERROR");
-    if (it != s.returns.end()) errors += it->second;
-  }
-  return errors == 0 ? 0 : 1;
+  return Errors(r->measurements) == 0 ? 0 : 1;
 }
 
 }  // namespace

@@ -193,7 +193,7 @@ TEST(MeasurementsTest, SummaryIsYcsbsTextFormat) {
   m.Record("READ", 300, "OK");
   m.Record("READ", 200, "NOT_FOUND");
   m.Record("UPDATE", 50, "OK");
-  EXPECT_EQ(FormatSummary(2000, 4, m, {95, 99}),
+  EXPECT_EQ(FormatSummary(absl::Milliseconds(2000), 4, m, {95, 99}),
             "[OVERALL], RunTime(ms), 2000\n"
             "[OVERALL], Throughput(ops/sec), 2.0\n"
             "[READ], Operations, 3\n"
