@@ -61,10 +61,6 @@ void AdaptivePolicy::StartProbe(int cell) {
   for (int b = 0; b < 2; ++b) {
     issued_[b] = seen_[b] = 0;
     sum_ns_[b] = 0;
-    for (int path = 0; path < 2; ++path) {
-      path_seen_[b][path] = path_unseen_[b][path] = 0;
-      path_sum_ns_[b][path] = 0;
-    }
   }
   other_sum_ns_ = 0;
   other_seen_ = 0;
@@ -168,8 +164,6 @@ void AdaptivePolicy::Observe(const Decision& d, absl::Duration latency) {
   }
   sum_ns_[block] += ns;
   ++seen_[block];
-  path_sum_ns_[block][i] += ns;
-  ++path_seen_[block][i];
   FinishProbeIfComplete();
 }
 
@@ -207,20 +201,6 @@ void AdaptivePolicy::FinishProbeIfComplete() {
   }
 }
 
-double AdaptivePolicy::BlockMean(int b) const {
-  if (path_unseen_[b][0] + path_unseen_[b][1] == 0) return sum_ns_[b] / seen_[b];
-  double weighted = 0;
-  uint64_t writes = 0;
-  for (int path = 0; path < 2; ++path) {
-    const uint64_t n = path_seen_[b][path] + path_unseen_[b][path];
-    if (n == 0) continue;
-    if (path_seen_[b][path] == 0) return -1;
-    weighted += n * (path_sum_ns_[b][path] / path_seen_[b][path]);
-    writes += n;
-  }
-  return weighted / writes;
-}
-
 void AdaptivePolicy::Unobserved(const Decision& d) {
   const uint8_t phase = d.tag & 3;
   const bool current = OfCurrentProbe(d);
@@ -228,9 +208,8 @@ void AdaptivePolicy::Unobserved(const Decision& d) {
     AddToTrend(0, /*observed=*/false);
     return;
   }
-  const int block = phase - kMeasureOther;
-  if (issued_[block] > 0) --issued_[block];
-  ++path_unseen_[block][static_cast<int>(d.path)];
+  uint64_t& issued = issued_[phase - kMeasureOther];
+  if (issued > 0) --issued;
   FinishProbeIfComplete();
 }
 
@@ -240,10 +219,9 @@ void AdaptivePolicy::FinishProbe(bool aborted) {
   bool clearly_slower = aborted;
   if (!aborted) {
     // Inconclusive when most of the probe's writes were kept on the regime's path.
-    bool conclusive = seen_[0] > 0 && seen_[1] > 0 && probe_matched_ * 2 >= probe_measured_;
-    double other = conclusive ? BlockMean(0) : 0;
-    double regime = conclusive ? BlockMean(1) : 0;
-    if (other < 0 || regime < 0) conclusive = false;
+    const bool conclusive = seen_[0] > 0 && seen_[1] > 0 && probe_matched_ * 2 >= probe_measured_;
+    const double other = conclusive ? sum_ns_[0] / seen_[0] : 0;
+    const double regime = conclusive ? sum_ns_[1] / seen_[1] : 0;
     cell.concluded |= conclusive;
     if (conclusive && other < regime * (1.0 - options_.hysteresis)) {
       if (++cell.wins < options_.wins_to_switch) {

@@ -118,9 +118,6 @@ class AdaptivePolicy : public PathPolicy {
   bool OfCurrentProbe(const Decision& d) const;
   // Finishes the probe once it routed all its writes and heard of 90% of each block's.
   void FinishProbeIfComplete();
-  // Block `b`'s mean latency (see path_unseen_); negative when a path of the block has
-  // writes but no observation.
-  double BlockMean(int b) const;
   // Counts one regular write that ended (with its latency when observed) into the trend.
   void AddToTrend(double ns, bool observed);
 
@@ -141,13 +138,7 @@ class AdaptivePolicy : public PathPolicy {
   uint64_t issued_[2] = {0, 0};
   uint64_t seen_[2] = {0, 0};
   double sum_ns_[2] = {0, 0};
-  // The same per block and path, and the block's writes of each path that ended unobserved:
-  // when some did (lazy writes are observed one in SignalEvery, unloaded ones all), a block's
-  // mean weighs each path's observed mean by all its writes, or the densely observed path
-  // would stand for the whole block.
-  uint64_t path_seen_[2][2] = {};
-  uint64_t path_unseen_[2][2] = {};
-  double path_sum_ns_[2][2] = {};
+
   double regular_ns_ = 0;  // moving mean (1/64) of the writes outside measured probe halves
   uint64_t regular_seen_ = 0;
   // Means of consecutive blocks of kTrendBlock regular observations; settled_: the last one was

@@ -171,34 +171,6 @@ TEST(AdaptivePolicyTest, LearnsWhenMostOffloadedWritesAreNeverObserved) {
   }
 }
 
-// A bulk load into fresh slots: four writes per page in a row. An offloaded write misses the
-// NIC's translation cache unless an earlier offloaded write loaded the page, so unloading a
-// page's first write only moves its miss to the next one: all-offload is best (1925 ns a
-// write, against 2300 all-unload and 2125 first-write-unloaded). Offloaded writes are observed
-// one in eight (lazy), unloaded ones all: the probe must not let the densely observed unloaded
-// writes stand for its whole block.
-TEST(AdaptivePolicyTest, SparseObservationsDoNotFavourTheDenselyObservedPath) {
-  AdaptivePolicy policy;
-  uint64_t loaded_page = ~0ull;
-  int offloaded_seen = 0, unloaded_late = 0;
-  for (int i = 0; i < 40000; ++i) {
-    const uint64_t page = 1000 + i / 4;
-    Decision d = policy.Decide(page << 12, 1000, true);
-    int64_t ns = 2300;
-    if (d.path == Path::kOffload) {
-      ns = loaded_page == page ? 1500 : 3200;
-      loaded_page = page;
-    }
-    if (d.path == Path::kOffload && ++offloaded_seen % 8 != 0) {
-      policy.Unobserved(d);
-    } else {
-      policy.Observe(d, absl::Nanoseconds(ns));
-    }
-    if (i >= 20000) unloaded_late += d.path == Path::kUnload;
-  }
-  EXPECT_LT(unloaded_late, 20000 / 20);
-}
-
 TEST(AdaptivePolicyTest, VeryHotPagesStayOffloadedEvenWhereUnloadIsFaster) {
   AdaptivePolicy policy;
   std::mt19937_64 rng(3);
