@@ -83,10 +83,6 @@ class AdaptivePolicy : public PathPolicy {
   absl::string_view name() const override { return "adaptive"; }
   Decision Decide(uint64_t remote_addr, uint32_t length, bool unload_possible) override;
   void Observe(const Decision& d, absl::Duration latency) override;
-  // A probe counts only the writes it will hear about: a measured decision that ends
-  // unobserved (a lazy write posted quietly: KV clients post most value writes so) leaves the
-  // block's count, or the probe would wait for it until abandoned.
-  void Unobserved(const Decision& d) override;
   FullRingAction OnRingFull() const override { return FullRingAction::kOffload; }
   uint64_t switches() const override { return switches_; }
 
@@ -114,12 +110,6 @@ class AdaptivePolicy : public PathPolicy {
   bool Major(const Cell& cell) const;
   void StartProbe(int cell);
   void FinishProbe(bool aborted);
-  // Whether `d` was a measured decision of the running probe.
-  bool OfCurrentProbe(const Decision& d) const;
-  // Finishes the probe once it routed all its writes and heard of 90% of each block's.
-  void FinishProbeIfComplete();
-  // Counts one regular write that ended (with its latency when observed) into the trend.
-  void AddToTrend(double ns, bool observed);
 
   Options options_;
   HeatSketch sketch_;
@@ -138,7 +128,6 @@ class AdaptivePolicy : public PathPolicy {
   uint64_t issued_[2] = {0, 0};
   uint64_t seen_[2] = {0, 0};
   double sum_ns_[2] = {0, 0};
-
   double regular_ns_ = 0;  // moving mean (1/64) of the writes outside measured probe halves
   uint64_t regular_seen_ = 0;
   // Means of consecutive blocks of kTrendBlock regular observations; settled_: the last one was
@@ -148,7 +137,6 @@ class AdaptivePolicy : public PathPolicy {
   static constexpr uint32_t kMaxTrendBlocks = 32;
   double trend_block_ns_[kMaxTrendBlocks] = {};  // the last trend_blocks block means, a ring
   uint32_t trend_seen_ = 0, trend_blocks_ = 0;
-  uint32_t trend_observed_ = 0;  // of the block's trend_seen_ writes
   bool settled_ = false;
   // The probing cell's last kAbortWindow writes down the other path, settling ones too.
   static constexpr uint32_t kAbortWindow = 16;

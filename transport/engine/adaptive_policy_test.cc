@@ -147,30 +147,6 @@ TEST(AdaptivePolicyTest, WaitsForAWarmingCacheBeforeJudgingOffload) {
 
 // Unload is faster everywhere here, yet writes to a handful of very hot pages stay offloaded
 // (their translations stay cached on a real NIC), while the others move to unload.
-// The KV client's pattern: value writes are lazy, so the engine observes only every eighth
-// offloaded one (the signaled one) and reports the rest as Unobserved; unloaded writes are all
-// observed. The policy must still finish its probes and find that unload is faster.
-TEST(AdaptivePolicyTest, LearnsWhenMostOffloadedWritesAreNeverObserved) {
-  for (bool sparse : {false, true}) {
-    AdaptivePolicy policy;
-    std::mt19937_64 rng(11);
-    int offloaded_seen = 0, unloaded_late = 0, total_late = 0;
-    for (int i = 0; i < 20000; ++i) {
-      Decision d = policy.Decide((1000 + rng() % 1000000) << 12, 1000, true);
-      if (d.path == Path::kOffload && sparse && ++offloaded_seen % 8 != 0) {
-        policy.Unobserved(d);
-      } else {
-        policy.Observe(d, absl::Nanoseconds(d.path == Path::kUnload ? 1800 : 2900));
-      }
-      if (i >= 10000) {
-        ++total_late;
-        unloaded_late += d.path == Path::kUnload;
-      }
-    }
-    EXPECT_GT(unloaded_late, total_late * 9 / 10) << (sparse ? "sparse" : "dense");
-  }
-}
-
 TEST(AdaptivePolicyTest, VeryHotPagesStayOffloadedEvenWhereUnloadIsFaster) {
   AdaptivePolicy policy;
   std::mt19937_64 rng(3);

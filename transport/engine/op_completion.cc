@@ -28,18 +28,15 @@ void MarkDone(ConnectionState& c, Op& op, rnic::WcStatus status) {
   op.done = true;
   op.status = status;
   op.done_at = c.engine->clock().Now();
-  if (!op.is_write) return;
-  uint64_t before = c.policy->switches();
-  Decision taken = op.decision;
-  taken.path = op.path;  // the ordering and full-ring rules may have overridden the policy
   // A quiet write's completion time is when the engine learned of it, not its latency.
-  if (op.posted && !op.quiet && status == rnic::WcStatus::kSuccess) {
+  if (op.is_write && op.posted && !op.quiet && status == rnic::WcStatus::kSuccess) {
+    uint64_t before = c.policy->switches();
+    Decision taken = op.decision;
+    taken.path = op.path;  // the ordering and full-ring rules may have overridden the policy
     c.policy->Observe(taken, op.done_at - op.posted_at);
-  } else {
-    c.policy->Unobserved(taken);
-  }
-  if (c.options.metrics != nullptr && c.policy->switches() != before) {
-    c.options.metrics->OnPolicySwitch();
+    if (c.options.metrics != nullptr && c.policy->switches() != before) {
+      c.options.metrics->OnPolicySwitch();
+    }
   }
 }
 
