@@ -34,7 +34,8 @@ struct RunOptions {
   const Clock* clock = RealClock::Get();
   // Null: OS threads, and status lines from a thread of their own. Set: the client threads
   // run under `run_threads` and print the status lines themselves, when an operation ends
-  // past the next interval of `clock` (a stalled run then prints none).
+  // past the next interval of real time (a stalled run then prints none); the figures in them
+  // are on `clock`.
   ThreadRunner run_threads;
   // The unit latencies are recorded in (YCSB prints microseconds; the simulated fabric's
   // comparison records nanoseconds, its latencies being a few microseconds).

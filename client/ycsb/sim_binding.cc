@@ -1,5 +1,6 @@
 #include "client/ycsb/sim_binding.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <vector>
@@ -104,7 +105,8 @@ absl::StatusOr<SimOptions> ReadSimOptions(const Properties& p, const WorkloadCon
   if (!huge.ok()) return huge.status();
   o.world.arena_huge_pages = *huge;
   absl::StatusOr<int64_t> workers =
-      p.GetInt("sim.unload_workers", model.cpu.cores, 1, engine::kMaxUnloadWorkers);
+      p.GetInt("sim.unload_workers", std::min(model.cpu.cores, engine::kMaxUnloadWorkers), 1,
+               engine::kMaxUnloadWorkers);
   if (!workers.ok()) return workers.status();
   o.world.server.unload_workers = static_cast<int>(*workers);
   o.world.server.policy = o.policy;  // writes the server initiates (none on a single node)
