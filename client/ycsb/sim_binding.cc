@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/ycsb/measurements.h"
 #include "client/ycsb/unloadkv_db.h"
+#include "proto/limits.h"
 
 namespace unloadkv::ycsb {
 namespace {
@@ -91,11 +92,11 @@ absl::StatusOr<SimOptions> ReadSimOptions(const Properties& p, const WorkloadCon
   // The records' slots (each field one key, in the smallest slot class holding it), the
   // inserts the run may add, and room for updates (written to a new slot before the old one
   // is freed) and for the slots granted to clients but not used yet.
-  uint64_t slot = 64;  // the server's slot classes: powers of two from 64 B (proto/limits.h)
-  while (slot < static_cast<uint64_t>(c.field_length)) slot *= 2;
+  const int cls = proto::SlotClassOf(static_cast<uint32_t>(c.field_length));
+  const double slot = proto::SlotClassCapacity(std::max(cls, 0));
   const double records = static_cast<double>(c.record_count) +
                          std::ceil(static_cast<double>(c.operation_count) * c.insert);
-  const double need = records * c.field_count * static_cast<double>(slot) * 1.25;
+  const double need = records * c.field_count * slot * 1.25;
   const int64_t mib = int64_t{1} << 20;
   const int64_t sized = (static_cast<int64_t>(need) / mib + 64) * mib;
   absl::StatusOr<int64_t> arena = p.GetInt("sim.arena_bytes", sized, mib, int64_t{1} << 40);

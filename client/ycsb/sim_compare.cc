@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -206,6 +207,15 @@ const Row* Find(const std::vector<Row>& rows, const std::string& size, const std
   return nullptr;
 }
 
+// Throughput of policy `a` over policy `b` for one size and phase; -1 when either did not run.
+double Ratio(const std::vector<Row>& rows, const std::string& size, const std::string& a,
+             const std::string& b, const std::string& workload) {
+  const Row* x = Find(rows, size, a, workload);
+  const Row* y = Find(rows, size, b, workload);
+  if (x == nullptr || y == nullptr || y->ops_per_s == 0) return -1;
+  return x->ops_per_s / y->ops_per_s;
+}
+
 std::string Table(const std::vector<Row>& rows, const std::vector<std::string>& sizes,
                   const std::vector<std::string>& workloads,
                   const std::vector<std::string>& policies) {
@@ -227,14 +237,12 @@ std::string Table(const std::vector<Row>& rows, const std::vector<std::string>& 
     std::vector<std::string> shown = policies;
     shown.push_back("bound");  // rows only where it ran (--bound, large)
     for (const std::string& w : workloads) {
-      const Row* offload = Find(rows, size, "offload", w);
       for (const std::string& p : shown) {
         const Row* r = Find(rows, size, p, w);
         if (r == nullptr) continue;
         const double rp50 = r->read_p50, rp99 = r->read_p99;
         const double wp50 = r->write_p50, wp99 = r->write_p99;
-        const double x =
-            offload != nullptr && offload->ops_per_s > 0 ? r->ops_per_s / offload->ops_per_s : 0;
+        const double x = std::max(0.0, Ratio(rows, size, p, "offload", w));
         absl::StrAppend(
             &out, absl::StrFormat("%-5s %-9s %10.0f %7.3f | %8.2f %8.2f | %8.2f %8.2f | %7.1f%% "
                                   "%5.1f%%\n",
@@ -250,12 +258,7 @@ std::string Table(const std::vector<Row>& rows, const std::vector<std::string>& 
 std::string Targets(const std::vector<Row>& rows, const std::vector<std::string>& workloads) {
   std::string out = "\nTargets (MODELED):\n";
   auto ratio = [&](const std::string& size, const std::string& a, const std::string& b,
-                   const std::string& w) -> double {
-    const Row* x = Find(rows, size, a, w);
-    const Row* y = Find(rows, size, b, w);
-    if (x == nullptr || y == nullptr || y->ops_per_s == 0) return -1;
-    return x->ops_per_s / y->ops_per_s;
-  };
+                   const std::string& w) { return Ratio(rows, size, a, b, w); };
   auto line = [&](const std::string& what, double v, double need) {
     if (v < 0) return;
     absl::StrAppend(&out, absl::StrFormat("  %-52s %6.3f (target >= %.2f) %s\n", what, v, need,
@@ -312,14 +315,11 @@ bool Plot(const std::string& dir, const std::vector<Row>& rows,
       for (const std::string& p : policies) d << ' ' << p << ' ' << p << "_unloaded";
       d << '\n';
       for (const std::string& w : workloads) {
-        const Row* offload = Find(rows, size, "offload", w);
         d << w;
         for (const std::string& p : policies) {
           const Row* r = Find(rows, size, p, w);
-          const double x = r != nullptr && offload != nullptr && offload->ops_per_s > 0
-                               ? r->ops_per_s / offload->ops_per_s
-                               : 0;
-          d << ' ' << x << ' ' << (r != nullptr ? 100 * r->unloaded_share() : 0);
+          d << ' ' << std::max(0.0, Ratio(rows, size, p, "offload", w)) << ' '
+            << (r != nullptr ? 100 * r->unloaded_share() : 0);
         }
         d << '\n';
       }
