@@ -187,7 +187,12 @@ void Deliver(ConnectionState& c, const MessageHandler& handler,
     // send with meanwhile); an ack due for unloaded writes carries them earlier. One ack per
     // message would double the packets of a request/response exchange.
     if (c.credits_to_return >= std::max<uint32_t>(1, c.options.message_slots / 2)) {
-      c.lanes[0].ack_pending = true;  // lane 0 shares this worker with the main QP
+      // Sent now: this may run on any thread after lane 0's worker ended its poll (callbacks
+      // run on whichever thread got to them first), and a pending ack waits for that worker's
+      // next completion of this connection, which may never come: a peer out of credits sends
+      // nothing more. (The other rounds of SendAckIfDue are its poll's.)
+      c.lanes[0].ack_pending = true;
+      SendAckIfDue(c, c.lanes[0]);
     }
     QueueCallbacks(c, out);
   }

@@ -55,6 +55,26 @@ Connection::QueueState Connection::queue_state() const {
   return {static_cast<uint32_t>(state_->free_send_slots.size()), state_->send_wrs};
 }
 
+std::string Connection::DebugState() const {
+  MutexLock l(&state_->mu);
+  const ConnectionState& c = *state_;
+  std::string s = absl::StrCat(
+      "ops=", c.ops.size(), " unposted=", c.ops.size() - c.first_unposted,
+      " credits=", c.message_credits, " free_send_slots=", c.free_send_slots.size(),
+      " send_wrs=", c.send_wrs, " quiet=", c.quiet.size(), " unconfirmed=", c.unconfirmed.size(),
+      " received=", c.messages_received, " credits_to_return=", c.credits_to_return,
+      " held=", c.held.size(), " ready=", c.ready.size(),
+      " callbacks_running=", c.callbacks_running, " failed=", c.failed);
+  for (size_t k = 0; k < c.lanes.size(); ++k) {
+    const Lane& lane = c.lanes[k];
+    absl::StrAppend(&s, " | lane ", k, " worker=", lane.worker, " next_seq=", lane.next_seq,
+                    " acked_seq=", lane.acked_seq, " inflight=", lane.inflight.size(),
+                    " expected_seq=", lane.expected_seq, " ack_pending=", lane.ack_pending,
+                    " acks_in_flight=", lane.acks_in_flight);
+  }
+  return s;
+}
+
 bool Connection::failed() const {
   MutexLock l(&state_->mu);
   return state_->failed;

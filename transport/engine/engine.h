@@ -176,6 +176,8 @@ class Connection {
     uint32_t outstanding_send_wrs = 0;
   };
   QueueState queue_state() const;
+  // For tests and debugging: one line of the connection's queues, credits and lanes.
+  std::string DebugState() const;
 
   bool failed() const;
   // Fails the connection now, as a fence against a peer that must no longer change this

@@ -455,7 +455,8 @@ TEST_P(EngineTest, UnsignaledMessagesGiveTheirSlotsBackAndHoldNoCallbackBack) {
                     .ok());
     // One at a time: a write's callback held behind a quiet message would stall here.
     ASSERT_TRUE(h_->WaitUntil([&] { return written.load() == i + 1; }, absl::Seconds(10)))
-        << "write " << i << " never completed";
+        << "write " << i << " never completed\n a: " << ca_->DebugState()
+        << "\n b: " << cb_->DebugState();
   }
   ASSERT_TRUE(h_->WaitUntil([&] { return delivered.load() == kRounds; }, absl::Seconds(10)))
       << "delivered " << delivered.load();
