@@ -3,12 +3,18 @@
 // acknowledged write is read back with its value (none may be lost) and the recorded per-key
 // histories must be linearizable. Prints a table: case, writes acknowledged, writes lost,
 // failover time, the longest stop of acknowledged writes, linearizable.
+//
+// The path policy of every write (the client's value writes and the primary's replication
+// writes) is UNLOADKV_FAULT_POLICY's (default adaptive, which on the soft transport keeps most
+// writes offloaded): cluster_fault_unload_test runs the primary failures with every write
+// unloaded, so that a write acknowledged before its target worker copied it would be lost.
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,6 +46,13 @@ using testing::KvOp;
 
 constexpr int kLeaseTtlSeconds = 2;
 
+std::string Policy() {
+  const char* p = std::getenv("UNLOADKV_FAULT_POLICY");
+  return p != nullptr ? p : "adaptive";
+}
+// --policy for kvserver and cluster_load.
+std::string PolicyFlag() { return "--policy=" + Policy(); }
+
 int64_t MonoNow() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -51,7 +64,7 @@ class LoadProcess {
  public:
   LoadProcess(const std::string& etcd, const std::string& cluster, const std::string& prefix) {
     child_ = testing::Spawn({"tests/cluster/cluster_load", "--etcd=" + etcd, "--cluster=" + cluster,
-                             "--prefix=" + prefix, "--threads=4"},
+                             "--prefix=" + prefix, "--threads=4", PolicyFlag()},
                             /*capture_stderr=*/false, /*alarm_seconds=*/180);
     reader_ = std::thread([this] {
       while (true) {
@@ -109,6 +122,7 @@ struct Row {
   std::string name;
   size_t acked = 0, lost = 0, unknown = 0;
   std::string failover, write_gap;
+  std::string unloaded = "-";  // share of the primary's value writes unloaded before the fault
   bool linearizable = false;
 };
 
@@ -124,16 +138,18 @@ class ClusterFaultTest : public ::testing::Test {
     etcd_ = std::move(*etcd).release();
   }
   static void TearDownTestSuite() {
-    std::printf("\n%-34s %8s %6s %8s %10s %10s %s\n", "case", "acked", "lost", "unknown",
-                "failover", "write gap", "linearizable");
+    std::printf("\n%-34s %8s %6s %8s %10s %10s %8s %s\n", "case", "acked", "lost", "unknown",
+                "failover", "write gap", "unloaded", "linearizable");
     for (const Row& r : *rows_) {
-      std::printf("%-34s %8zu %6zu %8zu %10s %10s %s\n", r.name.c_str(), r.acked, r.lost, r.unknown,
-                  r.failover.c_str(), r.write_gap.c_str(), r.linearizable ? "yes" : "NO");
+      std::printf("%-34s %8zu %6zu %8zu %10s %10s %8s %s\n", r.name.c_str(), r.acked, r.lost,
+                  r.unknown, r.failover.c_str(), r.write_gap.c_str(), r.unloaded.c_str(),
+                  r.linearizable ? "yes" : "NO");
     }
     std::printf(
-        "(lease TTL %d s; failover: fault to a new live primary in the map; write gap: "
-        "the longest time without an acknowledged write, after the fault)\n",
-        kLeaseTtlSeconds);
+        "(policy %s; lease TTL %d s; failover: fault to a new live primary in the map; write "
+        "gap: the longest time without an acknowledged write, after the fault; unloaded: share "
+        "of the primary's value writes unloaded before the fault)\n",
+        Policy().c_str(), kLeaseTtlSeconds);
     delete etcd_;
     etcd_ = nullptr;
   }
@@ -159,9 +175,10 @@ class ClusterFaultTest : public ::testing::Test {
     ASSERT_TRUE(map_->Create(replicas, *cluster::InitialShards(1, {})).ok());
   }
   void StartNode(const std::string& name) {
-    nodes_[name] = std::make_unique<testing::ServerProcess>(std::vector<std::string>{
-        "--etcd=" + etcd_->endpoint(), "--cluster=" + cluster_, "--node=" + name,
-        absl::StrCat("--lease_ttl_s=", kLeaseTtlSeconds), "--fault_signals"});
+    nodes_[name] = std::make_unique<testing::ServerProcess>(
+        std::vector<std::string>{"--etcd=" + etcd_->endpoint(), "--cluster=" + cluster_,
+                                 "--node=" + name, absl::StrCat("--lease_ttl_s=", kLeaseTtlSeconds),
+                                 "--fault_signals", PolicyFlag(), "--metrics=127.0.0.1:0"});
     ASSERT_FALSE(nodes_[name]->address().empty()) << name << " did not start";
   }
   ClusterView View() {
@@ -197,6 +214,19 @@ class ClusterFaultTest : public ::testing::Test {
     ASSERT_TRUE(WaitServing(2));
     StartLoad();
     LoadFor(lines);
+    RecordUnloadedShare();
+  }
+
+  // The share of the primary's value writes so far that took the unload path; with every write
+  // unloaded it must be most of them, or the run did not test the unload path.
+  void RecordUnloadedShare() {
+    const std::string m = testing::Scrape(nodes_[Primary()]->metrics_address());
+    const double unloaded = testing::Sample(m, "unloadkv_value_writes_total{path=\"unload\"}");
+    const double all =
+        unloaded + testing::Sample(m, "unloadkv_value_writes_total{path=\"offload\"}");
+    const double share = all > 0 ? unloaded / all : 0;
+    unloaded_ = absl::StrFormat("%.0f%%", 100 * share);
+    if (Policy() == "unload") EXPECT_GT(share, 0.9) << m;
   }
 
   void StartLoad() {
@@ -230,6 +260,7 @@ class ClusterFaultTest : public ::testing::Test {
     Row row;
     row.name = name;
     row.failover = std::move(failover);
+    row.unloaded = unloaded_;
     std::vector<int64_t> acked_at;  // response times of acknowledged writes
     for (const std::string& line : load_->lines()) {
       std::vector<std::string> f = absl::StrSplit(line, ' ');
@@ -319,6 +350,7 @@ class ClusterFaultTest : public ::testing::Test {
   std::unique_ptr<cluster::EtcdClusterMap> map_;
   std::map<std::string, std::unique_ptr<testing::ServerProcess>> nodes_;
   std::unique_ptr<LoadProcess> load_;
+  std::string unloaded_ = "-";
 };
 
 TEST_F(ClusterFaultTest, KillBackup) {

@@ -28,6 +28,7 @@ DEFINE_int32(threads, 4, "client threads (one operation at a time each)");
 DEFINE_int32(ops, 1000000, "operations per thread");
 DEFINE_string(prefix, "k", "key prefix (unique per run)");
 DEFINE_double(read_fraction, 0.3, "share of operations that read a key written before");
+DEFINE_string(policy, "adaptive", "path policy of the client's value writes");
 
 namespace {
 
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
   o.etcd = FLAGS_etcd;
   o.cluster = FLAGS_cluster;
   o.failover_timeout = absl::Seconds(20);
+  o.policy = FLAGS_policy;
   auto client = unloadkv::Client::Connect(o);
   if (!client.ok()) {
     std::fprintf(stderr, "cluster_load: %s\n", client.status().ToString().c_str());
