@@ -21,6 +21,16 @@ ClusterMetrics::ClusterMetrics(std::shared_ptr<prometheus::Registry> registry) {
                .Name("unloadkv_shard_role")
                .Help("1 for the role this node holds in each shard (primary or backup)")
                .Register(*registry);
+  replicas_ = &prometheus::BuildGauge()
+                   .Name("unloadkv_shard_replicas")
+                   .Help(
+                       "On a shard's primary: replicas in its group (primary and backups) per "
+                       "the cluster map; 0 on other nodes")
+                   .Register(*registry);
+  wanted_ = &prometheus::BuildGauge()
+                 .Name("unloadkv_shard_replicas_wanted")
+                 .Help("On a shard's primary: the configured group size; 0 on other nodes")
+                 .Register(*registry);
   catchup_bytes_ = &prometheus::BuildCounter()
                         .Name("unloadkv_catchup_bytes_total")
                         .Help("Value bytes this node sent to joining backups by state transfer")
@@ -57,8 +67,11 @@ LinkMetrics* ClusterMetrics::ForBackup(const std::string& node) {
   return m.get();
 }
 
-void ClusterMetrics::SetShard(uint32_t shard, const std::string& role, uint64_t epoch) {
+void ClusterMetrics::SetShard(uint32_t shard, const std::string& role, uint64_t epoch, int replicas,
+                              int wanted) {
   const std::string id = absl::StrCat(shard);
+  replicas_->Add({{"shard", id}}).Set(replicas);
+  wanted_->Add({{"shard", id}}).Set(wanted);
   epoch_->Add({{"shard", id}}).Set(static_cast<double>(epoch));
   role_->Add({{"shard", id}, {"role", "primary"}}).Set(role == "primary" ? 1 : 0);
   role_->Add({{"shard", id}, {"role", "backup"}}).Set(role == "backup" ? 1 : 0);

@@ -7,6 +7,11 @@
 //   unloadkv_failovers_total                               shards this node took over
 //   unloadkv_shard_epoch{shard}                            epoch of each shard held here
 //   unloadkv_shard_role{shard,role}                        1 for the role held (primary, backup)
+//   unloadkv_shard_replicas{shard}                         on the primary: replicas in the group
+//                                                          (primary and backups) per the map; 0
+//                                                          on other nodes
+//   unloadkv_shard_replicas_wanted{shard}                  on the primary: the configured group
+//                                                          size; 0 on other nodes
 //   unloadkv_lease_valid                                   1 while the node may serve reads
 //                                                          locally (docs/cluster.md)
 //   unloadkv_cluster_map_errors_total                      map reads/transactions that failed
@@ -43,8 +48,10 @@ class ClusterMetrics {
   void AddCatchupBytes(uint64_t bytes) { catchup_bytes_->Increment(static_cast<double>(bytes)); }
   void AddFailovers(uint64_t n) { failovers_->Increment(static_cast<double>(n)); }
   void AddMapErrors(uint64_t n) { map_errors_->Increment(static_cast<double>(n)); }
-  // `role`: "primary", "backup" or "" (not held: its series go to 0).
-  void SetShard(uint32_t shard, const std::string& role, uint64_t epoch);
+  // `role`: "primary", "backup" or "" (not held: its series go to 0). `replicas` and `wanted`:
+  // the group's size and the configured one, as the primary sees them (0 and 0 elsewhere).
+  void SetShard(uint32_t shard, const std::string& role, uint64_t epoch, int replicas = 0,
+                int wanted = 0);
   void SetLeaseValid(bool valid) { lease_valid_->Set(valid ? 1 : 0); }
 
  private:
@@ -53,6 +60,8 @@ class ClusterMetrics {
   prometheus::Family<prometheus::Gauge>* in_flight_;
   prometheus::Family<prometheus::Gauge>* epoch_;
   prometheus::Family<prometheus::Gauge>* role_;
+  prometheus::Family<prometheus::Gauge>* replicas_;
+  prometheus::Family<prometheus::Gauge>* wanted_;
   prometheus::Counter* catchup_bytes_;
   prometheus::Counter* failovers_;
   prometheus::Counter* map_errors_;

@@ -32,7 +32,9 @@ ClusterNode::ClusterNode(cluster::ClusterMap* map, const Options& options, Shard
 ClusterNode::~ClusterNode() { Stop(); }
 
 bool ClusterNode::LeaseValid() const {
-  return absl::ToUnixNanos(clock_->Now()) < valid_until_ns_.load();
+  // After a lost lease, only once the map confirmed what this node still holds.
+  return confirmed_.load() == losses_.load() &&
+         absl::ToUnixNanos(clock_->Now()) < valid_until_ns_.load();
 }
 
 absl::Status ClusterNode::Register() {
@@ -116,18 +118,20 @@ void ClusterNode::LeaseTick() {
   if (ttl.ok()) {
     valid_until_ns_.store(absl::ToUnixNanos(sent + options_.lease_ttl * 4 / 5));
   } else if (ttl.status().code() == absl::StatusCode::kNotFound) {
-    // Expired: to the cluster this incarnation is gone and backups may have taken over. Keep
-    // only the shards nobody else could have taken (no backups); the rest are dropped.
+    // Expired: to the cluster this node is gone, and backups may have taken over. Its replicas
+    // stay, unused for local reads, until it has registered again and reconciled with the
+    // map: a replica is kept only where the map still names this node its primary or a
+    // backup, and then nobody took over or changed the group without it. Dropping them here lost
+    // the shard when every replica's lease lapsed at once (etcd or the nodes starved for longer
+    // than the TTL): the first node back found no replica left and served the shard empty.
     valid_until_ns_.store(0);
     lease_lost_.store(true);
-    Log(LogLevel::kWarning, absl::StrCat("cluster: node ", name(),
-                                         " lost its lease (paused or cut off for longer than ",
-                                         absl::FormatDuration(options_.lease_ttl),
-                                         "); dropping replicated shards, registering again"));
-    for (const std::shared_ptr<ShardReplica>& r : shards_->All()) {
-      if (r->role() == ShardReplica::Role::kPrimary && r->LinkNodes().empty()) continue;
-      shards_->Remove(r->id(), "lease lost");
-    }
+    losses_.fetch_add(1);
+    Log(LogLevel::kWarning,
+        absl::StrCat("cluster: node ", name(),
+                     " lost its lease (paused or cut off for longer than ",
+                     absl::FormatDuration(options_.lease_ttl),
+                     "); registering again, then the map says which replicas are still current"));
     Signal();
   } else {
     // etcd unreachable: keep trying; reads fall back to barriers once validity lapses.
@@ -150,12 +154,18 @@ void ClusterNode::Control() {
 
 void ClusterNode::ControlTick() {
   for (const std::shared_ptr<ShardReplica>& r : shards_->All()) r->Tick();
+  // A view read after the node registered again (lease_lost_ cleared after losses_ counted
+  // the loss) confirms its replicas once reconciled.
+  const uint64_t losses = losses_.load();
+  const bool lost = lease_lost_.load();
   absl::StatusOr<cluster::ClusterView> view = map_->Read();
   if (!view.ok()) {
     NoteMapError();
     return;  // keep serving with what this node has
   }
-  if (!lease_lost_.load()) Reconcile(*view);
+  if (lost || lease_lost_.load() || losses_.load() != losses) return;
+  Reconcile(*view);
+  confirmed_.store(losses);
 }
 
 bool ClusterNode::TakeChanged() {
@@ -183,7 +193,16 @@ bool ClusterNode::Update(const cluster::ShardInfo& next, const std::vector<std::
   return true;
 }
 
+cluster::ClusterView ClusterNode::LastView() const {
+  MutexLock l(&view_mu_);
+  return last_view_;
+}
+
 void ClusterNode::Reconcile(const cluster::ClusterView& view) {
+  {
+    MutexLock l(&view_mu_);
+    last_view_ = view;
+  }
   const std::string& me = name();
   for (const cluster::ShardInfo& s : view.shard_list) {
     std::shared_ptr<ShardReplica> local = shards_->Get(s.id);

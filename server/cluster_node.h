@@ -37,6 +37,7 @@
 #include "server/cluster_metrics.h"
 #include "server/shard_table.h"
 #include "transport/base/clock.h"
+#include "transport/base/mutex.h"
 #include "transport/cluster/cluster_map.h"
 #include "transport/engine/engine.h"
 
@@ -75,6 +76,8 @@ class ClusterNode {
   // Stops the threads and revokes the lease, so that backups take over at once.
   void Stop();
 
+  // Whether reads may be served locally: the lease is within its validity (0.8 TTL from the
+  // last keepalive sent), and after a lost lease the map has been reconciled since.
   bool LeaseValid() const;
   // One step of the lease thread: a keepalive, or registering again after the lease was lost.
   void LeaseTick();
@@ -84,6 +87,8 @@ class ClusterNode {
   bool TakeChanged();
   const Counters& counters() const { return counters_; }
   const std::string& name() const { return options_.self.name; }
+  // The map as this node last reconciled it (empty before the first read). Any thread.
+  cluster::ClusterView LastView() const;
 
  private:
   // Lease thread: keepalive every TTL/3; re-registers when the lease was lost.
@@ -114,12 +119,18 @@ class ClusterNode {
   std::atomic<int64_t> lease_{0};
   std::atomic<int64_t> valid_until_ns_{0};  // clock_ time, unix nanoseconds
   std::atomic<bool> lease_lost_{false};
+  // Leases lost so far, and how many of those losses a reconciliation after registering again
+  // has covered: the node's replicas serve local reads only while the two are equal.
+  std::atomic<uint64_t> losses_{0};
+  std::atomic<uint64_t> confirmed_{0};
   std::unique_ptr<cluster::MapWatch> watch_;
   std::mutex wake_mu_;
   std::condition_variable wake_cv_;
   bool changed_ = true;  // guarded by wake_mu_
   std::thread lease_thread_;
   std::thread control_thread_;
+  mutable Mutex view_mu_;
+  cluster::ClusterView last_view_ ABSL_GUARDED_BY(view_mu_);
   // Control thread only: when each shard's primary was first seen gone.
   std::map<uint32_t, absl::Time> primary_gone_since_;
   // Control thread only: when a link to a joining node last failed to open.

@@ -254,15 +254,23 @@ void KvServer::Poll(absl::Duration wait) {
   server_metrics_->SetAdmission(admission_->pending_hellos(), admission_->half_open());
   if (cluster_metrics_ != nullptr) {
     cluster_metrics_->SetLeaseValid(cluster_node_->LeaseValid());
+    const cluster::ClusterView view = cluster_node_->LastView();
     std::set<uint32_t> held;
     for (const std::shared_ptr<ShardReplica>& r : shards_->All()) {
       held.insert(r->id());
       const ShardReplica::Role role = r->role();
+      int replicas = 0, wanted = 0;
+      const cluster::ShardInfo* s = view.ShardById(r->id());
+      if (role == ShardReplica::Role::kPrimary && s != nullptr &&
+          s->primary == cluster_node_->name()) {
+        replicas = static_cast<int>(s->Replicas().size());
+        wanted = view.replicas;
+      }
       cluster_metrics_->SetShard(r->id(),
                                  role == ShardReplica::Role::kPrimary  ? "primary"
                                  : role == ShardReplica::Role::kBackup ? "backup"
                                                                        : "",
-                                 r->epoch());
+                                 r->epoch(), replicas, wanted);
     }
     for (uint32_t gone : metric_shards_) {
       if (held.count(gone) == 0) cluster_metrics_->SetShard(gone, "", 0);

@@ -215,6 +215,26 @@ class ClusterFaultTest : public ::testing::Test {
     StartLoad();
     LoadFor(lines);
     RecordUnloadedShare();
+    ExpectPrimaryReports(3, 3);
+  }
+
+  // Waits (bounded) until the primary's metrics report the group size `replicas` of `wanted`
+  // for the shard (what the under-replication alert in deploy/prometheus compares).
+  void ExpectPrimaryReports(int replicas, int wanted) {
+    const std::string shard = absl::StrCat("{shard=\"", View().shard_list[0].id, "\"}");
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    std::string m;
+    do {
+      m = testing::Scrape(nodes_[Primary()]->metrics_address());
+      if (testing::Sample(m, "unloadkv_shard_replicas" + shard) == replicas &&
+          testing::Sample(m, "unloadkv_shard_replicas_wanted" + shard) == wanted) {
+        return;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    } while (absl::Now() < deadline);
+    ADD_FAILURE() << "the primary does not report " << replicas << " of " << wanted
+                  << " replicas for shard " << shard << ":\n"
+                  << m;
   }
 
   // The share of the primary's value writes so far that took the unload path; with every write
@@ -363,6 +383,7 @@ TEST_F(ClusterFaultTest, KillBackup) {
   ASSERT_TRUE(WaitFor([&](const ClusterView& v) { return !v.shard_list[0].HasReplica(backup); },
                       absl::Seconds(6 * kLeaseTtlSeconds)));
   const std::string dropped = absl::StrFormat("%.0f ms", (MonoNow() - fault) / 1e6);
+  ExpectPrimaryReports(2, 3);  // no spare node: under-replicated
   LoadFor(500);
   Verify("SIGKILL backup (dropped from group)", fault, dropped);
 }
@@ -466,6 +487,27 @@ TEST_F(ClusterFaultTest, EtcdStoppedAndRestartedUnderLoad) {
   EXPECT_EQ(after.epoch, before.epoch);
   Verify(absl::StrCat("etcd down ", kLeaseTtlSeconds + 1, " s, restarted (", during, " ops)"),
          fault, "none");
+}
+
+// etcd paused for longer than the TTL: when it resumes, every node's lease has lapsed at once.
+// The nodes register again and keep the replicas the map still names; nothing acknowledged
+// may be lost (before, the first node back found no replica left and served the shard empty).
+TEST_F(ClusterFaultTest, EtcdPausedPastTheTtlEveryLeaseLapsesAtOnce) {
+  StartThreeReplicasUnderLoad(500);
+  if (HasFatalFailure()) return;
+  const int64_t fault = MonoNow();
+  ASSERT_EQ(kill(etcd_->pid(), SIGSTOP), 0);
+  absl::SleepFor(absl::Seconds(kLeaseTtlSeconds + 2));  // the fault's length, not a wait
+  ASSERT_EQ(kill(etcd_->pid(), SIGCONT), 0);
+  const bool serving = WaitFor(
+      [&](const ClusterView& v) {
+        const ShardInfo& s = v.shard_list[0];
+        return v.IsLive(s.primary) && s.backups.size() == 2;
+      },
+      absl::Seconds(10 * kLeaseTtlSeconds));
+  EXPECT_TRUE(serving) << "the group did not come back whole";
+  LoadFor(300);
+  Verify(absl::StrCat("etcd paused ", kLeaseTtlSeconds + 2, " s: every lease lapsed"), fault, "-");
 }
 
 TEST_F(ClusterFaultTest, TwoFailuresInARowWithThreeReplicas) {

@@ -91,8 +91,10 @@ TEST_F(ClusterNodeTest, AClaimAndALeaseLostAndRegainedInVirtualTime) {
   a.node->LeaseTick();  // learns the lease is gone
   a.node->LeaseTick();  // registers again
   EXPECT_TRUE(admin_->Read()->IsLive("a"));
-  EXPECT_TRUE(a.node->LeaseValid());
+  // No local reads until the map confirmed what a still holds.
+  EXPECT_FALSE(a.node->LeaseValid());
   a.node->ControlTick();
+  EXPECT_TRUE(a.node->LeaseValid());
   EXPECT_EQ(Shard().primary, "a");
   EXPECT_EQ(a.shards->Get(0)->role(), ShardReplica::Role::kPrimary);
   a.node->Stop();
@@ -133,6 +135,58 @@ TEST_F(ClusterNodeTest, ABackupTakesOverWhenThePrimarysLeaseRunsOutInVirtualTime
   a.node->LeaseTick();
   a.node->ControlTick();
   EXPECT_EQ(a.shards->Get(0), nullptr);
+  a.node->Stop();
+  b.node->Stop();
+}
+
+// Every lease lapses at once (etcd, or all the nodes, starved for longer than the TTL): the
+// replicas stay, and the first node back takes over with the data instead of finding none
+// left and serving the shard empty.
+TEST_F(ClusterNodeTest, WhenEveryLeaseLapsesAtOnceTheFirstBackupBackTakesOverWithTheData) {
+  ASSERT_TRUE(admin_->Create(2, *cluster::InitialShards(1, {})).ok());
+  Node a(&coordinator_, "a", &clock_), b(&coordinator_, "b", &clock_);
+  ASSERT_TRUE(a.node->Start().ok());
+  ASSERT_TRUE(b.node->Start().ok());
+  a.node->ControlTick();
+  ASSERT_EQ(Shard().primary, "a");
+  // b as a backup that caught up, holding a key (what replication leaves behind).
+  absl::StatusOr<std::shared_ptr<ShardReplica>> replica = b.shards->GetOrCreate(0);
+  ASSERT_TRUE(replica.ok());
+  KvStore& store = (*replica)->store();
+  absl::StatusOr<std::vector<KvStore::Grant>> grant = store.GrantSlots(1, 8, 1);
+  ASSERT_TRUE(grant.ok());
+  ASSERT_TRUE(store.Put(1, "kept", (*grant)[0].id, 8).ok());
+  cluster::ShardInfo s = Shard();
+  s.backups = {"b"};
+  s.epoch += 1;
+  ASSERT_TRUE(admin_->UpdateShard(s, {}).ok());
+  b.node->ControlTick();  // a live primary: b stays a backup
+
+  clock_.Advance(absl::Seconds(4));  // nobody kept a lease alive
+  coordinator_.ExpireLeases();
+  a.node->LeaseTick();  // both learn their leases are gone
+  b.node->LeaseTick();
+  EXPECT_FALSE(a.node->LeaseValid());
+  EXPECT_FALSE(b.node->LeaseValid());
+  ASSERT_NE(a.shards->Get(0), nullptr);
+  ASSERT_NE(b.shards->Get(0), nullptr);
+
+  b.node->LeaseTick();  // b registers again first
+  EXPECT_FALSE(b.node->LeaseValid());
+  b.node->ControlTick();  // still named backup at its epoch, the primary gone: takes over
+  const cluster::ShardInfo now = Shard();
+  EXPECT_EQ(now.primary, "b");
+  EXPECT_EQ(now.epoch, s.epoch + 1);
+  EXPECT_TRUE(b.node->LeaseValid());
+  ASSERT_NE(b.shards->Get(0), nullptr);
+  EXPECT_EQ(b.shards->Get(0)->role(), ShardReplica::Role::kPrimary);
+  EXPECT_TRUE(b.shards->Get(0)->store().Get("kept").ok());
+
+  a.node->LeaseTick();  // a registers again: no longer named, it drops its replica and joins
+  a.node->ControlTick();
+  EXPECT_EQ(a.shards->Get(0), nullptr);
+  EXPECT_EQ(Shard().primary, "b");
+  EXPECT_EQ(Shard().joining, std::vector<std::string>{"a"});
   a.node->Stop();
   b.node->Stop();
 }
