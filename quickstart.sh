@@ -101,7 +101,7 @@ run_sim_demo() {
           p, ops[p] / 1e6, ops[p] / ops["offload"], 100 * share[p]
       }
     }' "$out/sim_compare.csv"
-  log "the adaptive policy does not yet learn from the KV client's lazy writes (docs/sim-kv.md);"
+  log "where the gain comes from and where it stops: docs/sim-kv.md;"
   log "the whole comparison (A-F, two sizes): bazel run -c opt //client/ycsb:sim_compare"
   rm -rf "$out"
 }

@@ -114,7 +114,9 @@ Decision AdaptivePolicy::Decide(uint64_t remote_addr, uint32_t length, bool unlo
   }
   uint8_t phase = pos % b < b / 2 ? kSettle : pos < b ? kMeasureOther : kMeasureRegime;
   if (phase != kSettle) ++issued_[phase - kMeasureOther];
-  return {path, cell_index, static_cast<uint8_t>(phase | (generation_ << 2))};
+  // Measured writes are all observed: the one lazy offloaded write in eight that the engine
+  // observes anyway is not a fair sample of them (docs/engine.md).
+  return {path, cell_index, static_cast<uint8_t>(phase | (generation_ << 2)), phase != kSettle};
 }
 
 void AdaptivePolicy::Observe(const Decision& d, absl::Duration latency) {
@@ -128,25 +130,12 @@ void AdaptivePolicy::Observe(const Decision& d, absl::Duration latency) {
   }
   const double ns = absl::ToDoubleNanoseconds(latency);
   const uint8_t phase = d.tag & 3;
-  const bool current = probing_ >= 0 && phase != kRegular &&
-                       static_cast<uint8_t>(d.tag >> 2) == static_cast<uint8_t>(generation_ & 0x3F);
+  const bool current = OfCurrentProbe(d);
   const bool probed_path = current && d.cell == probing_ && d.path == Other(probe_regime_);
   if ((!current || phase == kSettle) && !probed_path) {
     AddToMovingMean(ns, &regular_ns_, &regular_seen_);
     AddToMovingMean(ns, &cell.regular_ns, &cell.regular_seen);
-    // Is the connection's latency still falling (a translation cache warming up)? Then a
-    // comparison now would judge the current regime by a transient.
-    trend_sum_ns_ += ns;
-    if (++trend_seen_ == kTrendBlock) {
-      const double mean = trend_sum_ns_ / kTrendBlock;
-      const uint32_t n = options_.trend_blocks;
-      double& then = trend_block_ns_[trend_blocks_ % n];  // the block n blocks ago
-      settled_ = trend_blocks_ >= n && mean >= then * (1.0 - options_.hysteresis);
-      then = mean;
-      ++trend_blocks_;
-      trend_sum_ns_ = 0;
-      trend_seen_ = 0;
-    }
+    AddToTrend(ns, /*observed=*/true);
   }
   if (!current) return;
   if (probed_path && seen_[1] == 0 && ++other_skipped_ > kAbortWindow) {
@@ -177,10 +166,53 @@ void AdaptivePolicy::Observe(const Decision& d, absl::Duration latency) {
   }
   sum_ns_[block] += ns;
   ++seen_[block];
+  FinishProbeIfComplete();
+}
+
+void AdaptivePolicy::AddToTrend(double ns, bool observed) {
+  // Is the connection's latency still falling (a translation cache warming up)? Then a
+  // comparison now would judge the current regime by a transient. Blocks are counted in
+  // writes, so that warming up takes as many writes whether or not each is observed.
+  if (observed) {
+    trend_sum_ns_ += ns;
+    ++trend_observed_;
+  }
+  if (++trend_seen_ < kTrendBlock) return;
+  if (trend_observed_ > 0) {
+    const double mean = trend_sum_ns_ / trend_observed_;
+    const uint32_t n = options_.trend_blocks;
+    double& then = trend_block_ns_[trend_blocks_ % n];  // the block n blocks ago
+    settled_ = trend_blocks_ >= n && mean >= then * (1.0 - options_.hysteresis);
+    then = mean;
+    ++trend_blocks_;
+  }
+  trend_sum_ns_ = 0;
+  trend_seen_ = 0;
+  trend_observed_ = 0;
+}
+
+bool AdaptivePolicy::OfCurrentProbe(const Decision& d) const {
+  return probing_ >= 0 && (d.tag & 3) != kRegular &&
+         static_cast<uint8_t>(d.tag >> 2) == static_cast<uint8_t>(generation_ & 0x3F);
+}
+
+void AdaptivePolicy::FinishProbeIfComplete() {
   const bool routed = probe_pos_ >= 2 * options_.probe_block;
   if (routed && seen_[0] * 10 >= issued_[0] * 9 && seen_[1] * 10 >= issued_[1] * 9) {
     FinishProbe(/*aborted=*/false);
   }
+}
+
+void AdaptivePolicy::Unobserved(const Decision& d) {
+  const uint8_t phase = d.tag & 3;
+  const bool current = OfCurrentProbe(d);
+  if (!current || phase == kSettle) {
+    AddToTrend(0, /*observed=*/false);
+    return;
+  }
+  uint64_t& issued = issued_[phase - kMeasureOther];
+  if (issued > 0) --issued;
+  FinishProbeIfComplete();
 }
 
 void AdaptivePolicy::FinishProbe(bool aborted) {

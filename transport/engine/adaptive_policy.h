@@ -15,12 +15,14 @@
 // Now and then one cell probes the other regime with a paired comparison: a block of its writes
 // goes down the other path, then a block stays on its regime. The first half of each block lets
 // queues settle; during the second half the policy measures the latency of every write on the
-// connection, whatever its cell. When the connection's writes are faster by more than the
-// hysteresis margin while the cell uses the other path (in wins_to_switch consecutive probes),
-// the cell switches. A probe whose writes the engine mostly kept on the regime's path (it routes
-// a write overlapping an in-flight one down that one's path) decides nothing. The two blocks run
-// back to back, so what drifts meanwhile (a translation cache warming up, a hot set moving) weighs
-// on both alike; one probe runs at a time.
+// connection, whatever its cell, and asks the engine to report each of them (Decision::observe:
+// a lazy write is then posted signaled; the one lazy write in eight the engine observes anyway
+// is not a fair sample, docs/engine.md). When the connection's writes are faster by
+// more than the hysteresis margin while the cell uses the other path (in wins_to_switch consecutive
+// probes), the cell switches. A probe whose writes the engine mostly kept on the regime's path (it
+// routes a write overlapping an in-flight one down that one's path) decides nothing. The two blocks
+// run back to back, so what drifts meanwhile (a translation cache warming up, a hot set moving)
+// weighs on both alike; one probe runs at a time.
 //
 // Why regimes and all writes rather than single writes of one path: the paths share resources
 // (the initiator's CPU, the NIC, the unload worker), and a write sent alone down a path sees it
@@ -83,6 +85,10 @@ class AdaptivePolicy : public PathPolicy {
   absl::string_view name() const override { return "adaptive"; }
   Decision Decide(uint64_t remote_addr, uint32_t length, bool unload_possible) override;
   void Observe(const Decision& d, absl::Duration latency) override;
+  // A probe counts only the writes it will hear about: a measured decision that ends
+  // unobserved (a lazy write posted quietly: KV clients post most value writes so) leaves the
+  // block's count, or the probe would wait for it until abandoned.
+  void Unobserved(const Decision& d) override;
   FullRingAction OnRingFull() const override { return FullRingAction::kOffload; }
   uint64_t switches() const override { return switches_; }
 
@@ -110,6 +116,12 @@ class AdaptivePolicy : public PathPolicy {
   bool Major(const Cell& cell) const;
   void StartProbe(int cell);
   void FinishProbe(bool aborted);
+  // Whether `d` was a measured decision of the running probe.
+  bool OfCurrentProbe(const Decision& d) const;
+  // Finishes the probe once it routed all its writes and heard of 90% of each block's.
+  void FinishProbeIfComplete();
+  // Counts one regular write that ended (with its latency when observed) into the trend.
+  void AddToTrend(double ns, bool observed);
 
   Options options_;
   HeatSketch sketch_;
@@ -128,6 +140,7 @@ class AdaptivePolicy : public PathPolicy {
   uint64_t issued_[2] = {0, 0};
   uint64_t seen_[2] = {0, 0};
   double sum_ns_[2] = {0, 0};
+
   double regular_ns_ = 0;  // moving mean (1/64) of the writes outside measured probe halves
   uint64_t regular_seen_ = 0;
   // Means of consecutive blocks of kTrendBlock regular observations; settled_: the last one was
@@ -137,6 +150,7 @@ class AdaptivePolicy : public PathPolicy {
   static constexpr uint32_t kMaxTrendBlocks = 32;
   double trend_block_ns_[kMaxTrendBlocks] = {};  // the last trend_blocks block means, a ring
   uint32_t trend_seen_ = 0, trend_blocks_ = 0;
+  uint32_t trend_observed_ = 0;  // of the block's trend_seen_ writes
   bool settled_ = false;
   // The probing cell's last kAbortWindow writes down the other path, settling ones too.
   static constexpr uint32_t kAbortWindow = 16;

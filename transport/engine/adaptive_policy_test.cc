@@ -145,6 +145,68 @@ TEST(AdaptivePolicyTest, WaitsForAWarmingCacheBeforeJudgingOffload) {
   EXPECT_GT(offloaded_late, 2000 * 0.9) << "judged offload while its cache was still warming";
 }
 
+// The engine's side of lazy writes: an offloaded lazy write is observed when the policy asked
+// for its latency (Decision::observe) or when it is the signaled one of eight.
+bool EngineObserves(const Decision& d, int* offloaded_lazy) {
+  return d.path == Path::kUnload || d.observe || ++*offloaded_lazy % 8 == 0;
+}
+
+// The KV client's pattern: value writes are lazy, so the engine observes only every eighth
+// offloaded one (the signaled one) and reports the rest as Unobserved; unloaded writes are all
+// observed. The policy must still finish its probes and find that unload is faster.
+TEST(AdaptivePolicyTest, LearnsWhenMostOffloadedWritesAreNeverObserved) {
+  for (bool sparse : {false, true}) {
+    AdaptivePolicy policy;
+    std::mt19937_64 rng(11);
+    int offloaded_seen = 0, unloaded_late = 0, total_late = 0;
+    for (int i = 0; i < 20000; ++i) {
+      Decision d = policy.Decide((1000 + rng() % 1000000) << 12, 1000, true);
+      if (sparse && !EngineObserves(d, &offloaded_seen)) {
+        policy.Unobserved(d);
+      } else {
+        policy.Observe(d, absl::Nanoseconds(d.path == Path::kUnload ? 1800 : 2900));
+      }
+      if (i >= 10000) {
+        ++total_late;
+        unloaded_late += d.path == Path::kUnload;
+      }
+    }
+    EXPECT_GT(unloaded_late, total_late * 9 / 10) << (sparse ? "sparse" : "dense");
+  }
+}
+
+// A bulk load: four lazy writes to each fresh page, one after another. An offloaded write to a
+// page whose translation the NIC has not loaded (no earlier offloaded write to it) misses;
+// unloading a page's first write ("cold" to the heat sketch, the next three are "warm") only
+// moves the miss to its next offloaded write. Offload-only is best (2725 ns a write against
+// 2850 mixed, 2900 unload-only): the policy must not keep a mix. And only the writes a probe
+// measures ask to be observed: few enough that lazy writes mostly stay quiet.
+TEST(AdaptivePolicyTest, KeepsNoMixWithinPagesAndAsksForFewObservations) {
+  AdaptivePolicy policy;
+  int offloaded_lazy = 0, unloaded_late = 0, asked = 0;
+  constexpr int kWrites = 200000;
+  uint64_t cached_page = 0;  // the last page whose translation an offloaded write loaded
+  for (int i = 0; i < kWrites; ++i) {
+    const uint64_t page = 1000 + i / 4;
+    Decision d = policy.Decide((page << 12) + (i % 4) * 1024, 1000, true);
+    asked += d.observe;
+    int ns = 2900;
+    if (d.path == Path::kOffload) {
+      ns = cached_page == page ? 2400 : 3700;
+      cached_page = page;
+    }
+    if (EngineObserves(d, &offloaded_lazy)) {
+      policy.Observe(d, absl::Nanoseconds(ns));
+    } else {
+      policy.Unobserved(d);
+    }
+    if (i >= kWrites / 2) unloaded_late += d.path == Path::kUnload;
+  }
+  EXPECT_LT(unloaded_late, kWrites / 2 / 20) << "kept a mix that is slower than offload-only";
+  EXPECT_GT(asked, 0) << "probes measured writes the engine may never report";
+  EXPECT_LT(asked, kWrites / 10);
+}
+
 // Unload is faster everywhere here, yet writes to a handful of very hot pages stay offloaded
 // (their translations stay cached on a real NIC), while the others move to unload.
 TEST(AdaptivePolicyTest, VeryHotPagesStayOffloadedEvenWhereUnloadIsFaster) {

@@ -38,6 +38,20 @@ std::unique_ptr<PathPolicy> Only(Path p) {
   return std::make_unique<ScriptedPolicy>(std::vector<Path>{p});
 }
 
+// Offloads every write and asks for every write's latency.
+class ObservingPolicy : public PathPolicy {
+ public:
+  absl::string_view name() const override { return "observing"; }
+  Decision Decide(uint64_t, uint32_t, bool) override {
+    Decision d;
+    d.observe = true;
+    return d;
+  }
+  void Observe(const Decision&, absl::Duration) override { ++observed; }
+  void Unobserved(const Decision&) override { ++unobserved; }
+  std::atomic<int> observed{0}, unobserved{0};
+};
+
 // Two engines on a backend, and a way to wait while they make progress.
 class Harness {
  public:
@@ -509,6 +523,35 @@ TEST_P(EngineTest, LazyWritesCompleteWhenTheAnswerToALaterMessageArrives) {
   EXPECT_EQ(metrics_.writes[static_cast<int>(Path::kOffload)].load(), uint64_t{kRounds});
   EXPECT_GT(sampled, 0u) << "no lazy write stayed signaled: the policy would learn nothing";
   EXPECT_LT(sampled, uint64_t{kRounds} / 2) << "lazy writes were not posted unsignaled";
+}
+
+TEST_P(EngineTest, LazyWritesWhoseLatencyThePolicyAsksForAreAllObserved) {
+  auto owned = std::make_unique<ObservingPolicy>();
+  ObservingPolicy* policy = owned.get();
+  Connect(std::move(owned));
+  WriteOptions lazy;
+  lazy.lazy_completion = true;
+  constexpr int kWrites = 40;
+  std::atomic<int> written{0}, bad{0};
+  for (int i = 0; i < kWrites; ++i) {
+    const size_t off = size_t(i) * 64;
+    src_[off] = static_cast<char>('a' + i % 26);
+    ASSERT_TRUE(ca_->Write(
+                       src_mr_->Sge(off, 64), Dst(off), dst_mr_->rkey(),
+                       [&](const WriteResult& r) {
+                         if (!r.ok()) ++bad;
+                         ++written;
+                       },
+                       nullptr, lazy)
+                    .ok());
+  }
+  // Nothing else is sent: an unsignaled write would never complete.
+  ASSERT_TRUE(h_->WaitUntil([&] { return written.load() == kWrites; }, absl::Seconds(10)))
+      << written.load() << " of " << kWrites << " lazy writes completed";
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(metrics_.latency_samples[static_cast<int>(Path::kOffload)].load(), uint64_t{kWrites});
+  EXPECT_EQ(policy->observed.load(), kWrites);
+  EXPECT_EQ(policy->unobserved.load(), 0);
 }
 
 TEST_P(EngineTest, ALazyWriteWithNothingAnsweredCompletesWithTheNextSignaledOne) {

@@ -155,8 +155,10 @@ absl::Status PostOffloaded(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQU
       rnic::MakeWrite(MakeWrId(WrKind::kOffloadWrite, c.id, static_cast<uint32_t>(op.id)), op.local,
                       op.remote_addr, op.rkey);
   // A lazy write may go unsignaled (no ACK for it on the soft RNIC), except every few, whose
-  // latency the policy learns from and whose completion retires the quiet ones before it.
-  wr.signaled = !op.lazy || c.lazy_writes_since_signaled + 1 >= SignalEvery(c);
+  // latency the policy learns from and whose completion retires the quiet ones before it, and
+  // those whose latency the policy asked for.
+  wr.signaled =
+      !op.lazy || op.decision.observe || c.lazy_writes_since_signaled + 1 >= SignalEvery(c);
   if (absl::Status st = PostMain(c, wr); !st.ok()) return st;
   op.main_index = c.main_posted++;
   if (wr.signaled) {

@@ -18,6 +18,9 @@ struct Decision {
   Path path = Path::kOffload;
   uint16_t cell = 0;  // policy-private bookkeeping (which estimate the write informs)
   uint8_t tag = 0;    // policy-private bookkeeping (e.g. a probe write)
+  // The policy needs this write's latency: the engine posts it signaled even when it could go
+  // quietly (WriteOptions::lazy_completion), so that it ends in Observe unless it fails.
+  bool observe = false;
 };
 
 // What to do with a write the policy routes to unload while every staging slot is in use.
@@ -35,6 +38,10 @@ class PathPolicy {
   virtual Decision Decide(uint64_t remote_addr, uint32_t length, bool unload_possible) = 0;
   // The write decided as `d` completed after `latency` (post to completion).
   virtual void Observe(const Decision& d, absl::Duration latency) {}
+  // The write decided as `d` ended without a latency to report: it failed, or it completed
+  // quietly (WriteOptions::lazy_completion, posted unsignaled), so the engine learned of it
+  // only later. Every decision ends in exactly one of Observe and Unobserved.
+  virtual void Unobserved(const Decision& d) {}
   virtual FullRingAction OnRingFull() const { return FullRingAction::kWait; }
   // How many times the preferred path of some class changed.
   virtual uint64_t switches() const { return 0; }
