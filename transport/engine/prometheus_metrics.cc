@@ -58,6 +58,13 @@ PrometheusEngineMetrics::PrometheusEngineMetrics(std::shared_ptr<prometheus::Reg
                .Help("Staging slots in use on the connection that last posted an unloaded write")
                .Register(*registry_)
                .Add({});
+  ring_slots_ = &prometheus::BuildGauge()
+                     .Name("unloadkv_staging_ring_slots")
+                     .Help(
+                         "Staging slots (all lanes) of the connection that last posted an "
+                         "unloaded write: the capacity unloadkv_staging_ring_slots_in_use fills")
+                     .Register(*registry_)
+                     .Add({});
   switches_ = &prometheus::BuildCounter()
                    .Name("unloadkv_policy_switches_total")
                    .Help("Times a path policy changed its preferred path for a class of writes")
@@ -81,7 +88,10 @@ void PrometheusEngineMetrics::OnValidationFailure(ValidationFailure reason) {
 
 void PrometheusEngineMetrics::OnStagedWriteApplied(uint32_t) { applied_->Increment(); }
 
-void PrometheusEngineMetrics::OnRingOccupancy(uint32_t used, uint32_t) { ring_->Set(used); }
+void PrometheusEngineMetrics::OnRingOccupancy(uint32_t used, uint32_t capacity) {
+  ring_->Set(used);
+  ring_slots_->Set(capacity);
+}
 
 void PrometheusEngineMetrics::OnPolicySwitch() { switches_->Increment(); }
 

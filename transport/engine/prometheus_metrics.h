@@ -7,6 +7,7 @@
 //   unloadkv_unload_validation_failures_total{reason}    target side
 //   unloadkv_unload_applied_writes_total                 target side: staged writes applied
 //   unloadkv_staging_ring_slots_in_use                   gauge, last posted value
+//   unloadkv_staging_ring_slots                          gauge, that connection's slots
 //   unloadkv_policy_switches_total
 #ifndef UNLOADKV_TRANSPORT_ENGINE_PROMETHEUS_METRICS_H_
 #define UNLOADKV_TRANSPORT_ENGINE_PROMETHEUS_METRICS_H_
@@ -49,6 +50,7 @@ class PrometheusEngineMetrics : public EngineMetrics {
   prometheus::Counter* failures_[kValidationFailureKinds];
   prometheus::Counter* applied_;
   prometheus::Gauge* ring_;
+  prometheus::Gauge* ring_slots_;
   prometheus::Counter* switches_;
 };
 
