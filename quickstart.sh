@@ -14,7 +14,7 @@ PACKAGES=(
   libabsl-dev libprotobuf-dev protobuf-compiler libgflags-dev libgtest-dev libgmock-dev
   prometheus-cpp-dev libibverbs-dev rdma-core libbenchmark-dev
   clang libclang-rt-14-dev gnuplot-nox redis-server libhiredis-dev
-  etcd-server libcurl4-openssl-dev curl prometheus
+  etcd-server libcurl4-openssl-dev curl prometheus python3 python3-kubernetes
 )
 
 log() { printf '[quickstart %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
