@@ -14,7 +14,7 @@ PACKAGES=(
   libabsl-dev libprotobuf-dev protobuf-compiler libgflags-dev libgtest-dev libgmock-dev
   prometheus-cpp-dev libibverbs-dev rdma-core libbenchmark-dev
   clang libclang-rt-14-dev gnuplot-nox redis-server libhiredis-dev
-  etcd-server libcurl4-openssl-dev curl prometheus python3 python3-kubernetes
+  etcd-server libcurl4-openssl-dev curl prometheus python3 python3-kubernetes chromium
 )
 
 log() { printf '[quickstart %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -60,6 +60,7 @@ run_demo() {
     [[ $line == *"metrics at"* ]] && break
   done
   [[ $line == *"metrics at"* ]] || { log "kvserver did not start (see its error above)"; exit 1; }
+  log "live status page while the demo runs: http://$METRICS_ADDR/status (figures: /status.json)"
   log "a mixed workload through the SDK: 60% GET, 40% PUT of 1 KiB values over 20000 keys"
   "$bin/client/kvclient" --server="$KV_ADDR" load --ops=200000 --in_flight=32 --keys=20000 \
     --value_size=1024 --read_fraction=0.6

@@ -1,5 +1,6 @@
 #include "server/kv_server.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -78,6 +79,7 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
   s->registry_ = std::make_shared<prometheus::Registry>();
   s->engine_metrics_ = std::make_unique<engine::PrometheusEngineMetrics>(s->registry_);
   s->server_metrics_ = std::make_unique<ServerMetrics>(s->registry_);
+  s->status_ = std::make_unique<StatusSampler>(s->registry_);
 
   const KvServerEmbedding* embedded = options.embedding;
   std::unique_ptr<rpc::BootstrapAcceptor> listener;
@@ -198,7 +200,46 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
       return st;
     }
   }
+  if (s->metrics_ != nullptr) {
+    // Registered last: the handlers read what Start built, from the endpoint's threads.
+    s->metrics_->Handle("/status", [] {
+      return engine::MetricsEndpoint::Page{"text/html; charset=utf-8", StatusPageHtml()};
+    });
+    KvServer* raw = s.get();
+    s->metrics_->Handle("/status.json", [raw] {
+      return engine::MetricsEndpoint::Page{
+          "application/json", raw->status_->Json(raw->options_.node, raw->ClusterStatusJson())};
+    });
+  }
   return s;
+}
+
+std::string KvServer::ClusterStatusJson() const {
+  if (cluster_node_ == nullptr) return "null";
+  const cluster::ClusterView view = cluster_node_->LastView();
+  const std::string& me = cluster_node_->name();
+  std::string out = absl::StrCat("{\"name\":", JsonQuote(options_.cluster),
+                                 ",\"replicas\":", view.replicas, ",\"shards\":[");
+  auto names = [](const std::vector<std::string>& v) {
+    std::string list = "[";
+    for (size_t i = 0; i < v.size(); ++i) absl::StrAppend(&list, i ? "," : "", JsonQuote(v[i]));
+    return list + "]";
+  };
+  for (size_t i = 0; i < view.shard_list.size(); ++i) {
+    const cluster::ShardInfo& sh = view.shard_list[i];
+    const char* role = sh.primary == me                                       ? "primary"
+                       : sh.HasReplica(me)                                    ? "backup"
+                       : std::count(sh.joining.begin(), sh.joining.end(), me) ? "joining"
+                                                                              : "";
+    absl::StrAppend(&out, i ? "," : "", "{\"id\":", sh.id, ",\"state\":",
+                    JsonQuote(std::string(cluster::ShardStateName(view.StateOf(sh)))),
+                    ",\"epoch\":", sh.epoch, ",\"primary\":", JsonQuote(sh.primary),
+                    ",\"backups\":", names(sh.backups), ",\"joining\":", names(sh.joining),
+                    ",\"role\":", JsonQuote(role), "}");
+  }
+  std::vector<std::string> nodes;
+  for (const auto& [name, info] : view.nodes) nodes.push_back(name);
+  return absl::StrCat(out, "],\"nodes\":", names(nodes), "}");
 }
 
 KvStore::Stats KvServer::stats() const {
@@ -252,6 +293,7 @@ void KvServer::Poll(absl::Duration wait) {
   server_metrics_->SetKeys(st.keys);
   server_metrics_->SetConnections(connections());
   server_metrics_->SetAdmission(admission_->pending_hellos(), admission_->half_open());
+  status_->MaybeSample(clock_->Now());
   if (cluster_metrics_ != nullptr) {
     cluster_metrics_->SetLeaseValid(cluster_node_->LeaseValid());
     const cluster::ClusterView view = cluster_node_->LastView();
@@ -330,6 +372,7 @@ void KvServer::Shutdown() {
   // Safe on a half-built server (Start failed part way): every member may be null.
   if (shut_down_) return;
   shut_down_ = true;
+  metrics_.reset();  // its /status.json handler reads the members torn down below
   if (service_ != nullptr) service_->SetStopping();
   // Leaving the cluster revokes the lease: backups take over at once.
   if (cluster_node_ != nullptr) cluster_node_->Stop();

@@ -25,6 +25,7 @@
 #include "server/reaper.h"
 #include "server/server_metrics.h"
 #include "server/shard_table.h"
+#include "server/status_page.h"
 #include "transport/base/mapped_memory.h"
 #include "transport/base/mutex.h"
 #include "transport/cluster/cluster_map.h"
@@ -129,6 +130,8 @@ class KvServer {
  private:
   KvServer() = default;
   void Reap();
+  // The "cluster" section of /status.json: the map as this node last reconciled it, or null.
+  std::string ClusterStatusJson() const;
   // A client's connection ended: its unused grants, in every shard, are returned.
   void DropClient(uint64_t id);
   // Fails connection `id` now (a fence against a deposed primary's writes).
@@ -152,6 +155,7 @@ class KvServer {
   std::unique_ptr<rpc::RpcServer> rpc_;
   std::unique_ptr<Admission> admission_;
   std::string address_;
+  std::unique_ptr<StatusSampler> status_;  // the figures of /status and /status.json
   std::unique_ptr<engine::MetricsEndpoint> metrics_;
   std::unique_ptr<ClusterMetrics> cluster_metrics_;  // cluster mode
   std::set<uint32_t> metric_shards_;                 // Poll's thread only

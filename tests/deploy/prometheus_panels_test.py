@@ -16,75 +16,20 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
-KVSERVER = "server/kvserver"
-KVCLIENT = "client/kvclient"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from local_cluster import LocalCluster, fail, free_port, wait_for  # noqa: E402
+
 CLUSTER = "test"
 # Series created on their first event: (substring of the query, why it may be empty).
 ALLOWED_EMPTY = [
     ("unloadkv_connections_refused_total", "exists after the first refused admission"),
 ]
-
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr, flush=True)
-    raise SystemExit(1)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(what, check, limit_s, step_s=0.1):
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(step_s)
-    fail(f"{what}: not within {limit_s} s")
-
-
-class Processes:
-    """Starts processes in their own session; stops all of them, last started first."""
-
-    def __init__(self, tmp):
-        self.tmp = tmp
-        self.procs = []
-
-    def start(self, name, args, stdout=None):
-        log = open(os.path.join(self.tmp, name + ".log"), "w")
-        p = subprocess.Popen(args, stdout=stdout or log, stderr=log, start_new_session=True)
-        self.procs.append((name, p))
-        return p
-
-    def log_tail(self, name, lines=20):
-        try:
-            with open(os.path.join(self.tmp, name + ".log")) as f:
-                return "".join(f.readlines()[-lines:])
-        except OSError:
-            return ""
-
-    def stop_all(self):
-        for _, p in reversed(self.procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for name, p in reversed(self.procs):
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
 
 
 def query(prom, expr):
@@ -105,63 +50,22 @@ def main():
             fail(f"{tool} not found: install Debian's {tool if tool == 'prometheus' else 'etcd-server'}"
                  " package (./quickstart.sh test does)")
     tmp = tempfile.mkdtemp(prefix="panels.")
-    procs = Processes(tmp)
+    cluster = LocalCluster(tmp, CLUSTER)
     try:
-        run(tmp, procs)
+        run(tmp, cluster)
     finally:
-        procs.stop_all()
+        cluster.stop_all()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run(tmp, procs):
-    etcd_port, peer_port = free_port(), free_port()
-    etcd = f"127.0.0.1:{etcd_port}"
-    procs.start("etcd", [
-        "etcd", "--name=panels", f"--data-dir={tmp}/etcd",
-        f"--listen-client-urls=http://{etcd}", f"--advertise-client-urls=http://{etcd}",
-        f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
-        f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
-        f"--initial-cluster=panels=http://127.0.0.1:{peer_port}", "--log-level=warn"])
-
-    def etcd_ready():
-        try:
-            with urllib.request.urlopen(f"http://{etcd}/health", timeout=1) as r:
-                return b'"true"' in r.read()
-        except OSError:
-            return False
-    wait_for("etcd answering", etcd_ready, 30)
-    cluster_flags = [f"--etcd={etcd}", f"--cluster={CLUSTER}"]
-    init = subprocess.run([KVCLIENT, *cluster_flags, "cluster", "init", "--shards=1",
-                           "--replicas=3"], capture_output=True, text=True, timeout=30)
-    if init.returncode != 0:
-        fail(f"cluster init: {init.stdout}{init.stderr}")
-
-    metrics = []
+def run(tmp, cluster):
+    cluster.start_etcd()
+    cluster.init(shards=1, replicas=3)
     for i in (1, 2, 3):
-        out = open(os.path.join(tmp, f"n{i}.out"), "w+")
-        procs.start(f"n{i}", [KVSERVER, *cluster_flags, f"--node=n{i}", "--listen=127.0.0.1:0",
-                              "--metrics=127.0.0.1:0", "--arena_bytes=67108864",
-                              "--huge_pages=false", "--policy=unload"], stdout=out)
-
-        def metrics_line(out=out, i=i):
-            out.seek(0)
-            m = re.search(r"metrics at http://([0-9.:]+)/metrics", out.read())
-            return m.group(1) if m else None
-        metrics.append(wait_for(f"kvserver n{i} started (log: {procs.log_tail(f'n{i}')})",
-                                metrics_line, 30))
-
-    def whole():
-        st = subprocess.run([KVCLIENT, *cluster_flags, "cluster", "status", "--json"],
-                            capture_output=True, text=True, timeout=30)
-        if st.returncode != 0:
-            return False
-        shard = json.loads(st.stdout)["shards"][0]
-        return shard["primary"] and len(shard["backups"]) == 2
-    wait_for("one primary and two backups in the map", whole, 60, step_s=0.5)
-
-    procs.start("load", [KVCLIENT, *cluster_flags, "load", "--ops=100000000", "--in_flight=8",
-                         "--keys=2000", "--value_size=1000", "--read_fraction=0.5",
-                         "--policy=unload"])
+        cluster.start_node(f"n{i}", ["--policy=unload"])
+    cluster.wait_whole(backups=2)
+    load = cluster.start_load(["--policy=unload"])
+    metrics = cluster.metrics
 
     # deploy/prometheus as shipped, but scraping and evaluating every second.
     conf_dir = os.path.join(tmp, "prometheus")
@@ -179,7 +83,7 @@ def run(tmp, procs):
     with open(os.path.join(conf_dir, "targets", "test.json"), "w") as f:
         json.dump([{"targets": metrics, "labels": {"cluster": CLUSTER}}], f)
     prom = f"127.0.0.1:{free_port()}"
-    procs.start("prometheus", ["prometheus", f"--config.file={conf_path}",
+    cluster.start("prometheus", ["prometheus", f"--config.file={conf_path}",
                                f"--storage.tsdb.path={tmp}/tsdb", f"--web.listen-address={prom}",
                                "--log.level=warn"])
 
@@ -189,15 +93,15 @@ def run(tmp, procs):
         except OSError:
             return False
         return r is not None and len(r) == 3
-    wait_for(f"prometheus scraping the 3 nodes (log: {procs.log_tail('prometheus')})", all_up, 60)
+    wait_for(f"prometheus scraping the 3 nodes (log: {cluster.log_tail('prometheus')})", all_up, 60)
 
     def rules_have_data():
         r, _ = query(prom, f'instance:unloadkv_value_writes_unloaded:ratio_rate5m{{cluster="{CLUSTER}"}}')
         r2, _ = query(prom, f'instance_path:unloadkv_engine_write_latency_seconds:p99_1m{{cluster="{CLUSTER}", path="unload"}} > 0')
         return r and r2
     wait_for("the recording rules evaluated over a few scrapes", rules_have_data, 60, step_s=0.5)
-    if procs.procs[-2][1].poll() is not None:  # the load
-        fail(f"the load stopped: {procs.log_tail('load')}")
+    if load.poll() is not None:
+        fail(f"the load stopped: {cluster.log_tail('load')}")
 
     failures = []
     total = 0

@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "CivetServer.h"
 #include "absl/strings/str_cat.h"
+#include "prometheus/text_serializer.h"
 #include "transport/base/net.h"
 
 namespace unloadkv::engine {
@@ -114,6 +116,24 @@ absl::Status ProbeBind(const sockaddr_in& sa, const std::string& address) {
 
 }  // namespace
 
+// One GET path of the endpoint: writes the page as a complete HTTP/1.1 response.
+class MetricsEndpoint::Handler : public CivetHandler {
+ public:
+  explicit Handler(PageFunction page) : page_(std::move(page)) {}
+  bool handleGet(CivetServer*, mg_connection* conn) override {
+    const Page p = page_();
+    mg_printf(conn,
+              "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+              "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
+              p.content_type.c_str(), p.body.size());
+    mg_write(conn, p.body.data(), p.body.size());
+    return true;
+  }
+
+ private:
+  const PageFunction page_;
+};
+
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     const std::string& address, std::shared_ptr<prometheus::Registry> registry) {
   absl::StatusOr<sockaddr_in> sa = ParseHostPort(address, /*allow_port_zero=*/true);
@@ -138,18 +158,31 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
       "connection_queue",   "256",
   };
   // clang-format on
-  // prometheus-cpp reports a failed bind by throwing; nothing else here throws.
+  // civetweb reports a failed bind by throwing; nothing else here throws.
   try {
-    m->exposer_ = std::make_unique<prometheus::Exposer>(options);
+    m->server_ = std::make_unique<CivetServer>(options);
   } catch (const std::exception&) {
     return absl::UnavailableError(
         absl::StrCat("metrics: cannot listen on ", address, " (port in use?)"));
   }
-  m->exposer_->RegisterCollectable(registry);
-  std::vector<int> ports = m->exposer_->GetListeningPorts();
+  m->Handle("/metrics", [registry] {
+    return Page{"text/plain; version=0.0.4; charset=utf-8",
+                prometheus::TextSerializer().Serialize(registry->Collect())};
+  });
+  std::vector<int> ports = m->server_->getListeningPorts();
   sa->sin_port = htons(static_cast<uint16_t>(ports.empty() ? 0 : ports[0]));
-  m->url_ = absl::StrCat("http://", FormatHostPort(*sa), "/metrics");
+  m->base_url_ = absl::StrCat("http://", FormatHostPort(*sa));
+  m->url_ = m->base_url_ + "/metrics";
   return m;
+}
+
+MetricsEndpoint::~MetricsEndpoint() {
+  if (server_ != nullptr) server_->close();  // joins its threads before the handlers go
+}
+
+void MetricsEndpoint::Handle(const std::string& path, PageFunction page) {
+  handlers_.push_back(std::make_unique<Handler>(std::move(page)));
+  server_->addHandler(path + "$", handlers_.back().get());  // "$": this path exactly
 }
 
 }  // namespace unloadkv::engine
