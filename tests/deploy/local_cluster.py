@@ -4,10 +4,12 @@ finally). Run from the test's runfiles root (server/kvserver and client/kvclient
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -126,3 +128,23 @@ class LocalCluster:
         return self.start("load", [KVCLIENT, *self.flags(), "load", "--ops=100000000",
                                    "--in_flight=8", "--keys=2000", "--value_size=1000",
                                    "--read_fraction=0.5", *extra])
+
+
+# Debian packages of the tools the deploy tests run.
+PACKAGES = {"etcd": "etcd-server", "prometheus": "prometheus", "chromium": "chromium"}
+
+
+def run_with_cluster(name, tools, body):
+    """Checks `tools` are installed, then body(tmp, cluster) with a LocalCluster named `name`
+    in a fresh directory; stops every process and removes the directory on every path."""
+    for tool in tools:
+        if shutil.which(tool) is None:
+            fail(f"{tool} not found: install Debian's {PACKAGES.get(tool, tool)} package "
+                 "(./quickstart.sh test does)")
+    tmp = tempfile.mkdtemp(prefix=name + ".")
+    cluster = LocalCluster(tmp, name)
+    try:
+        body(tmp, cluster)
+    finally:
+        cluster.stop_all()
+        shutil.rmtree(tmp, ignore_errors=True)

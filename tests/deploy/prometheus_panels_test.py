@@ -17,13 +17,12 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from local_cluster import LocalCluster, fail, free_port, wait_for  # noqa: E402
+from local_cluster import fail, free_port, run_with_cluster, wait_for  # noqa: E402
 
 CLUSTER = "test"
 # Series created on their first event: (substring of the query, why it may be empty).
@@ -38,24 +37,18 @@ def query(prom, expr):
         with urllib.request.urlopen(url, timeout=10) as r:
             body = json.load(r)
     except urllib.error.HTTPError as e:
-        body = json.load(e)
+        text = e.read().decode(errors="replace")
+        try:
+            body = json.loads(text)
+        except ValueError:  # not ready yet (503 with a plain-text body), or worse
+            return None, f"HTTP {e.code}: {text.strip()}"
     if body.get("status") != "success":
         return None, body.get("error", "no error text")
     return body["data"]["result"], None
 
 
 def main():
-    for tool in ("etcd", "prometheus"):
-        if shutil.which(tool) is None:
-            fail(f"{tool} not found: install Debian's {tool if tool == 'prometheus' else 'etcd-server'}"
-                 " package (./quickstart.sh test does)")
-    tmp = tempfile.mkdtemp(prefix="panels.")
-    cluster = LocalCluster(tmp, CLUSTER)
-    try:
-        run(tmp, cluster)
-    finally:
-        cluster.stop_all()
-        shutil.rmtree(tmp, ignore_errors=True)
+    run_with_cluster(CLUSTER, ("etcd", "prometheus"), run)
 
 
 def run(tmp, cluster):

@@ -11,14 +11,12 @@ artifact (status.png in TEST_UNDECLARED_OUTPUTS_DIR). Every process is stopped o
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from local_cluster import LocalCluster, fail, wait_for  # noqa: E402
+from local_cluster import fail, run_with_cluster, wait_for  # noqa: E402
 
 
 def status_json(metrics):
@@ -38,17 +36,7 @@ def chromium(args, tmp):
 
 
 def main():
-    for tool in ("etcd", "chromium"):
-        if shutil.which(tool) is None:
-            fail(f"{tool} not found: install Debian's "
-                 f"{'etcd-server' if tool == 'etcd' else tool} (./quickstart.sh test does)")
-    tmp = tempfile.mkdtemp(prefix="status.")
-    cluster = LocalCluster(tmp, "statustest")
-    try:
-        run(tmp, cluster)
-    finally:
-        cluster.stop_all()
-        shutil.rmtree(tmp, ignore_errors=True)
+    run_with_cluster("statustest", ("etcd", "chromium"), run)
 
 
 def run(tmp, cluster):
