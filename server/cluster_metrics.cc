@@ -31,6 +31,12 @@ ClusterMetrics::ClusterMetrics(std::shared_ptr<prometheus::Registry> registry) {
                  .Name("unloadkv_shard_replicas_wanted")
                  .Help("On a shard's primary: the configured group size; 0 on other nodes")
                  .Register(*registry);
+  state_ = &prometheus::BuildGauge()
+                .Name("unloadkv_shard_state")
+                .Help(
+                    "1 for each shard's state in the cluster map as this node last read it "
+                    "(serving, under-replicated, primary-down, no-primary), 0 for the others")
+                .Register(*registry);
   catchup_bytes_ = &prometheus::BuildCounter()
                         .Name("unloadkv_catchup_bytes_total")
                         .Help("Value bytes this node sent to joining backups by state transfer")
@@ -75,6 +81,16 @@ void ClusterMetrics::SetShard(uint32_t shard, const std::string& role, uint64_t 
   epoch_->Add({{"shard", id}}).Set(static_cast<double>(epoch));
   role_->Add({{"shard", id}, {"role", "primary"}}).Set(role == "primary" ? 1 : 0);
   role_->Add({{"shard", id}, {"role", "backup"}}).Set(role == "backup" ? 1 : 0);
+}
+
+void ClusterMetrics::SetShardState(uint32_t shard, cluster::ShardState state) {
+  const std::string id = absl::StrCat(shard);
+  for (cluster::ShardState s :
+       {cluster::ShardState::kServing, cluster::ShardState::kUnderReplicated,
+        cluster::ShardState::kPrimaryDown, cluster::ShardState::kNoPrimary}) {
+    state_->Add({{"shard", id}, {"state", std::string(cluster::ShardStateName(s))}})
+        .Set(s == state ? 1 : 0);
+  }
 }
 
 }  // namespace unloadkv::server

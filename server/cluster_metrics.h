@@ -12,6 +12,9 @@
 //                                                          on other nodes
 //   unloadkv_shard_replicas_wanted{shard}                  on the primary: the configured group
 //                                                          size; 0 on other nodes
+//   unloadkv_shard_state{shard,state}                      1 for each shard's state in the map as
+//                                                          this node last read it (every node
+//                                                          reports every shard), 0 for the others
 //   unloadkv_lease_valid                                   1 while the node may serve reads
 //                                                          locally (docs/cluster.md)
 //   unloadkv_cluster_map_errors_total                      map reads/transactions that failed
@@ -28,6 +31,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/registry.h"
 #include "transport/base/mutex.h"
+#include "transport/cluster/shard_map.h"
 #include "transport/engine/path.h"
 
 namespace unloadkv::server {
@@ -53,6 +57,7 @@ class ClusterMetrics {
   void SetShard(uint32_t shard, const std::string& role, uint64_t epoch, int replicas = 0,
                 int wanted = 0);
   void SetLeaseValid(bool valid) { lease_valid_->Set(valid ? 1 : 0); }
+  void SetShardState(uint32_t shard, cluster::ShardState state);
 
  private:
   Mutex mu_;
@@ -62,6 +67,7 @@ class ClusterMetrics {
   prometheus::Family<prometheus::Gauge>* role_;
   prometheus::Family<prometheus::Gauge>* replicas_;
   prometheus::Family<prometheus::Gauge>* wanted_;
+  prometheus::Family<prometheus::Gauge>* state_;
   prometheus::Counter* catchup_bytes_;
   prometheus::Counter* failovers_;
   prometheus::Counter* map_errors_;

@@ -297,6 +297,9 @@ void KvServer::Poll(absl::Duration wait) {
   if (cluster_metrics_ != nullptr) {
     cluster_metrics_->SetLeaseValid(cluster_node_->LeaseValid());
     const cluster::ClusterView view = cluster_node_->LastView();
+    for (const cluster::ShardInfo& sh : view.shard_list) {
+      cluster_metrics_->SetShardState(sh.id, view.StateOf(sh));
+    }
     std::set<uint32_t> held;
     for (const std::shared_ptr<ShardReplica>& r : shards_->All()) {
       held.insert(r->id());

@@ -357,6 +357,19 @@ def cluster():
         "(docs/cluster.md).",
         [
             panel(
+                "Shards by state",
+                "Shards in each state of the cluster map (serving, under-replicated, "
+                "primary-down, no-primary), as the selected nodes last read it.",
+                "short",
+                [
+                    (
+                        f"count by (state) "
+                        f"(max by (cluster, shard, state) (unloadkv_shard_state{{{s}}}) == 1)",
+                        "{{state}}",
+                    )
+                ],
+            ),
+            panel(
                 "Shards by role",
                 "Shards each node holds as primary and as backup.",
                 "short",
