@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# ycsb compare: unloadkv next to Redis on the same machine, same YCSB workloads, same client
-# concurrency. Starts redis-server (no persistence) and kvserver on loopback, loads and runs
-# workloads A, B, C, E and F against each, then prints a side-by-side table, writes it as CSV
-# and draws PNG plots with gnuplot.
+# ycsb compare: unloadkv next to Redis and memcached on the same machine, same YCSB workloads,
+# same client concurrency, with the loopback limit measured in the same run: echo_server
+# answering each operation with the bytes a KV store would, doing nothing else
+# (client/ycsb/echo_db.h). Starts redis-server (no persistence), memcached, echo_server and
+# kvserver on loopback, loads and runs workloads A, B, C, E and F against each (memcached and the
+# limit have no scans: not E), then prints a side-by-side table, writes it as CSV and draws PNG
+# plots with gnuplot.
 #   bazel run -c opt //client/ycsb:compare -- [--records N] [--ops N] [--threads N]
 #                                             [--workloads a,b,c,e,f] [--out DIR]
 set -euo pipefail
@@ -31,6 +34,10 @@ command -v redis-server >/dev/null || {
   echo "compare: redis-server not found; install it with: sudo apt-get install redis-server" >&2
   exit 1
 }
+command -v memcached >/dev/null || {
+  echo "compare: memcached not found; install it with: sudo apt-get install memcached" >&2
+  exit 1
+}
 command -v gnuplot >/dev/null || {
   echo "compare: gnuplot not found; install it with: sudo apt-get install gnuplot-nox" >&2
   exit 1
@@ -40,6 +47,7 @@ command -v gnuplot >/dev/null || {
 if [[ -x server/kvserver ]]; then ROOT=$PWD; else ROOT="$0.runfiles/unloadkv"; fi
 YCSB=$ROOT/client/ycsb/ycsb
 KVSERVER=$ROOT/server/kvserver
+ECHO_SERVER=$ROOT/client/ycsb/echo_server
 WL=$ROOT/client/ycsb/workloads
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
@@ -48,11 +56,17 @@ log() { printf '[compare %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 REDIS_PORT=$(free_port)
 KV_PORT=$(free_port)
+MC_PORT=$(free_port)
+ECHO_PORT=$(free_port)
 REDIS_PID=""
 KV_PID=""
+MC_PID=""
+ECHO_PID=""
 cleanup() {
   [[ -n $REDIS_PID ]] && kill "$REDIS_PID" 2>/dev/null || true
   [[ -n $KV_PID ]] && kill -TERM "$KV_PID" 2>/dev/null || true
+  [[ -n $MC_PID ]] && kill "$MC_PID" 2>/dev/null || true
+  [[ -n $ECHO_PID ]] && kill "$ECHO_PID" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$WORK"
 }
@@ -65,20 +79,27 @@ start_servers() {
   "$KVSERVER" --listen=127.0.0.1:$KV_PORT --metrics= --arena_bytes=$((1 << 30)) \
     >"$WORK/kvserver.log" 2>&1 &
   KV_PID=$!
+  # memcached as root needs -u; 1 GiB of memory, 4 worker threads (its default), no UDP.
+  memcached -l 127.0.0.1 -p "$MC_PORT" -U 0 -m 1024 -t 4 -u "$(id -un)" >"$WORK/memcached.log" 2>&1 &
+  MC_PID=$!
+  "$ECHO_SERVER" --listen=127.0.0.1:$ECHO_PORT >"$WORK/echo.log" 2>&1 &
+  ECHO_PID=$!
   for _ in $(seq 100); do
-    if redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && grep -q "listening" "$WORK/kvserver.log"; then
+    if redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && grep -q "listening" "$WORK/kvserver.log" &&
+      grep -q "listening" "$WORK/echo.log" &&
+      (exec 3<>"/dev/tcp/127.0.0.1/$MC_PORT") 2>/dev/null; then
       return
     fi
     sleep 0.1
   done
   echo "compare: servers did not start:" >&2
-  cat "$WORK/redis.log" "$WORK/kvserver.log" >&2
+  cat "$WORK/redis.log" "$WORK/kvserver.log" "$WORK/memcached.log" "$WORK/echo.log" >&2
   exit 1
 }
 stop_servers() {
-  kill "$REDIS_PID"; kill -TERM "$KV_PID"
-  wait "$REDIS_PID" "$KV_PID" 2>/dev/null || true
-  REDIS_PID=""; KV_PID=""
+  kill "$REDIS_PID" "$MC_PID" "$ECHO_PID"; kill -TERM "$KV_PID"
+  wait "$REDIS_PID" "$KV_PID" "$MC_PID" "$ECHO_PID" 2>/dev/null || true
+  REDIS_PID=""; KV_PID=""; MC_PID=""; ECHO_PID=""
 }
 
 # field(file, "[READ]", "99thPercentileLatency(us)")
@@ -86,17 +107,20 @@ field() { awk -F', ' -v s="$2" -v k="$3" '$1==s && $2==k {print $3}' "$1"; }
 
 CSV=$OUT/ycsb-compare.csv
 echo "workload,store,throughput_ops,read_p50_us,read_p99_us,update_p50_us,update_p99_us,scan_p50_us,scan_p99_us,errors" >"$CSV"
-log "unloadkv vs Redis: $RECORDS records, $OPS operations ($SCAN_OPS for E), $THREADS client threads, loopback"
+log "unloadkv vs Redis and memcached, with the loopback limit: $RECORDS records, $OPS operations ($SCAN_OPS for E), $THREADS client threads, loopback"
 for w in ${WORKLOADS//,/ }; do
   [[ -f $WL/workload$w ]] || { echo "compare: no workload '$w'" >&2; exit 2; }
   ops=$OPS
   [[ $w == e ]] && ops=$SCAN_OPS
   # A fresh pair of servers per workload, so that no workload sees another's inserts.
   start_servers
-  for store in redis unloadkv; do
+  stores="echo redis memcached unloadkv"
+  [[ $w == e ]] && stores="redis unloadkv"  # no scans on memcached or the limit
+  for store in $stores; do
     common=(-P "$WL/workload$w" -p recordcount="$RECORDS" -p operationcount="$ops"
             -threads "$THREADS" -p hdrhistogram.percentiles=50,95,99
-            -p redis.port="$REDIS_PORT" -p unloadkv.server=127.0.0.1:$KV_PORT)
+            -p redis.port="$REDIS_PORT" -p unloadkv.server=127.0.0.1:$KV_PORT
+            -p memcached.port="$MC_PORT" -p echo.port="$ECHO_PORT")
     log "workload $w: loading $store"
     "$YCSB" load "$store" "${common[@]}" >"$WORK/load-$w-$store.txt"
     log "workload $w: running $store"
@@ -113,41 +137,48 @@ for w in ${WORKLOADS//,/ }; do
 done
 
 # The side-by-side table: throughput and the first latency column each workload has.
-python3 - "$CSV" "$WORK/split.txt" "$OUT/ycsb-compare.txt" <<'PY'
+python3 - "$CSV" "$WORK/split.txt" "$OUT/ycsb-compare.txt" "$WORK/throughput.dat" <<'PY'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 split = {l.split()[0]: (int(l.split()[1]), int(l.split()[2])) for l in open(sys.argv[2])}
 by = {}
 for r in rows: by.setdefault(r["workload"], {})[r["store"]] = r
 def num(x): return float(x) if x else None
+def tput(w, s): return num(by[w][s]["throughput_ops"]) if s in by[w] else None
+def ratio(a, b): return "%5.2fx" % (a / b) if a and b else "    - "
 out = []
 out.append("YCSB on loopback, same machine, same client threads (measured)")
-out.append("%-3s | %-10s %-10s %-6s | %-22s %-22s %-6s | %s" % ("wl", "unloadkv", "redis", "ratio",
-           "unloadkv p50/p99 us", "redis p50/p99 us", "p99 x", "unloadkv value writes offload/unload"))
+out.append("%-3s | %9s %9s %9s %9s | %-7s %-7s %-7s | %-20s %-20s %-20s | %s" % (
+    "wl", "unloadkv", "redis", "memcached", "limit", "/redis", "/memc", "/limit",
+    "unloadkv p50/p99 us", "redis p50/p99 us", "memcached p50/p99", "unloadkv writes offload/unload"))
+dat = []
 for w in sorted(by):
-    u, r = by[w].get("unloadkv"), by[w].get("redis")
+    u, r, m = by[w].get("unloadkv"), by[w].get("redis"), by[w].get("memcached")
     if not u or not r: continue
     lat = "read" if u["read_p50_us"] else "scan"
-    up50, up99 = num(u[lat + "_p50_us"]), num(u[lat + "_p99_us"])
-    rp50, rp99 = num(r[lat + "_p50_us"]), num(r[lat + "_p99_us"])
+    def pp(x): return "%s %.0f / %.0f" % (lat, num(x[lat + "_p50_us"]), num(x[lat + "_p99_us"])) if x and x[lat + "_p50_us"] else "-"
     o, ul = split.get(w, (0, 0))
-    out.append("%-3s | %10.0f %10.0f %5.2fx | %-22s %-22s %5.2fx | %d / %d" % (
-        w.upper(), num(u["throughput_ops"]), num(r["throughput_ops"]),
-        num(u["throughput_ops"]) / num(r["throughput_ops"]),
-        "%s %.0f / %.0f" % (lat, up50, up99), "%s %.0f / %.0f" % (lat, rp50, rp99),
-        up99 / rp99 if rp99 else 0, o, ul))
-    if int(u["errors"]) or int(r["errors"]):
-        out.append("    errors: unloadkv %s, redis %s" % (u["errors"], r["errors"]))
-out.append("ratio = unloadkv / redis throughput (>= 1.0 is the target on A, B, C); "
-           "p99 x = unloadkv / redis p99 (<= 1.2 is the target)")
+    tu, tr, tm, tl = tput(w, "unloadkv"), tput(w, "redis"), tput(w, "memcached"), tput(w, "echo")
+    out.append("%-3s | %9.0f %9.0f %9s %9s | %-7s %-7s %-7s | %-20s %-20s %-20s | %d / %d" % (
+        w.upper(), tu, tr, "%.0f" % tm if tm else "-", "%.0f" % tl if tl else "-",
+        ratio(tu, tr), ratio(tu, tm), ratio(tu, tl), pp(u), pp(r), pp(m), o, ul))
+    for s in ("unloadkv", "redis", "memcached", "echo"):
+        if s in by[w] and int(by[w][s]["errors"]):
+            out.append("    errors: %s %s" % (s, by[w][s]["errors"]))
+    dat.append("%s %s %s %s %s" % (w.upper(), *["%.0f" % t if t else "NaN" for t in (tu, tr, tm, tl)]))
+out.append("/redis, /memc: unloadkv's throughput over Redis's and memcached's (>= 1.0 is the target on "
+           "A, B, C, F); /limit: over the loopback limit (echo_server: the same request and reply "
+           "sizes, no work; >= 0.6 is the target)")
 open(sys.argv[3], "w").write("\n".join(out) + "\n")
+open(sys.argv[4], "w").write("\n".join(dat) + "\n")
 print("\n".join(out))
 PY
 
 # Plots: throughput bars, and p50/p99 per workload and store.
 gnuplot <<GP
 set terminal pngcairo size 900,500 noenhanced
-set datafile separator ","
+set datafile separator whitespace
+set datafile missing "NaN"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
@@ -155,8 +186,9 @@ set key top right
 set ylabel "throughput (ops/s)"
 set title "YCSB throughput, $THREADS client threads, loopback (measured)"
 set output "$OUT/ycsb-throughput.png"
-plot "< awk -F, 'NR>1 && \$2==\"unloadkv\"' $CSV" using 3:xtic(1) title "unloadkv", \
-     "< awk -F, 'NR>1 && \$2==\"redis\"' $CSV" using 3 title "redis"
+plot "$WORK/throughput.dat" using 2:xtic(1) title "unloadkv", \
+     "" using 3 title "redis", "" using 4 title "memcached", "" using 5 title "loopback limit"
+set datafile separator ","
 set ylabel "latency (us)"
 set logscale y
 set title "YCSB read (A, B, C, F) and scan (E) latency p50 / p99 (measured)"

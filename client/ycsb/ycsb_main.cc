@@ -1,4 +1,5 @@
-// ycsb: YCSB's core workloads against unloadkv or Redis, with YCSB's command line and output.
+// ycsb: YCSB's core workloads against unloadkv, Redis, memcached, or the loopback limit (echo:
+// echo_db.h), with YCSB's command line and output.
 //   ycsb load unloadkv -P client/ycsb/workloads/workloada -p recordcount=100000 -threads 8 -s
 //   ycsb run  redis    -P client/ycsb/workloads/workloada -p redis.port=6379 -target 5000
 // Binding properties: unloadkv.server (127.0.0.1:7070), unloadkv.transport (soft, verbs, or
@@ -6,7 +7,8 @@
 // `run` then loads recordcount records first, unmeasured; sim.* in client/ycsb/sim_binding.h),
 // unloadkv.policy (adaptive), unloadkv.caller_progress (true: each client thread drives its own
 // connection); unloadkv.etcd and unloadkv.cluster (a cluster, docs/cluster.md: keys are routed by
-// the map instead of going to unloadkv.server); redis.host (127.0.0.1), redis.port (6379).
+// the map instead of going to unloadkv.server); redis.host (127.0.0.1), redis.port (6379);
+// memcached.host (127.0.0.1), memcached.port (11211); echo.host (127.0.0.1), echo.port (7000).
 // Other properties: threadcount, target, status.interval (s, default 10),
 // hdrhistogram.percentiles (default 95,99), plus the core workload's (docs/ycsb.md).
 // Exit status: 0 when every operation returned OK (NOT_FOUND included), 1 on errors, 2 on
@@ -18,6 +20,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/ycsb/echo_db.h"
+#include "client/ycsb/memcached_db.h"
 #include "client/ycsb/redis_db.h"
 #include "client/ycsb/runner.h"
 #include "client/ycsb/sim_binding.h"
@@ -28,7 +32,7 @@ namespace unloadkv::ycsb {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: ycsb load|run unloadkv|redis [-P workloadfile]... [-p key=value]... "
+    "usage: ycsb load|run unloadkv|redis|memcached|echo [-P workloadfile]... [-p key=value]... "
     "[-threads N] [-target OPS] [-s]\n";
 
 int Usage(const std::string& why) {
@@ -80,8 +84,25 @@ absl::StatusOr<DbFactory> MakeDbFactory(const std::string& binding, const Proper
     }
     return DbFactory([co] { return UnloadkvDb::Connect(co); });
   }
-  const std::string addr = absl::StrCat(props.GetString("redis.host", "127.0.0.1"), ":",
-                                        props.GetString("redis.port", "6379"));
+  auto address = [&](const std::string& binding, const char* port) {
+    return absl::StrCat(props.GetString(binding + ".host", "127.0.0.1"), ":",
+                        props.GetString(binding + ".port", port));
+  };
+  if (binding == "memcached") {
+    const std::string addr = address("memcached", "11211");
+    return DbFactory([addr] { return MemcachedDb::Connect(addr); });
+  }
+  if (binding == "echo") {
+    absl::StatusOr<WorkloadConfig> config = ReadWorkloadConfig(props);
+    if (!config.ok()) return config.status();
+    // What a read of a whole record returns: every field's name and value.
+    const uint32_t record_bytes =
+        static_cast<uint32_t>(config->field_count * (config->field_name_prefix.size() + 1 +
+                                                     static_cast<size_t>(config->field_length)));
+    const std::string addr = address("echo", "7000");
+    return DbFactory([addr, record_bytes] { return EchoDb::Connect(addr, record_bytes); });
+  }
+  const std::string addr = address("redis", "6379");
   return DbFactory([addr] { return RedisDb::Connect(addr); });
 }
 
@@ -147,8 +168,9 @@ int Main(int argc, char** argv) {
   if (argc < 3) return Usage("missing command or binding");
   const std::string command = argv[1], binding = argv[2];
   if (command != "load" && command != "run") return Usage("command must be load or run");
-  if (binding != "unloadkv" && binding != "redis")
-    return Usage("binding must be unloadkv or redis");
+  if (binding != "unloadkv" && binding != "redis" && binding != "memcached" && binding != "echo") {
+    return Usage("binding must be unloadkv, redis, memcached or echo");
+  }
   Properties props;
   bool status = false;
   if (std::string why = ParseArgs(argc, argv, &props, &status); !why.empty()) return Usage(why);

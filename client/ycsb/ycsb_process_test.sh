@@ -1,27 +1,35 @@
 #!/usr/bin/env bash
-# ycsb against real servers: kvserver and redis-server on free loopback ports, load and run of
-# workloads A and E on both bindings, the summary lines YCSB prints, and clear errors for a bad
-# workload file and an unreachable server.
+# ycsb against real servers: kvserver, redis-server, memcached and echo_server (the loopback
+# limit) on free loopback ports, load and run of workload A on every binding and E on those
+# with scans, the summary lines YCSB prints, and clear errors for a bad workload file and an
+# unreachable server.
 set -euo pipefail
 YCSB=client/ycsb/ycsb
 WL=client/ycsb/workloads
 fail() { echo "FAIL: $*" >&2; exit 1; }
 command -v redis-server >/dev/null || fail "redis-server is not installed (./quickstart.sh installs it)"
+command -v memcached >/dev/null || fail "memcached is not installed (./quickstart.sh installs it)"
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-RP=$(port); KP=$(port)
+RP=$(port); KP=$(port); MP=$(port); EP=$(port)
 T=$(mktemp -d)
 redis-server --port "$RP" --bind 127.0.0.1 --save "" --appendonly no --logfile "$T/redis.log" &
 R=$!
 server/kvserver --listen=127.0.0.1:$KP --metrics= --arena_bytes=67108864 >"$T/kv.log" 2>&1 &
 K=$!
-trap 'kill $R 2>/dev/null; kill -TERM $K 2>/dev/null; wait; rm -rf "$T"' EXIT
+memcached -l 127.0.0.1 -p "$MP" -U 0 -m 64 -u "$(id -un)" >"$T/mc.log" 2>&1 &
+M=$!
+client/ycsb/echo_server --listen=127.0.0.1:$EP >"$T/echo.log" 2>&1 &
+E=$!
+trap 'kill $R $M $E 2>/dev/null; kill -TERM $K 2>/dev/null; wait; rm -rf "$T"' EXIT
 for _ in $(seq 100); do
-  redis-cli -p "$RP" ping >/dev/null 2>&1 && grep -q listening "$T/kv.log" && break
+  redis-cli -p "$RP" ping >/dev/null 2>&1 && grep -q listening "$T/kv.log" &&
+    grep -q listening "$T/echo.log" && (exec 3<>"/dev/tcp/127.0.0.1/$MP") 2>/dev/null && break
   sleep 0.1
 done
 
-for store in unloadkv redis; do
-  args=(-p recordcount=300 -p redis.port="$RP" -p unloadkv.server=127.0.0.1:$KP -threads 3)
+for store in unloadkv redis memcached echo; do
+  args=(-p recordcount=300 -p redis.port="$RP" -p unloadkv.server=127.0.0.1:$KP -threads 3
+        -p memcached.port="$MP" -p echo.port="$EP")
   "$YCSB" load "$store" -P "$WL/workloada" "${args[@]}" >"$T/load" || fail "$store load"
   grep -qx '\[INSERT\], Return=OK, 300' "$T/load" || fail "$store load summary: $(cat "$T/load")"
   "$YCSB" run "$store" -P "$WL/workloada" "${args[@]}" -p operationcount=600 \
@@ -31,6 +39,7 @@ for store in unloadkv redis; do
   ops=$(awk -F', ' '$2 ~ /^Return=/ && ($1=="[READ]" || $1=="[UPDATE]") {s+=$3} END {print s}' "$T/run")
   [[ $ops == 600 ]] || fail "$store: $ops operations answered, want 600"
   ! grep -q 'Return=NOT_FOUND\|Return=ERROR' "$T/run" || fail "$store: missing records: $(cat "$T/run")"
+  [[ $store == memcached || $store == echo ]] && continue  # no scans
   "$YCSB" run "$store" -P "$WL/workloade" "${args[@]}" -p operationcount=60 >"$T/scan" || fail "$store run E"
   grep -q '^\[SCAN\], Return=OK, ' "$T/scan" || fail "$store scans: $(cat "$T/scan")"
 done
@@ -43,4 +52,10 @@ if "$YCSB" run unloadkv -P "$WL/workloada" -p readproportion=2 2>"$T/err"; then 
 grep -q "readproportion=2" "$T/err" || fail "bad value error: $(cat "$T/err")"
 if "$YCSB" run redis -P "$WL/workloada" -p redis.port=1 2>"$T/err"; then fail "unreachable accepted"; fi
 grep -q "cannot connect to redis at 127.0.0.1:1" "$T/err" || fail "unreachable error: $(cat "$T/err")"
+if "$YCSB" run echo -P "$WL/workloada" -p echo.port=1 2>"$T/err"; then fail "unreachable echo accepted"; fi
+grep -q "echo: connect to 127.0.0.1:1" "$T/err" || fail "unreachable echo error: $(cat "$T/err")"
+if "$YCSB" load memcached -P "$WL/workloada" -p recordcount=5 -p memcached.port=1 >"$T/out" 2>"$T/err"; then
+  fail "unreachable memcached accepted"
+fi
+grep -q 'Return=ERROR' "$T/out" || fail "unreachable memcached: $(cat "$T/out" "$T/err")"
 echo PASS

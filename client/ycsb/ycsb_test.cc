@@ -8,6 +8,7 @@
 #include "client/ycsb/generators.h"
 #include "client/ycsb/histogram.h"
 #include "client/ycsb/measurements.h"
+#include "client/ycsb/memcached_db.h"
 #include "client/ycsb/properties.h"
 #include "client/ycsb/workload.h"
 #include "gtest/gtest.h"
@@ -181,6 +182,29 @@ TEST(HistogramTest, PercentilesHaveThreeSignificantDigits) {
   merged.Add(h);
   EXPECT_EQ(merged.count(), 100003u);
   EXPECT_EQ(merged.min(), 1);
+}
+
+// memcached holds a record as one value: it decodes to what was encoded, and a value cut short
+// anywhere (or with a length running past its end) is refused, not read past.
+TEST(MemcachedDbTest, RecordEncodingRoundTripsAndRefusesTruncation) {
+  const Record r = {{"field0", std::string(100, 'a')}, {"field1", ""}, {"", std::string("\0x", 2)}};
+  const std::string bytes = MemcachedDb::Encode(r);
+  absl::StatusOr<Record> back = MemcachedDb::Decode(bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, r);
+  EXPECT_TRUE(MemcachedDb::Decode("").ok());
+  for (size_t n = 1; n < bytes.size(); ++n) {
+    absl::StatusOr<Record> cut = MemcachedDb::Decode(bytes.substr(0, n));
+    // Cuts at a field boundary decode to the fields before it; any other cut is refused.
+    if (cut.ok()) {
+      EXPECT_LT(cut->size(), r.size()) << n;
+    } else {
+      EXPECT_EQ(cut.status().code(), absl::StatusCode::kDataLoss) << n;
+    }
+  }
+  std::string overlong = bytes;
+  overlong[0] = '\xff';  // the first name's length now runs past the end
+  EXPECT_FALSE(MemcachedDb::Decode(overlong).ok());
 }
 
 TEST(MeasurementsTest, SummaryIsYcsbsTextFormat) {

@@ -1,0 +1,127 @@
+#include "client/ycsb/memcached_db.h"
+
+#include <libmemcached/memcached.h>
+
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "transport/base/little_endian.h"
+
+namespace unloadkv::ycsb {
+namespace {
+
+absl::Status Error(memcached_st* mc, memcached_return_t rc, const std::string& key) {
+  if (rc == MEMCACHED_NOTFOUND) return absl::NotFoundError(absl::StrCat("record ", key));
+  return absl::UnavailableError(absl::StrCat("memcached: ", memcached_strerror(mc, rc)));
+}
+
+}  // namespace
+
+std::string MemcachedDb::Encode(const Record& r) {
+  std::string out;
+  for (const auto& [name, value] : r) {
+    for (const std::string* s : {&name, &value}) {
+      char len[4];
+      StoreLittleEndian<uint32_t>(len, 0, static_cast<uint32_t>(s->size()));
+      out.append(len, 4);
+      out += *s;
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<Record> MemcachedDb::Decode(const std::string& bytes) {
+  Record r;
+  size_t at = 0;
+  auto next = [&](std::string* s) {
+    if (bytes.size() - at < 4) return false;
+    const uint32_t len = LoadLittleEndian<uint32_t>(bytes.data(), at);
+    at += 4;
+    if (bytes.size() - at < len) return false;
+    s->assign(bytes, at, len);
+    at += len;
+    return true;
+  };
+  while (at < bytes.size()) {
+    std::string name, value;
+    if (!next(&name) || !next(&value)) {
+      return absl::DataLossError("memcached: a record value does not decode");
+    }
+    r.emplace_back(std::move(name), std::move(value));
+  }
+  return r;
+}
+
+absl::StatusOr<std::unique_ptr<Db>> MemcachedDb::Connect(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  int port;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port <= 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("memcached address '", address, "' is not host:port"));
+  }
+  memcached_st* mc = memcached_create(nullptr);
+  if (mc == nullptr) return absl::ResourceExhaustedError("memcached_create failed");
+  memcached_return_t rc =
+      memcached_server_add(mc, address.substr(0, colon).c_str(), static_cast<in_port_t>(port));
+  // One request at a time per client thread, as YCSB's threads do: no batching, no delay.
+  if (rc == MEMCACHED_SUCCESS) rc = memcached_behavior_set(mc, MEMCACHED_BEHAVIOR_TCP_NODELAY, 1);
+  if (rc == MEMCACHED_SUCCESS) {
+    rc = memcached_behavior_set(mc, MEMCACHED_BEHAVIOR_POLL_TIMEOUT, 5000);
+  }
+  if (rc != MEMCACHED_SUCCESS) {
+    absl::Status st = absl::UnavailableError(
+        absl::StrCat("memcached at ", address, ": ", memcached_strerror(mc, rc)));
+    memcached_free(mc);
+    return st;
+  }
+  return std::unique_ptr<Db>(new MemcachedDb(mc));
+}
+
+MemcachedDb::~MemcachedDb() { memcached_free(mc_); }
+
+absl::Status MemcachedDb::Read(const std::string& key, const std::vector<std::string>& fields,
+                               Record* out) {
+  out->clear();
+  size_t len = 0;
+  uint32_t flags = 0;
+  memcached_return_t rc;
+  char* v = memcached_get(mc_, key.data(), key.size(), &len, &flags, &rc);
+  if (v == nullptr) return Error(mc_, rc == MEMCACHED_SUCCESS ? MEMCACHED_NOTFOUND : rc, key);
+  std::string bytes(v, len);
+  std::free(v);
+  absl::StatusOr<Record> r = Decode(bytes);
+  if (!r.ok()) return r.status();
+  for (auto& [name, value] : *r) {
+    bool wanted = fields.empty();
+    for (const std::string& f : fields) wanted |= f == name;
+    if (wanted) out->emplace_back(std::move(name), std::move(value));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MemcachedDb::Scan(const std::string&, int, const std::vector<std::string>&,
+                               std::vector<Record>*) {
+  return absl::UnimplementedError("memcached has no scan (as YCSB's memcached binding)");
+}
+
+absl::Status MemcachedDb::Update(const std::string& key, const Record& values) {
+  const std::string v = Encode(values);
+  memcached_return_t rc = memcached_replace(mc_, key.data(), key.size(), v.data(), v.size(), 0, 0);
+  return rc == MEMCACHED_SUCCESS ? absl::OkStatus() : Error(mc_, rc, key);
+}
+
+absl::Status MemcachedDb::Insert(const std::string& key, const Record& values) {
+  const std::string v = Encode(values);
+  memcached_return_t rc = memcached_set(mc_, key.data(), key.size(), v.data(), v.size(), 0, 0);
+  return rc == MEMCACHED_SUCCESS ? absl::OkStatus() : Error(mc_, rc, key);
+}
+
+absl::Status MemcachedDb::Delete(const std::string& key) {
+  memcached_return_t rc = memcached_delete(mc_, key.data(), key.size(), 0);
+  return rc == MEMCACHED_SUCCESS ? absl::OkStatus() : Error(mc_, rc, key);
+}
+
+}  // namespace unloadkv::ycsb
