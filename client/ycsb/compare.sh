@@ -7,7 +7,10 @@
 # limit have no scans: not E), then prints a side-by-side table, writes it as CSV and draws PNG
 # plots with gnuplot.
 #   bazel run -c opt //client/ycsb:compare -- [--records N] [--ops N] [--threads N]
-#                                             [--workloads a,b,c,e,f] [--out DIR]
+#                                             [--workloads a,b,c,e,f] [--sweep 1,4,8,16,64]
+#                                             [--sweep_workload a] [--out DIR]
+# The thread sweep runs one workload at each client thread count against every system
+# (--sweep none skips it).
 set -euo pipefail
 
 RECORDS=20000
@@ -15,6 +18,8 @@ OPS=50000
 SCAN_OPS=5000  # workload E: scans read up to 100 records each
 THREADS=8
 WORKLOADS=a,b,c,e,f
+SWEEP=1,4,8,16,64
+SWEEP_WORKLOAD=a
 OUT=${BUILD_WORKSPACE_DIRECTORY:-$PWD}/ycsb-compare
 while (($#)); do
   case "$1" in
@@ -23,6 +28,8 @@ while (($#)); do
     --scan_ops) SCAN_OPS=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
     --workloads) WORKLOADS=$2; shift 2 ;;
+    --sweep) SWEEP=$2; shift 2 ;;
+    --sweep_workload) SWEEP_WORKLOAD=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     *) echo "compare: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -30,6 +37,12 @@ done
 for v in "$RECORDS" "$OPS" "$SCAN_OPS" "$THREADS"; do
   [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "compare: counts must be positive integers" >&2; exit 2; }
 done
+if [[ $SWEEP != none ]]; then
+  [[ $SWEEP =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
+    { echo "compare: --sweep takes thread counts like 1,4,8,16,64, or none" >&2; exit 2; }
+  [[ $SWEEP_WORKLOAD =~ ^[abcdf]$ ]] ||
+    { echo "compare: --sweep_workload must be one of a, b, c, d, f (no scans)" >&2; exit 2; }
+fi
 command -v redis-server >/dev/null || {
   echo "compare: redis-server not found; install it with: sudo apt-get install redis-server" >&2
   exit 1
@@ -199,3 +212,66 @@ plot "< awk -F, 'NR>1 && \$2==\"unloadkv\" {print \$1\",\"(\$4?\$4:\$8)\",\"(\$5
      "" using 3 title "redis p99"
 GP
 log "wrote $OUT/ycsb-compare.txt, $CSV, $OUT/ycsb-throughput.png, $OUT/ycsb-latency.png"
+
+# The thread sweep: workload $SWEEP_WORKLOAD at each thread count, every system, fresh servers
+# per thread count (each loaded with 8 threads).
+[[ $SWEEP == none ]] && exit 0
+SWEEP_CSV=$OUT/ycsb-sweep.csv
+echo "threads,store,throughput_ops,read_p99_us,update_p99_us,errors" >"$SWEEP_CSV"
+for t in ${SWEEP//,/ }; do
+  start_servers
+  for store in echo redis memcached unloadkv; do
+    common=(-P "$WL/workload$SWEEP_WORKLOAD" -p recordcount="$RECORDS" -p operationcount="$OPS"
+            -p hdrhistogram.percentiles=50,99 -p redis.port="$REDIS_PORT"
+            -p unloadkv.server=127.0.0.1:$KV_PORT -p memcached.port="$MC_PORT"
+            -p echo.port="$ECHO_PORT")
+    log "sweep: $t threads, $store"
+    "$YCSB" load "$store" "${common[@]}" -threads 8 >"$WORK/sweep-load.txt"
+    r=$WORK/sweep-$t-$store.txt
+    "$YCSB" run "$store" "${common[@]}" -threads "$t" >"$r"
+    errors=$(awk -F', ' '$2=="Return=ERROR" {s+=$3} END {print s+0}' "$r")
+    echo "$t,$store,$(field "$r" "[OVERALL]" "Throughput(ops/sec)"),$(field "$r" "[READ]" "99thPercentileLatency(us)"),$(field "$r" "[UPDATE]" "99thPercentileLatency(us)"),$errors" >>"$SWEEP_CSV"
+  done
+  stop_servers
+done
+python3 - "$SWEEP_CSV" "$OUT/ycsb-sweep.txt" "$SWEEP_WORKLOAD" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+stores = ["unloadkv", "redis", "memcached", "echo"]
+by = {(int(r["threads"]), r["store"]): r for r in rows}
+threads = sorted({t for t, _ in by})
+out = ["Thread sweep, workload %s, loopback (measured): throughput ops/s (read p99 us)" % sys.argv[3].upper(),
+       "%-7s | " % "threads" + " | ".join("%-20s" % (s if s != "echo" else "loopback limit") for s in stores)
+       + " | unloadkv/redis  unloadkv/memcached"]
+for t in threads:
+    cells, tp = [], {}
+    for s in stores:
+        r = by.get((t, s))
+        tp[s] = float(r["throughput_ops"]) if r and r["throughput_ops"] else None
+        cells.append("%-20s" % ("%.0f (%s)" % (tp[s], r["read_p99_us"] or "-") if tp[s] else "-"))
+    ratio = lambda a, b: "%.2fx" % (tp[a] / tp[b]) if tp[a] and tp[b] else "-"
+    out.append("%-7d | " % t + " | ".join(cells) + " | %-14s  %s" % (ratio("unloadkv", "redis"), ratio("unloadkv", "memcached")))
+open(sys.argv[2], "w").write("\n".join(out) + "\n")
+print("\n".join(out))
+PY
+gnuplot <<GP
+set terminal pngcairo size 900,500 noenhanced
+set datafile separator ","
+set logscale x 2
+set key top left
+set xlabel "client threads"
+set title "Workload ${SWEEP_WORKLOAD^^} throughput against client threads, loopback (measured)"
+set ylabel "throughput (ops/s)"
+set yrange [0:*]
+set output "$OUT/ycsb-sweep-throughput.png"
+plot for [s in "unloadkv redis memcached echo"] "< awk -F, -v s=".s." 'NR>1 && \$2==s' $SWEEP_CSV" \
+     using 1:3 with linespoints title (s eq "echo" ? "loopback limit" : s)
+set logscale y
+set yrange [*:*]
+set ylabel "read p99 (us)"
+set title "Workload ${SWEEP_WORKLOAD^^} read p99 against client threads, loopback (measured)"
+set output "$OUT/ycsb-sweep-p99.png"
+plot for [s in "unloadkv redis memcached echo"] "< awk -F, -v s=".s." 'NR>1 && \$2==s' $SWEEP_CSV" \
+     using 1:4 with linespoints title (s eq "echo" ? "loopback limit" : s)
+GP
+log "wrote $OUT/ycsb-sweep.txt, $SWEEP_CSV, $OUT/ycsb-sweep-throughput.png, $OUT/ycsb-sweep-p99.png"
