@@ -8,7 +8,10 @@
 # plots with gnuplot.
 #   bazel run -c opt //client/ycsb:compare -- [--records N] [--ops N] [--threads N]
 #                                             [--workloads a,b,c,e,f] [--sweep 1,4,8,16,64]
-#                                             [--sweep_workload a] [--out DIR]
+#                                             [--sweep_workload a] [--pipeline_ops N] [--out DIR]
+# The pipelined table: one client with 1, 16 and 64 requests in flight, GET and SET of 100 B
+# and 1 KiB, unloadkv's async SDK and Redis's pipelining through one driver
+# (client/ycsb/pipeline_bench.cc; --pipeline_ops 0 skips it).
 # The thread sweep runs one workload at each client thread count against every system
 # (--sweep none skips it).
 set -euo pipefail
@@ -20,6 +23,7 @@ THREADS=8
 WORKLOADS=a,b,c,e,f
 SWEEP=1,4,8,16,64
 SWEEP_WORKLOAD=a
+PIPELINE_OPS=100000
 OUT=${BUILD_WORKSPACE_DIRECTORY:-$PWD}/ycsb-compare
 while (($#)); do
   case "$1" in
@@ -30,6 +34,7 @@ while (($#)); do
     --workloads) WORKLOADS=$2; shift 2 ;;
     --sweep) SWEEP=$2; shift 2 ;;
     --sweep_workload) SWEEP_WORKLOAD=$2; shift 2 ;;
+    --pipeline_ops) PIPELINE_OPS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     *) echo "compare: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -37,6 +42,7 @@ done
 for v in "$RECORDS" "$OPS" "$SCAN_OPS" "$THREADS"; do
   [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "compare: counts must be positive integers" >&2; exit 2; }
 done
+[[ $PIPELINE_OPS =~ ^[0-9]+$ ]] || { echo "compare: --pipeline_ops must be a count" >&2; exit 2; }
 if [[ $SWEEP != none ]]; then
   [[ $SWEEP =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
     { echo "compare: --sweep takes thread counts like 1,4,8,16,64, or none" >&2; exit 2; }
@@ -61,6 +67,7 @@ if [[ -x server/kvserver ]]; then ROOT=$PWD; else ROOT="$0.runfiles/unloadkv"; f
 YCSB=$ROOT/client/ycsb/ycsb
 KVSERVER=$ROOT/server/kvserver
 ECHO_SERVER=$ROOT/client/ycsb/echo_server
+PIPELINE_BENCH=$ROOT/client/ycsb/pipeline_bench
 WL=$ROOT/client/ycsb/workloads
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
@@ -212,6 +219,16 @@ plot "< awk -F, 'NR>1 && \$2==\"unloadkv\" {print \$1\",\"(\$4?\$4:\$8)\",\"(\$5
      "" using 3 title "redis p99"
 GP
 log "wrote $OUT/ycsb-compare.txt, $CSV, $OUT/ycsb-throughput.png, $OUT/ycsb-latency.png"
+
+# The pipelined table.
+if ((PIPELINE_OPS > 0)); then
+  start_servers
+  log "pipelined: 1, 16, 64 in flight, $PIPELINE_OPS requests each"
+  "$PIPELINE_BENCH" --unloadkv=127.0.0.1:$KV_PORT --redis=127.0.0.1:$REDIS_PORT \
+    --ops="$PIPELINE_OPS" --csv="$OUT/ycsb-pipeline.csv" | tee "$OUT/ycsb-pipeline.txt"
+  stop_servers
+  log "wrote $OUT/ycsb-pipeline.txt, $OUT/ycsb-pipeline.csv"
+fi
 
 # The thread sweep: workload $SWEEP_WORKLOAD at each thread count, every system, fresh servers
 # per thread count (each loaded with 8 threads).
