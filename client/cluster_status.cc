@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "client/printable.h"
+#include "transport/base/printable.h"
 
 namespace unloadkv {
 

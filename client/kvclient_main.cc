@@ -27,12 +27,12 @@
 #include "absl/strings/str_split.h"
 #include "client/client.h"
 #include "client/cluster_status.h"
-#include "client/printable.h"
 #include "gflags/gflags.h"
 #include "proto/limits.h"
 #include "transport/base/logging.h"
 #include "transport/base/mutex.h"
 #include "transport/base/percentile.h"
+#include "transport/base/printable.h"
 #include "transport/cluster/etcd_cluster_map.h"
 #include "transport/engine/prometheus_metrics.h"
 

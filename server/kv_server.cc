@@ -9,6 +9,7 @@
 #include "server/cuttable_cluster_map.h"
 #include "transport/backends/open_device.h"
 #include "transport/base/logging.h"
+#include "transport/base/printable.h"
 #include "transport/cluster/etcd_cluster_map.h"
 
 namespace unloadkv::server {
@@ -218,11 +219,11 @@ std::string KvServer::ClusterStatusJson() const {
   if (cluster_node_ == nullptr) return "null";
   const cluster::ClusterView view = cluster_node_->LastView();
   const std::string& me = cluster_node_->name();
-  std::string out = absl::StrCat("{\"name\":", JsonQuote(options_.cluster),
+  std::string out = absl::StrCat("{\"name\":", JsonString(options_.cluster),
                                  ",\"replicas\":", view.replicas, ",\"shards\":[");
   auto names = [](const std::vector<std::string>& v) {
     std::string list = "[";
-    for (size_t i = 0; i < v.size(); ++i) absl::StrAppend(&list, i ? "," : "", JsonQuote(v[i]));
+    for (size_t i = 0; i < v.size(); ++i) absl::StrAppend(&list, i ? "," : "", JsonString(v[i]));
     return list + "]";
   };
   for (size_t i = 0; i < view.shard_list.size(); ++i) {
@@ -232,10 +233,10 @@ std::string KvServer::ClusterStatusJson() const {
                        : std::count(sh.joining.begin(), sh.joining.end(), me) ? "joining"
                                                                               : "";
     absl::StrAppend(&out, i ? "," : "", "{\"id\":", sh.id, ",\"state\":",
-                    JsonQuote(std::string(cluster::ShardStateName(view.StateOf(sh)))),
-                    ",\"epoch\":", sh.epoch, ",\"primary\":", JsonQuote(sh.primary),
+                    JsonString(std::string(cluster::ShardStateName(view.StateOf(sh)))),
+                    ",\"epoch\":", sh.epoch, ",\"primary\":", JsonString(sh.primary),
                     ",\"backups\":", names(sh.backups), ",\"joining\":", names(sh.joining),
-                    ",\"role\":", JsonQuote(role), "}");
+                    ",\"role\":", JsonString(role), "}");
   }
   std::vector<std::string> nodes;
   for (const auto& [name, info] : view.nodes) nodes.push_back(name);

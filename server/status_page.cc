@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "transport/base/printable.h"
 
 namespace unloadkv::server {
 namespace {
@@ -28,21 +29,6 @@ double Rate(double now, double then, double seconds) {
 }
 
 }  // namespace
-
-std::string JsonQuote(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
 
 StatusSampler::StatusSampler(std::shared_ptr<prometheus::Registry> registry)
     : registry_(std::move(registry)) {}
@@ -149,7 +135,7 @@ void StatusSampler::MaybeSample(absl::Time now) {
 }
 
 std::string StatusSampler::Json(const std::string& node, const std::string& cluster_json) const {
-  std::string out = absl::StrCat("{\"node\":", JsonQuote(node), ",\"samples\":[");
+  std::string out = absl::StrCat("{\"node\":", JsonString(node), ",\"samples\":[");
   MutexLock l(&mu_);
   bool first = true;
   for (const Sample& x : samples_) {

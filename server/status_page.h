@@ -77,9 +77,6 @@ class StatusSampler {
 // The page GET /status serves.
 const std::string& StatusPageHtml();
 
-// `s` as a JSON string literal (quotes, backslashes and control characters escaped).
-std::string JsonQuote(const std::string& s);
-
 }  // namespace unloadkv::server
 
 #endif  // UNLOADKV_SERVER_STATUS_PAGE_H_

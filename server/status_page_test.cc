@@ -73,8 +73,10 @@ TEST(StatusSamplerTest, SamplesRatesOncePerSecondFromTheRegistry) {
   EXPECT_EQ(samples, StatusSampler::kHistory);
 }
 
-TEST(StatusSamplerTest, JsonQuoteEscapes) {
-  EXPECT_EQ(JsonQuote("a\"b\\c\n\x01"), R"("a\"b\\c\u000a\u0001")");
+TEST(StatusSamplerTest, NodeNamesAreJsonEscaped) {
+  StatusSampler sampler(std::make_shared<prometheus::Registry>());
+  EXPECT_EQ(sampler.Json("a\"b\\c\n\x01", "null"),
+            R"({"node":"a\"b\\c\u000a\u0001","samples":[],"cluster":null})");
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "client/printable.h"
+#include "transport/base/printable.h"
 
 #include "absl/strings/str_cat.h"
 

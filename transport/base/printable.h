@@ -1,6 +1,6 @@
 // Key and value bytes for terminals and JSON.
-#ifndef UNLOADKV_CLIENT_PRINTABLE_H_
-#define UNLOADKV_CLIENT_PRINTABLE_H_
+#ifndef UNLOADKV_TRANSPORT_BASE_PRINTABLE_H_
+#define UNLOADKV_TRANSPORT_BASE_PRINTABLE_H_
 
 #include <string>
 
@@ -18,4 +18,4 @@ std::string JsonString(absl::string_view bytes);
 
 }  // namespace unloadkv
 
-#endif  // UNLOADKV_CLIENT_PRINTABLE_H_
+#endif  // UNLOADKV_TRANSPORT_BASE_PRINTABLE_H_
