@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "transport/base/little_endian.h"
+#include "transport/base/net.h"
 
 namespace unloadkv::ycsb {
 namespace {
@@ -55,17 +55,13 @@ absl::StatusOr<Record> MemcachedDb::Decode(const std::string& bytes) {
 }
 
 absl::StatusOr<std::unique_ptr<Db>> MemcachedDb::Connect(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  int port;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
-      port <= 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("memcached address '", address, "' is not host:port"));
+  absl::StatusOr<HostPort> hp = SplitHostPort(address);
+  if (!hp.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("memcached: ", hp.status().message()));
   }
   memcached_st* mc = memcached_create(nullptr);
   if (mc == nullptr) return absl::ResourceExhaustedError("memcached_create failed");
-  memcached_return_t rc =
-      memcached_server_add(mc, address.substr(0, colon).c_str(), static_cast<in_port_t>(port));
+  memcached_return_t rc = memcached_server_add(mc, hp->host.c_str(), hp->port);
   // One request at a time per client thread, as YCSB's threads do: no batching, no delay.
   if (rc == MEMCACHED_SUCCESS) rc = memcached_behavior_set(mc, MEMCACHED_BEHAVIOR_TCP_NODELAY, 1);
   if (rc == MEMCACHED_SUCCESS) {

@@ -23,6 +23,7 @@
 #include "client/client.h"
 #include "gflags/gflags.h"
 #include "transport/base/logging.h"
+#include "transport/base/net.h"
 
 DEFINE_string(unloadkv, "", "kvserver address host:port (empty: skip unloadkv)");
 DEFINE_string(redis, "", "redis-server address host:port (empty: skip Redis)");
@@ -171,12 +172,9 @@ absl::StatusOr<std::unique_ptr<AsyncStore>> Open(const std::string& system, int 
     if (!c.ok()) return c.status();
     return std::unique_ptr<AsyncStore>(new UnloadkvStore(std::move(*c)));
   }
-  const size_t colon = FLAGS_redis.rfind(':');
-  int port = 0;
-  if (colon == std::string::npos || !absl::SimpleAtoi(FLAGS_redis.substr(colon + 1), &port)) {
-    return absl::InvalidArgumentError("--redis is not host:port");
-  }
-  redisContext* c = redisConnect(FLAGS_redis.substr(0, colon).c_str(), port);
+  absl::StatusOr<HostPort> hp = SplitHostPort(FLAGS_redis);
+  if (!hp.ok()) return absl::InvalidArgumentError(absl::StrCat("--redis: ", hp.status().message()));
+  redisContext* c = redisConnect(hp->host.c_str(), hp->port);
   if (c == nullptr || c->err) {
     std::string why = c ? c->errstr : "out of memory";
     if (c) redisFree(c);

@@ -4,8 +4,8 @@
 
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "transport/base/net.h"
 
 namespace unloadkv::ycsb {
 namespace {
@@ -46,14 +46,10 @@ absl::StatusOr<Reply> Command(redisContext* c, const std::vector<std::string>& a
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Db>> RedisDb::Connect(const std::string& address) {
-  size_t colon = address.rfind(':');
-  int port;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("redis address '", address, "' is not host:port"));
-  }
+  absl::StatusOr<HostPort> hp = SplitHostPort(address);
+  if (!hp.ok()) return absl::InvalidArgumentError(absl::StrCat("redis: ", hp.status().message()));
   timeval tv{5, 0};
-  redisContext* c = redisConnectWithTimeout(address.substr(0, colon).c_str(), port, tv);
+  redisContext* c = redisConnectWithTimeout(hp->host.c_str(), hp->port, tv);
   if (c == nullptr || c->err) {
     std::string why = c ? c->errstr : "out of memory";
     if (c) redisFree(c);

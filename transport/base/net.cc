@@ -26,7 +26,7 @@ absl::Status ParseHost(absl::string_view host, sockaddr_in* sa) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<sockaddr_in> ParseHostPort(absl::string_view text, bool allow_port_zero) {
+absl::StatusOr<HostPort> SplitHostPort(absl::string_view text, bool allow_port_zero) {
   std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
   uint32_t port;
   if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &port) || port > 65535 ||
@@ -35,10 +35,16 @@ absl::StatusOr<sockaddr_in> ParseHostPort(absl::string_view text, bool allow_por
                                                    "' is not host:port with a port in ",
                                                    allow_port_zero ? "0" : "1", "..65535"));
   }
+  return HostPort{std::string(parts[0]), static_cast<uint16_t>(port)};
+}
+
+absl::StatusOr<sockaddr_in> ParseHostPort(absl::string_view text, bool allow_port_zero) {
+  absl::StatusOr<HostPort> hp = SplitHostPort(text, allow_port_zero);
+  if (!hp.ok()) return hp.status();
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  if (absl::Status st = ParseHost(parts[0], &sa); !st.ok()) return st;
+  sa.sin_port = htons(hp->port);
+  if (absl::Status st = ParseHost(hp->host, &sa); !st.ok()) return st;
   return sa;
 }
 

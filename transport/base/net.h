@@ -4,6 +4,7 @@
 
 #include <netinet/in.h>
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -13,8 +14,14 @@ namespace unloadkv {
 
 // Parses a host (numeric IPv4 or "localhost") into `sa->sin_addr`.
 absl::Status ParseHost(absl::string_view host, sockaddr_in* sa);
-// Parses "host:port". Port 0 is accepted only with `allow_port_zero` (listen on any port).
-// Errors are InvalidArgument and quote the text.
+// Splits "host:port" (any host text, resolved by the caller). Port 0 is accepted only with
+// `allow_port_zero` (listen on any port). Errors are InvalidArgument and quote the text.
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+};
+absl::StatusOr<HostPort> SplitHostPort(absl::string_view text, bool allow_port_zero = false);
+// Parses "host:port" as SplitHostPort, with the host as ParseHost takes it.
 absl::StatusOr<sockaddr_in> ParseHostPort(absl::string_view text, bool allow_port_zero = false);
 std::string FormatHostPort(const sockaddr_in& sa);
 // Unavailable "<what>: <strerror(errno)>", for a failed system call (reads errno now).
