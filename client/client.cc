@@ -1,6 +1,8 @@
 // Client: the public SDK, forwarding to Client::Impl (client_impl.h).
 #include "client/client.h"
 
+#include <optional>
+
 #include "client/client_impl.h"
 #include "client/cluster_router.h"
 
@@ -27,6 +29,9 @@ Client::~Client() = default;
 absl::Status Client::Put(absl::string_view key, absl::string_view value) {
   UNLOADKV_DISPATCH(Put(key, value));
 }
+absl::Status Client::MergeFields(absl::string_view key, absl::string_view fields) {
+  UNLOADKV_DISPATCH(Put(key, fields, /*merge=*/true));
+}
 absl::StatusOr<std::string> Client::Get(absl::string_view key) { UNLOADKV_DISPATCH(Get(key)); }
 absl::Status Client::Delete(absl::string_view key) { UNLOADKV_DISPATCH(Delete(key)); }
 absl::StatusOr<ScanPage> Client::Scan(absl::string_view start, absl::string_view end,
@@ -39,12 +44,30 @@ void Client::PutAsync(absl::string_view key, absl::string_view value,
                       std::function<void(absl::StatusOr<uint64_t>)> done) {
   UNLOADKV_DISPATCH(PutAsync(key, value, std::move(done)));
 }
+void Client::MergeFieldsAsync(absl::string_view key, absl::string_view fields,
+                              std::function<void(absl::StatusOr<uint64_t>)> done) {
+  if (router_) return router_->PutAsync(key, fields, std::move(done), /*merge=*/true);
+  impl_->PutAsync(key, fields, std::move(done), /*shard=*/0, /*merge=*/true);
+}
 void Client::GetAsync(absl::string_view key,
                       std::function<void(absl::StatusOr<std::string>)> done) {
   UNLOADKV_DISPATCH(GetAsync(key, std::move(done)));
 }
 void Client::DeleteAsync(absl::string_view key, std::function<void(absl::Status)> done) {
   UNLOADKV_DISPATCH(DeleteAsync(key, std::move(done)));
+}
+
+struct Client::Batch::State {
+  std::optional<engine::Connection::Batch> batch;
+};
+Client::Batch::Batch(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Client::Batch::Batch(Batch&&) noexcept = default;
+Client::Batch::~Batch() = default;
+
+Client::Batch Client::BeginBatch() {
+  auto state = std::make_unique<Batch::State>();
+  if (impl_) state->batch.emplace(impl_->BeginBatch());
+  return Batch(std::move(state));
 }
 
 void Client::Wait(const std::function<bool()>& done) { UNLOADKV_DISPATCH(Wait(done)); }

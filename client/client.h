@@ -124,6 +124,12 @@ class Client {
   ~Client();
 
   absl::Status Put(absl::string_view key, absl::string_view value);
+  // Merges `fields`, a field record (proto/field_record.h), into the record stored at `key`:
+  // each named field takes its new value, the others stay; with nothing stored, `fields`
+  // becomes the record. One round trip; the update travels through the write engine like a
+  // Put's value and the server builds the merged record. FailedPrecondition when the stored
+  // value is not a field record, InvalidArgument when `fields` is not one.
+  absl::Status MergeFields(absl::string_view key, absl::string_view fields);
   absl::StatusOr<std::string> Get(absl::string_view key);
   absl::Status Delete(absl::string_view key);
   absl::StatusOr<ScanPage> Scan(absl::string_view start, absl::string_view end, uint32_t limit);
@@ -132,8 +138,28 @@ class Client {
   // Asynchronous forms; no retries. Put yields the new version.
   void PutAsync(absl::string_view key, absl::string_view value,
                 std::function<void(absl::StatusOr<uint64_t>)> done);
+  void MergeFieldsAsync(absl::string_view key, absl::string_view fields,
+                        std::function<void(absl::StatusOr<uint64_t>)> done);
   void GetAsync(absl::string_view key, std::function<void(absl::StatusOr<std::string>)> done);
   void DeleteAsync(absl::string_view key, std::function<void(absl::Status)> done);
+
+  // While a Batch lives, the requests issued on the connection (by any thread) are posted
+  // together when it ends (one doorbell: on the soft transport one sendmsg instead of one per
+  // request), as hiredis does with pipelined commands. Never wait for this client's requests
+  // inside a batch: none of them is on the wire until it ends. A no-op in a cluster.
+  class Batch {
+   public:
+    ~Batch();
+    Batch(Batch&&) noexcept;
+    Batch& operator=(Batch&&) = delete;
+
+   private:
+    friend class Client;
+    struct State;
+    explicit Batch(std::unique_ptr<State> state);
+    std::unique_ptr<State> state_;
+  };
+  Batch BeginBatch();
 
   // Returns once `done()` is true, driving the connection meanwhile when caller_progress is
   // set (else waiting for the engine thread). `done` is called with no lock held, from this

@@ -37,14 +37,18 @@ class Client::Impl {
 
   // Operations (client_ops.cc).
   // `shard`: the key's shard in a cluster (grants come from its arena); 0 on a single node.
-  void PutAsync(absl::string_view key, absl::string_view value, PutDone done, uint32_t shard = 0);
+  // `merge`: the value is a field record merged into the key's (Client::MergeFields).
+  void PutAsync(absl::string_view key, absl::string_view value, PutDone done, uint32_t shard = 0,
+                bool merge = false);
   void GetAsync(absl::string_view key, std::function<void(absl::StatusOr<std::string>)> done);
   void DeleteAsync(absl::string_view key, std::function<void(absl::Status)> done);
-  absl::Status Put(absl::string_view key, absl::string_view value);
+  absl::Status Put(absl::string_view key, absl::string_view value, bool merge = false);
   absl::StatusOr<std::string> Get(absl::string_view key);
   absl::Status Delete(absl::string_view key);
   absl::StatusOr<ScanPage> Scan(absl::string_view start, absl::string_view end, uint32_t limit);
   absl::StatusOr<proto::StatsResponse> Stats();
+
+  engine::Connection::Batch BeginBatch() { return conn_->BeginBatch(); }
 
   // Waiting and state (client_impl.cc).
   void Wait(const std::function<bool()>& done);
@@ -73,7 +77,7 @@ class Client::Impl {
   void WithGrant(uint32_t shard, uint32_t size, client_internal::GrantPool::Use use);
   void RequestGrants(uint32_t shard, int size_class);
   void WriteAndPut(uint32_t shard, const std::string& key, const std::string& value,
-                   const proto::SlotGrant& g, PutDone done);
+                   const proto::SlotGrant& g, bool merge, PutDone done);
 
   ClientOptions options_;
   const Clock* clock_ = RealClock::Get();
@@ -109,8 +113,16 @@ T Client::Impl::Await(Start start) {
     std::lock_guard<std::mutex> l(s.mu);
     s.result.emplace(std::move(r));
     s.done.store(true, std::memory_order_release);
+    s.cv.notify_one();
   });
-  Wait([&s] { return s.done.load(std::memory_order_acquire); });
+  if (options_.caller_progress || options_.embedding != nullptr) {
+    Wait([&s] { return s.done.load(std::memory_order_acquire); });
+  } else {
+    // The engine thread runs the callback, which wakes this caller alone: threads sharing the
+    // client do not wake each other.
+    std::unique_lock<std::mutex> l(s.mu);
+    s.cv.wait(l, [&s] { return s.done.load(std::memory_order_relaxed); });
+  }
   std::lock_guard<std::mutex> l(s.mu);  // the callback has left its critical section
   return std::move(*s.result);
 }

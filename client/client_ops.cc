@@ -44,7 +44,7 @@ void Client::Impl::RequestGrants(uint32_t shard, int cls) {
 }
 
 void Client::Impl::WriteAndPut(uint32_t shard, const std::string& key, const std::string& value,
-                               const proto::SlotGrant& g, PutDone done) {
+                               const proto::SlotGrant& g, bool merge, PutDone done) {
   const uint32_t size = static_cast<uint32_t>(value.size());
   // The value write and the PUT go out together (one doorbell; one packet train on soft). The
   // batch ends before `done` runs on an error path: a callback may wait for this connection.
@@ -85,6 +85,7 @@ void Client::Impl::WriteAndPut(uint32_t shard, const std::string& key, const std
   req.set_key(key);
   req.set_grant_id(g.grant_id());
   req.set_value_size(size);
+  req.set_merge_fields(merge);
   req.set_value_path(!posted                            ? proto::PATH_UNKNOWN
                      : *posted == engine::Path::kUnload ? proto::UNLOAD
                                                         : proto::OFFLOAD);
@@ -108,15 +109,15 @@ void Client::Impl::WriteAndPut(uint32_t shard, const std::string& key, const std
 }
 
 void Client::Impl::PutAsync(absl::string_view key, absl::string_view value, PutDone done,
-                            uint32_t shard) {
+                            uint32_t shard, bool merge) {
   if (absl::Status st = proto::CheckKey(key); !st.ok()) return done(st);
   if (absl::Status st = proto::CheckValueSize(value.size()); !st.ok()) return done(st);
   if (conn_->failed()) return done(ConnectionError());
   WithGrant(shard, static_cast<uint32_t>(value.size()),
-            [this, shard, k = std::string(key), v = std::string(value),
+            [this, shard, merge, k = std::string(key), v = std::string(value),
              done](absl::StatusOr<proto::SlotGrant> g) {
               if (!g.ok()) return done(std::move(g).status());
-              WriteAndPut(shard, k, v, *g, done);
+              WriteAndPut(shard, k, v, *g, merge, done);
             });
 }
 
@@ -144,9 +145,12 @@ void Client::Impl::DeleteAsync(absl::string_view key, std::function<void(absl::S
   if (!st.ok()) done(st);
 }
 
-absl::Status Client::Impl::Put(absl::string_view key, absl::string_view value) {
+absl::Status Client::Impl::Put(absl::string_view key, absl::string_view value, bool merge) {
+  // A merge is idempotent too: applying the same field values again leaves the same record.
   return client_internal::WithRetries<absl::Status>(options_.max_retries, /*idempotent=*/true, [&] {
-    return Await<absl::StatusOr<uint64_t>>([&](PutDone d) { PutAsync(key, value, d); }).status();
+    return Await<absl::StatusOr<uint64_t>>(
+               [&](PutDone d) { PutAsync(key, value, d, /*shard=*/0, merge); })
+        .status();
   });
 }
 

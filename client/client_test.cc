@@ -3,10 +3,14 @@
 #include "client/client.h"
 
 #include <atomic>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "proto/field_record.h"
 #include "server/kv_server.h"
 #include "transport/base/logging.h"
 
@@ -74,6 +78,41 @@ TEST_P(ClientTest, PutGetDeleteScanStats) {
   EXPECT_EQ(st->connections(), 1u);
   EXPECT_EQ(st->transport(), "soft");
   EXPECT_GT(st->arena_used_bytes(), 0u);
+}
+
+TEST_P(ClientTest, MergeFieldsUpdatesARecordInOneStepAndRefusesNonRecords) {
+  auto c = Connect();
+  ASSERT_TRUE(c);
+  auto record = [](std::vector<std::pair<std::string, std::string>> fields) {
+    std::string out;
+    for (const auto& [n, v] : fields) proto::AppendField(n, v, &out);
+    return out;
+  };
+  ASSERT_TRUE(c->Put("r", record({{"f0", "a"}, {"f1", "b"}, {"f2", "c"}})).ok());
+  ASSERT_TRUE(c->MergeFields("r", record({{"f1", "B"}})).ok());
+  ASSERT_TRUE(c->MergeFields("new", record({{"x", "1"}})).ok());  // none stored: the record
+  EXPECT_EQ(c->Get("r").value(), record({{"f0", "a"}, {"f1", "B"}, {"f2", "c"}}));
+  EXPECT_EQ(c->Get("new").value(), record({{"x", "1"}}));
+  // Async, many at once on one record: every field ends with its update.
+  std::atomic<int> left{8};
+  for (int i = 0; i < 8; ++i) {
+    c->MergeFieldsAsync("r", record({{"g" + std::to_string(i), std::to_string(i)}}),
+                        [&](absl::StatusOr<uint64_t> v) {
+                          EXPECT_TRUE(v.ok()) << v.status();
+                          left.fetch_sub(1);
+                        });
+  }
+  c->Wait([&] { return left.load() == 0; });
+  absl::StatusOr<proto::FieldViews> f = proto::DecodeFieldRecord(c->Get("r").value());
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->size(), 11u);
+  // Not a record, on either side: clear errors, nothing changed.
+  ASSERT_TRUE(c->Put("plain", "just bytes").ok());
+  EXPECT_EQ(c->MergeFields("plain", record({{"a", "1"}})).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c->MergeFields("r", "\x07").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Get("plain").value(), "just bytes");
+  EXPECT_EQ(proto::DecodeFieldRecord(c->Get("r").value())->size(), 11u);
 }
 
 TEST_P(ClientTest, LimitsAreClearErrorsAndChangeNothing) {

@@ -243,7 +243,7 @@ void ClusterRouter::Retry(std::shared_ptr<Op> op, absl::Status why) {
 }
 
 void ClusterRouter::PutAsync(absl::string_view key, absl::string_view value,
-                             std::function<void(absl::StatusOr<uint64_t>)> done) {
+                             std::function<void(absl::StatusOr<uint64_t>)> done, bool merge) {
   auto op = std::make_shared<Op>();
   op->key = std::string(key);
   op->write = true;
@@ -252,14 +252,14 @@ void ClusterRouter::PutAsync(absl::string_view key, absl::string_view value,
     Finished();
   };
   op->fail = [finish](absl::Status st) { finish(std::move(st)); };
-  op->issue = [finish, value = std::string(value)](Client::Impl& c, uint32_t shard,
-                                                   std::shared_ptr<Op> self) {
+  op->issue = [finish, merge, value = std::string(value)](Client::Impl& c, uint32_t shard,
+                                                          std::shared_ptr<Op> self) {
     c.PutAsync(
         self->key, value,
         [finish, self](absl::StatusOr<uint64_t> r) {
           if (!self->Judge(self, r.status())) finish(std::move(r));
         },
-        shard);
+        shard, merge);
   };
   Start(std::move(op));
 }
@@ -316,8 +316,8 @@ T ClusterRouter::Await(StartFn start) {
   return std::move(*s->result);
 }
 
-absl::Status ClusterRouter::Put(absl::string_view key, absl::string_view value) {
-  return Await<absl::StatusOr<uint64_t>>([&](auto d) { PutAsync(key, value, d); }).status();
+absl::Status ClusterRouter::Put(absl::string_view key, absl::string_view value, bool merge) {
+  return Await<absl::StatusOr<uint64_t>>([&](auto d) { PutAsync(key, value, d, merge); }).status();
 }
 
 absl::StatusOr<std::string> ClusterRouter::Get(absl::string_view key) {

@@ -33,11 +33,12 @@ class ClusterRouter {
   static absl::StatusOr<std::unique_ptr<ClusterRouter>> Connect(const ClientOptions& options);
   ~ClusterRouter();
 
+  // `merge`: Client::MergeFields.
   void PutAsync(absl::string_view key, absl::string_view value,
-                std::function<void(absl::StatusOr<uint64_t>)> done);
+                std::function<void(absl::StatusOr<uint64_t>)> done, bool merge = false);
   void GetAsync(absl::string_view key, std::function<void(absl::StatusOr<std::string>)> done);
   void DeleteAsync(absl::string_view key, std::function<void(absl::Status)> done);
-  absl::Status Put(absl::string_view key, absl::string_view value);
+  absl::Status Put(absl::string_view key, absl::string_view value, bool merge = false);
   absl::StatusOr<std::string> Get(absl::string_view key);
   absl::Status Delete(absl::string_view key);
   absl::StatusOr<ScanPage> Scan(absl::string_view start, absl::string_view end, uint32_t limit);

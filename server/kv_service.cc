@@ -104,7 +104,9 @@ void KvService::Put(uint64_t peer, const proto::PutRequest& req, Reply<proto::Pu
   std::shared_ptr<ShardReplica> replica = shards_->PrimaryFor(req.key());
   if (replica == nullptr) return reply(NotPrimary("the key's shard"));
   absl::StatusOr<KvStore::Mutation> m =
-      replica->store().PreparePut(peer, req.key(), req.grant_id(), req.value_size());
+      req.merge_fields()
+          ? replica->store().PrepareMerge(peer, req.key(), req.grant_id(), req.value_size())
+          : replica->store().PreparePut(peer, req.key(), req.grant_id(), req.value_size());
   if (!m.ok()) return reply(m.status());
   const int path = proto::WritePath_IsValid(req.value_path()) ? req.value_path() : 0;
   value_writes_[path].fetch_add(1, std::memory_order_relaxed);

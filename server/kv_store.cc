@@ -1,12 +1,14 @@
 #include "server/kv_store.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "proto/field_record.h"
 
 namespace unloadkv::server {
 
-KvStore::KvStore(const char* arena, size_t arena_bytes)
+KvStore::KvStore(char* arena, size_t arena_bytes)
     : arena_(arena), arena_bytes_(arena_bytes), slabs_(arena_bytes) {}
 
 absl::StatusOr<std::vector<KvStore::Grant>> KvStore::GrantSlots(uint64_t client, uint32_t size,
@@ -46,23 +48,86 @@ absl::StatusOr<uint64_t> KvStore::Put(uint64_t client, absl::string_view key, ui
   return m->version;
 }
 
-absl::StatusOr<KvStore::Mutation> KvStore::PreparePut(uint64_t client, absl::string_view key,
-                                                      uint64_t grant_id, uint32_t value_size) {
-  if (absl::Status st = proto::CheckKey(key); !st.ok()) return st;
-  MutexLock l(&mu_);
+absl::StatusOr<KvStore::GrantMap::iterator> KvStore::FindGrantLocked(uint64_t client,
+                                                                     uint64_t grant_id,
+                                                                     uint32_t size) {
   auto g = grants_.find(grant_id);
   if (g == grants_.end() || g->second.client != client) {
     return absl::FailedPreconditionError(
         absl::StrCat("stale grant ", grant_id, ": not an unused grant of this connection"));
   }
-  if (value_size > g->second.slot.capacity) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "value of ", value_size, " bytes over its slot's ", g->second.slot.capacity, " bytes"));
+  if (size > g->second.slot.capacity) {
+    return absl::FailedPreconditionError(absl::StrCat("value of ", size, " bytes over its slot's ",
+                                                      g->second.slot.capacity, " bytes"));
   }
-  Mutation m{Mutation::Op::kPut, std::string(key), g->second.slot, value_size, ++version_};
+  return g;
+}
+
+void KvStore::SpendGrantLocked(GrantMap::iterator g) {
+  --grants_per_client_[g->second.client];
   grants_.erase(g);
-  --grants_per_client_[client];
-  ++pending_[m.key];
+}
+
+void KvStore::AddPendingLocked(const Mutation& m) {
+  Pending& p = pending_[m.key];
+  ++p.count;
+  p.op = m.op;
+  p.slot = m.slot;
+  p.size = m.size;
+}
+
+absl::StatusOr<KvStore::Mutation> KvStore::PreparePut(uint64_t client, absl::string_view key,
+                                                      uint64_t grant_id, uint32_t value_size) {
+  if (absl::Status st = proto::CheckKey(key); !st.ok()) return st;
+  MutexLock l(&mu_);
+  auto g = FindGrantLocked(client, grant_id, value_size);
+  if (!g.ok()) return g.status();
+  Mutation m{Mutation::Op::kPut, std::string(key), (*g)->second.slot, value_size, ++version_};
+  SpendGrantLocked(*g);
+  AddPendingLocked(m);
+  return m;
+}
+
+absl::StatusOr<KvStore::Mutation> KvStore::PrepareMerge(uint64_t client, absl::string_view key,
+                                                        uint64_t grant_id, uint32_t update_size) {
+  if (absl::Status st = proto::CheckKey(key); !st.ok()) return st;
+  MutexLock l(&mu_);
+  auto g = FindGrantLocked(client, grant_id, update_size);
+  if (!g.ok()) return g.status();
+  const Slot update_slot = (*g)->second.slot;
+  SpendGrantLocked(*g);
+  // The update is read out of its slot once, here; the slot is free again when this returns.
+  struct FreeUpdate {
+    SlabArena& slabs;
+    Slot slot;
+    ~FreeUpdate() { slabs.Free(slot); }
+  } free_update{slabs_, update_slot};
+  absl::string_view base;
+  if (auto p = pending_.find(key); p != pending_.end()) {
+    if (p->second.op == Mutation::Op::kPut) {
+      base = absl::string_view(arena_ + p->second.slot.offset, p->second.size);
+    }
+  } else if (auto e = index_.find(key); e != index_.end()) {
+    base = absl::string_view(arena_ + e->second.slot.offset, e->second.size);
+  }
+  const absl::string_view update(arena_ + update_slot.offset, update_size);
+  if (absl::StatusOr<proto::FieldViews> u = proto::DecodeFieldRecord(update); !u.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("merge: ", u.status().message()));
+  }
+  absl::StatusOr<std::string> merged = proto::MergeFieldRecords(base, update);
+  if (!merged.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "merge: the key's value is not a field record (", merged.status().message(), ")"));
+  }
+  if (absl::Status st = proto::CheckValueSize(merged->size()); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("merge: merged record: ", st.message()));
+  }
+  absl::StatusOr<Slot> slot = slabs_.Allocate(static_cast<uint32_t>(merged->size()));
+  if (!slot.ok()) return slot.status();
+  std::memcpy(arena_ + slot->offset, merged->data(), merged->size());
+  Mutation m{Mutation::Op::kPut, std::string(key), *slot, static_cast<uint32_t>(merged->size()),
+             ++version_};
+  AddPendingLocked(m);
   return m;
 }
 
@@ -73,7 +138,7 @@ absl::StatusOr<KvStore::Mutation> KvStore::PrepareDelete(absl::string_view key) 
     return absl::NotFoundError("no such key");
   }
   Mutation m{Mutation::Op::kDelete, std::string(key), Slot(), 0, ++version_};
-  ++pending_[m.key];
+  AddPendingLocked(m);
   return m;
 }
 
@@ -85,7 +150,7 @@ bool KvStore::Commit(const Mutation& m) {
 
 void KvStore::EndPendingLocked(const std::string& key) {
   auto it = pending_.find(key);
-  if (it != pending_.end() && --it->second == 0) pending_.erase(it);
+  if (it != pending_.end() && --it->second.count == 0) pending_.erase(it);
 }
 
 bool KvStore::CommitLocked(const Mutation& m) {

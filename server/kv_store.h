@@ -78,9 +78,9 @@ class KvStore {
     uint64_t version = 0;
   };
 
-  // `arena` is `arena_bytes` of memory clients write values into; not owned, must outlive
-  // the store.
-  KvStore(const char* arena, size_t arena_bytes);
+  // `arena` is `arena_bytes` of memory clients write values into (and PrepareMerge writes
+  // merged records into); not owned, must outlive the store.
+  KvStore(char* arena, size_t arena_bytes);
 
   // Up to `count` slots that each hold `size` bytes, granted to `client`: as many as the arena
   // has, at least one; ResourceExhausted when it has none (or the client holds too many).
@@ -100,6 +100,15 @@ class KvStore {
   // pending (the answer is then final); otherwise whether it finds the key is decided when it
   // commits, after the mutations prepared before it.
   absl::StatusOr<Mutation> PrepareDelete(absl::string_view key);
+  // Like PreparePut, but the grant holds a field record (proto/field_record.h) to merge into
+  // the key's value: the latest prepared one if a mutation of the key is pending, else the
+  // visible one (none: the update is the whole record). The merged record goes into a slot
+  // this store allocates; the grant is spent and its slot freed whether or not the merge
+  // succeeds. Errors: those of PreparePut; InvalidArgument when the update is not a field
+  // record or the merged record is over the value limit; FailedPrecondition when the stored
+  // value is not a field record; ResourceExhausted when the arena has no slot for the result.
+  absl::StatusOr<Mutation> PrepareMerge(uint64_t client, absl::string_view key, uint64_t grant_id,
+                                        uint32_t update_size);
   // Makes a prepared mutation visible (a PUT's old slot, or a deleted key's slot, is freed).
   // Prepared mutations must be committed in version order. Returns false for a DELETE that
   // found no key (it changed nothing: its answer is NotFound), true otherwise.
@@ -139,21 +148,37 @@ class KvStore {
     uint64_t client = 0;
     Slot slot;
   };
+  using GrantMap = absl::flat_hash_map<uint64_t, Granted>;
 
   // Requires mu_. See Commit.
   bool CommitLocked(const Mutation& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Requires mu_. A prepared mutation of `key` ended (committed or abandoned).
   void EndPendingLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Requires mu_. `m` was prepared: counts it as pending and the latest of its key.
+  void AddPendingLocked(const Mutation& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Requires mu_. Checks that `grant_id` is an unused grant of `client` that holds `size`
+  // bytes, and returns it (still granted).
+  absl::StatusOr<GrantMap::iterator> FindGrantLocked(uint64_t client, uint64_t grant_id,
+                                                     uint32_t size)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Requires mu_. Forgets a grant that a PUT named.
+  void SpendGrantLocked(GrantMap::iterator g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const char* const arena_;
+  char* const arena_;
   const size_t arena_bytes_;
   mutable Mutex mu_;
   SlabArena slabs_ ABSL_GUARDED_BY(mu_);
   absl::btree_map<std::string, Entry> index_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, Granted> grants_ ABSL_GUARDED_BY(mu_);
+  GrantMap grants_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, size_t> grants_per_client_ ABSL_GUARDED_BY(mu_);
-  // Keys with prepared, uncommitted mutations, and how many.
-  absl::flat_hash_map<std::string, int> pending_ ABSL_GUARDED_BY(mu_);
+  // Keys with prepared, uncommitted mutations: how many, and the latest (a merge's base).
+  struct Pending {
+    int count = 0;
+    Mutation::Op op = Mutation::Op::kPut;
+    Slot slot;
+    uint32_t size = 0;
+  };
+  absl::flat_hash_map<std::string, Pending> pending_ ABSL_GUARDED_BY(mu_);
   uint64_t next_grant_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -2,12 +2,14 @@
 // refusals change nothing, a dropped client's grants come back, Scan is ordered and bounded.
 #include "server/kv_store.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "proto/field_record.h"
 
 namespace unloadkv::server {
 namespace {
@@ -23,6 +25,27 @@ class KvStoreTest : public ::testing::Test {
     if (!g.ok()) return g.status();
     std::memcpy(arena_.data() + (*g)[0].slot.offset, value.data(), value.size());
     return store_.Put(client, key, (*g)[0].id, value.size());
+  }
+
+  // A grant holding `bytes`, written as a client would.
+  uint64_t Written(uint64_t client, const std::string& bytes) {
+    auto g = store_.GrantSlots(client, std::max<size_t>(bytes.size(), 1), 1);
+    EXPECT_TRUE(g.ok()) << g.status();
+    std::memcpy(arena_.data() + (*g)[0].slot.offset, bytes.data(), bytes.size());
+    return (*g)[0].id;
+  }
+  absl::StatusOr<uint64_t> Merge(uint64_t client, const std::string& key,
+                                 const std::string& update) {
+    absl::StatusOr<KvStore::Mutation> m =
+        store_.PrepareMerge(client, key, Written(client, update), update.size());
+    if (!m.ok()) return m.status();
+    store_.Commit(*m);
+    return m->version;
+  }
+  static std::string Record(std::vector<std::pair<std::string, std::string>> fields) {
+    std::string out;
+    for (const auto& [n, v] : fields) proto::AppendField(n, v, &out);
+    return out;
   }
 
   std::vector<char> arena_;
@@ -219,6 +242,58 @@ TEST_F(KvStoreTest, ADeleteBehindAPendingDeleteIsDecidedAtCommit) {
   EXPECT_TRUE(store_.Commit(*d3));
   EXPECT_EQ(store_.Get("n").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(store_.stats().arena_used_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace unloadkv::server
+
+namespace unloadkv::server {
+namespace {
+
+TEST_F(KvStoreTest, AMergeReplacesNamedFieldsAndKeepsTheOthers) {
+  // Onto no value: the update is the record.
+  ASSERT_TRUE(Merge(1, "r", Record({{"a", "1"}, {"b", "2"}})).ok());
+  auto v = Merge(1, "r", Record({{"b", "two"}, {"c", "3"}}));
+  ASSERT_TRUE(v.ok()) << v.status();
+  auto got = store_.Get("r");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->bytes, Record({{"a", "1"}, {"b", "two"}, {"c", "3"}}));
+  EXPECT_EQ(got->version, *v);
+  // Only the record's slot is held: the updates' slots and the old record's were freed.
+  EXPECT_EQ(store_.stats().arena_used_bytes, 64u);
+  EXPECT_EQ(store_.stats().grants_outstanding, 0u);
+}
+
+TEST_F(KvStoreTest, ABadMergeChangesNoValueAndSpendsItsGrant) {
+  ASSERT_TRUE(PutValue(1, "plain", "not a record").ok());
+  ASSERT_TRUE(Merge(1, "r", Record({{"a", "1"}})).ok());
+  const KvStore::Stats before = store_.stats();
+  EXPECT_EQ(Merge(1, "plain", Record({{"a", "1"}})).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Merge(1, "r", "\x05garbage").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_.Get("plain")->bytes, "not a record");
+  EXPECT_EQ(store_.Get("r")->bytes, Record({{"a", "1"}}));
+  const KvStore::Stats after = store_.stats();
+  EXPECT_EQ(after.arena_used_bytes, before.arena_used_bytes);
+  EXPECT_EQ(after.grants_outstanding, 0u);
+  EXPECT_EQ(after.keys, before.keys);
+  // A stale grant is refused as by PUT.
+  EXPECT_EQ(store_.PrepareMerge(1, "r", 424242, 4).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(KvStoreTest, AMergeBuildsOnThePreparedWriteBeforeIt) {
+  ASSERT_TRUE(Merge(1, "r", Record({{"a", "1"}, {"b", "1"}})).ok());
+  const std::string put = Record({{"a", "2"}, {"b", "2"}});
+  auto p = store_.PreparePut(1, "r", Written(1, put), put.size());
+  ASSERT_TRUE(p.ok());
+  const std::string update = Record({{"b", "3"}});
+  auto m = store_.PrepareMerge(1, "r", Written(1, update), update.size());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(store_.Get("r")->bytes, Record({{"a", "1"}, {"b", "1"}}));  // neither visible yet
+  store_.Commit(*p);
+  store_.Commit(*m);
+  EXPECT_EQ(store_.Get("r")->bytes, Record({{"a", "2"}, {"b", "3"}}));
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "transport/base/little_endian.h"
+#include "proto/field_record.h"
 #include "transport/base/net.h"
 
 namespace unloadkv::ycsb {
@@ -21,36 +21,19 @@ absl::Status Error(memcached_st* mc, memcached_return_t rc, const std::string& k
 
 std::string MemcachedDb::Encode(const Record& r) {
   std::string out;
-  for (const auto& [name, value] : r) {
-    for (const std::string* s : {&name, &value}) {
-      char len[4];
-      StoreLittleEndian<uint32_t>(len, 0, static_cast<uint32_t>(s->size()));
-      out.append(len, 4);
-      out += *s;
-    }
-  }
+  for (const auto& [name, value] : r) proto::AppendField(name, value, &out);
   return out;
 }
 
 absl::StatusOr<Record> MemcachedDb::Decode(const std::string& bytes) {
-  Record r;
-  size_t at = 0;
-  auto next = [&](std::string* s) {
-    if (bytes.size() - at < 4) return false;
-    const uint32_t len = LoadLittleEndian<uint32_t>(bytes.data(), at);
-    at += 4;
-    if (bytes.size() - at < len) return false;
-    s->assign(bytes, at, len);
-    at += len;
-    return true;
-  };
-  while (at < bytes.size()) {
-    std::string name, value;
-    if (!next(&name) || !next(&value)) {
-      return absl::DataLossError("memcached: a record value does not decode");
-    }
-    r.emplace_back(std::move(name), std::move(value));
+  absl::StatusOr<proto::FieldViews> f = proto::DecodeFieldRecord(bytes);
+  if (!f.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("memcached: a record value does not decode: ", f.status().message()));
   }
+  Record r;
+  r.reserve(f->size());
+  for (const auto& [name, value] : *f) r.emplace_back(std::string(name), std::string(value));
   return r;
 }
 

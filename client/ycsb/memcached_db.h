@@ -28,8 +28,8 @@ class MemcachedDb : public Db {
   absl::Status Insert(const std::string& key, const Record& values) override;
   absl::Status Delete(const std::string& key) override;
 
-  // A record as one value: per field, u32 name length, name, u32 value length, value
-  // (little-endian). Decode refuses a truncated or overlong encoding.
+  // A record as one value: a field record (proto/field_record.h), as the unloadkv binding
+  // stores it. Decode refuses a truncated or overlong encoding, or a field named twice.
   static std::string Encode(const Record& r);
   static absl::StatusOr<Record> Decode(const std::string& bytes);
 

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,8 @@ class UnloadkvStore : public AsyncStore {
   explicit UnloadkvStore(std::unique_ptr<Client> c) : c_(std::move(c)) {}
   void Issue(bool set, const std::string& key, const std::string& value) override {
     const int64_t index = issued_++;
+    // Requests issued while answers are at hand go out together, as hiredis's do (below).
+    if (!batch_) batch_.emplace(c_->BeginBatch());
     if (set) {
       c_->PutAsync(key, value,
                    [this, index](absl::StatusOr<uint64_t> v) { Done(index, v.status()); });
@@ -62,7 +65,10 @@ class UnloadkvStore : public AsyncStore {
     }
   }
   int64_t Complete() override {
-    c_->Wait([this] { return !done_.empty(); });
+    if (done_.empty()) {
+      batch_.reset();  // flush what was issued, then wait for an answer
+      c_->Wait([this] { return !done_.empty(); });
+    }
     const int64_t index = done_.front();
     done_.pop_front();
     return index;
@@ -75,6 +81,7 @@ class UnloadkvStore : public AsyncStore {
     done_.push_back(st.ok() ? index : -1);
   }
   std::unique_ptr<Client> c_;
+  std::optional<Client::Batch> batch_;  // destroyed before c_
   int64_t issued_ = 0;
   std::deque<int64_t> done_;  // caller_progress: callbacks run on the waiting thread
   std::string error_;
@@ -96,6 +103,8 @@ class RedisStore : public AsyncStore {
     }
     ++issued_;
   }
+  // redisGetReply returns an answer already read if there is one; only when there is none does
+  // it write the commands appended so far (all in one write) and read.
   int64_t Complete() override {
     void* reply = nullptr;
     if (redisGetReply(c_, &reply) != REDIS_OK || reply == nullptr) {

@@ -139,7 +139,8 @@ absl::StatusOr<SimPhase> SimYcsb::Run(Workload& workload, RunOptions o) {
   DbFactory connect = [this, world, co, &phase]() -> absl::StatusOr<std::unique_ptr<Db>> {
     absl::StatusOr<std::unique_ptr<Client>> c = world->Connect(co);
     if (!c.ok()) return c.status();
-    return std::unique_ptr<Db>(new PhaseDb(UnloadkvDb::Wrap(std::move(*c)), log_.get(), &phase));
+    return std::unique_ptr<Db>(new PhaseDb(
+        UnloadkvDb::Wrap(std::move(*c), UnloadkvDb::Layout::kFieldPerKey), log_.get(), &phase));
   };
   const sim::NodeStats before = world->server_stats();
   const int64_t t0 = world->now_ns();

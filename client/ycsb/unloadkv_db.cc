@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "proto/field_record.h"
 
 namespace unloadkv::ycsb {
 namespace {
@@ -19,16 +20,69 @@ bool Wanted(const std::vector<std::string>& fields, absl::string_view f) {
   return fields.empty() || std::find(fields.begin(), fields.end(), f) != fields.end();
 }
 
+std::string Encode(const Record& values) {
+  std::string out;
+  for (const auto& [name, value] : values) proto::AppendField(name, value, &out);
+  return out;
+}
+
+// The fields of a stored record that `fields` asks for (all when empty).
+absl::Status DecodeWanted(absl::string_view bytes, const std::vector<std::string>& fields,
+                          Record* out) {
+  absl::StatusOr<proto::FieldViews> f = proto::DecodeFieldRecord(bytes);
+  if (!f.ok()) return f.status();
+  for (const auto& [name, value] : *f) {
+    if (Wanted(fields, name)) out->emplace_back(std::string(name), std::string(value));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Db>> UnloadkvDb::Connect(const ClientOptions& options) {
+absl::StatusOr<UnloadkvDb::Layout> UnloadkvDb::ParseLayout(const std::string& name) {
+  if (name == "record") return Layout::kRecord;
+  if (name == "field_per_key") return Layout::kFieldPerKey;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unloadkv.layout '", name, "': use record or field_per_key"));
+}
+
+absl::StatusOr<std::unique_ptr<Db>> UnloadkvDb::Connect(const ClientOptions& options,
+                                                        Layout layout) {
   auto c = Client::Connect(options);
   if (!c.ok()) return c.status();
-  return std::unique_ptr<Db>(new UnloadkvDb(std::move(*c)));
+  return Wrap(std::move(*c), layout);
 }
 
 absl::Status UnloadkvDb::Read(const std::string& key, const std::vector<std::string>& fields,
                               Record* out) {
+  if (layout_ == Layout::kFieldPerKey) return ReadFields(key, fields, out);
+  out->clear();
+  absl::StatusOr<std::string> v = client_->Get(key);
+  if (!v.ok()) return v.status();
+  return DecodeWanted(*v, fields, out);
+}
+
+absl::Status UnloadkvDb::Scan(const std::string& start_key, int count,
+                              const std::vector<std::string>& fields, std::vector<Record>* out) {
+  if (layout_ == Layout::kFieldPerKey) return ScanFields(start_key, count, fields, out);
+  out->clear();
+  std::string start = start_key;
+  while (static_cast<int>(out->size()) < count) {
+    absl::StatusOr<ScanPage> page =
+        client_->Scan(start, "", static_cast<uint32_t>(count - static_cast<int>(out->size())));
+    if (!page.ok()) return page.status();
+    for (auto& [k, v] : page->items) {
+      if (k.find('/') != std::string::npos) continue;  // not a record key
+      if (absl::Status st = DecodeWanted(v, fields, &out->emplace_back()); !st.ok()) return st;
+    }
+    if (!page->more || page->items.empty()) break;
+    start = page->items.back().first + std::string(1, '\0');
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UnloadkvDb::ReadFields(const std::string& key, const std::vector<std::string>& fields,
+                                    Record* out) {
   out->clear();
   if (fields.size() == 1) {
     absl::StatusOr<std::string> v = client_->Get(FieldKey(key, fields[0]));
@@ -51,8 +105,9 @@ absl::Status UnloadkvDb::Read(const std::string& key, const std::vector<std::str
   return absl::OkStatus();
 }
 
-absl::Status UnloadkvDb::Scan(const std::string& start_key, int count,
-                              const std::vector<std::string>& fields, std::vector<Record>* out) {
+absl::Status UnloadkvDb::ScanFields(const std::string& start_key, int count,
+                                    const std::vector<std::string>& fields,
+                                    std::vector<Record>* out) {
   out->clear();
   std::string start = start_key, current;
   while (static_cast<int>(out->size()) <= count) {
@@ -95,14 +150,17 @@ absl::Status UnloadkvDb::PutAll(const std::string& key, const Record& values) {
 }
 
 absl::Status UnloadkvDb::Update(const std::string& key, const Record& values) {
-  return PutAll(key, values);
+  if (layout_ == Layout::kFieldPerKey) return PutAll(key, values);
+  return client_->MergeFields(key, Encode(values));
 }
 
 absl::Status UnloadkvDb::Insert(const std::string& key, const Record& values) {
-  return PutAll(key, values);
+  if (layout_ == Layout::kFieldPerKey) return PutAll(key, values);
+  return client_->Put(key, Encode(values));
 }
 
 absl::Status UnloadkvDb::Delete(const std::string& key) {
+  if (layout_ == Layout::kRecord) return client_->Delete(key);
   Record fields;
   if (absl::Status st = Read(key, {}, &fields); !st.ok()) return st;
   for (const auto& [field, value] : fields) {

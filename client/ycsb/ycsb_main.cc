@@ -6,8 +6,9 @@
 // sim: the kvserver and the clients in this process on the simulated fabric, figures modeled;
 // `run` then loads recordcount records first, unmeasured; sim.* in client/ycsb/sim_binding.h),
 // unloadkv.policy (adaptive), unloadkv.caller_progress (true: each client thread drives its own
-// connection); unloadkv.etcd and unloadkv.cluster (a cluster, docs/cluster.md: keys are routed by
-// the map instead of going to unloadkv.server); redis.host (127.0.0.1), redis.port (6379);
+// connection), unloadkv.layout (record: a record is one value; field_per_key: a key per field;
+// unloadkv_db.h); unloadkv.etcd and unloadkv.cluster (a cluster, docs/cluster.md: keys are routed
+// by the map instead of going to unloadkv.server); redis.host (127.0.0.1), redis.port (6379);
 // memcached.host (127.0.0.1), memcached.port (11211); echo.host (127.0.0.1), echo.port (7000).
 // Other properties: threadcount, target, status.interval (s, default 10),
 // hdrhistogram.percentiles (default 95,99), plus the core workload's (docs/ycsb.md).
@@ -82,7 +83,10 @@ absl::StatusOr<DbFactory> MakeDbFactory(const std::string& binding, const Proper
     if (co.etcd.empty() != co.cluster.empty()) {
       return absl::InvalidArgumentError("a cluster needs both unloadkv.etcd and unloadkv.cluster");
     }
-    return DbFactory([co] { return UnloadkvDb::Connect(co); });
+    absl::StatusOr<UnloadkvDb::Layout> layout =
+        UnloadkvDb::ParseLayout(props.GetString("unloadkv.layout", "record"));
+    if (!layout.ok()) return layout.status();
+    return DbFactory([co, layout = *layout] { return UnloadkvDb::Connect(co, layout); });
   }
   auto address = [&](const std::string& binding, const char* port) {
     return absl::StrCat(props.GetString(binding + ".host", "127.0.0.1"), ":",

@@ -283,8 +283,13 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
       if (it == conns.end()) continue;  // connection already closed
       cp = it->second;
     }
+    if (std::find(touched.begin(), touched.end(), cp) == touched.end()) {
+      // What the callbacks of this batch post on the connection (answers to the requests in
+      // it, credit returns) goes out in one doorbell when the batch is done, not one each.
+      HoldPosts(*cp);
+      touched.push_back(cp);
+    }
     HandleCompletion(cp, wcs[i], table, metrics);
-    if (std::find(touched.begin(), touched.end(), cp) == touched.end()) touched.push_back(cp);
   }
   // One ack per lane per batch covers every staged write applied in it.
   for (const std::shared_ptr<ConnectionState>& cp : touched) {
@@ -293,6 +298,7 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
       if (lane.worker == index) SendAckIfDue(*cp, lane);
     }
   }
+  for (const std::shared_ptr<ConnectionState>& cp : touched) ReleasePosts(*cp);
   return n;
 }
 

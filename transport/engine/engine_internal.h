@@ -206,6 +206,11 @@ void QueueCallbacks(ConnectionState& c, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQU
 // inside one of them. Call without c.mu.
 void RunCallbacks(ConnectionState& c, bool wait = false) ABSL_LOCKS_EXCLUDED(c.mu);
 
+// Connection::Batch without the handle: while held (calls nest), main-QP work requests are
+// collected and posted together by the outermost ReleasePosts (initiator.cc).
+void HoldPosts(ConnectionState& c) ABSL_LOCKS_EXCLUDED(c.mu);
+void ReleasePosts(ConnectionState& c) ABSL_LOCKS_EXCLUDED(c.mu);
+
 // Initiator-side helpers (initiator.cc, op_completion.cc).
 void PostReady(ConnectionState& c, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 void MarkDone(ConnectionState& c, Op& op, rnic::WcStatus status)

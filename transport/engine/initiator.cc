@@ -246,9 +246,12 @@ void PostReady(ConnectionState& c, Deferred& out) {
 
 // ---------------------------------------------------------------------------- Connection
 
-Connection::Batch::~Batch() {
-  if (state_ == nullptr) return;
-  ConnectionState& c = *state_;
+void HoldPosts(ConnectionState& c) {
+  MutexLock l(&c.mu);
+  ++c.batch_depth;
+}
+
+void ReleasePosts(ConnectionState& c) {
   Deferred out;
   {
     MutexLock l(&c.mu);
@@ -274,9 +277,12 @@ Connection::Batch::~Batch() {
   RunCallbacks(c);
 }
 
+Connection::Batch::~Batch() {
+  if (state_ != nullptr) ReleasePosts(*state_);
+}
+
 Connection::Batch Connection::BeginBatch() {
-  MutexLock l(&state_->mu);
-  ++state_->batch_depth;
+  HoldPosts(*state_);
   return Batch(state_.get());
 }
 
