@@ -11,7 +11,8 @@
 namespace unloadkv::soft {
 
 inline constexpr uint16_t kFrameMagic = 0x4B55;  // "UK"
-inline constexpr uint8_t kFrameVersion = 1;
+// 2: one stream per QP pair carrying both directions (1 used a stream per direction).
+inline constexpr uint8_t kFrameVersion = 2;
 inline constexpr size_t kFrameHeaderSize = 32;
 
 enum class FrameType : uint8_t {

@@ -41,8 +41,9 @@ struct OutSegment {
   std::unique_ptr<char[]> owned;  // READ response data
 };
 
-// One TCP connection. Outbound: this device dialed it and sends requests on it. Inbound: the
-// peer dialed it; this device answers the peer's requests on it.
+// The one TCP connection of a connected QP pair (docs/wire-soft.md): it carries both ends'
+// requests and both ends' responses. Outbound: this device dialed it (and sent the HELLO).
+// Inbound: the peer dialed it; until its HELLO names a QP, it belongs to none.
 struct Stream : public FrameSink {
   Stream(class Nic* nic, int fd, bool outbound);
   ~Stream() override;
@@ -81,6 +82,7 @@ struct Stream : public FrameSink {
 struct Outstanding {
   rnic::SendWorkRequest wr;
   uint32_t psn = 0;
+  bool ack_requested = false;  // its frame asks for an immediate ACK
   // Set when the request failed a local check at post time; it is never sent, and completes
   // with this status once every earlier request has completed.
   rnic::WcStatus local_error = rnic::WcStatus::kSuccess;
@@ -94,9 +96,13 @@ struct QpCore {
   rnic::QpAttributes remote;
   uint32_t first_psn = 0;
   uint32_t next_psn = 0;
-  Stream* out_stream = nullptr;
-  Stream* in_stream = nullptr;
-  uint32_t in_stream_src_qp = 0;  // what the inbound HELLO claimed
+  // The pair's stream: dialed by this device (dials), or accepted with the peer's HELLO.
+  // Null until then; requests posted meanwhile wait in `outstanding` and are sent when it
+  // arrives.
+  Stream* stream = nullptr;
+  bool dials = false;         // set by Connect: this end dials, the peer accepts
+  uint32_t hello_src_qp = 0;  // the QP an inbound HELLO claimed (before Connect)
+  absl::Time peer_deadline = absl::InfiniteFuture();  // accepting end: fail without a HELLO
   std::deque<Outstanding> outstanding;
   std::deque<rnic::RecvWorkRequest> recvs;
   bool poisoned = false;  // a local_error request is queued: send nothing more
@@ -151,6 +157,11 @@ class Nic : public std::enable_shared_from_this<Nic> {
                bool copy_payload) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnqueueGather(Stream* s, const FrameHeader& h, const rnic::SendWorkRequest& wr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues the frame of request `o` on the QP's stream.
+  void EnqueueRequest(QpCore* qp, const Outstanding& o) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The accepting end's stream arrived (HELLO) and the QP is connected: sends the requests
+  // posted meanwhile and resumes reading.
+  void StartAccepted(QpCore* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendAck(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After a batch of requests: ACK now if asked to, else schedule a delayed ACK.
   void AckOrDelay(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -213,6 +224,11 @@ class Nic : public std::enable_shared_from_this<Nic> {
   std::vector<std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
   std::vector<Stream*> dirty_ ABSL_GUARDED_BY(mu_);  // streams with output to flush
   std::vector<Stream*> stalled_ ABSL_GUARDED_BY(mu_);
+  // Streams owing an immediate ACK that waits to ride with this device's next frame on the
+  // stream (an answer, usually); sent alone at the start of the next Progress otherwise.
+  std::vector<Stream*> ack_soon_ ABSL_GUARDED_BY(mu_);
+  // QPs (by number) whose Connect left them waiting for the peer's HELLO; pruned lazily.
+  std::vector<uint32_t> awaiting_peer_ ABSL_GUARDED_BY(mu_);
   absl::Time timer_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
 };
 

@@ -23,6 +23,16 @@ namespace unloadkv::soft {
 
 int Nic::Progress(absl::Duration max_wait) {
   MutexLock progress(&progress_mu_);
+  {
+    MutexLock l(&mu_);
+    if (!ack_soon_.empty()) {
+      for (Stream* s : ack_soon_) {
+        if (!s->dead && s->ack_now) SendAck(s);
+      }
+      ack_soon_.clear();
+      FlushDirty();
+    }
+  }
   epoll_event events[64];
   int timeout_ms =
       max_wait <= absl::ZeroDuration()
@@ -110,6 +120,21 @@ void Nic::FinishConnect(Stream* s) {
 }
 
 void Nic::ExpireHandshakes(absl::Time now) {
+  std::vector<uint32_t> still;
+  for (uint32_t num : awaiting_peer_) {
+    auto it = qps_.find(num);
+    if (it == qps_.end()) continue;
+    QpCore* qp = it->second.get();
+    if (qp->peer_deadline == absl::InfiniteFuture()) continue;
+    if (qp->peer_deadline > now) {
+      still.push_back(num);
+      continue;
+    }
+    FailQp(qp, rnic::WcStatus::kRetryExceeded,
+           absl::StrCat("the soft device at ", qp->remote.address, " did not dial in within ",
+                        absl::FormatDuration(kConnectTimeout)));
+  }
+  awaiting_peer_.swap(still);
   for (const auto& t : streams_) {
     Stream* s = t.get();
     if (s->dead || s->handshake_deadline > now) continue;
@@ -136,6 +161,10 @@ void Nic::ArmStallTimer() {
     if (s->dead || !s->reading_paused || s->qp == nullptr) continue;
     if (s->qp->state != rnic::QpState::kReadyToSend) continue;  // waits for Connect
     earliest = std::min(earliest, s->stall_since + s->qp->config.rnr_timeout);
+  }
+  for (uint32_t num : awaiting_peer_) {
+    auto it = qps_.find(num);
+    if (it != qps_.end()) earliest = std::min(earliest, it->second->peer_deadline);
   }
   for (const auto& s : streams_) {
     if (s->dead) continue;

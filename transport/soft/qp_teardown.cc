@@ -61,8 +61,8 @@ void Nic::FailQp(QpCore* qp, rnic::WcStatus head_status, absl::string_view reaso
     qp->recv_cq->Push(wc);
   }
   qp->recvs.clear();
-  if (qp->out_stream != nullptr) CloseStream(qp->out_stream, /*drain=*/true);
-  if (qp->in_stream != nullptr) CloseStream(qp->in_stream, /*drain=*/true);
+  qp->peer_deadline = absl::InfiniteFuture();
+  if (qp->stream != nullptr) CloseStream(qp->stream, /*drain=*/true);
 }
 
 void Nic::KillStream(Stream* s, rnic::WcStatus head_status, absl::string_view reason) {
@@ -76,22 +76,15 @@ void Nic::KillStream(Stream* s, rnic::WcStatus head_status, absl::string_view re
 }
 
 void Nic::PeerClosed(Stream* s, absl::string_view reason) {
-  QpCore* qp = s->qp;
-  if (!s->outbound && qp != nullptr && qp->out_stream != nullptr && !qp->out_stream->dead &&
-      !qp->out_stream->draining) {
-    // The peer's request stream ended. Its answers to our requests travel on the other stream,
-    // and that stream's end (a NAK, then EOF) decides how our outstanding work completes.
-    FinishClose(s);
-    return;
-  }
+  // A peer that refused one of our requests sent its NAK before closing: that NAK, read
+  // first, already failed the QP with the refusal's status.
   KillStream(s, rnic::WcStatus::kRetryExceeded, reason);
 }
 
 void Nic::CloseStream(Stream* s, bool drain) {
   if (s->dead) return;
   if (s->qp != nullptr) {
-    if (s->qp->out_stream == s) s->qp->out_stream = nullptr;
-    if (s->qp->in_stream == s) s->qp->in_stream = nullptr;
+    if (s->qp->stream == s) s->qp->stream = nullptr;
     s->qp = nullptr;
   }
   if (drain && !s->out.empty()) {
@@ -119,6 +112,7 @@ void Nic::FinishClose(Stream* s) {
 void Nic::Reap() {
   auto is_dead = [](Stream* s) { return s->dead; };
   dirty_.erase(std::remove_if(dirty_.begin(), dirty_.end(), is_dead), dirty_.end());
+  ack_soon_.erase(std::remove_if(ack_soon_.begin(), ack_soon_.end(), is_dead), ack_soon_.end());
   stalled_.erase(std::remove_if(stalled_.begin(), stalled_.end(), is_dead), stalled_.end());
   streams_.erase(std::remove_if(streams_.begin(), streams_.end(),
                                 [](const std::unique_ptr<Stream>& s) { return s->dead; }),

@@ -58,27 +58,45 @@ absl::Status Nic::PostSend(QpCore* qp, absl::Span<const rnic::SendWorkRequest> w
       continue;
     }
     o.psn = qp->next_psn++;
-    FrameHeader h;
-    h.type = FrameTypeOf(wr.opcode);
-    h.psn = o.psn;
-    h.imm = wr.imm;
-    h.remote_addr = wr.remote_addr;
-    h.rkey = wr.rkey;
-    if (wr.opcode == rnic::Opcode::kRead) {
-      h.aux = static_cast<uint32_t>(wr.TotalLength());
-    } else {
-      h.payload_len = static_cast<uint32_t>(wr.TotalLength());
-      if (wr.signaled || o.psn - qp->last_ack_request_psn >= kAckRequestInterval ||
-          qp->outstanding.size() + 1 >= qp->config.max_send_wr / 2) {
-        h.aux = kAckRequested;
-        qp->last_ack_request_psn = o.psn;
-      }
+    if (wr.opcode != rnic::Opcode::kRead &&
+        (wr.signaled || o.psn - qp->last_ack_request_psn >= kAckRequestInterval ||
+         qp->outstanding.size() + 1 >= qp->config.max_send_wr / 2)) {
+      o.ack_requested = true;
+      qp->last_ack_request_psn = o.psn;
     }
-    EnqueueGather(qp->out_stream, h, wr);
+    // The accepting end sends nothing before the peer's HELLO: StartAccepted sends it then.
+    if (qp->stream != nullptr) EnqueueRequest(qp, o);
     qp->outstanding.push_back(o);
   }
   FlushDirty();
   return absl::OkStatus();
+}
+
+void Nic::EnqueueRequest(QpCore* qp, const Outstanding& o) {
+  // An ACK this end owes the peer rides in front of the request, in the same packet.
+  if (qp->stream->ack_pending) SendAck(qp->stream);
+  const rnic::SendWorkRequest& wr = o.wr;
+  FrameHeader h;
+  h.type = FrameTypeOf(wr.opcode);
+  h.psn = o.psn;
+  h.imm = wr.imm;
+  h.remote_addr = wr.remote_addr;
+  h.rkey = wr.rkey;
+  if (wr.opcode == rnic::Opcode::kRead) {
+    h.aux = static_cast<uint32_t>(wr.TotalLength());
+  } else {
+    h.payload_len = static_cast<uint32_t>(wr.TotalLength());
+    if (o.ack_requested) h.aux = kAckRequested;
+  }
+  EnqueueGather(qp->stream, h, wr);
+}
+
+void Nic::StartAccepted(QpCore* qp) {
+  qp->peer_deadline = absl::InfiniteFuture();
+  for (const Outstanding& o : qp->outstanding) {
+    if (o.local_error == rnic::WcStatus::kSuccess) EnqueueRequest(qp, o);
+  }
+  ResumeStream(qp->stream);  // requests that arrived before Connect
 }
 
 absl::Status Nic::PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> wrs) {
@@ -109,7 +127,7 @@ absl::Status Nic::PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> w
     }
     qp->recvs.push_back(wr);
   }
-  if (qp->in_stream != nullptr && qp->in_stream->reading_paused) ResumeStream(qp->in_stream);
+  if (qp->stream != nullptr && qp->stream->reading_paused) ResumeStream(qp->stream);
   FlushDirty();
   return absl::OkStatus();
 }
@@ -135,11 +153,6 @@ void Nic::CompleteAckedThrough(QpCore* qp, uint32_t psn, bool inclusive) {
 PayloadPlan Nic::OnResponseHeader(Stream* s, const FrameHeader& h) {
   QpCore* qp = s->qp;
   if (qp == nullptr || qp->state == rnic::QpState::kError) return Close();
-  if (!IsResponse(h.type)) {
-    KillStream(s, rnic::WcStatus::kRetryExceeded,
-               absl::StrCat("frame type ", static_cast<int>(h.type), " on a response stream"));
-    return Close();
-  }
   if (h.type != FrameType::kReadResponse) return PlaceNothing();
   CompleteAckedThrough(qp, h.psn, /*inclusive=*/false);
   if (qp->state == rnic::QpState::kError) return Close();

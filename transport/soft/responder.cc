@@ -28,23 +28,27 @@ PayloadPlan Nic::OnHello(Stream* s, const FrameHeader& h) {
   }
   auto it = qps_.find(h.rkey);
   if (it == qps_.end() || it->second->state == rnic::QpState::kError ||
-      it->second->in_stream != nullptr) {
+      it->second->stream != nullptr || it->second->dials) {
     peer_log_.Log(LogLevel::kWarning,
-                  absl::StrCat("soft: HELLO for QP ", h.rkey, " which does not exist or is taken"));
+                  absl::StrCat("soft: HELLO for QP ", h.rkey,
+                               " which does not exist, is taken, or dials its peer itself"));
     return Close();
   }
   QpCore* qp = it->second.get();
-  if (qp->state == rnic::QpState::kReadyToSend && qp->remote.qp_num != h.aux) {
-    peer_log_.Log(LogLevel::kWarning,
-                  absl::StrCat("soft: HELLO from QP ", h.aux, " but QP ", qp->qp_num,
-                               " is connected to ", qp->remote.qp_num));
+  const bool connected = qp->state == rnic::QpState::kReadyToSend;
+  if (connected && (qp->remote.qp_num != h.aux || qp->remote.psn != h.psn)) {
+    peer_log_.Log(
+        LogLevel::kWarning,
+        absl::StrCat("soft: HELLO from QP ", h.aux, " (psn ", h.psn, ") but QP ", qp->qp_num,
+                     " is connected to QP ", qp->remote.qp_num, " (psn ", qp->remote.psn, ")"));
     return Close();
   }
   s->qp = qp;
   s->handshake_deadline = absl::InfiniteFuture();
   s->expected_psn = h.psn;
-  qp->in_stream = s;
-  qp->in_stream_src_qp = h.aux;
+  qp->stream = s;
+  qp->hello_src_qp = h.aux;
+  if (connected) StartAccepted(qp);
   return PlaceNothing();
 }
 
@@ -67,11 +71,6 @@ PayloadPlan Nic::Refuse(Stream* s, const FrameHeader& h, rnic::WcStatus status,
 
 PayloadPlan Nic::OnRequestHeader(Stream* s, const FrameHeader& h) {
   QpCore* qp = s->qp;
-  if (!IsRequest(h.type)) {
-    KillStream(s, rnic::WcStatus::kRetryExceeded,
-               absl::StrCat("frame type ", static_cast<int>(h.type), " on a request stream"));
-    return Close();
-  }
   if (qp->state == rnic::QpState::kReset) return Stall();  // peer was quicker than Connect
   if (qp->state == rnic::QpState::kError) return Close();
   if (h.psn != s->expected_psn) {
@@ -165,7 +164,10 @@ void Nic::OnRequestDone(Stream* s, const FrameHeader& h) {
 
 void Nic::AckOrDelay(Stream* s) {
   if (s->ack_now) {
-    SendAck(s);
+    // Not sent at once: the request just read is usually answered within this round of work,
+    // and the ACK then leaves in the same packet (EnqueueRequest). Progress sends it alone
+    // before it next waits.
+    if (std::find(ack_soon_.begin(), ack_soon_.end(), s) == ack_soon_.end()) ack_soon_.push_back(s);
   } else if (s->ack_deadline == absl::InfiniteFuture()) {
     s->ack_deadline = absl::Now() + kDelayedAck;
     ArmStallTimer();

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
@@ -216,10 +217,41 @@ absl::Status Nic::Connect(QpCore* qp, const rnic::QpAttributes& remote) {
   }
   absl::StatusOr<sockaddr_in> sa = ParseHostPort(remote.address);
   if (!sa.ok()) return sa.status();
+  // One TCP stream per QP pair, dialed by one end: the one with the smaller (QP number, first
+  // PSN). Both ends decide alike from the attributes they exchanged; equal pairs (the same QP
+  // number and a 1-in-2^24 PSN coincidence) fall back to the addresses.
+  const auto local_key = std::make_pair(qp->qp_num, qp->first_psn);
+  const auto remote_key = std::make_pair(remote.qp_num, remote.psn);
+  if (local_key == remote_key && address_ == remote.address) {
+    return absl::InvalidArgumentError("Connect: a soft queue pair cannot connect to itself");
+  }
+  const bool dials = local_key != remote_key ? local_key < remote_key : address_ < remote.address;
   {
     MutexLock l(&mu_);
-    if (qp->state != rnic::QpState::kReset || qp->out_stream != nullptr) {
+    if (qp->state != rnic::QpState::kReset) {
       return absl::FailedPreconditionError("Connect: queue pair is not in the reset state");
+    }
+    if (qp->stream != nullptr &&
+        (dials || qp->hello_src_qp != remote.qp_num || qp->stream->expected_psn != remote.psn)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("Connect: peer QP ", qp->hello_src_qp, " already dialed in, not QP ",
+                       remote.qp_num, dials ? " (and this end was to dial)" : ""));
+    }
+    if (!dials) {
+      // The peer dials: the QP is ready to send at once, as an RC QP is at RTS; what it posts
+      // waits for the peer's HELLO, which must come within kConnectTimeout.
+      qp->remote = remote;
+      qp->dials = false;
+      qp->state = rnic::QpState::kReadyToSend;
+      if (qp->stream != nullptr) {
+        StartAccepted(qp);
+      } else {
+        qp->peer_deadline = absl::Now() + kConnectTimeout;
+        awaiting_peer_.push_back(qp->qp_num);
+        ArmStallTimer();
+      }
+      FlushDirty();
+      return absl::OkStatus();
     }
   }
   // The dial does not wait: like an RC QP's transition to RTS, Connect succeeds at once and a
@@ -239,17 +271,14 @@ absl::Status Nic::Connect(QpCore* qp, const rnic::QpAttributes& remote) {
   }
   SetNoDelayNonBlocking(fd);
   MutexLock l(&mu_);
-  if (qp->state != rnic::QpState::kReset) {
+  if (qp->state != rnic::QpState::kReset || qp->stream != nullptr) {
     close(fd);
-    return absl::FailedPreconditionError("Connect: queue pair left the reset state meanwhile");
-  }
-  if (qp->in_stream != nullptr && qp->in_stream_src_qp != remote.qp_num) {
-    close(fd);
-    return absl::FailedPreconditionError(absl::StrCat("Connect: peer QP ", qp->in_stream_src_qp,
-                                                      " already connected, not ", remote.qp_num));
+    return absl::FailedPreconditionError(
+        "Connect: queue pair left the reset state meanwhile, or its peer dialed in");
   }
   auto stream = std::make_unique<Stream>(this, fd, /*outbound=*/true);
   stream->qp = qp;
+  stream->expected_psn = remote.psn;  // the peer's requests come on this stream too
   Stream* s = stream.get();
   streams_.push_back(std::move(stream));
   epoll_event ev{};
@@ -263,7 +292,8 @@ absl::Status Nic::Connect(QpCore* qp, const rnic::QpAttributes& remote) {
     ArmStallTimer();
   }
   qp->remote = remote;
-  qp->out_stream = s;
+  qp->dials = true;
+  qp->stream = s;
   qp->state = rnic::QpState::kReadyToSend;
   FrameHeader hello;
   hello.type = FrameType::kHello;
@@ -272,7 +302,6 @@ absl::Status Nic::Connect(QpCore* qp, const rnic::QpAttributes& remote) {
   hello.psn = qp->first_psn;
   Enqueue(s, hello, nullptr, 0, false);
   FlushStream(s);
-  if (qp->in_stream != nullptr) ResumeStream(qp->in_stream);
   FlushDirty();
   return absl::OkStatus();
 }

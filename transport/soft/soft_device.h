@@ -1,7 +1,7 @@
 // The software RNIC: RDMA reliable-connected semantics over TCP, for machines without RDMA
 // hardware and for tests. Each device listens on one TCP port (its "NIC port"); each connected
-// QP pair uses two TCP streams, one per direction of requests, so a stream's requests and the
-// responses to them share one ordered byte stream.
+// QP pair uses one TCP stream, dialed by one end, carrying both ends' requests and responses
+// (docs/wire-soft.md).
 //
 // Target-side work (placing WRITEs, serving READs, delivering SENDs) happens in Progress(),
 // which runs either on an internal thread (Options::progress_thread) or on the owner's event

@@ -24,8 +24,11 @@ struct Endpoint {
   std::vector<char> buffer = std::vector<char>(4096);
   std::unique_ptr<rnic::MemoryRegion> mr;
 
-  void Init() {
-    absl::StatusOr<std::unique_ptr<SoftDevice>> d = SoftDevice::Create(SoftDevice::Options());
+  // `progress_thread`: the device progresses on its own (else only when its owner drives it).
+  void Init(bool progress_thread = false) {
+    SoftDevice::Options o;
+    o.progress_thread = progress_thread;
+    absl::StatusOr<std::unique_ptr<SoftDevice>> d = SoftDevice::Create(o);
     ASSERT_TRUE(d.ok()) << d.status();
     device = std::move(*d);
     cq = *device->CreateCompletionQueue(64);
@@ -98,7 +101,9 @@ TEST(SoftHandshakeTest, ConnectToAClosedPortFailsTheFirstRequest) {
 // kHelloTimeout, and connections between real QPs keep working meanwhile.
 TEST(SoftHandshakeTest, SilentInboundStreamsAreClosedAndDoNotBlockRealOnes) {
   Endpoint a, b;
-  a.Init();
+  // Only b's owner drives b below; a progresses on its own, so the QP pair connects whichever
+  // end dials (docs/wire-soft.md).
+  a.Init(/*progress_thread=*/true);
   b.Init();
   const absl::Time t0 = absl::Now();
   std::vector<ScopedFd> silent;

@@ -29,17 +29,23 @@ Stream::~Stream() {
 }
 
 PayloadPlan Stream::OnHeader(const FrameHeader& h) {
-  if (outbound) return nic->OnResponseHeader(this, h);
-  if (qp == nullptr) return nic->OnHello(this, h);
-  return nic->OnRequestHeader(this, h);
+  if (qp == nullptr) {
+    if (outbound) return Close();  // its QP is gone
+    return nic->OnHello(this, h);
+  }
+  if (IsRequest(h.type)) return nic->OnRequestHeader(this, h);
+  if (IsResponse(h.type)) return nic->OnResponseHeader(this, h);
+  nic->KillStream(this, rnic::WcStatus::kRetryExceeded,
+                  absl::StrCat("frame type ", static_cast<int>(h.type), " after the HELLO"));
+  return Close();
 }
 
 void Stream::OnFrame(const FrameHeader& h) {
-  if (h.type == FrameType::kHello) return;
-  if (outbound) {
-    nic->OnResponseDone(this, h);
-  } else {
+  if (h.type == FrameType::kHello || qp == nullptr) return;
+  if (IsRequest(h.type)) {
     nic->OnRequestDone(this, h);
+  } else {
+    nic->OnResponseDone(this, h);
   }
 }
 
