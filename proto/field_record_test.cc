@@ -36,6 +36,12 @@ TEST(FieldRecordTest, RefusesTruncatedAndDuplicateFields) {
   absl::Status dup = DecodeFieldRecord(Record({{"a", "1"}, {"a", "2"}})).status();
   EXPECT_EQ(dup.code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(dup.message().find("'a' twice"), absl::string_view::npos) << dup;
+  // Past 16 fields names are checked by hashing; the same rule.
+  std::string many;
+  for (int i = 0; i < 20; ++i) AppendField("f" + std::to_string(i), "v", &many);
+  EXPECT_EQ(DecodeFieldRecord(many)->size(), 20u);
+  AppendField("f3", "again", &many);
+  EXPECT_EQ(DecodeFieldRecord(many).status().code(), absl::StatusCode::kDataLoss);
   // A length that runs past the end, however large.
   EXPECT_FALSE(DecodeFieldRecord(std::string("\xff\xff\xff\xff", 4)).ok());
 }
