@@ -5,8 +5,9 @@
 # (client/ycsb/echo_db.h). Starts redis-server (no persistence), memcached, echo_server and
 # kvserver on loopback, loads and runs workloads A, B, C, E and F against each (memcached and the
 # limit have no scans: not E), then prints a side-by-side table, writes it as CSV and draws PNG
-# plots with gnuplot.
-#   bazel run -c opt //client/ycsb:compare -- [--records N] [--ops N] [--threads N]
+# plots with gnuplot. The table runs every workload --runs times (fresh servers each time) and
+# gives each figure's median with the spread (min-max) of unloadkv's ratios over the runs.
+#   bazel run -c opt //client/ycsb:compare -- [--records N] [--ops N] [--threads N] [--runs 3]
 #                                             [--workloads a,b,c,e,f] [--sweep 1,4,8,16,64]
 #                                             [--sweep_workload a] [--pipeline_ops N] [--out DIR]
 # The pipelined table: one client with 1, 16 and 64 requests in flight, GET and SET of 100 B
@@ -20,6 +21,7 @@ RECORDS=20000
 OPS=50000
 SCAN_OPS=5000  # workload E: scans read up to 100 records each
 THREADS=8
+RUNS=3
 WORKLOADS=a,b,c,e,f
 SWEEP=1,4,8,16,64
 SWEEP_WORKLOAD=a
@@ -31,6 +33,7 @@ while (($#)); do
     --ops) OPS=$2; shift 2 ;;
     --scan_ops) SCAN_OPS=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
+    --runs) RUNS=$2; shift 2 ;;
     --workloads) WORKLOADS=$2; shift 2 ;;
     --sweep) SWEEP=$2; shift 2 ;;
     --sweep_workload) SWEEP_WORKLOAD=$2; shift 2 ;;
@@ -39,7 +42,7 @@ while (($#)); do
     *) echo "compare: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-for v in "$RECORDS" "$OPS" "$SCAN_OPS" "$THREADS"; do
+for v in "$RECORDS" "$OPS" "$SCAN_OPS" "$THREADS" "$RUNS"; do
   [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "compare: counts must be positive integers" >&2; exit 2; }
 done
 [[ $PIPELINE_OPS =~ ^[0-9]+$ ]] || { echo "compare: --pipeline_ops must be a count" >&2; exit 2; }
@@ -126,8 +129,9 @@ stop_servers() {
 field() { awk -F', ' -v s="$2" -v k="$3" '$1==s && $2==k {print $3}' "$1"; }
 
 CSV=$OUT/ycsb-compare.csv
-echo "workload,store,throughput_ops,read_p50_us,read_p99_us,update_p50_us,update_p99_us,scan_p50_us,scan_p99_us,errors" >"$CSV"
-log "unloadkv vs Redis and memcached, with the loopback limit: $RECORDS records, $OPS operations ($SCAN_OPS for E), $THREADS client threads, loopback"
+echo "run,workload,store,throughput_ops,read_p50_us,read_p99_us,update_p50_us,update_p99_us,scan_p50_us,scan_p99_us,errors" >"$CSV"
+log "unloadkv vs Redis and memcached, with the loopback limit: $RECORDS records, $OPS operations ($SCAN_OPS for E), $THREADS client threads, loopback, $RUNS runs"
+for run in $(seq "$RUNS"); do
 for w in ${WORKLOADS//,/ }; do
   [[ -f $WL/workload$w ]] || { echo "compare: no workload '$w'" >&2; exit 2; }
   ops=$OPS
@@ -141,34 +145,57 @@ for w in ${WORKLOADS//,/ }; do
             -threads "$THREADS" -p hdrhistogram.percentiles=50,95,99
             -p redis.port="$REDIS_PORT" -p unloadkv.server=127.0.0.1:$KV_PORT
             -p memcached.port="$MC_PORT" -p echo.port="$ECHO_PORT")
-    log "workload $w: loading $store"
+    log "run $run/$RUNS, workload $w: loading $store"
     "$YCSB" load "$store" "${common[@]}" >"$WORK/load-$w-$store.txt"
-    log "workload $w: running $store"
+    log "run $run/$RUNS, workload $w: running $store"
     "$YCSB" run "$store" "${common[@]}" -s -p status.interval=5 >"$WORK/run-$w-$store.txt"
     r=$WORK/run-$w-$store.txt
     errors=$(awk -F', ' '$2=="Return=ERROR" {s+=$3} END {print s+0}' "$r")
     read_op="[READ]"
-    echo "$w,$store,$(field "$r" "[OVERALL]" "Throughput(ops/sec)"),$(field "$r" "$read_op" "50thPercentileLatency(us)"),$(field "$r" "$read_op" "99thPercentileLatency(us)"),$(field "$r" "[UPDATE]" "50thPercentileLatency(us)"),$(field "$r" "[UPDATE]" "99thPercentileLatency(us)"),$(field "$r" "[SCAN]" "50thPercentileLatency(us)"),$(field "$r" "[SCAN]" "99thPercentileLatency(us)"),$errors" >>"$CSV"
-    cp "$r" "$OUT/run-$w-$store.txt"
+    echo "$run,$w,$store,$(field "$r" "[OVERALL]" "Throughput(ops/sec)"),$(field "$r" "$read_op" "50thPercentileLatency(us)"),$(field "$r" "$read_op" "99thPercentileLatency(us)"),$(field "$r" "[UPDATE]" "50thPercentileLatency(us)"),$(field "$r" "[UPDATE]" "99thPercentileLatency(us)"),$(field "$r" "[SCAN]" "50thPercentileLatency(us)"),$(field "$r" "[SCAN]" "99thPercentileLatency(us)"),$errors" >>"$CSV"
+    cp "$r" "$OUT/run-$w-$store-$run.txt"
   done
   stats=$("$ROOT/client/kvclient" --server=127.0.0.1:$KV_PORT stats 2>/dev/null || true)
   echo "$w $(echo "$stats" | awk '/^offload_writes/ {o=$2} /^unload_writes/ {u=$2} END {print o+0, u+0}')" >>"$WORK/split.txt"
   stop_servers
 done
+done
 
 # The side-by-side table: throughput and the first latency column each workload has.
-python3 - "$CSV" "$WORK/split.txt" "$OUT/ycsb-compare.txt" "$WORK/throughput.dat" <<'PY'
+python3 - "$CSV" "$WORK/split.txt" "$OUT/ycsb-compare.txt" "$WORK/throughput.dat" \
+  "$WORK/median.csv" <<'PY'
 import csv, sys
+import statistics
 rows = list(csv.DictReader(open(sys.argv[1])))
-split = {l.split()[0]: (int(l.split()[1]), int(l.split()[2])) for l in open(sys.argv[2])}
-by = {}
-for r in rows: by.setdefault(r["workload"], {})[r["store"]] = r
+split = {l.split()[0]: (int(l.split()[1]), int(l.split()[2])) for l in open(sys.argv[2])}  # last run
 def num(x): return float(x) if x else None
+runs = {}  # run -> workload -> store -> row
+for r in rows: runs.setdefault(r["run"], {}).setdefault(r["workload"], {})[r["store"]] = r
+# Each figure is the median over the runs; a latency column of a store keeps its median too.
+by = {}
+for w in {r["workload"] for r in rows}:
+    for s in {r["store"] for r in rows if r["workload"] == w}:
+        rs = [runs[k][w][s] for k in runs if s in runs[k].get(w, {})]
+        med = dict(rs[0])
+        for col in rs[0]:
+            if col in ("run", "workload", "store", "errors"): continue
+            vals = [num(x[col]) for x in rs if x[col] not in ("", None)]
+            if vals: med[col] = str(statistics.median(vals))
+        med["errors"] = str(sum(int(x["errors"]) for x in rs))
+        by.setdefault(w, {})[s] = med
 def tput(w, s): return num(by[w][s]["throughput_ops"]) if s in by[w] else None
-def ratio(a, b): return "%5.2fx" % (a / b) if a and b else "    - "
+def ratio_of(w, a, b):  # unloadkv over `b`, per run: median and min-max
+    rs = [num(runs[k][w][a]["throughput_ops"]) / num(runs[k][w][b]["throughput_ops"])
+          for k in runs if a in runs[k].get(w, {}) and b in runs[k].get(w, {})]
+    return (statistics.median(rs), min(rs), max(rs)) if rs else None
+def ratio(w, b):
+    r = ratio_of(w, "unloadkv", b)
+    if not r: return "    -          "
+    return "%4.2fx %4.2f-%4.2f" % r if len(runs) > 1 else "%5.2fx" % r[0]
 out = []
-out.append("YCSB on loopback, same machine, same client threads (measured)")
-out.append("%-3s | %9s %9s %9s %9s | %-7s %-7s %-7s | %-20s %-20s %-20s | %s" % (
+out.append("YCSB on loopback, same machine, same client threads (measured; medians of %d runs, "
+           "ratios with their min-max)" % len(runs))
+out.append("%-3s | %9s %9s %9s %9s | %-15s %-15s %-15s | %-20s %-20s %-20s | %s" % (
     "wl", "unloadkv", "redis", "memcached", "limit", "/redis", "/memc", "/limit",
     "unloadkv p50/p99 us", "redis p50/p99 us", "memcached p50/p99", "unloadkv writes offload/unload"))
 dat = []
@@ -179,9 +206,9 @@ for w in sorted(by):
     def pp(x): return "%s %.0f / %.0f" % (lat, num(x[lat + "_p50_us"]), num(x[lat + "_p99_us"])) if x and x[lat + "_p50_us"] else "-"
     o, ul = split.get(w, (0, 0))
     tu, tr, tm, tl = tput(w, "unloadkv"), tput(w, "redis"), tput(w, "memcached"), tput(w, "echo")
-    out.append("%-3s | %9.0f %9.0f %9s %9s | %-7s %-7s %-7s | %-20s %-20s %-20s | %d / %d" % (
+    out.append("%-3s | %9.0f %9.0f %9s %9s | %-15s %-15s %-15s | %-20s %-20s %-20s | %d / %d" % (
         w.upper(), tu, tr, "%.0f" % tm if tm else "-", "%.0f" % tl if tl else "-",
-        ratio(tu, tr), ratio(tu, tm), ratio(tu, tl), pp(u), pp(r), pp(m), o, ul))
+        ratio(w, "redis"), ratio(w, "memcached"), ratio(w, "echo"), pp(u), pp(r), pp(m), o, ul))
     for s in ("unloadkv", "redis", "memcached", "echo"):
         if s in by[w] and int(by[w][s]["errors"]):
             out.append("    errors: %s %s" % (s, by[w][s]["errors"]))
@@ -191,6 +218,12 @@ out.append("/redis, /memc: unloadkv's throughput over Redis's and memcached's (>
            "sizes, no work; >= 0.6 is the target)")
 open(sys.argv[3], "w").write("\n".join(out) + "\n")
 open(sys.argv[4], "w").write("\n".join(dat) + "\n")
+with open(sys.argv[5], "w") as f:  # the medians, in the layout of the CSV without its run column
+    cols = [c for c in rows[0] if c != "run"]
+    f.write(",".join(cols) + "\n")
+    for w in sorted(by):
+        for s in sorted(by[w]):
+            f.write(",".join(by[w][s][c] for c in cols) + "\n")
 print("\n".join(out))
 PY
 
@@ -213,9 +246,9 @@ set ylabel "latency (us)"
 set logscale y
 set title "YCSB read (A, B, C, F) and scan (E) latency p50 / p99 (measured)"
 set output "$OUT/ycsb-latency.png"
-plot "< awk -F, 'NR>1 && \$2==\"unloadkv\" {print \$1\",\"(\$4?\$4:\$8)\",\"(\$5?\$5:\$9)}' $CSV" using 2:xtic(1) title "unloadkv p50", \
+plot "< awk -F, 'NR>1 && \$2==\"unloadkv\" {print \$1\",\"(\$4?\$4:\$8)\",\"(\$5?\$5:\$9)}' $WORK/median.csv" using 2:xtic(1) title "unloadkv p50", \
      "" using 3 title "unloadkv p99", \
-     "< awk -F, 'NR>1 && \$2==\"redis\" {print \$1\",\"(\$4?\$4:\$8)\",\"(\$5?\$5:\$9)}' $CSV" using 2 title "redis p50", \
+     "< awk -F, 'NR>1 && \$2==\"redis\" {print \$1\",\"(\$4?\$4:\$8)\",\"(\$5?\$5:\$9)}' $WORK/median.csv" using 2 title "redis p50", \
      "" using 3 title "redis p99"
 GP
 log "wrote $OUT/ycsb-compare.txt, $CSV, $OUT/ycsb-throughput.png, $OUT/ycsb-latency.png"
