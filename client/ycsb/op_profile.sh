@@ -2,8 +2,8 @@
 # op_profile: where an operation's cost goes, per system, for one YCSB workload at N client
 # threads on loopback: CPU time per operation on the server and on the client (from
 # /proc/<pid>/stat and perf stat's task-clock), context switches per operation on each side
-# (every thread's voluntary + involuntary switches), bytes on the loopback interface per
-# operation (/proc/net/dev), and, in a second run under `strace -c -f` on the server, system
+# (every thread's voluntary + involuntary switches), bytes (sent + received) and packets on the
+# loopback interface per operation (/proc/net/dev), and, in a second run under `strace -c -f` on the server, system
 # calls per operation by name (strace slows that run; only its counts are used).
 #   bazel run -c opt //client/ycsb:op_profile -- [--workload c] [--threads 8] [--records 20000]
 #                                                [--ops 50000] [--systems unloadkv,redis,memcached]
@@ -72,17 +72,18 @@ stop() { kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; PID=""; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 switches() { cat /proc/"$1"/task/*/status | awk '/ctxt_switches/ {s += $2} END {print s}'; }
 lo_bytes() { awk -F'[: ]+' '$2 == "lo" {print $3 + $11}' /proc/net/dev; }
+lo_packets() { awk -F'[: ]+' '$2 == "lo" {print $4}' /proc/net/dev; }  # each crosses lo once
 
-printf '%-9s | %9s %9s | %8s %8s | %8s | %s\n' "system" "srv us/op" "cli us/op" "srv cs/op" \
-  "cli cs/op" "lo B/op" "server system calls per op (strace -c, top 4)"
+printf '%-9s | %9s %9s | %8s %8s | %8s %7s | %s\n' "system" "srv us/op" "cli us/op" "srv cs/op" \
+  "cli cs/op" "lo B/op" "pkt/op" "server system calls per op (strace -c, top 4)"
 for system in ${SYSTEMS//,/ }; do
   common=(-P "$WL" -p recordcount="$RECORDS" -p operationcount="$OPS" -threads "$THREADS")
   start "$system"
   "$YCSB" load "$system" "${common[@]}" "${ARGS[@]}" >/dev/null 2>&1
-  c0=$(cpu_ticks "$PID"); s0=$(switches "$PID"); b0=$(lo_bytes)
+  c0=$(cpu_ticks "$PID"); s0=$(switches "$PID"); b0=$(lo_bytes); p0=$(lo_packets)
   perf stat -x, -e task-clock,context-switches -o "$WORK/perf.txt" -- \
     "$YCSB" run "$system" "${common[@]}" "${ARGS[@]}" >"$WORK/run.txt" 2>/dev/null
-  c1=$(cpu_ticks "$PID"); s1=$(switches "$PID"); b1=$(lo_bytes)
+  c1=$(cpu_ticks "$PID"); s1=$(switches "$PID"); b1=$(lo_bytes); p1=$(lo_packets)
   ops=$(awk -F', ' '$2 ~ /^Return=/ {s += $3} END {print s + 0}' "$WORK/run.txt")
   cli_ms=$(awk -F, '$3 == "task-clock" {print $1}' "$WORK/perf.txt")
   cli_cs=$(awk -F, '$3 == "context-switches" {print $1}' "$WORK/perf.txt")
@@ -99,9 +100,10 @@ for system in ${SYSTEMS//,/ }; do
   total=$(awk -v n="$ops2" '$2 == "total" {printf "%.1f", $1 / n}' "$WORK/strace.txt")
   stop
   awk -v sys="$system" -v ops="$ops" -v c0="$c0" -v c1="$c1" -v clk="$clk" -v cms="$cli_ms" \
-      -v s0="$s0" -v s1="$s1" -v ccs="$cli_cs" -v b0="$b0" -v b1="$b1" -v calls="$calls" -v total="$total" \
-      'BEGIN {printf "%-9s | %9.1f %9.1f | %8.2f %8.2f | %8.0f | %s in all: %s\n", sys,
+      -v s0="$s0" -v s1="$s1" -v ccs="$cli_cs" -v b0="$b0" -v b1="$b1" -v p0="$p0" -v p1="$p1" \
+      -v calls="$calls" -v total="$total" \
+      'BEGIN {printf "%-9s | %9.1f %9.1f | %8.2f %8.2f | %8.0f %7.2f | %s in all: %s\n", sys,
               (c1 - c0) / clk * 1e6 / ops, cms * 1000 / ops, (s1 - s0) / ops, ccs / ops,
-              (b1 - b0) / ops, total, calls}'
+              (b1 - b0) / ops, (p1 - p0) / ops, total, calls}'
 done
 echo "workload ${WORKLOAD^^}, $THREADS client threads, $OPS operations, $RECORDS records, loopback (measured)"
