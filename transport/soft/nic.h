@@ -224,9 +224,6 @@ class Nic : public std::enable_shared_from_this<Nic> {
   std::vector<std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
   std::vector<Stream*> dirty_ ABSL_GUARDED_BY(mu_);  // streams with output to flush
   std::vector<Stream*> stalled_ ABSL_GUARDED_BY(mu_);
-  // Streams owing an immediate ACK that waits to ride with this device's next frame on the
-  // stream (an answer, usually); sent alone at the start of the next Progress otherwise.
-  std::vector<Stream*> ack_soon_ ABSL_GUARDED_BY(mu_);
   // QPs (by number) whose Connect left them waiting for the peer's HELLO; pruned lazily.
   std::vector<uint32_t> awaiting_peer_ ABSL_GUARDED_BY(mu_);
   absl::Time timer_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();

@@ -23,16 +23,6 @@ namespace unloadkv::soft {
 
 int Nic::Progress(absl::Duration max_wait) {
   MutexLock progress(&progress_mu_);
-  {
-    MutexLock l(&mu_);
-    if (!ack_soon_.empty()) {
-      for (Stream* s : ack_soon_) {
-        if (!s->dead && s->ack_now) SendAck(s);
-      }
-      ack_soon_.clear();
-      FlushDirty();
-    }
-  }
   epoll_event events[64];
   int timeout_ms =
       max_wait <= absl::ZeroDuration()

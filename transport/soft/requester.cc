@@ -73,7 +73,8 @@ absl::Status Nic::PostSend(QpCore* qp, absl::Span<const rnic::SendWorkRequest> w
 }
 
 void Nic::EnqueueRequest(QpCore* qp, const Outstanding& o) {
-  // An ACK this end owes the peer rides in front of the request, in the same packet.
+  // An ACK this end owes the peer (a delayed one) rides in front of the request, in the same
+  // packet, instead of waiting for its timer.
   if (qp->stream->ack_pending) SendAck(qp->stream);
   const rnic::SendWorkRequest& wr = o.wr;
   FrameHeader h;

@@ -164,10 +164,10 @@ void Nic::OnRequestDone(Stream* s, const FrameHeader& h) {
 
 void Nic::AckOrDelay(Stream* s) {
   if (s->ack_now) {
-    // Not sent at once: the request just read is usually answered within this round of work,
-    // and the ACK then leaves in the same packet (EnqueueRequest). Progress sends it alone
-    // before it next waits.
-    if (std::find(ack_soon_.begin(), ack_soon_.end(), s) == ack_soon_.end()) ack_soon_.push_back(s);
+    // Within the Progress that read the request: a caller-driven owner may not progress the
+    // device again before its peer needs this ACK (it only rides along when a request of ours
+    // happens to leave first, EnqueueRequest).
+    SendAck(s);
   } else if (s->ack_deadline == absl::InfiniteFuture()) {
     s->ack_deadline = absl::Now() + kDelayedAck;
     ArmStallTimer();
