@@ -68,8 +68,9 @@ absl::Status UnloadkvDb::Scan(const std::string& start_key, int count,
   out->clear();
   std::string start = start_key;
   while (static_cast<int>(out->size()) < count) {
+    const int left = count - static_cast<int>(out->size());
     absl::StatusOr<ScanPage> page =
-        client_->Scan(start, "", static_cast<uint32_t>(count - static_cast<int>(out->size())));
+        client_->Scan(start, "", static_cast<uint32_t>(std::min(left, 1000)));  // the page limit
     if (!page.ok()) return page.status();
     for (auto& [k, v] : page->items) {
       if (k.find('/') != std::string::npos) continue;  // not a record key

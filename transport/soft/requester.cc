@@ -95,7 +95,10 @@ void Nic::EnqueueRequest(QpCore* qp, const Outstanding& o) {
 void Nic::StartAccepted(QpCore* qp) {
   qp->peer_deadline = absl::InfiniteFuture();
   for (const Outstanding& o : qp->outstanding) {
-    if (o.local_error == rnic::WcStatus::kSuccess) EnqueueRequest(qp, o);
+    // A request that failed its local check is never sent, nor anything posted after it (the
+    // QP is poisoned: those wait to be flushed), as PostSend does with a stream at hand.
+    if (o.local_error != rnic::WcStatus::kSuccess) break;
+    EnqueueRequest(qp, o);
   }
   ResumeStream(qp->stream);  // requests that arrived before Connect
 }
