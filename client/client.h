@@ -146,7 +146,8 @@ class Client {
   // While a Batch lives, the requests issued on the connection (by any thread) are posted
   // together when it ends (one doorbell: on the soft transport one sendmsg instead of one per
   // request), as hiredis does with pipelined commands. Never wait for this client's requests
-  // inside a batch: none of them is on the wire until it ends. A no-op in a cluster.
+  // inside a batch: none of them is on the wire until it ends. A no-op in a cluster. Must not
+  // outlive the Client.
   class Batch {
    public:
     ~Batch();
