@@ -48,9 +48,7 @@ absl::StatusOr<uint64_t> KvStore::Put(uint64_t client, absl::string_view key, ui
   return m->version;
 }
 
-absl::StatusOr<KvStore::GrantMap::iterator> KvStore::FindGrantLocked(uint64_t client,
-                                                                     uint64_t grant_id,
-                                                                     uint32_t size) {
+absl::StatusOr<Slot> KvStore::TakeGrantLocked(uint64_t client, uint64_t grant_id, uint32_t size) {
   auto g = grants_.find(grant_id);
   if (g == grants_.end() || g->second.client != client) {
     return absl::FailedPreconditionError(
@@ -60,12 +58,10 @@ absl::StatusOr<KvStore::GrantMap::iterator> KvStore::FindGrantLocked(uint64_t cl
     return absl::FailedPreconditionError(absl::StrCat("value of ", size, " bytes over its slot's ",
                                                       g->second.slot.capacity, " bytes"));
   }
-  return g;
-}
-
-void KvStore::SpendGrantLocked(GrantMap::iterator g) {
-  --grants_per_client_[g->second.client];
+  const Slot slot = g->second.slot;
+  --grants_per_client_[client];
   grants_.erase(g);
+  return slot;
 }
 
 void KvStore::AddPendingLocked(const Mutation& m) {
@@ -80,10 +76,9 @@ absl::StatusOr<KvStore::Mutation> KvStore::PreparePut(uint64_t client, absl::str
                                                       uint64_t grant_id, uint32_t value_size) {
   if (absl::Status st = proto::CheckKey(key); !st.ok()) return st;
   MutexLock l(&mu_);
-  auto g = FindGrantLocked(client, grant_id, value_size);
-  if (!g.ok()) return g.status();
-  Mutation m{Mutation::Op::kPut, std::string(key), (*g)->second.slot, value_size, ++version_};
-  SpendGrantLocked(*g);
+  absl::StatusOr<Slot> slot = TakeGrantLocked(client, grant_id, value_size);
+  if (!slot.ok()) return slot.status();
+  Mutation m{Mutation::Op::kPut, std::string(key), *slot, value_size, ++version_};
   AddPendingLocked(m);
   return m;
 }
@@ -92,10 +87,9 @@ absl::StatusOr<KvStore::Mutation> KvStore::PrepareMerge(uint64_t client, absl::s
                                                         uint64_t grant_id, uint32_t update_size) {
   if (absl::Status st = proto::CheckKey(key); !st.ok()) return st;
   MutexLock l(&mu_);
-  auto g = FindGrantLocked(client, grant_id, update_size);
-  if (!g.ok()) return g.status();
-  const Slot update_slot = (*g)->second.slot;
-  SpendGrantLocked(*g);
+  absl::StatusOr<Slot> taken = TakeGrantLocked(client, grant_id, update_size);
+  if (!taken.ok()) return taken.status();
+  const Slot update_slot = *taken;
   // The update is read out of its slot once, here; the slot is free again when this returns.
   struct FreeUpdate {
     SlabArena& slabs;

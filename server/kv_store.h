@@ -148,7 +148,6 @@ class KvStore {
     uint64_t client = 0;
     Slot slot;
   };
-  using GrantMap = absl::flat_hash_map<uint64_t, Granted>;
 
   // Requires mu_. See Commit.
   bool CommitLocked(const Mutation& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -156,20 +155,18 @@ class KvStore {
   void EndPendingLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Requires mu_. `m` was prepared: counts it as pending and the latest of its key.
   void AddPendingLocked(const Mutation& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Requires mu_. Checks that `grant_id` is an unused grant of `client` that holds `size`
-  // bytes, and returns it (still granted).
-  absl::StatusOr<GrantMap::iterator> FindGrantLocked(uint64_t client, uint64_t grant_id,
-                                                     uint32_t size)
+  // Requires mu_. Spends grant `grant_id` of `client` for a value of `size` bytes and returns
+  // its slot (now the caller's); FailedPrecondition, changing nothing, for a grant that is not
+  // an unused one of `client` or a size over the slot.
+  absl::StatusOr<Slot> TakeGrantLocked(uint64_t client, uint64_t grant_id, uint32_t size)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Requires mu_. Forgets a grant that a PUT named.
-  void SpendGrantLocked(GrantMap::iterator g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   char* const arena_;
   const size_t arena_bytes_;
   mutable Mutex mu_;
   SlabArena slabs_ ABSL_GUARDED_BY(mu_);
   absl::btree_map<std::string, Entry> index_ ABSL_GUARDED_BY(mu_);
-  GrantMap grants_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, Granted> grants_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, size_t> grants_per_client_ ABSL_GUARDED_BY(mu_);
   // Keys with prepared, uncommitted mutations: how many, and the latest (a merge's base).
   struct Pending {
