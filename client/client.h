@@ -24,8 +24,9 @@
 // (local push-back; timeouts of reads) up to max_retries times with exponential backoff.
 //
 // Thread-safety: all methods may be called from any thread. Async callbacks run exactly once,
-// on the client's engine thread (or on the caller's thread when the request fails before it
-// is sent); they must not block and must not call synchronous methods.
+// on the client's engine thread (on the caller's thread when the request fails before it is
+// sent; on the process's deadline thread when it times out); they must not block, call
+// synchronous methods or destroy the client.
 #ifndef UNLOADKV_CLIENT_CLIENT_H_
 #define UNLOADKV_CLIENT_CLIENT_H_
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "client/deadline_ticker.h"
 #include "proto/limits.h"
 #include "transport/backends/open_device.h"
 #include "transport/rpc/bootstrap.h"
@@ -71,12 +72,7 @@ absl::StatusOr<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const Client
     c->poller_ = embedded->add_poller([self] { return self->PollEmbedded(); });
   } else {
     if (!options.caller_progress) c->engine_->Start();
-    c->ticker_ = std::thread([self] {
-      while (!self->stop_.load()) {
-        absl::SleepFor(absl::Milliseconds(5));
-        self->rpc_->CheckDeadlines();
-      }
-    });
+    c->ticker_id_ = DeadlineTicker::Get().Add([self] { self->rpc_->CheckDeadlines(); });
   }
   // The first message proves the data path both ways (the server releases a connection that
   // sends none within its handshake deadline), and a path that does not work fails here.
@@ -91,7 +87,7 @@ absl::StatusOr<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const Client
 Client::Impl::~Impl() {
   if (poller_) options_.embedding->remove_poller(*poller_);
   stop_ = true;
-  if (ticker_.joinable()) ticker_.join();
+  if (ticker_id_ != 0) DeadlineTicker::Get().Remove(ticker_id_);
   if (engine_) engine_->Stop();
   rpc_.reset();   // fails calls still outstanding with CANCELLED
   conn_.reset();  // flushes writes still queued

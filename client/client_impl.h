@@ -103,7 +103,9 @@ class Client::Impl {
   uint64_t progress_epoch_ = 0;  // guarded by progress_mu_
 
   std::atomic<bool> stop_{false};
-  std::thread ticker_;  // fails requests whose deadline passed, or all once the connection failed
+  // Its check on the process's DeadlineTicker (fails requests whose deadline passed, or all
+  // once the connection failed); 0 for an embedded client, checked by PollEmbedded instead.
+  uint64_t ticker_id_ = 0;
 };
 
 template <typename T, typename Start>

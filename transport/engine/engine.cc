@@ -108,11 +108,18 @@ int Engine::PollOnce() {
 void Engine::Start() {
   if (!threads_.empty()) return;
   stop_.store(false);
+  // An idle worker sleeps until there is work. One worker alone on a device that can be
+  // interrupted waits in Progress until an event (a frame, a completion posted by another
+  // thread, Stop's Interrupt) ends the wait; kIdleWait only bounds a wake-up the device would
+  // miss. Several workers share the caller-driven device's Progress, one waiting at a time,
+  // and the completions it delivers to the others' queues wake nobody: they wait 1 ms at most.
+  const absl::Duration idle_wait =
+      workers_.size() == 1 && device_->interruptible() ? kIdleWait : absl::Milliseconds(1);
   for (auto& w : workers_) {
-    threads_.emplace_back([this, worker = w.get()] {
+    threads_.emplace_back([this, worker = w.get(), idle_wait] {
       while (!stop_.load(std::memory_order_acquire)) {
         if (worker->PollOnce(*table_, options_.metrics) > 0) continue;
-        rnic::WaitForWork(*device_, *worker->cq, absl::Milliseconds(1),
+        rnic::WaitForWork(*device_, *worker->cq, idle_wait,
                           [&] { return worker->PollOnce(*table_, options_.metrics) > 0; });
       }
     });
@@ -132,6 +139,7 @@ int Engine::Drive(absl::Duration max_wait) {
 
 void Engine::Stop() {
   stop_.store(true, std::memory_order_release);
+  if (!threads_.empty()) device_->Interrupt();
   for (std::thread& t : threads_) t.join();
   threads_.clear();
 }

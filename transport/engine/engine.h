@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "transport/base/clock.h"
 #include "transport/base/mutex.h"
@@ -62,6 +63,9 @@ namespace unloadkv::engine {
 inline constexpr int kMaxUnloadWorkers = 64;
 inline constexpr uint32_t kMaxStagingSlots = 4096;  // per lane
 inline constexpr uint32_t kMaxMessageSlots = 1024;
+// The longest an idle worker thread sleeps without an event, where the device's waits can be
+// interrupted (Engine::Start); it only bounds a wake-up the device would miss.
+inline constexpr absl::Duration kIdleWait = absl::Seconds(1);
 
 struct EngineOptions {
   int unload_workers = 1;  // threads (or PollOnce slices) serving connections

@@ -1,6 +1,8 @@
 // The write engine's invariants (engine.h), on the soft RNIC and on the simulated fabric.
 #include "transport/engine/engine.h"
 
+#include <sys/resource.h>
+
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -829,6 +831,29 @@ TEST_P(EngineTest, BadParametersAreRejectedWithClearErrors) {
   std::vector<char> big(5000, 'x');
   EXPECT_EQ(ca_->Send(absl::MakeConstSpan(big), nullptr).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// An idle worker thread sleeps until an event instead of waking every millisecond, and Stop
+// wakes it at once. Context switches of the whole process over an idle stretch tell a sleeping
+// worker (a handful) from a polling one (one per millisecond); load only makes them fewer.
+TEST(EngineIdleTest, AnIdleWorkerSleepsUntilStopWakesIt) {
+  SetMinLogLevel(LogLevel::kError);
+  std::unique_ptr<soft::SoftDevice> device = std::move(*soft::SoftDevice::Create({}));
+  ASSERT_TRUE(device->interruptible());
+  std::unique_ptr<Engine> engine = std::move(*Engine::Create(device.get(), EngineOptions{}));
+  engine->Start();
+  absl::SleepFor(absl::Milliseconds(20));  // the worker goes idle
+  auto switches = [] {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_nvcsw + ru.ru_nivcsw;
+  };
+  const long before = switches();
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_LT(switches() - before, 30) << "the idle worker woke up about every millisecond";
+  const absl::Time t0 = absl::Now();
+  engine->Stop();
+  EXPECT_LT(absl::Now() - t0, kIdleWait / 2) << "Stop waited for the idle wait to run out";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, EngineTest,

@@ -56,6 +56,15 @@ class Device {
   virtual const Clock& clock() const { return *RealClock::Get(); }
 
   virtual int Progress(absl::Duration max_wait) { return 0; }
+
+  // Waking a caller-driven owner. Interrupt makes a Progress that is waiting (or the next one,
+  // if none is) return early, from any thread. A device whose waits it can end says so with
+  // interruptible(); an owner may then wait long in Progress and rely on Interrupt to stop
+  // it, and on the device to end the wait itself when a completion appears without network
+  // work (a post that fails at once, a QP failed by another thread). Elsewhere waits end only
+  // at max_wait, so owners keep them short.
+  virtual bool interruptible() const { return false; }
+  virtual void Interrupt() {}
 };
 
 }  // namespace unloadkv::rnic

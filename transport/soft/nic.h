@@ -134,6 +134,9 @@ class Nic : public std::enable_shared_from_this<Nic> {
   absl::Status PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> wrs);
   int Progress(absl::Duration max_wait) ABSL_LOCKS_EXCLUDED(mu_, progress_mu_);
 
+  // Wakes a caller-driven Progress waiting in epoll_wait (it returns early). Thread-safe.
+  void Interrupt();
+
   int epoll_fd() const { return epfd_; }
   bool thread_mode() const { return thread_mode_; }
   const std::string& address() const { return address_; }
@@ -185,6 +188,10 @@ class Nic : public std::enable_shared_from_this<Nic> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CompleteSend(QpCore* qp, const Outstanding& o, rnic::WcStatus status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pushes `wc` to `cq`. Pushed outside a Progress (a post that fails at once, a QP failed
+  // from another thread, a stalled stream resumed by PostRecv), it also wakes a caller-driven
+  // owner waiting in Progress: nothing on the network would.
+  void Deliver(CqCore& cq, const rnic::WorkCompletion& wc) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frame handlers, called from Stream's FrameSink methods.
   PayloadPlan OnRequestHeader(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnRequestDone(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -207,7 +214,9 @@ class Nic : public std::enable_shared_from_this<Nic> {
   const int listen_fd_;
   const int epfd_;
   const int timer_fd_;
-  const int wake_fd_;  // stops the progress thread
+  // Thread mode: stops the progress thread. Caller-driven: in the epoll set, written by
+  // Interrupt and Deliver to end a Progress's wait.
+  const int wake_fd_;
   const std::string address_;
   const rnic::DeviceLimits limits_;
   const bool thread_mode_;
@@ -227,6 +236,8 @@ class Nic : public std::enable_shared_from_this<Nic> {
   // QPs (by number) whose Connect left them waiting for the peer's HELLO; pruned lazily.
   std::vector<uint32_t> awaiting_peer_ ABSL_GUARDED_BY(mu_);
   absl::Time timer_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  // A Progress is handling events (between its epoll_wait and its return).
+  bool in_progress_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace unloadkv::soft

@@ -31,10 +31,16 @@ int Nic::Progress(absl::Duration max_wait) {
                 absl::ToInt64Milliseconds(max_wait + absl::Microseconds(999)), 1 << 30));
   int n = epoll_wait(epfd_, events, 64, timeout_ms);
   MutexLock l(&mu_);
+  in_progress_ = true;
   for (int i = 0; i < n; ++i) {
     void* tag = events[i].data.ptr;
     if (tag == nullptr) {
       Accept();
+      continue;
+    }
+    if (tag == &wake_fd_) {
+      uint64_t count;
+      (void)!read(wake_fd_, &count, sizeof(count));
       continue;
     }
     if (tag == &timer_fd_) {
@@ -57,7 +63,18 @@ int Nic::Progress(absl::Duration max_wait) {
   }
   FlushDirty();
   Reap();
+  in_progress_ = false;
   return std::max(n, 0);
+}
+
+void Nic::Interrupt() {
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+void Nic::Deliver(CqCore& cq, const rnic::WorkCompletion& wc) {
+  cq.Push(wc);
+  if (!in_progress_ && !thread_mode_) Interrupt();
 }
 
 void Nic::Accept() {

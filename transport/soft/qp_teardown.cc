@@ -31,7 +31,7 @@ void Nic::CompleteSend(QpCore* qp, const Outstanding& o, rnic::WcStatus status) 
   if (o.wr.opcode == rnic::Opcode::kRead && status == rnic::WcStatus::kSuccess) {
     wc.byte_len = static_cast<uint32_t>(o.wr.TotalLength());
   }
-  qp->send_cq->Push(wc);
+  Deliver(*qp->send_cq, wc);
 }
 
 void Nic::FailQp(QpCore* qp, rnic::WcStatus head_status, absl::string_view reason) {
@@ -58,7 +58,7 @@ void Nic::FailQp(QpCore* qp, rnic::WcStatus head_status, absl::string_view reaso
     wc.status = rnic::WcStatus::kFlushed;
     wc.opcode = rnic::WcOpcode::kRecv;
     wc.qp_num = qp->qp_num;
-    qp->recv_cq->Push(wc);
+    Deliver(*qp->recv_cq, wc);
   }
   qp->recvs.clear();
   qp->peer_deadline = absl::InfiniteFuture();

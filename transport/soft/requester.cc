@@ -118,14 +118,14 @@ absl::Status Nic::PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> w
     wc.qp_num = qp->qp_num;
     if (qp->state == rnic::QpState::kError) {
       wc.status = rnic::WcStatus::kFlushed;
-      qp->recv_cq->Push(wc);
+      Deliver(*qp->recv_cq, wc);
       continue;
     }
     if (!rnic::LocalBuffersValid(regions_, wr)) {
       wc.status = rnic::WcStatus::kLocalProtectionError;
     }
     if (wc.status != rnic::WcStatus::kSuccess) {
-      qp->recv_cq->Push(wc);
+      Deliver(*qp->recv_cq, wc);
       FailQp(qp, rnic::WcStatus::kFlushed, "local protection error in a receive request");
       continue;
     }

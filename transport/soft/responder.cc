@@ -103,7 +103,7 @@ PayloadPlan Nic::OnRequestHeader(Stream* s, const FrameHeader& h) {
         wc.opcode = rnic::WcOpcode::kRecv;
         wc.qp_num = qp->qp_num;
         qp->recvs.pop_front();
-        qp->recv_cq->Push(wc);
+        Deliver(*qp->recv_cq, wc);
         return Refuse(s, h, rnic::WcStatus::kRemoteInvalidRequest,
                       absl::StrCat("SEND of ", h.payload_len, " bytes into a ", r.TotalLength(),
                                    "-byte receive"));
@@ -143,7 +143,7 @@ void Nic::OnRequestDone(Stream* s, const FrameHeader& h) {
       wc.imm = wc.has_imm ? h.imm : 0;
       wc.qp_num = qp->qp_num;
       qp->recvs.pop_front();
-      qp->recv_cq->Push(wc);
+      Deliver(*qp->recv_cq, wc);
       break;
     }
     case FrameType::kReadRequest: {

@@ -117,6 +117,10 @@ Nic::Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thr
   epoll_ctl(epfd_, EPOLL_CTL_ADD, listen_fd_, &ev);
   ev.data.ptr = const_cast<int*>(&timer_fd_);
   epoll_ctl(epfd_, EPOLL_CTL_ADD, timer_fd_, &ev);
+  if (!thread_mode_) {
+    ev.data.ptr = const_cast<int*>(&wake_fd_);
+    epoll_ctl(epfd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  }
 }
 
 Nic::~Nic() {
@@ -346,6 +350,10 @@ rnic::DeviceLimits SoftDevice::limits() const { return nic_->limits(); }
 int SoftDevice::event_fd() const { return nic_->thread_mode() ? -1 : nic_->epoll_fd(); }
 int SoftDevice::Progress(absl::Duration max_wait) {
   return nic_->thread_mode() ? 0 : nic_->Progress(max_wait);
+}
+bool SoftDevice::interruptible() const { return !nic_->thread_mode(); }
+void SoftDevice::Interrupt() {
+  if (!nic_->thread_mode()) nic_->Interrupt();
 }
 
 absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> SoftDevice::RegisterMemory(void* addr,

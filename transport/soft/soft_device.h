@@ -57,6 +57,8 @@ class SoftDevice : public rnic::Device {
       const rnic::QpConfig& config) override;
   int event_fd() const override;
   int Progress(absl::Duration max_wait) override;
+  bool interruptible() const override;  // caller-driven only: a thread has nothing to wake
+  void Interrupt() override;
 
  private:
   explicit SoftDevice(std::shared_ptr<Nic> nic) : nic_(std::move(nic)) {}
