@@ -97,9 +97,11 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
     if (!acceptor.ok()) return acceptor.status();
     listener = std::move(*acceptor);
     s->address_ = listener->address();
-    auto device = backends::OpenDevice(backends::DeviceSpec::For(
+    backends::DeviceSpec spec = backends::DeviceSpec::For(
         options.transport, options.listen.substr(0, options.listen.rfind(':')),
-        options.verbs_device));
+        options.verbs_device);
+    spec.defer_acks = true;  // an answer carries the ACK its request asked for
+    auto device = backends::OpenDevice(spec);
     if (!device.ok()) return device.status();
     s->owned_device_ = std::move(*device);
     s->device_ = s->owned_device_.get();

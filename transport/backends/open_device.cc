@@ -10,6 +10,7 @@ absl::StatusOr<std::unique_ptr<rnic::Device>> OpenDevice(const DeviceSpec& spec)
   if (spec.transport == "soft") {
     soft::SoftDevice::Options o;
     o.listen_host = spec.soft_host;
+    o.defer_acks = spec.defer_acks;
     auto d = soft::SoftDevice::Create(o);
     if (!d.ok()) return d.status();
     return std::unique_ptr<rnic::Device>(std::move(*d));

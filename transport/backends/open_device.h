@@ -19,6 +19,10 @@ struct DeviceSpec {
   std::string verbs_device;             // verbs: empty picks the first active port
   // How the binary's user picks the soft transport, named in errors that suggest it.
   std::string soft_flag = "--transport=soft";
+  // soft: ACKs a peer asks for wait for the owner's FlushDeferred (SoftDevice::Options::
+  // defer_acks), so that answers posted meanwhile carry them. For an engine whose workers
+  // answer the messages they receive in the same batch (kvserver).
+  bool defer_acks = false;
 
   // The spec of a binary's --transport, soft host and verbs device flags.
   static DeviceSpec For(std::string transport, std::string soft_host, std::string verbs_device) {

@@ -102,6 +102,7 @@ absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> Engine::RegisterMemory(void*
 int Engine::PollOnce() {
   int n = 0;
   for (auto& w : workers_) n += w->PollOnce(*table_, options_.metrics);
+  device_->FlushDeferred();  // after the answers of the batch were posted, which carry them
   return n;
 }
 
@@ -118,9 +119,14 @@ void Engine::Start() {
   for (auto& w : workers_) {
     threads_.emplace_back([this, worker = w.get(), idle_wait] {
       while (!stop_.load(std::memory_order_acquire)) {
-        if (worker->PollOnce(*table_, options_.metrics) > 0) continue;
-        rnic::WaitForWork(*device_, *worker->cq, idle_wait,
-                          [&] { return worker->PollOnce(*table_, options_.metrics) > 0; });
+        const int n = worker->PollOnce(*table_, options_.metrics);
+        device_->FlushDeferred();  // after the answers of the batch were posted
+        if (n > 0) continue;
+        rnic::WaitForWork(*device_, *worker->cq, idle_wait, [&] {
+          const int again = worker->PollOnce(*table_, options_.metrics);
+          device_->FlushDeferred();
+          return again > 0;
+        });
       }
     });
   }

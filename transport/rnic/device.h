@@ -65,6 +65,11 @@ class Device {
   // at max_wait, so owners keep them short.
   virtual bool interruptible() const { return false; }
   virtual void Interrupt() {}
+  // Sends what the device held back to combine with later output of its own (the soft RNIC's
+  // ACKs with Options::defer_acks). An owner that handles completions in batches (the write
+  // engine) calls it after each batch, so what it posted meanwhile carries those. Default:
+  // nothing held back.
+  virtual void FlushDeferred() {}
 };
 
 }  // namespace unloadkv::rnic

@@ -113,7 +113,8 @@ struct QpCore {
 // destruction order is safe.
 class Nic : public std::enable_shared_from_this<Nic> {
  public:
-  Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thread_mode);
+  Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thread_mode,
+      bool defer_acks);
   ~Nic();
 
   void StartThread();
@@ -133,6 +134,8 @@ class Nic : public std::enable_shared_from_this<Nic> {
   absl::Status PostSend(QpCore* qp, absl::Span<const rnic::SendWorkRequest> wrs);
   absl::Status PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> wrs);
   int Progress(absl::Duration max_wait) ABSL_LOCKS_EXCLUDED(mu_, progress_mu_);
+  // Sends the ACKs held back (Options::defer_acks) that no request carried.
+  void FlushDeferred() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Wakes a caller-driven Progress waiting in epoll_wait (it returns early). Thread-safe.
   void Interrupt();
@@ -166,6 +169,8 @@ class Nic : public std::enable_shared_from_this<Nic> {
   // posted meanwhile and resumes reading.
   void StartAccepted(QpCore* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendAck(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends the ACKs in ack_soon_ still owed, and empties it.
+  void SendOwedAcks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After a batch of requests: ACK now if asked to, else schedule a delayed ACK.
   void AckOrDelay(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckStalls() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -220,6 +225,8 @@ class Nic : public std::enable_shared_from_this<Nic> {
   const std::string address_;
   const rnic::DeviceLimits limits_;
   const bool thread_mode_;
+  const bool defer_acks_;
+  std::atomic<bool> acks_owed_{false};  // ack_soon_ may be non-empty
   // Lines a remote peer can trigger at will (bad streams, late HELLOs): at most one a second.
   ThrottledLog peer_log_{absl::Seconds(1)};
   std::thread thread_;
@@ -233,6 +240,9 @@ class Nic : public std::enable_shared_from_this<Nic> {
   std::vector<std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
   std::vector<Stream*> dirty_ ABSL_GUARDED_BY(mu_);  // streams with output to flush
   std::vector<Stream*> stalled_ ABSL_GUARDED_BY(mu_);
+  // defer_acks: streams owing an ACK their peer asked for, held back for FlushDeferred (or
+  // the next Progress) unless a request of ours carries it first.
+  std::vector<Stream*> ack_soon_ ABSL_GUARDED_BY(mu_);
   // QPs (by number) whose Connect left them waiting for the peer's HELLO; pruned lazily.
   std::vector<uint32_t> awaiting_peer_ ABSL_GUARDED_BY(mu_);
   absl::Time timer_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();

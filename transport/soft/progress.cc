@@ -29,6 +29,11 @@ int Nic::Progress(absl::Duration max_wait) {
           ? 0
           : static_cast<int>(std::min<int64_t>(
                 absl::ToInt64Milliseconds(max_wait + absl::Microseconds(999)), 1 << 30));
+  if (acks_owed_.load(std::memory_order_acquire)) {
+    MutexLock l(&mu_);  // an owner that did not flush: they go before this waits
+    SendOwedAcks();
+    FlushDirty();
+  }
   int n = epoll_wait(epfd_, events, 64, timeout_ms);
   MutexLock l(&mu_);
   in_progress_ = true;

@@ -112,6 +112,7 @@ void Nic::FinishClose(Stream* s) {
 void Nic::Reap() {
   auto is_dead = [](Stream* s) { return s->dead; };
   dirty_.erase(std::remove_if(dirty_.begin(), dirty_.end(), is_dead), dirty_.end());
+  ack_soon_.erase(std::remove_if(ack_soon_.begin(), ack_soon_.end(), is_dead), ack_soon_.end());
   stalled_.erase(std::remove_if(stalled_.begin(), stalled_.end(), is_dead), stalled_.end());
   streams_.erase(std::remove_if(streams_.begin(), streams_.end(),
                                 [](const std::unique_ptr<Stream>& s) { return s->dead; }),

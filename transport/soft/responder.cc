@@ -164,14 +164,34 @@ void Nic::OnRequestDone(Stream* s, const FrameHeader& h) {
 
 void Nic::AckOrDelay(Stream* s) {
   if (s->ack_now) {
-    // Within the Progress that read the request: a caller-driven owner may not progress the
-    // device again before its peer needs this ACK (it only rides along when a request of ours
-    // happens to leave first, EnqueueRequest).
-    SendAck(s);
+    if (!defer_acks_) {
+      // Within the Progress that read the request: a caller-driven owner may not progress
+      // the device again before its peer needs this ACK.
+      SendAck(s);
+    } else if (std::find(ack_soon_.begin(), ack_soon_.end(), s) == ack_soon_.end()) {
+      // The answer to the request, posted before the owner's FlushDeferred, carries it.
+      ack_soon_.push_back(s);
+      acks_owed_.store(true, std::memory_order_release);
+    }
   } else if (s->ack_deadline == absl::InfiniteFuture()) {
     s->ack_deadline = absl::Now() + kDelayedAck;
     ArmStallTimer();
   }
+}
+
+void Nic::SendOwedAcks() {
+  for (Stream* s : ack_soon_) {
+    if (!s->dead && s->ack_now) SendAck(s);
+  }
+  ack_soon_.clear();
+  acks_owed_.store(false, std::memory_order_release);
+}
+
+void Nic::FlushDeferred() {
+  if (!acks_owed_.load(std::memory_order_acquire)) return;
+  MutexLock l(&mu_);
+  SendOwedAcks();
+  FlushDirty();
 }
 
 void Nic::SendAck(Stream* s) {

@@ -102,7 +102,8 @@ class SoftQueuePair : public rnic::QueuePair {
 
 // ---------------------------------------------------------------------------- Nic
 
-Nic::Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thread_mode)
+Nic::Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thread_mode,
+         bool defer_acks)
     : listen_fd_(listen_fd),
       epfd_(epoll_create1(EPOLL_CLOEXEC)),
       timer_fd_(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)),
@@ -110,6 +111,7 @@ Nic::Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thr
       address_(std::move(address)),
       limits_(limits),
       thread_mode_(thread_mode),
+      defer_acks_(defer_acks),
       key_salt_(std::random_device{}() & 0xfff) {
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -338,7 +340,7 @@ absl::StatusOr<std::unique_ptr<SoftDevice>> SoftDevice::Create(const Options& op
   char host[INET_ADDRSTRLEN];
   inet_ntop(AF_INET, &bound.sin_addr, host, sizeof(host));
   auto nic = std::make_shared<Nic>(fd, absl::StrCat(host, ":", ntohs(bound.sin_port)),
-                                   options.limits, options.progress_thread);
+                                   options.limits, options.progress_thread, options.defer_acks);
   nic->StartThread();
   return std::unique_ptr<SoftDevice>(new SoftDevice(std::move(nic)));
 }
@@ -355,6 +357,7 @@ bool SoftDevice::interruptible() const { return !nic_->thread_mode(); }
 void SoftDevice::Interrupt() {
   if (!nic_->thread_mode()) nic_->Interrupt();
 }
+void SoftDevice::FlushDeferred() { nic_->FlushDeferred(); }
 
 absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> SoftDevice::RegisterMemory(void* addr,
                                                                                size_t length,

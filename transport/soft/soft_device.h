@@ -37,6 +37,11 @@ class SoftDevice : public rnic::Device {
     std::string listen_host = "127.0.0.1";  // numeric IPv4 address or "localhost"
     uint16_t listen_port = 0;               // 0 picks a free port
     bool progress_thread = false;           // run Progress on an internal thread
+    // Hold back an ACK the peer asked for until this device's next request on the stream
+    // carries it (the answer to that request, usually) or FlushDeferred: one packet less per
+    // request and answer. Only for owners that call FlushDeferred after handling each batch
+    // of completions (the write engine does); otherwise the ACK waits for the next Progress.
+    bool defer_acks = false;
     rnic::DeviceLimits limits;
   };
 
@@ -59,6 +64,7 @@ class SoftDevice : public rnic::Device {
   int Progress(absl::Duration max_wait) override;
   bool interruptible() const override;  // caller-driven only: a thread has nothing to wake
   void Interrupt() override;
+  void FlushDeferred() override;
 
  private:
   explicit SoftDevice(std::shared_ptr<Nic> nic) : nic_(std::move(nic)) {}

@@ -6,6 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "transport/base/logging.h"
@@ -25,9 +28,11 @@ struct Endpoint {
   std::unique_ptr<rnic::MemoryRegion> mr;
 
   // `progress_thread`: the device progresses on its own (else only when its owner drives it).
-  void Init(bool progress_thread = false) {
+  // `defer_acks`: SoftDevice::Options::defer_acks.
+  void Init(bool progress_thread = false, bool defer_acks = false) {
     SoftDevice::Options o;
     o.progress_thread = progress_thread;
+    o.defer_acks = defer_acks;
     absl::StatusOr<std::unique_ptr<SoftDevice>> d = SoftDevice::Create(o);
     ASSERT_TRUE(d.ok()) << d.status();
     device = std::move(*d);
@@ -147,6 +152,57 @@ TEST(SoftHandshakeTest, SilentInboundStreamsAreClosedAndDoNotBlockRealOnes) {
   }
   EXPECT_EQ(closed, silent.size()) << "silent streams were never closed";
   EXPECT_GE(absl::Now() - t0, kHelloTimeout - absl::Milliseconds(50));
+}
+
+// With defer_acks, an ACK the requester asked for waits for the responder's next request on the
+// stream (which carries it) or for FlushDeferred, never for more than that.
+TEST(SoftHandshakeTest, DeferredAcksLeaveWithTheAnswerOrOnFlush) {
+  Endpoint a, b;
+  a.Init(/*progress_thread=*/true);
+  b.Init(/*progress_thread=*/false, /*defer_acks=*/true);
+  ASSERT_TRUE(a.qp->Connect(b.qp->local_attributes()).ok());
+  ASSERT_TRUE(b.qp->Connect(a.qp->local_attributes()).ok());
+  auto sge = [](Endpoint& e, size_t at) {
+    return rnic::ScatterGatherEntry{reinterpret_cast<uint64_t>(e.buffer.data() + at), 64,
+                                    e.mr->lkey()};
+  };
+  ASSERT_TRUE(b.qp->PostRecv(rnic::MakeRecv(1, sge(b, 0))).ok());
+  ASSERT_TRUE(b.qp->PostRecv(rnic::MakeRecv(2, sge(b, 64))).ok());
+  ASSERT_TRUE(a.qp->PostRecv(rnic::MakeRecv(3, sge(a, 0))).ok());
+  // A signaled SEND asks for an immediate ACK; b holds it back.
+  ASSERT_TRUE(a.qp->PostSend(rnic::MakeSend(10, sge(a, 128))).ok());
+  absl::StatusOr<rnic::WorkCompletion> got =
+      rnic::WaitForCompletion(*b.device, *b.cq, absl::Seconds(5));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->wr_id, 1u);
+  rnic::WorkCompletion wc;
+  absl::SleepFor(absl::Milliseconds(100));  // a's progress thread would have read an ACK
+  EXPECT_EQ(a.cq->Poll({&wc, 1}), 0) << "the ACK left before FlushDeferred";
+  b.device->FlushDeferred();
+  got = rnic::WaitForCompletion(*a.device, *a.cq, absl::Seconds(5));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->wr_id, 10u);
+  EXPECT_EQ(got->status, rnic::WcStatus::kSuccess);
+  // Again, and b answers: the answer carries the ACK, no flush needed.
+  ASSERT_TRUE(a.qp->PostSend(rnic::MakeSend(11, sge(a, 128))).ok());
+  got = rnic::WaitForCompletion(*b.device, *b.cq, absl::Seconds(5));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->wr_id, 2u);
+  rnic::SendWorkRequest answer = rnic::MakeSend(20, sge(b, 128));
+  answer.signaled = false;
+  ASSERT_TRUE(b.qp->PostSend({&answer, 1}).ok());
+  std::vector<uint64_t> ids;
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (ids.size() < 2 && absl::Now() < deadline) {
+    if (a.cq->Poll({&wc, 1}) == 1) {
+      EXPECT_EQ(wc.status, rnic::WcStatus::kSuccess);
+      ids.push_back(wc.wr_id);
+    } else {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  }
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<uint64_t>{3, 11}));
 }
 
 }  // namespace
