@@ -87,6 +87,46 @@ class RnicConformanceTest : public ::testing::Test {
     e.mr = std::move(*mr);
   }
 
+  // A target device whose `pairs` QPs all take their receives from one SRQ (srq_, recv CQ
+  // srq_cq_, buffer srq_buffer_ registered as srq_mr_), each connected to its own initiator
+  // endpoint in initiators_ (on one device of their own).
+  void ConnectShared(int pairs, absl::Duration rnr_timeout, const SrqConfig& config) {
+    absl::StatusOr<std::unique_ptr<Device>> dev = B::NewDevice();
+    ASSERT_TRUE(dev.ok()) << dev.status();
+    target_ = std::move(*dev);
+    absl::StatusOr<std::unique_ptr<SharedReceiveQueue>> srq =
+        target_->CreateSharedReceiveQueue(config);
+    ASSERT_TRUE(srq.ok()) << srq.status();
+    srq_ = std::move(*srq);
+    srq_cq_ = *target_->CreateCompletionQueue(256);
+    target_send_cq_ = *target_->CreateCompletionQueue(256);
+    srq_buffer_.assign(1 << 20, 0);
+    srq_mr_ = *target_->RegisterMemory(srq_buffer_.data(), srq_buffer_.size(),
+                                       kLocalWrite | kRemoteWrite);
+    for (int i = 0; i < pairs; ++i) {
+      QpConfig cfg;
+      cfg.send_cq = target_send_cq_.get();
+      cfg.recv_cq = srq_cq_.get();
+      cfg.rnr_timeout = rnr_timeout;
+      cfg.srq = srq_.get();
+      absl::StatusOr<std::unique_ptr<QueuePair>> qp = target_->CreateQueuePair(cfg);
+      ASSERT_TRUE(qp.ok()) << qp.status();
+      shared_qps_.push_back(std::move(*qp));
+      auto e = std::make_unique<Endpoint>();
+      Init(*e, kLocalWrite, rnr_timeout);
+      ASSERT_TRUE(e->qp->Connect(shared_qps_.back()->local_attributes()).ok());
+      ASSERT_TRUE(shared_qps_.back()->Connect(e->qp->local_attributes()).ok());
+      initiators_.push_back(std::move(e));
+    }
+  }
+  // A receive of the SRQ: `bytes` at slot `k` (of that size) of srq_buffer_, wr_id `id`.
+  RecvWorkRequest SharedRecv(uint64_t id, size_t k, uint32_t bytes = 64) {
+    return MakeRecv(id, srq_mr_->Sge(k * bytes, bytes));
+  }
+  absl::StatusOr<WorkCompletion> NextShared(absl::Duration t = absl::Seconds(10)) {
+    return WaitForCompletion(*target_, *srq_cq_, t);
+  }
+
   static void Fill(Endpoint& e, size_t offset, size_t len, char seed) {
     for (size_t i = 0; i < len; ++i) e.buffer[offset + i] = static_cast<char>(seed + i * 7);
   }
@@ -94,6 +134,14 @@ class RnicConformanceTest : public ::testing::Test {
   uint64_t BAddr(size_t offset) const { return b_->mr->address() + offset; }
 
   std::unique_ptr<Endpoint> a_, b_;
+  // ConnectShared. Destroyed in reverse: QPs before the SRQ and CQs, then the device.
+  std::unique_ptr<Device> target_;
+  std::unique_ptr<SharedReceiveQueue> srq_;
+  std::unique_ptr<CompletionQueue> srq_cq_, target_send_cq_;
+  std::vector<char> srq_buffer_;
+  std::unique_ptr<MemoryRegion> srq_mr_;
+  std::vector<std::unique_ptr<QueuePair>> shared_qps_;
+  std::vector<std::unique_ptr<Endpoint>> initiators_;
 };
 
 TYPED_TEST_SUITE_P(RnicConformanceTest);
@@ -437,6 +485,177 @@ TYPED_TEST_P(RnicConformanceTest, MalformedRequestsAreRejectedAtPost) {
   EXPECT_EQ(fresh.qp->Connect(wrong).code(), absl::StatusCode::kInvalidArgument);
 }
 
+TYPED_TEST_P(RnicConformanceTest, SharedReceiveQueueFeedsItsQpsOldestReceiveFirst) {
+  this->ConnectShared(2, absl::Seconds(5), SrqConfig{});
+  constexpr int kSends = 6;
+  for (int k = 0; k < kSends; ++k) {
+    ASSERT_TRUE(this->srq_->PostRecv(this->SharedRecv(100 + k, k)).ok());
+  }
+  // A QP attached to an SRQ takes no receives of its own.
+  EXPECT_EQ(this->shared_qps_[0]->PostRecv(this->SharedRecv(1, 60)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Alternate the two connections, one SEND at a time: receive k takes SEND k, whichever QP
+  // it arrived on, and its completion names that QP.
+  for (int k = 0; k < kSends; ++k) {
+    Endpoint& from = *this->initiators_[k % 2];
+    std::memset(from.buffer.data(), 'a' + k, 40);
+    ASSERT_TRUE(from.qp->PostSend(MakeSendWithImm(k, from.mr->Sge(0, 40), k)).ok());
+    absl::StatusOr<WorkCompletion> r = this->NextShared();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, WcStatus::kSuccess) << r->DebugString();
+    EXPECT_EQ(r->wr_id, 100u + k);
+    EXPECT_EQ(r->imm, static_cast<uint32_t>(k));
+    EXPECT_EQ(r->byte_len, 40u);
+    EXPECT_EQ(r->qp_num, this->shared_qps_[k % 2]->qp_num());
+    EXPECT_EQ(this->srq_buffer_[k * 64], 'a' + k);
+    EXPECT_EQ(this->srq_buffer_[k * 64 + 39], 'a' + k);
+    absl::StatusOr<WorkCompletion> s = from.NextSend();
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->status, WcStatus::kSuccess);
+  }
+}
+
+TYPED_TEST_P(RnicConformanceTest, ConcurrentSendsOnTwoQpsTakeDistinctSharedReceives) {
+  // Large SENDs from two connections at once arrive interleaved in pieces: each must still land
+  // whole in a receive of its own.
+  this->ConnectShared(2, absl::Seconds(5), SrqConfig{});
+  constexpr uint32_t kBytes = 128 << 10;
+  constexpr int kPerQp = 3;
+  for (int k = 0; k < 2 * kPerQp; ++k) {
+    ASSERT_TRUE(this->srq_->PostRecv(this->SharedRecv(k, k, kBytes)).ok());
+  }
+  for (int q = 0; q < 2; ++q) {
+    Endpoint& from = *this->initiators_[q];
+    for (int i = 0; i < kPerQp; ++i) {
+      std::memset(from.buffer.data() + i * kBytes, 'A' + q * kPerQp + i, kBytes);
+    }
+  }
+  for (int i = 0; i < kPerQp; ++i) {
+    for (int q = 0; q < 2; ++q) {
+      Endpoint& from = *this->initiators_[q];
+      ASSERT_TRUE(from.qp->PostSend(MakeSend(i, from.mr->Sge(i * kBytes, kBytes))).ok());
+    }
+  }
+  std::vector<bool> seen(2 * kPerQp, false);
+  for (int n = 0; n < 2 * kPerQp; ++n) {
+    absl::StatusOr<WorkCompletion> r = this->NextShared();
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->status, WcStatus::kSuccess) << r->DebugString();
+    ASSERT_LT(r->wr_id, seen.size());
+    seen[r->wr_id] = true;
+    const char* got = this->srq_buffer_.data() + r->wr_id * kBytes;
+    const char first = got[0];
+    EXPECT_GE(first, 'A');
+    EXPECT_LT(first, 'A' + 2 * kPerQp);
+    EXPECT_EQ(std::string(got, kBytes), std::string(kBytes, first))
+        << "receive " << r->wr_id << " holds bytes of two SENDs";
+  }
+  for (int q = 0; q < 2; ++q) {
+    for (int i = 0; i < kPerQp; ++i) {
+      absl::StatusOr<WorkCompletion> s = this->initiators_[q]->NextSend();
+      ASSERT_TRUE(s.ok()) << s.status();
+      EXPECT_EQ(s->status, WcStatus::kSuccess);
+    }
+  }
+}
+
+TYPED_TEST_P(RnicConformanceTest, EmptySharedReceiveQueueIsRnrAndAFailedQpLeavesItsReceives) {
+  this->ConnectShared(2, absl::Milliseconds(300), SrqConfig{});
+  Endpoint &one = *this->initiators_[0], &two = *this->initiators_[1];
+  // Nothing posted: the SEND waits, and a receive posted in time lets it through.
+  ASSERT_TRUE(one.qp->PostSend(MakeSend(1, one.mr->Sge(0, 8))).ok());
+  EXPECT_TRUE(one.Quiet(*one.send_cq, absl::Milliseconds(50))) << "SEND completed unreceived";
+  ASSERT_TRUE(this->srq_->PostRecv(this->SharedRecv(7, 0)).ok());
+  absl::StatusOr<WorkCompletion> r = this->NextShared();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->wr_id, 7u);
+  ASSERT_TRUE(one.NextSend().ok());
+  // A QP failing flushes none of the SRQ's receives: the other QP still gets them.
+  ASSERT_TRUE(this->srq_->PostRecv(this->SharedRecv(8, 1)).ok());
+  this->shared_qps_[0]->SetError();
+  ASSERT_TRUE(two.qp->PostSend(MakeSend(3, two.mr->Sge(0, 8))).ok());
+  for (;;) {  // the failed QP may report flushed work of its own first; none is the SRQ's
+    r = this->NextShared();
+    ASSERT_TRUE(r.ok()) << r.status();
+    if (r->qp_num == this->shared_qps_[1]->qp_num()) break;
+    EXPECT_NE(r->wr_id, 8u) << "the failed QP flushed a receive of the SRQ";
+  }
+  EXPECT_EQ(r->wr_id, 8u);
+  EXPECT_EQ(r->status, WcStatus::kSuccess);
+  absl::StatusOr<WorkCompletion> s = two.NextSend();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->status, WcStatus::kSuccess);
+  // Nothing posted for longer than the RNR timeout: the sender fails.
+  ASSERT_TRUE(two.qp->PostSend(MakeSend(4, two.mr->Sge(0, 8))).ok());
+  s = two.NextSend();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->status, WcStatus::kRnrRetryExceeded);
+}
+
+TYPED_TEST_P(RnicConformanceTest, SharedReceiveQueueLimitEventFiresOnceBelowTheWatermark) {
+  SrqConfig config;
+  config.limit = 3;
+  this->ConnectShared(1, absl::Seconds(5), config);
+  Endpoint& from = *this->initiators_[0];
+  for (int k = 0; k < 4; ++k) ASSERT_TRUE(this->srq_->PostRecv(this->SharedRecv(k, k)).ok());
+  auto send = [&](uint64_t id) {
+    ASSERT_TRUE(from.qp->PostSend(MakeSend(id, from.mr->Sge(0, 8))).ok());
+    absl::StatusOr<WorkCompletion> r = this->NextShared();
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(from.NextSend().ok());
+  };
+  EXPECT_FALSE(this->srq_->TakeLimitEvent()) << "an event before any receive was taken";
+  send(1);  // 3 left: not below the limit
+  EXPECT_FALSE(this->srq_->TakeLimitEvent());
+  send(2);  // 2 left
+  EXPECT_TRUE(this->srq_->TakeLimitEvent());
+  EXPECT_FALSE(this->srq_->TakeLimitEvent()) << "one event reported twice";
+  send(3);  // 1 left, but the limit disarmed itself
+  EXPECT_FALSE(this->srq_->TakeLimitEvent());
+  ASSERT_TRUE(this->srq_->ArmLimit(2).ok());
+  EXPECT_FALSE(this->srq_->TakeLimitEvent()) << "arming alone is no event";
+  send(4);  // 0 left
+  EXPECT_TRUE(this->srq_->TakeLimitEvent());
+  EXPECT_EQ(this->srq_->ArmLimit(SrqConfig{}.max_wr + 1).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TYPED_TEST_P(RnicConformanceTest, SharedReceiveQueueRefusesBadConfigsAndPosts) {
+  SrqConfig small;
+  small.max_wr = 2;
+  this->ConnectShared(1, absl::Seconds(5), small);
+  Device& dev = *this->target_;
+  SrqConfig bad;
+  bad.max_wr = 0;
+  EXPECT_EQ(dev.CreateSharedReceiveQueue(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad.max_wr = dev.limits().max_qp_wr + 1;
+  EXPECT_EQ(dev.CreateSharedReceiveQueue(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad.max_wr = 8;
+  bad.limit = 9;
+  EXPECT_EQ(dev.CreateSharedReceiveQueue(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  RecvWorkRequest malformed = this->SharedRecv(1, 0);
+  malformed.num_sge = kMaxSge + 1;
+  EXPECT_EQ(this->srq_->PostRecv(malformed).code(), absl::StatusCode::kInvalidArgument);
+  if (dev.transport() != "verbs") {  // verbs finds a bad lkey only when a QP takes the receive
+    RecvWorkRequest unregistered = this->SharedRecv(1, 0);
+    unregistered.sg_list[0].lkey ^= 0x5a5a;
+    EXPECT_EQ(this->srq_->PostRecv(unregistered).code(), absl::StatusCode::kInvalidArgument);
+  }
+  ASSERT_TRUE(this->srq_->PostRecv(this->SharedRecv(1, 0)).ok());
+  ASSERT_TRUE(this->srq_->PostRecv(this->SharedRecv(2, 1)).ok());
+  EXPECT_EQ(this->srq_->PostRecv(this->SharedRecv(3, 2)).code(),
+            absl::StatusCode::kResourceExhausted);
+  // None of the refused posts took a receive: the two good ones serve two SENDs, in order.
+  Endpoint& from = *this->initiators_[0];
+  for (uint64_t id = 1; id <= 2; ++id) {
+    ASSERT_TRUE(from.qp->PostSend(MakeSend(id, from.mr->Sge(0, 8))).ok());
+    absl::StatusOr<WorkCompletion> r = this->NextShared();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->wr_id, id);
+    EXPECT_EQ(r->status, WcStatus::kSuccess);
+  }
+}
+
 REGISTER_TYPED_TEST_SUITE_P(RnicConformanceTest, WriteIsVisibleAtTargetWhenItCompletes,
                             MixedOperationsExecuteInPostOrder,
                             ManyWritesToOneAddressLandInPostOrder, ImmediateAndByteLenAreDelivered,
@@ -446,7 +665,12 @@ REGISTER_TYPED_TEST_SUITE_P(RnicConformanceTest, WriteIsVisibleAtTargetWhenItCom
                             SendWithNoReceivePostedFailsAfterRnrTimeout,
                             SendWaitsForAReceivePostedLate, CloseFlushesPostedWork,
                             VanishedPeerTurnsOutstandingWorkIntoErrors,
-                            MalformedRequestsAreRejectedAtPost);
+                            MalformedRequestsAreRejectedAtPost,
+                            SharedReceiveQueueFeedsItsQpsOldestReceiveFirst,
+                            ConcurrentSendsOnTwoQpsTakeDistinctSharedReceives,
+                            EmptySharedReceiveQueueIsRnrAndAFailedQpLeavesItsReceives,
+                            SharedReceiveQueueLimitEventFiresOnceBelowTheWatermark,
+                            SharedReceiveQueueRefusesBadConfigsAndPosts);
 
 }  // namespace unloadkv::rnic
 

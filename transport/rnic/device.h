@@ -13,6 +13,7 @@
 #include "transport/rnic/completion_queue.h"
 #include "transport/rnic/memory_region.h"
 #include "transport/rnic/queue_pair.h"
+#include "transport/rnic/shared_receive_queue.h"
 
 namespace unloadkv::rnic {
 
@@ -41,6 +42,10 @@ class Device {
   virtual absl::StatusOr<std::unique_ptr<CompletionQueue>> CreateCompletionQueue(int capacity) = 0;
 
   virtual absl::StatusOr<std::unique_ptr<QueuePair>> CreateQueuePair(const QpConfig& config) = 0;
+
+  // InvalidArgument when max_wr or limit is out of range (limit <= max_wr).
+  virtual absl::StatusOr<std::unique_ptr<SharedReceiveQueue>> CreateSharedReceiveQueue(
+      const SrqConfig& config) = 0;
 
   // Progress contract. Hardware devices make progress on their own: event_fd() is -1 and
   // Progress returns 0 at once. Software devices may be caller-driven: then event_fd() becomes

@@ -13,13 +13,16 @@
 namespace unloadkv::rnic {
 
 class CompletionQueue;
+class SharedReceiveQueue;
 
 // Creation parameters of a queue pair.
 struct QpConfig {
   CompletionQueue* send_cq = nullptr;  // required; must outlive the QP
   CompletionQueue* recv_cq = nullptr;  // required; may equal send_cq
   uint32_t max_send_wr = 1024;         // outstanding send requests (posted, not completed)
-  uint32_t max_recv_wr = 1024;         // posted receives
+  uint32_t max_recv_wr = 1024;         // posted receives (ignored with an srq)
+  // Receives come from this SRQ (same device; must outlive the QP) instead of PostRecv.
+  SharedReceiveQueue* srq = nullptr;
   // How long an incoming SEND or WRITE_WITH_IMM waits for a receive to be posted before the
   // sender gets kRnrRetryExceeded. InfiniteDuration() waits forever (verbs rnr_retry = 7).
   absl::Duration rnr_timeout = absl::Seconds(1);

@@ -42,6 +42,19 @@ void CompleteRecv(Fabric& f, SimQpState& qp, const rnic::RecvWorkRequest& r,
   Push(f, qp.recv_cq, wc);
 }
 
+// A receive is posted for the QP's next request (its own, or in its SRQ).
+bool HasRecv(const SimQpState& qp) {
+  return qp.srq != nullptr ? !qp.srq->state.empty() : !qp.recvs.empty();
+}
+
+// Removes and returns the receive the QP's next request uses. Requires HasRecv.
+rnic::RecvWorkRequest TakeRecv(SimQpState& qp) {
+  if (qp.srq != nullptr) return qp.srq->state.Take();
+  rnic::RecvWorkRequest r = qp.recvs.front();
+  qp.recvs.pop_front();
+  return r;
+}
+
 SimQpState* FindQp(Fabric& f, int node, uint32_t qp_num, NodeState** out_node = nullptr) {
   NodeState* n = f.node(node);
   if (n == nullptr || !n->alive) return nullptr;
@@ -263,7 +276,7 @@ void ArmRnr(Fabric& f, NodeState& n, SimQpState& qp, uint32_t psn) {
                NodeState* n = nullptr;
                SimQpState* q = FindQp(f, node, qp_num, &n);
                if (q == nullptr || q->epoch != epoch || !q->rnr_armed || q->rnr_psn != psn ||
-                   q->inbound.empty() || !q->recvs.empty()) {
+                   q->inbound.empty() || HasRecv(*q)) {
                  return;
                }
                Refuse(f, *n, *q, q->inbound.front(), rnic::WcStatus::kRnrRetryExceeded);
@@ -375,6 +388,10 @@ absl::Status PostSend(Fabric& f, NodeState& n, SimQpState& qp,
 
 absl::Status PostRecv(Fabric& f, NodeState& n, SimQpState& qp,
                       absl::Span<const rnic::RecvWorkRequest> wrs) {
+  if (qp.srq != nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("PostRecv: queue pair ", qp.qp_num, " takes its receives from an SRQ"));
+  }
   for (size_t i = 0; i < wrs.size(); ++i) {
     const rnic::RecvWorkRequest& wr = wrs[i];
     if (absl::Status st = rnic::CheckRecvRequest(wr, i); !st.ok()) return st;
@@ -397,6 +414,20 @@ absl::Status PostRecv(Fabric& f, NodeState& n, SimQpState& qp,
   return absl::OkStatus();
 }
 
+absl::Status PostSrqRecv(Fabric& f, NodeState& n, SimSrqState& srq,
+                         absl::Span<const rnic::RecvWorkRequest> wrs) {
+  absl::Status st = srq.state.Post(wrs, n.regions);
+  // In QP number order, so that which QP's waiting request gets a receive is deterministic.
+  std::vector<uint32_t> qps(srq.qps.begin(), srq.qps.end());
+  std::sort(qps.begin(), qps.end());
+  for (uint32_t num : qps) {
+    if (srq.state.empty()) break;
+    auto it = n.qps.find(num);
+    if (it != n.qps.end()) Drain(f, n, *it->second);
+  }
+  return st;
+}
+
 void Drain(Fabric& f, NodeState& n, SimQpState& qp) {
   const NicModel& m = n.model.nic;
   while (!qp.inbound.empty() && qp.state == rnic::QpState::kReadyToSend) {
@@ -411,21 +442,19 @@ void Drain(Fabric& f, NodeState& n, SimQpState& qp) {
         return;
       }
     }
-    if (needs_recv && qp.recvs.empty()) {
+    if (needs_recv && !HasRecv(qp)) {
       ArmRnr(f, n, qp, r.psn);
       return;
     }
     qp.rnr_armed = false;
     rnic::RecvWorkRequest recv;
     if (needs_recv) {
-      recv = qp.recvs.front();
+      recv = TakeRecv(qp);
       if (r.opcode != rnic::Opcode::kWriteWithImm && r.length > recv.TotalLength()) {
-        qp.recvs.pop_front();
         CompleteRecv(f, qp, recv, rnic::WcStatus::kLocalLengthError);
         Refuse(f, n, qp, r, rnic::WcStatus::kRemoteInvalidRequest);
         return;
       }
-      qp.recvs.pop_front();
     }
     // The receive pipeline: message processing, translation, DMA to host memory.
     int64_t start = std::max(f.now_ns(), n.rx_free_ns);

@@ -13,6 +13,9 @@ absl::Status PostSend(Fabric& f, NodeState& n, SimQpState& qp,
                       absl::Span<const rnic::SendWorkRequest> wrs);
 absl::Status PostRecv(Fabric& f, NodeState& n, SimQpState& qp,
                       absl::Span<const rnic::RecvWorkRequest> wrs);
+// Posts receives on an SRQ of node `n` and runs the requests of its QPs that waited for one.
+absl::Status PostSrqRecv(Fabric& f, NodeState& n, SimSrqState& srq,
+                         absl::Span<const rnic::RecvWorkRequest> wrs);
 // Executes the QP's arrived requests that can run now (after Connect, a posted receive).
 void Drain(Fabric& f, NodeState& n, SimQpState& qp);
 // Moves the QP to the error state: the oldest outstanding request gets `head_status`, the rest

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "transport/rnic/queue_pair.h"
 #include "transport/rnic/region_table.h"
+#include "transport/rnic/srq_state.h"
 #include "transport/sim/fabric.h"
 #include "transport/sim/lru_set.h"
 
@@ -39,6 +41,13 @@ struct Outstanding {
   rnic::WcStatus local_error = rnic::WcStatus::kSuccess;
 };
 
+// A shared receive queue: its receives and the QPs (numbers, on its node) drawing from it.
+struct SimSrqState {
+  explicit SimSrqState(const rnic::SrqConfig& config) : state(config) {}
+  rnic::SrqState state;
+  absl::flat_hash_set<uint32_t> qps;
+};
+
 struct SimQpState {
   uint32_t qp_num = 0;
   int node = 0;
@@ -52,7 +61,8 @@ struct SimQpState {
   uint32_t next_psn = 0;
   uint64_t epoch = 0;  // bumped on error: in-flight events of an older epoch are dropped
   std::deque<Outstanding> outstanding;
-  std::deque<rnic::RecvWorkRequest> recvs;
+  std::deque<rnic::RecvWorkRequest> recvs;  // without an SRQ
+  std::shared_ptr<SimSrqState> srq;         // receives come from here instead
   std::deque<Request> inbound;  // arrived, not yet executed (waits for Connect or a receive)
   bool rnr_armed = false;
   uint32_t rnr_psn = 0;

@@ -115,11 +115,31 @@ class SimCompletionQueue : public rnic::CompletionQueue {
   int64_t wake_at_ = -1;
 };
 
+class SimSharedReceiveQueue : public rnic::SharedReceiveQueue {
+ public:
+  SimSharedReceiveQueue(Fabric* f, NodeState* node, std::shared_ptr<SimSrqState> state)
+      : f_(f), node_(node), state_(std::move(state)) {}
+  using rnic::SharedReceiveQueue::PostRecv;
+  absl::Status PostRecv(absl::Span<const rnic::RecvWorkRequest> wrs) override {
+    return PostSrqRecv(*f_, *node_, *state_, wrs);
+  }
+  absl::Status ArmLimit(uint32_t limit) override { return state_->state.ArmLimit(limit); }
+  bool TakeLimitEvent() override { return state_->state.TakeLimitEvent(); }
+  const std::shared_ptr<SimSrqState>& state() const { return state_; }
+  const NodeState* node() const { return node_; }
+
+ private:
+  Fabric* f_;
+  NodeState* node_;
+  std::shared_ptr<SimSrqState> state_;
+};
+
 class SimQueuePair : public rnic::QueuePair {
  public:
   SimQueuePair(Fabric* f, NodeState* node, SimQpState* qp) : f_(f), node_(node), qp_(qp) {}
   ~SimQueuePair() override {
     FailQp(*f_, *node_, *qp_, rnic::WcStatus::kFlushed, /*tell_peer=*/true);
+    if (qp_->srq != nullptr) qp_->srq->qps.erase(qp_->qp_num);
     node_->qps.erase(qp_->qp_num);
   }
   uint32_t qp_num() const override { return qp_->qp_num; }
@@ -206,8 +226,19 @@ class SimDevice : public rnic::Device {
       return absl::InvalidArgumentError(absl::StrCat(
           "CreateQueuePair: max_send_wr and max_recv_wr must be in 1..", limits().max_qp_wr));
     }
+    std::shared_ptr<SimSrqState> srq;
+    if (config.srq != nullptr) {
+      auto* sim_srq = dynamic_cast<SimSharedReceiveQueue*>(config.srq);
+      if (sim_srq == nullptr || sim_srq->node() != node_) {
+        return absl::InvalidArgumentError(
+            "CreateQueuePair: srq must be a shared receive queue of this device");
+      }
+      srq = sim_srq->state();
+    }
     auto qp = std::make_unique<SimQpState>();
     qp->qp_num = node_->next_qp++;
+    if (srq != nullptr) srq->qps.insert(qp->qp_num);
+    qp->srq = std::move(srq);
     qp->node = node_->id;
     qp->config = config;
     qp->send_cq_ref = scq->state();
@@ -217,6 +248,12 @@ class SimDevice : public rnic::Device {
     SimQpState* raw = qp.get();
     node_->qps[raw->qp_num] = std::move(qp);
     return std::unique_ptr<rnic::QueuePair>(new SimQueuePair(f_, node_, raw));
+  }
+  absl::StatusOr<std::unique_ptr<rnic::SharedReceiveQueue>> CreateSharedReceiveQueue(
+      const rnic::SrqConfig& config) override {
+    if (absl::Status st = rnic::CheckSrqConfig(config, limits()); !st.ok()) return st;
+    return std::unique_ptr<rnic::SharedReceiveQueue>(
+        new SimSharedReceiveQueue(f_, node_, std::make_shared<SimSrqState>(config)));
   }
   int Progress(absl::Duration max_wait) override {
     return f_->Run(max_wait == absl::InfiniteDuration()

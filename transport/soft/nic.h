@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "transport/rnic/device.h"
 #include "transport/rnic/queue_pair.h"
 #include "transport/rnic/region_table.h"
+#include "transport/rnic/srq_state.h"
 #include "transport/soft/cq_core.h"
 #include "transport/soft/frame_reader.h"
 #include "transport/soft/soft_device.h"
@@ -88,6 +90,12 @@ struct Outstanding {
   rnic::WcStatus local_error = rnic::WcStatus::kSuccess;
 };
 
+// A shared receive queue's receives and the QPs drawing from it; guarded by Nic::mu_.
+struct SrqCore {
+  explicit SrqCore(const rnic::SrqConfig& config) : state(config) {}
+  rnic::SrqState state;
+};
+
 struct QpCore {
   uint32_t qp_num = 0;
   rnic::QpConfig config;
@@ -104,7 +112,11 @@ struct QpCore {
   uint32_t hello_src_qp = 0;  // the QP an inbound HELLO claimed (before Connect)
   absl::Time peer_deadline = absl::InfiniteFuture();  // accepting end: fail without a HELLO
   std::deque<Outstanding> outstanding;
-  std::deque<rnic::RecvWorkRequest> recvs;
+  std::deque<rnic::RecvWorkRequest> recvs;  // without an SRQ
+  // With an SRQ: the receive taken from it for the request at the head of the stream (taken at
+  // its header, so that no other QP's request uses it too), until that request is done.
+  std::shared_ptr<SrqCore> srq;
+  std::optional<rnic::RecvWorkRequest> taken;
   bool poisoned = false;  // a local_error request is queued: send nothing more
   uint32_t last_ack_request_psn = 0;
 };
@@ -124,7 +136,10 @@ class Nic : public std::enable_shared_from_this<Nic> {
   absl::StatusOr<uint32_t> Register(void* addr, size_t length, uint32_t access);
   void Deregister(uint32_t key);
   absl::StatusOr<QpCore*> CreateQp(const rnic::QpConfig& config, std::shared_ptr<CqCore> scq,
-                                   std::shared_ptr<CqCore> rcq);
+                                   std::shared_ptr<CqCore> rcq, std::shared_ptr<SrqCore> srq);
+  absl::Status PostSrqRecv(SrqCore* srq, absl::Span<const rnic::RecvWorkRequest> wrs);
+  absl::Status ArmSrqLimit(SrqCore* srq, uint32_t limit);
+  bool TakeSrqLimitEvent(SrqCore* srq);
   void DestroyQp(QpCore* qp);
   absl::Status Connect(QpCore* qp, const rnic::QpAttributes& remote);
   rnic::QpState StateOf(const QpCore* qp);
@@ -169,6 +184,11 @@ class Nic : public std::enable_shared_from_this<Nic> {
   // posted meanwhile and resumes reading.
   void StartAccepted(QpCore* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendAck(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The receive the request at the head of `qp`'s stream uses (from the QP's queue, or taken
+  // from its SRQ), or null when none is posted.
+  const rnic::RecvWorkRequest* ReceiveFor(QpCore* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes and returns the receive ReceiveFor returned.
+  rnic::RecvWorkRequest ConsumeReceive(QpCore* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends the ACKs in ack_soon_ still owed, and empties it.
   void SendOwedAcks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After a batch of requests: ACK now if asked to, else schedule a delayed ACK.

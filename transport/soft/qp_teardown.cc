@@ -61,6 +61,15 @@ void Nic::FailQp(QpCore* qp, rnic::WcStatus head_status, absl::string_view reaso
     Deliver(*qp->recv_cq, wc);
   }
   qp->recvs.clear();
+  if (qp->taken.has_value()) {  // taken from the SRQ for a request that never finished
+    rnic::WorkCompletion wc;
+    wc.wr_id = qp->taken->wr_id;
+    wc.status = rnic::WcStatus::kFlushed;
+    wc.opcode = rnic::WcOpcode::kRecv;
+    wc.qp_num = qp->qp_num;
+    Deliver(*qp->recv_cq, wc);
+    qp->taken.reset();
+  }
   qp->peer_deadline = absl::InfiniteFuture();
   if (qp->stream != nullptr) CloseStream(qp->stream, /*drain=*/true);
 }

@@ -104,6 +104,10 @@ void Nic::StartAccepted(QpCore* qp) {
 }
 
 absl::Status Nic::PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> wrs) {
+  if (qp->srq != nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("PostRecv: queue pair ", qp->qp_num, " takes its receives from an SRQ"));
+  }
   MutexLock l(&mu_);
   for (size_t i = 0; i < wrs.size(); ++i) {
     const rnic::RecvWorkRequest& wr = wrs[i];
@@ -134,6 +138,34 @@ absl::Status Nic::PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> w
   if (qp->stream != nullptr && qp->stream->reading_paused) ResumeStream(qp->stream);
   FlushDirty();
   return absl::OkStatus();
+}
+
+absl::Status Nic::PostSrqRecv(SrqCore* srq, absl::Span<const rnic::RecvWorkRequest> wrs) {
+  MutexLock l(&mu_);
+  const size_t before = srq->state.size();
+  absl::Status st = srq->state.Post(wrs, regions_);
+  if (srq->state.size() > before) {
+    // Streams of its QPs waiting for a receive (RNR) go on.
+    std::vector<Stream*> waiting;
+    for (Stream* s : stalled_) {
+      if (!s->dead && s->reading_paused && s->qp != nullptr && s->qp->srq.get() == srq) {
+        waiting.push_back(s);
+      }
+    }
+    for (Stream* s : waiting) ResumeStream(s);
+    FlushDirty();
+  }
+  return st;
+}
+
+absl::Status Nic::ArmSrqLimit(SrqCore* srq, uint32_t limit) {
+  MutexLock l(&mu_);
+  return srq->state.ArmLimit(limit);
+}
+
+bool Nic::TakeSrqLimitEvent(SrqCore* srq) {
+  MutexLock l(&mu_);
+  return srq->state.TakeLimitEvent();
 }
 
 void Nic::CompleteAckedThrough(QpCore* qp, uint32_t psn, bool inclusive) {

@@ -89,26 +89,26 @@ PayloadPlan Nic::OnRequestHeader(Stream* s, const FrameHeader& h) {
             absl::StrCat("WRITE rkey 0x", absl::Hex(h.rkey), " addr 0x", absl::Hex(h.remote_addr),
                          " len ", h.payload_len, ": ", rnic::AccessVerdictName(v)));
       }
-      if (h.type == FrameType::kWriteWithImm && qp->recvs.empty()) return Stall();
+      if (h.type == FrameType::kWriteWithImm && ReceiveFor(qp) == nullptr) return Stall();
       return PlaceAt(h.remote_addr, h.payload_len);
     }
     case FrameType::kSend:
     case FrameType::kSendWithImm: {
-      if (qp->recvs.empty()) return Stall();
-      const rnic::RecvWorkRequest& r = qp->recvs.front();
-      if (h.payload_len > r.TotalLength()) {
+      const rnic::RecvWorkRequest* r = ReceiveFor(qp);
+      if (r == nullptr) return Stall();
+      if (h.payload_len > r->TotalLength()) {
+        const uint64_t room = r->TotalLength();
         rnic::WorkCompletion wc;
-        wc.wr_id = r.wr_id;
+        wc.wr_id = ConsumeReceive(qp).wr_id;
         wc.status = rnic::WcStatus::kLocalLengthError;
         wc.opcode = rnic::WcOpcode::kRecv;
         wc.qp_num = qp->qp_num;
-        qp->recvs.pop_front();
         Deliver(*qp->recv_cq, wc);
-        return Refuse(s, h, rnic::WcStatus::kRemoteInvalidRequest,
-                      absl::StrCat("SEND of ", h.payload_len, " bytes into a ", r.TotalLength(),
-                                   "-byte receive"));
+        return Refuse(
+            s, h, rnic::WcStatus::kRemoteInvalidRequest,
+            absl::StrCat("SEND of ", h.payload_len, " bytes into a ", room, "-byte receive"));
       }
-      return PlaceInto(r, h.payload_len);
+      return PlaceInto(*r, h.payload_len);
     }
     case FrameType::kReadRequest: {
       rnic::AccessVerdict v = regions_.Check(h.rkey, h.remote_addr, h.aux, rnic::kRemoteRead);
@@ -135,14 +135,13 @@ void Nic::OnRequestDone(Stream* s, const FrameHeader& h) {
     case FrameType::kSend:
     case FrameType::kSendWithImm: {
       rnic::WorkCompletion wc;
-      wc.wr_id = qp->recvs.front().wr_id;
+      wc.wr_id = ConsumeReceive(qp).wr_id;
       wc.opcode = h.type == FrameType::kWriteWithImm ? rnic::WcOpcode::kRecvRdmaWithImm
                                                      : rnic::WcOpcode::kRecv;
       wc.byte_len = h.payload_len;
       wc.has_imm = h.type != FrameType::kSend;
       wc.imm = wc.has_imm ? h.imm : 0;
       wc.qp_num = qp->qp_num;
-      qp->recvs.pop_front();
       Deliver(*qp->recv_cq, wc);
       break;
     }
@@ -192,6 +191,27 @@ void Nic::FlushDeferred() {
   MutexLock l(&mu_);
   SendOwedAcks();
   FlushDirty();
+}
+
+const rnic::RecvWorkRequest* Nic::ReceiveFor(QpCore* qp) {
+  if (qp->srq == nullptr) return qp->recvs.empty() ? nullptr : &qp->recvs.front();
+  if (!qp->taken.has_value()) {
+    if (qp->srq->state.empty()) return nullptr;
+    qp->taken = qp->srq->state.Take();
+  }
+  return &*qp->taken;
+}
+
+rnic::RecvWorkRequest Nic::ConsumeReceive(QpCore* qp) {
+  rnic::RecvWorkRequest r;
+  if (qp->srq == nullptr) {
+    r = qp->recvs.front();
+    qp->recvs.pop_front();
+  } else {
+    r = *qp->taken;
+    qp->taken.reset();
+  }
+  return r;
 }
 
 void Nic::SendAck(Stream* s) {

@@ -50,6 +50,10 @@ class OwnerDrivenDevice : public Device {
   absl::StatusOr<std::unique_ptr<QueuePair>> CreateQueuePair(const QpConfig& config) override {
     return device_->CreateQueuePair(config);
   }
+  absl::StatusOr<std::unique_ptr<SharedReceiveQueue>> CreateSharedReceiveQueue(
+      const SrqConfig& config) override {
+    return device_->CreateSharedReceiveQueue(config);
+  }
   int event_fd() const override { return device_->event_fd(); }
   int Progress(absl::Duration max_wait) override { return device_->Progress(max_wait); }
 

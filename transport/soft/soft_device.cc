@@ -72,6 +72,24 @@ class SoftCompletionQueue : public rnic::CompletionQueue {
   std::shared_ptr<Nic> nic_;
 };
 
+class SoftSharedReceiveQueue : public rnic::SharedReceiveQueue {
+ public:
+  SoftSharedReceiveQueue(std::shared_ptr<SrqCore> core, std::shared_ptr<Nic> nic)
+      : core_(std::move(core)), nic_(std::move(nic)) {}
+  using rnic::SharedReceiveQueue::PostRecv;
+  absl::Status PostRecv(absl::Span<const rnic::RecvWorkRequest> wrs) override {
+    return nic_->PostSrqRecv(core_.get(), wrs);
+  }
+  absl::Status ArmLimit(uint32_t limit) override { return nic_->ArmSrqLimit(core_.get(), limit); }
+  bool TakeLimitEvent() override { return nic_->TakeSrqLimitEvent(core_.get()); }
+  const std::shared_ptr<SrqCore>& core() const { return core_; }
+  const Nic* nic() const { return nic_.get(); }
+
+ private:
+  std::shared_ptr<SrqCore> core_;
+  std::shared_ptr<Nic> nic_;
+};
+
 class SoftQueuePair : public rnic::QueuePair {
  public:
   SoftQueuePair(QpCore* core, std::shared_ptr<Nic> nic) : core_(core), nic_(std::move(nic)) {}
@@ -178,7 +196,7 @@ void Nic::Deregister(uint32_t key) {
 }
 
 absl::StatusOr<QpCore*> Nic::CreateQp(const rnic::QpConfig& config, std::shared_ptr<CqCore> scq,
-                                      std::shared_ptr<CqCore> rcq) {
+                                      std::shared_ptr<CqCore> rcq, std::shared_ptr<SrqCore> srq) {
   if (config.max_send_wr == 0 || config.max_send_wr > limits_.max_qp_wr ||
       config.max_recv_wr == 0 || config.max_recv_wr > limits_.max_qp_wr) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -190,6 +208,7 @@ absl::StatusOr<QpCore*> Nic::CreateQp(const rnic::QpConfig& config, std::shared_
   qp->config = config;
   qp->send_cq = std::move(scq);
   qp->recv_cq = std::move(rcq);
+  qp->srq = std::move(srq);
   qp->first_psn = std::random_device{}() & 0xffffff;
   qp->next_psn = qp->first_psn;
   QpCore* raw = qp.get();
@@ -385,9 +404,25 @@ absl::StatusOr<std::unique_ptr<rnic::QueuePair>> SoftDevice::CreateQueuePair(
     return absl::InvalidArgumentError(
         "CreateQueuePair: send_cq and recv_cq must be CQs of a soft device");
   }
-  absl::StatusOr<QpCore*> core = nic_->CreateQp(config, scq->core(), rcq->core());
+  std::shared_ptr<SrqCore> srq;
+  if (config.srq != nullptr) {
+    auto* soft_srq = dynamic_cast<SoftSharedReceiveQueue*>(config.srq);
+    if (soft_srq == nullptr || soft_srq->nic() != nic_.get()) {
+      return absl::InvalidArgumentError(
+          "CreateQueuePair: srq must be a shared receive queue of this device");
+    }
+    srq = soft_srq->core();
+  }
+  absl::StatusOr<QpCore*> core = nic_->CreateQp(config, scq->core(), rcq->core(), std::move(srq));
   if (!core.ok()) return core.status();
   return std::unique_ptr<rnic::QueuePair>(new SoftQueuePair(*core, nic_));
+}
+
+absl::StatusOr<std::unique_ptr<rnic::SharedReceiveQueue>> SoftDevice::CreateSharedReceiveQueue(
+    const rnic::SrqConfig& config) {
+  if (absl::Status st = rnic::CheckSrqConfig(config, nic_->limits()); !st.ok()) return st;
+  return std::unique_ptr<rnic::SharedReceiveQueue>(
+      new SoftSharedReceiveQueue(std::make_shared<SrqCore>(config), nic_));
 }
 
 }  // namespace unloadkv::soft

@@ -60,6 +60,8 @@ class SoftDevice : public rnic::Device {
       int capacity) override;
   absl::StatusOr<std::unique_ptr<rnic::QueuePair>> CreateQueuePair(
       const rnic::QpConfig& config) override;
+  absl::StatusOr<std::unique_ptr<rnic::SharedReceiveQueue>> CreateSharedReceiveQueue(
+      const rnic::SrqConfig& config) override;
   int event_fd() const override;
   int Progress(absl::Duration max_wait) override;
   bool interruptible() const override;  // caller-driven only: a thread has nothing to wake

@@ -6,6 +6,7 @@
 #include <infiniband/verbs.h>
 #include <sys/resource.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -14,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "transport/rnic/request_checks.h"
+#include "transport/rnic/srq_state.h"
 #include "transport/verbs/verbs_mapping.h"
 
 namespace unloadkv::verbs {
@@ -42,6 +44,26 @@ absl::Status PostError(absl::string_view verb, absl::string_view queue, size_t i
         absl::StrCat(verb, ": request ", index, ": ", queue, " queue full"));
   }
   return VerbError(absl::StrCat(verb, " (request ", index, ")"), err);
+}
+
+// Checks and posts receives one at a time with `post` (ibv_post_recv or ibv_post_srq_recv,
+// named `verb`, for the `queue` named in a full-queue error).
+template <typename Post>
+absl::Status PostReceives(absl::Span<const rnic::RecvWorkRequest> wrs, absl::string_view verb,
+                          absl::string_view queue, Post post) {
+  for (size_t i = 0; i < wrs.size(); ++i) {
+    if (absl::Status st = rnic::CheckRecvRequest(wrs[i], i); !st.ok()) return st;
+    const rnic::RecvWorkRequest& w = wrs[i];
+    ibv_sge sge[rnic::kMaxSge];
+    FillSges(w, sge);
+    ibv_recv_wr wr{};
+    wr.wr_id = w.wr_id;
+    wr.sg_list = sge;
+    wr.num_sge = w.num_sge;
+    ibv_recv_wr* bad = nullptr;
+    if (int e = post(&wr, &bad)) return PostError(verb, queue, i, e);
+  }
+  return absl::OkStatus();
 }
 
 class VerbsMemoryRegion : public rnic::MemoryRegion {
@@ -88,6 +110,54 @@ class VerbsCompletionQueue : public rnic::CompletionQueue {
  private:
   ibv_comp_channel* channel_;
   ibv_cq* cq_;
+};
+
+// The verbs SRQ. Differs from the soft and sim ones in one way: a receive's buffers cannot be
+// checked at post (the hardware finds a bad lkey when a QP takes it, and that QP fails).
+class VerbsSharedReceiveQueue : public rnic::SharedReceiveQueue {
+ public:
+  VerbsSharedReceiveQueue(VerbsDevice* device, uint32_t max_wr)
+      : device_(device), max_wr_(max_wr) {}
+  ~VerbsSharedReceiveQueue() override {
+    if (srq_ != nullptr) ibv_destroy_srq(srq_);
+  }
+  // Second step of construction: the SRQ's context points at this object's event flag.
+  absl::Status Create(ibv_pd* pd, const rnic::SrqConfig& config) {
+    ibv_srq_init_attr init{};
+    init.srq_context = &limit_event_;
+    init.attr.max_wr = config.max_wr;
+    init.attr.max_sge = rnic::kMaxSge;
+    srq_ = ibv_create_srq(pd, &init);
+    if (srq_ == nullptr) return VerbError("ibv_create_srq", errno);
+    return config.limit > 0 ? ArmLimit(config.limit) : absl::OkStatus();
+  }
+  using rnic::SharedReceiveQueue::PostRecv;
+  absl::Status PostRecv(absl::Span<const rnic::RecvWorkRequest> wrs) override {
+    return PostReceives(
+        wrs, "ibv_post_srq_recv", "shared receive",
+        [this](ibv_recv_wr* wr, ibv_recv_wr** bad) { return ibv_post_srq_recv(srq_, wr, bad); });
+  }
+  absl::Status ArmLimit(uint32_t limit) override {
+    if (limit > max_wr_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ArmLimit: limit ", limit, " above max_wr ", max_wr_));
+    }
+    ibv_srq_attr attr{};
+    attr.srq_limit = limit;
+    if (int e = ibv_modify_srq(srq_, &attr, IBV_SRQ_LIMIT)) return VerbError("ibv_modify_srq", e);
+    return absl::OkStatus();
+  }
+  bool TakeLimitEvent() override {
+    device_->DrainAsyncEvents();
+    return limit_event_.exchange(false);
+  }
+  ibv_srq* srq() const { return srq_; }
+
+ private:
+  VerbsDevice* device_;
+  const uint32_t max_wr_;
+  ibv_srq* srq_ = nullptr;
+  std::atomic<bool> limit_event_{false};  // set by DrainAsyncEvents
 };
 
 class VerbsQueuePair : public rnic::QueuePair {
@@ -198,19 +268,13 @@ class VerbsQueuePair : public rnic::QueuePair {
     return absl::OkStatus();
   }
   absl::Status PostRecv(absl::Span<const rnic::RecvWorkRequest> wrs) override {
-    for (size_t i = 0; i < wrs.size(); ++i) {
-      if (absl::Status st = rnic::CheckRecvRequest(wrs[i], i); !st.ok()) return st;
-      const rnic::RecvWorkRequest& w = wrs[i];
-      ibv_sge sge[rnic::kMaxSge];
-      FillSges(w, sge);
-      ibv_recv_wr wr{};
-      wr.wr_id = w.wr_id;
-      wr.sg_list = sge;
-      wr.num_sge = w.num_sge;
-      ibv_recv_wr* bad = nullptr;
-      if (int e = ibv_post_recv(qp_, &wr, &bad)) return PostError("ibv_post_recv", "receive", i, e);
+    if (config_.srq != nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("PostRecv: queue pair ", qp_->qp_num, " takes its receives from an SRQ"));
     }
-    return absl::OkStatus();
+    return PostReceives(
+        wrs, "ibv_post_recv", "receive",
+        [this](ibv_recv_wr* wr, ibv_recv_wr** bad) { return ibv_post_recv(qp_, wr, bad); });
   }
   void SetError() override {
     ibv_qp_attr a{};
@@ -293,7 +357,28 @@ absl::StatusOr<std::unique_ptr<VerbsDevice>> VerbsDevice::Create(const Options& 
   }
   d->pd_ = ibv_alloc_pd(d->ctx_);
   if (d->pd_ == nullptr) return VerbError("ibv_alloc_pd", errno);
+  // Asynchronous events (SRQ limits) are read without blocking, when asked for.
+  fcntl(d->ctx_->async_fd, F_SETFL, fcntl(d->ctx_->async_fd, F_GETFL) | O_NONBLOCK);
   return d;
+}
+
+absl::StatusOr<std::unique_ptr<rnic::SharedReceiveQueue>> VerbsDevice::CreateSharedReceiveQueue(
+    const rnic::SrqConfig& config) {
+  if (absl::Status st = rnic::CheckSrqConfig(config, limits()); !st.ok()) return st;
+  auto srq = std::make_unique<VerbsSharedReceiveQueue>(this, config.max_wr);
+  if (absl::Status st = srq->Create(pd_, config); !st.ok()) return st;
+  return std::unique_ptr<rnic::SharedReceiveQueue>(std::move(srq));
+}
+
+void VerbsDevice::DrainAsyncEvents() {
+  std::lock_guard<std::mutex> l(async_mu_);
+  ibv_async_event event;
+  while (ibv_get_async_event(ctx_, &event) == 0) {
+    if (event.event_type == IBV_EVENT_SRQ_LIMIT_REACHED) {
+      static_cast<std::atomic<bool>*>(event.element.srq->srq_context)->store(true);
+    }
+    ibv_ack_async_event(&event);
+  }
 }
 
 VerbsDevice::~VerbsDevice() {
@@ -351,6 +436,15 @@ absl::StatusOr<std::unique_ptr<rnic::QueuePair>> VerbsDevice::CreateQueuePair(
   init.cap.max_send_sge = rnic::kMaxSge;
   init.cap.max_recv_sge = rnic::kMaxSge;
   init.qp_type = IBV_QPT_RC;
+  if (config.srq != nullptr) {
+    auto* srq = dynamic_cast<VerbsSharedReceiveQueue*>(config.srq);
+    if (srq == nullptr) {
+      return absl::InvalidArgumentError(
+          "CreateQueuePair: srq must be a shared receive queue of a verbs device");
+    }
+    init.srq = srq->srq();
+    init.cap.max_recv_wr = 0;
+  }
   ibv_qp* qp = ibv_create_qp(pd_, &init);
   if (qp == nullptr) return VerbError("ibv_create_qp", errno);
   return std::unique_ptr<rnic::QueuePair>(new VerbsQueuePair(

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -40,7 +41,13 @@ class VerbsDevice : public rnic::Device {
       int capacity) override;
   absl::StatusOr<std::unique_ptr<rnic::QueuePair>> CreateQueuePair(
       const rnic::QpConfig& config) override;
+  absl::StatusOr<std::unique_ptr<rnic::SharedReceiveQueue>> CreateSharedReceiveQueue(
+      const rnic::SrqConfig& config) override;
   const std::string& name() const { return name_; }
+
+  // Reads the device's pending asynchronous events (never blocks): an SRQ limit event marks
+  // its SRQ; the others are acknowledged and dropped. Thread-safe.
+  void DrainAsyncEvents();
 
  private:
   VerbsDevice() = default;
@@ -48,6 +55,7 @@ class VerbsDevice : public rnic::Device {
   ibv_pd* pd_ = nullptr;
   Options options_;
   std::string name_;
+  std::mutex async_mu_;  // serializes DrainAsyncEvents
   std::string address_;  // EncodeVerbsAddress of the local port
   int active_mtu_bytes_ = 1024;
   uint64_t max_msg_ = 1ull << 30;
