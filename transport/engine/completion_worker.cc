@@ -133,7 +133,7 @@ void OnReceive(ConnectionState& c, const rnic::WorkCompletion& wc, int staged_la
     FailConnection(c, out, lane < 0 ? FailScope::kMainFailed : FailScope::kStageFailed);
     return;
   }
-  const char* buf = lane < 0 ? c.recv_buffers.data() + size_t{recv_index} * c.slot_stride
+  const char* buf = lane < 0 ? c.recv_buffers->data() + size_t{recv_index} * c.slot_stride
                              : c.stage_recv_buffers.data() +
                                    size_t{recv_index - c.options.message_slots} * kAckBytes;
   if (staged_lane >= 0) {
@@ -173,7 +173,7 @@ void Deliver(ConnectionState& c, const MessageHandler& handler,
   for (const ConnectionState::Held& m : deliver) {
     if (handler) {
       handler(absl::MakeConstSpan(
-          c.recv_buffers.data() + size_t{m.buffer} * c.slot_stride + c.message_header_bytes,
+          c.recv_buffers->data() + size_t{m.buffer} * c.slot_stride + c.message_header_bytes,
           m.length));
     }
   }

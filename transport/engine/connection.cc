@@ -242,14 +242,17 @@ absl::Status Engine::AllocateBuffers(ConnectionState& c) {
     return absl::OkStatus();
   };
   c.slot_stride = c.message_header_bytes + o.max_message_bytes;
-  c.send_slots.assign(size_t{o.message_slots} * c.slot_stride, 0);
-  c.recv_buffers.assign(size_t{o.message_slots} * c.slot_stride, 0);
+  c.send_slots = std::make_unique<MappedMemory>(size_t{o.message_slots} * c.slot_stride, false);
+  c.recv_buffers = std::make_unique<MappedMemory>(size_t{o.message_slots} * c.slot_stride, false);
+  if (c.send_slots->data() == nullptr || c.recv_buffers->data() == nullptr) {
+    return absl::ResourceExhaustedError("CreateConnection: cannot map message buffers");
+  }
   c.stage_recv_buffers.assign(size_t{c.recv_count - o.message_slots} * kAckBytes, 0);
   c.acks.assign(lanes * kAckSlots * kAckBytes, 0);
   for (absl::Status st :
        {reg(c.ring->data(), c.ring->size(), ring_access, &c.ring_mr),
-        reg(c.send_slots.data(), c.send_slots.size(), 0, &c.send_mr),
-        reg(c.recv_buffers.data(), c.recv_buffers.size(), rnic::kLocalWrite, &c.recv_mr),
+        reg(c.send_slots->data(), c.send_slots->size(), 0, &c.send_mr),
+        reg(c.recv_buffers->data(), c.recv_buffers->size(), rnic::kLocalWrite, &c.recv_mr),
         reg(c.stage_recv_buffers.data(), c.stage_recv_buffers.size(), rnic::kLocalWrite,
             &c.stage_recv_mr),
         reg(c.acks.data(), c.acks.size(), 0, &c.acks_mr)}) {

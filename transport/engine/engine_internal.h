@@ -131,7 +131,11 @@ struct ConnectionState {
   // lane after lane, stage_recvs_per_lane each, the staging QPs, whose receives carry acks or
   // nothing (a staged write's data lands in the ring): kAckBytes each, packed, so they take
   // one page's translation, not one each.
-  std::vector<char> headers, send_slots, recv_buffers, stage_recv_buffers, acks;
+  // Message slots and receive buffers are mapped, not zero-filled: a page costs memory only once
+  // a message touched it, so a connection exchanging small messages keeps a few pages of each
+  // max_message_bytes slot resident.
+  std::unique_ptr<MappedMemory> send_slots, recv_buffers;
+  std::vector<char> headers, stage_recv_buffers, acks;
   std::unique_ptr<rnic::MemoryRegion> headers_mr, send_mr, recv_mr, stage_recv_mr, acks_mr;
   uint32_t recv_count = 0;
   uint32_t stage_recvs_per_lane = 0;

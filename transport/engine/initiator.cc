@@ -41,7 +41,7 @@ absl::StatusOr<bool> PostMessage(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCK
   if (c.message_credits == 0 || c.free_send_slots.empty()) return false;
   op.send_slot = c.free_send_slots.back();
   c.free_send_slots.pop_back();
-  char* slot = c.send_slots.data() + size_t(op.send_slot) * c.slot_stride;
+  char* slot = c.send_slots->data() + size_t(op.send_slot) * c.slot_stride;
   MessageHeader header;
   header.messages_seen = c.messages_received;
   header.credits_returned = c.credits_to_return;

@@ -21,6 +21,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "transport/base/logging.h"
+#include "transport/base/mapped_memory.h"
 #include "transport/base/mutex.h"
 #include "transport/rnic/completion_queue.h"
 #include "transport/rnic/device.h"
@@ -67,7 +68,9 @@ struct Stream : public FrameSink {
   absl::Time drain_deadline;
   QpCore* qp = nullptr;  // null on an inbound stream until its HELLO arrives
   FrameReader reader;
-  std::vector<char> rbuf;  // allocated on the first read: a silent stream holds none
+  // Mapped on the first read (a silent stream holds none); reads restart at its start whenever
+  // it drains, so only the pages that bursts of input reached are resident.
+  std::unique_ptr<MappedMemory> rbuf;
   size_t rbeg = 0, rend = 0;
   std::deque<OutSegment> out;
   size_t out_front_offset = 0;

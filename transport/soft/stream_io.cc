@@ -176,10 +176,17 @@ void Nic::ReadStream(Stream* s) {
       }
     } else {
       if (s->rbeg == s->rend) s->rbeg = s->rend = 0;
-      if (s->rbuf.empty()) s->rbuf.resize(kReadBufferBytes);
-      got = recv(s->fd, s->rbuf.data() + s->rend, s->rbuf.size() - s->rend, MSG_DONTWAIT);
+      if (s->rbuf == nullptr) {
+        s->rbuf = std::make_unique<MappedMemory>(kReadBufferBytes, /*try_huge=*/false);
+        if (s->rbuf->data() == nullptr) {
+          s->rbuf.reset();
+          KillStream(s, rnic::WcStatus::kRetryExceeded, "cannot map a read buffer");
+          return;
+        }
+      }
+      got = recv(s->fd, s->rbuf->data() + s->rend, s->rbuf->size() - s->rend, MSG_DONTWAIT);
       if (got > 0) {
-        size_t room = s->rbuf.size() - s->rend;
+        size_t room = s->rbuf->size() - s->rend;
         s->rend += static_cast<size_t>(got);
         budget -= std::min<size_t>(budget, got);
         FeedBuffered(s);
@@ -205,7 +212,7 @@ void Nic::ReadStream(Stream* s) {
 
 void Nic::FeedBuffered(Stream* s) {
   size_t consumed = 0;
-  absl::Status st = s->reader.Feed(s->rbuf.data() + s->rbeg, s->rend - s->rbeg, &consumed);
+  absl::Status st = s->reader.Feed(s->rbuf->data() + s->rbeg, s->rend - s->rbeg, &consumed);
   s->rbeg += consumed;
   if (!st.ok()) {
     KillStream(s, rnic::WcStatus::kRetryExceeded, absl::StrCat("bad frame: ", st.message()));
