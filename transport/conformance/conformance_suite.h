@@ -109,6 +109,7 @@ class RnicConformanceTest : public ::testing::Test {
       cfg.recv_cq = srq_cq_.get();
       cfg.rnr_timeout = rnr_timeout;
       cfg.srq = srq_.get();
+      cfg.max_recv_wr = 0;  // ignored with an SRQ
       absl::StatusOr<std::unique_ptr<QueuePair>> qp = target_->CreateQueuePair(cfg);
       ASSERT_TRUE(qp.ok()) << qp.status();
       shared_qps_.push_back(std::move(*qp));
@@ -633,6 +634,12 @@ TYPED_TEST_P(RnicConformanceTest, SharedReceiveQueueRefusesBadConfigsAndPosts) {
   bad.max_wr = 8;
   bad.limit = 9;
   EXPECT_EQ(dev.CreateSharedReceiveQueue(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  // Without an SRQ, a QP needs room for receives of its own.
+  QpConfig no_room;
+  no_room.send_cq = this->target_send_cq_.get();
+  no_room.recv_cq = this->srq_cq_.get();
+  no_room.max_recv_wr = 0;
+  EXPECT_EQ(dev.CreateQueuePair(no_room).status().code(), absl::StatusCode::kInvalidArgument);
   RecvWorkRequest malformed = this->SharedRecv(1, 0);
   malformed.num_sge = kMaxSge + 1;
   EXPECT_EQ(this->srq_->PostRecv(malformed).code(), absl::StatusCode::kInvalidArgument);

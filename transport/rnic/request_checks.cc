@@ -33,6 +33,15 @@ absl::Status CheckSendRequest(const SendWorkRequest& wr, const DeviceLimits& lim
   return absl::OkStatus();
 }
 
+absl::Status CheckQpConfig(const QpConfig& config, const DeviceLimits& limits) {
+  auto bad = [&](uint32_t n) { return n == 0 || n > limits.max_qp_wr; };
+  if (bad(config.max_send_wr) || (config.srq == nullptr && bad(config.max_recv_wr))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CreateQueuePair: max_send_wr and max_recv_wr must be in 1..", limits.max_qp_wr));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckRecvRequest(const RecvWorkRequest& wr, size_t index) {
   if (wr.num_sge < 0 || wr.num_sge > kMaxSge) {
     return absl::InvalidArgumentError(

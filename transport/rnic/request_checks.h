@@ -16,6 +16,10 @@ namespace unloadkv::rnic {
 // (kHugePageBacked allowed), and kRemoteWrite only together with kLocalWrite (as verbs).
 absl::Status CheckRegistration(const void* addr, size_t length, uint32_t access);
 
+// The checks of Device::CreateQueuePair on its sizes: max_send_wr in 1..limits.max_qp_wr, and
+// max_recv_wr too unless the QP takes its receives from an SRQ (then it is ignored).
+absl::Status CheckQpConfig(const QpConfig& config, const DeviceLimits& limits);
+
 // The malformed-request checks of QueuePair::PostSend: known opcode, 0 <= num_sge <= kMaxSge,
 // total length within the device limit. `index` names the request in the error message.
 absl::Status CheckSendRequest(const SendWorkRequest& wr, const DeviceLimits& limits, size_t index);

@@ -221,11 +221,7 @@ class SimDevice : public rnic::Device {
       return absl::InvalidArgumentError(
           "CreateQueuePair: send_cq and recv_cq must be CQs of a sim device");
     }
-    if (config.max_send_wr == 0 || config.max_recv_wr == 0 ||
-        config.max_send_wr > limits().max_qp_wr || config.max_recv_wr > limits().max_qp_wr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "CreateQueuePair: max_send_wr and max_recv_wr must be in 1..", limits().max_qp_wr));
-    }
+    if (absl::Status st = rnic::CheckQpConfig(config, limits()); !st.ok()) return st;
     std::shared_ptr<SimSrqState> srq;
     if (config.srq != nullptr) {
       auto* sim_srq = dynamic_cast<SimSharedReceiveQueue*>(config.srq);

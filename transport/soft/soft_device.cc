@@ -197,11 +197,7 @@ void Nic::Deregister(uint32_t key) {
 
 absl::StatusOr<QpCore*> Nic::CreateQp(const rnic::QpConfig& config, std::shared_ptr<CqCore> scq,
                                       std::shared_ptr<CqCore> rcq, std::shared_ptr<SrqCore> srq) {
-  if (config.max_send_wr == 0 || config.max_send_wr > limits_.max_qp_wr ||
-      config.max_recv_wr == 0 || config.max_recv_wr > limits_.max_qp_wr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CreateQueuePair: max_send_wr and max_recv_wr must be in 1..", limits_.max_qp_wr));
-  }
+  if (absl::Status st = rnic::CheckQpConfig(config, limits_); !st.ok()) return st;
   MutexLock l(&mu_);
   auto qp = std::make_unique<QpCore>();
   qp->qp_num = next_qp_num_++;

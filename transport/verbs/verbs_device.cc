@@ -428,6 +428,7 @@ absl::StatusOr<std::unique_ptr<rnic::QueuePair>> VerbsDevice::CreateQueuePair(
     return absl::InvalidArgumentError(
         "CreateQueuePair: send_cq and recv_cq must be CQs of a verbs device");
   }
+  if (absl::Status st = rnic::CheckQpConfig(config, limits()); !st.ok()) return st;
   ibv_qp_init_attr init{};
   init.send_cq = scq->cq();
   init.recv_cq = rcq->cq();
