@@ -1,6 +1,6 @@
 // conn_bench: what a connection costs a kvserver, from one to thousands of connections.
 //
-//   bazel run -c opt //tests/bench:conn_bench -- [--connections=1,100,1000,5000]
+//   bazel run -c opt //tests/bench:conn_bench -- [--connections=1,10,100,1000,5000]
 //       [--processes=4] [--seconds=3] [--policies=offload,unload] [--value_size=64]
 //
 // For each policy and connection count: a fresh kvserver (soft transport, loopback); the
@@ -16,7 +16,6 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -49,7 +48,7 @@
 #include "transport/rpc/bootstrap.h"
 #include "transport/rpc/rpc.h"
 
-DEFINE_string(connections, "1,100,1000,5000", "connection counts, one point each");
+DEFINE_string(connections, "1,10,100,1000,5000", "connection counts, one point each");
 DEFINE_int32(processes, 4, "client processes sharing a point's connections");
 DEFINE_double(seconds, 3, "length of each point's active phase");
 DEFINE_string(policies, "offload,unload", "path policies of the value writes, a pass each");
@@ -253,20 +252,22 @@ int ChildMain() {
 
 // ---------------------------------------------------------------- parent
 
-// Resident memory of `pid` in bytes (VmRSS), or -1.
-int64_t Rss(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+// The "<key>: <n> kB" line of a /proc file, in bytes, or -1.
+int64_t ReadKib(const std::string& path, absl::string_view key) {
+  std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
     absl::string_view v = line;
-    if (absl::ConsumePrefix(&v, "VmRSS:")) {
-      int64_t kib;
-      std::vector<std::string> parts = absl::StrSplit(v, absl::ByAnyChar(" \t"), absl::SkipEmpty());
-      if (!parts.empty() && absl::SimpleAtoi(parts[0], &kib)) return kib * 1024;
-    }
+    if (!absl::ConsumePrefix(&v, key) || !absl::ConsumePrefix(&v, ":")) continue;
+    std::vector<std::string> parts = absl::StrSplit(v, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    int64_t kib;
+    if (!parts.empty() && absl::SimpleAtoi(parts[0], &kib)) return kib * 1024;
   }
   return -1;
 }
+
+// Resident memory of `pid` in bytes, or -1.
+int64_t Rss(pid_t pid) { return ReadKib(absl::StrCat("/proc/", pid, "/status"), "VmRSS"); }
 
 // Open sockets of `pid`.
 int Sockets(pid_t pid) {
@@ -284,19 +285,7 @@ int Sockets(pid_t pid) {
   return n;
 }
 
-int64_t MemAvailable() {
-  std::ifstream in("/proc/meminfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    absl::string_view v = line;
-    if (absl::ConsumePrefix(&v, "MemAvailable:")) {
-      int64_t kib;
-      std::vector<std::string> parts = absl::StrSplit(v, absl::ByAnyChar(" \t"), absl::SkipEmpty());
-      if (!parts.empty() && absl::SimpleAtoi(parts[0], &kib)) return kib * 1024;
-    }
-  }
-  return 0;
-}
+int64_t MemAvailable() { return std::max<int64_t>(0, ReadKib("/proc/meminfo", "MemAvailable")); }
 
 struct Row {
   std::string policy;
@@ -483,13 +472,6 @@ int Main(const char* self) {
   return 0;
 }
 
-// Binaries are found relative to the runfiles root (bazel run's working directory).
-void EnterRunfiles(const char* argv0) {
-  std::string dir = absl::StrCat(argv0, ".runfiles/unloadkv");
-  struct stat st;
-  if (stat(dir.c_str(), &st) == 0) (void)!chdir(dir.c_str());
-}
-
 }  // namespace
 }  // namespace unloadkv
 
@@ -503,6 +485,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   self[len] = '\0';
-  unloadkv::EnterRunfiles(argv[0]);
+  unloadkv::testing::EnterRunfiles(argv[0]);
   return unloadkv::Main(self);
 }

@@ -5,7 +5,6 @@
 // Three processes: kvserver, rnic_bench (the baseline) and this one. At 1 in flight the baseline
 // and the KV points alternate in rounds, so that drift of the machine hits both alike.
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,13 +40,6 @@ DEFINE_bool(caller_progress, true,
 
 namespace unloadkv {
 namespace {
-
-// Binaries are found relative to the runfiles root (bazel run's working directory).
-void EnterRunfiles(const char* argv0) {
-  std::string dir = absl::StrCat(argv0, ".runfiles/unloadkv");
-  struct stat st;
-  if (stat(dir.c_str(), &st) == 0) (void)!chdir(dir.c_str());
-}
 
 struct Rtt {
   double p50 = 0, p99 = 0;
@@ -215,6 +207,6 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage("KV latency and throughput next to the raw soft-RNIC round trip");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   unloadkv::SetMinLogLevel(unloadkv::LogLevel::kError);
-  unloadkv::EnterRunfiles(argv[0]);
+  unloadkv::testing::EnterRunfiles(argv[0]);
   return unloadkv::Main();
 }

@@ -1,5 +1,6 @@
 #include "tests/support/subprocess.h"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,6 +48,12 @@ int WaitExit(pid_t pid) {
   int status = 0;
   if (waitpid(pid, &status, 0) != pid) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void EnterRunfiles(const char* argv0) {
+  const std::string dir = std::string(argv0) + ".runfiles/unloadkv";
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0) (void)!chdir(dir.c_str());
 }
 
 }  // namespace unloadkv::testing

@@ -25,6 +25,9 @@ std::string ReadLine(int fd);
 std::string ReadAll(int fd);
 // Waits for the child; its exit code, or 128 + the signal that ended it.
 int WaitExit(pid_t pid);
+// Moves to the runfiles root of the binary `argv0` (`<argv0>.runfiles/unloadkv`) when there
+// is one, so that binaries are named relative to it as under `bazel run` and `bazel test`.
+void EnterRunfiles(const char* argv0);
 
 }  // namespace unloadkv::testing
 
