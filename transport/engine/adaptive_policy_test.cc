@@ -299,6 +299,7 @@ TEST(AdaptivePolicyTest, NeverUnloadsAWriteThatDoesNotFitASlot) {
 
 TEST(HeatSketchTest, FrequentPagesEstimateHigherAndCoolDown) {
   HeatSketch sketch(16, 1000);
+  EXPECT_EQ(sketch.Estimate(7), 0u) << "a sketch nothing was added to";
   for (int i = 0; i < 900; ++i) {
     sketch.Add(7);
     sketch.Add(100000 + i);

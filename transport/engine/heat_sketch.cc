@@ -5,7 +5,7 @@
 namespace unloadkv::engine {
 
 HeatSketch::HeatSketch(int width_log2, uint32_t window)
-    : mask_((1u << width_log2) - 1), window_(window), counters_(kRows * (size_t{mask_} + 1)) {}
+    : mask_((1u << width_log2) - 1), window_(window) {}
 
 uint32_t HeatSketch::Index(int row, uint64_t page) const {
   // Two independent multiplicative hashes (odd 64-bit constants), top bits.
@@ -15,6 +15,7 @@ uint32_t HeatSketch::Index(int row, uint64_t page) const {
 }
 
 uint32_t HeatSketch::Add(uint64_t page) {
+  if (counters_.empty()) counters_.assign(kRows * (size_t{mask_} + 1), 0);
   if (++since_decay_ >= window_) Decay();
   uint32_t idx[kRows];
   uint32_t est = UINT32_MAX;
@@ -31,6 +32,7 @@ uint32_t HeatSketch::Add(uint64_t page) {
 }
 
 uint32_t HeatSketch::Estimate(uint64_t page) const {
+  if (counters_.empty()) return 0;
   uint32_t est = UINT32_MAX;
   for (int r = 0; r < kRows; ++r) est = std::min<uint32_t>(est, counters_[Index(r, page)]);
   return est;

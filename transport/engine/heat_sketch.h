@@ -1,6 +1,8 @@
 // A bounded, decaying estimate of how often each page is written: a count-min sketch with
 // conservative update whose counters are halved every `window` updates, so pages that stop
-// being written cool down. Fixed memory, no allocation after construction. Not thread-safe.
+// being written cool down. Fixed memory, allocated at the first Add (a connection whose writes
+// the policy never sees, such as a kvserver's connection to a client, holds none: 256 KiB at
+// the default width); no allocation after that. Not thread-safe.
 #ifndef UNLOADKV_TRANSPORT_ENGINE_HEAT_SKETCH_H_
 #define UNLOADKV_TRANSPORT_ENGINE_HEAT_SKETCH_H_
 
@@ -27,7 +29,7 @@ class HeatSketch {
   uint32_t mask_;
   uint32_t window_;
   uint32_t since_decay_ = 0;
-  std::vector<uint16_t> counters_;  // kRows rows of (mask_ + 1)
+  std::vector<uint16_t> counters_;  // kRows rows of (mask_ + 1); empty until the first Add
 };
 
 }  // namespace unloadkv::engine
