@@ -118,15 +118,14 @@ void Engine::Start() {
       workers_.size() == 1 && device_->interruptible() ? kIdleWait : absl::Milliseconds(1);
   for (auto& w : workers_) {
     threads_.emplace_back([this, worker = w.get(), idle_wait] {
-      while (!stop_.load(std::memory_order_acquire)) {
+      auto poll = [&] {
         const int n = worker->PollOnce(*table_, options_.metrics);
         device_->FlushDeferred();  // after the answers of the batch were posted
-        if (n > 0) continue;
-        rnic::WaitForWork(*device_, *worker->cq, idle_wait, [&] {
-          const int again = worker->PollOnce(*table_, options_.metrics);
-          device_->FlushDeferred();
-          return again > 0;
-        });
+        return n > 0;
+      };
+      while (!stop_.load(std::memory_order_acquire)) {
+        if (poll()) continue;
+        rnic::WaitForWork(*device_, *worker->cq, idle_wait, poll);
       }
     });
   }

@@ -27,7 +27,6 @@ class SrqState {
   absl::Status Post(absl::Span<const RecvWorkRequest> wrs, const RegionTable& regions);
   bool empty() const { return recvs_.empty(); }
   size_t size() const { return recvs_.size(); }
-  const RecvWorkRequest& front() const { return recvs_.front(); }
   // Removes and returns the oldest receive. Requires !empty().
   RecvWorkRequest Take();
 

@@ -417,10 +417,7 @@ absl::Status PostRecv(Fabric& f, NodeState& n, SimQpState& qp,
 absl::Status PostSrqRecv(Fabric& f, NodeState& n, SimSrqState& srq,
                          absl::Span<const rnic::RecvWorkRequest> wrs) {
   absl::Status st = srq.state.Post(wrs, n.regions);
-  // In QP number order, so that which QP's waiting request gets a receive is deterministic.
-  std::vector<uint32_t> qps(srq.qps.begin(), srq.qps.end());
-  std::sort(qps.begin(), qps.end());
-  for (uint32_t num : qps) {
+  for (uint32_t num : srq.qps) {  // in QP number order
     if (srq.state.empty()) break;
     auto it = n.qps.find(num);
     if (it != n.qps.end()) Drain(f, n, *it->second);

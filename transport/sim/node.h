@@ -5,11 +5,11 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "transport/rnic/queue_pair.h"
 #include "transport/rnic/region_table.h"
 #include "transport/rnic/srq_state.h"
@@ -45,7 +45,7 @@ struct Outstanding {
 struct SimSrqState {
   explicit SimSrqState(const rnic::SrqConfig& config) : state(config) {}
   rnic::SrqState state;
-  absl::flat_hash_set<uint32_t> qps;
+  std::set<uint32_t> qps;  // ordered: which waiting QP gets a new receive is deterministic
 };
 
 struct SimQpState {
