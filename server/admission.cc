@@ -109,8 +109,9 @@ void Admission::Answer(rpc::BootstrapAcceptor::Hello hello) {
 
 absl::StatusOr<engine::ConnectionInfo> Admission::Admit(const engine::ConnectionInfo& client) {
   if (established_() + half_open_.size() >= static_cast<size_t>(options_.max_connections)) {
-    return Refused(absl::StatusCode::kResourceExhausted, "limit",
-                   absl::StrCat("at the connection limit (", options_.max_connections, ")"));
+    return Refused(
+        absl::StatusCode::kResourceExhausted, "limit",
+        absl::StrCat("at the connection limit (--max_connections=", options_.max_connections, ")"));
   }
   if (half_open_.size() >= options_.max_half_open) MakeRoom();
   absl::StatusOr<std::unique_ptr<engine::PathPolicy>> policy = engine::MakePolicy(options_.policy);

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "proto/limits.h"
+#include "server/connection_budget.h"
 #include "server/cuttable_cluster_map.h"
 #include "transport/backends/open_device.h"
 #include "transport/base/logging.h"
@@ -43,9 +44,10 @@ absl::Status ValidateOptions(const KvServerOptions& o) {
       return absl::InvalidArgumentError(absl::StrCat("--metrics: ", a.status().message()));
     }
   }
-  if (o.max_connections < 1 || o.max_connections > 65536) {
+  if (o.max_connections < 0 || o.max_connections > 65536) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--max_connections=", o.max_connections, ": must be in 1..65536"));
+        absl::StrCat("--max_connections=", o.max_connections,
+                     ": must be in 1..65536, or 0 for what the node holds"));
   }
   if (o.max_half_open < 1 || o.max_half_open > 4096) {
     return absl::InvalidArgumentError(
@@ -109,9 +111,15 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
 
   engine::EngineOptions eo;
   eo.unload_workers = options.unload_workers;
-  eo.max_connections_per_worker = static_cast<uint32_t>(options.max_connections);
   eo.huge_pages = options.huge_pages;
   eo.max_message_bytes = proto::kMaxMessageBytes;
+  absl::StatusOr<ConnectionBudget> budget =
+      ResolveConnectionBudget(options.max_connections, eo, s->device_->limits(),
+                              embedded != nullptr ? 0 : MemAvailableBytes());
+  if (!budget.ok()) return budget.status();
+  s->max_connections_ = budget->max_connections;
+  s->connection_budget_ = budget->summary;
+  eo.max_connections_per_worker = static_cast<uint32_t>(budget->max_connections);
   eo.metrics = s->engine_metrics_.get();
   eo.modeled_huge_pages = embedded != nullptr;
   auto engine = engine::Engine::Create(s->device_, eo);
@@ -157,7 +165,7 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
   s->service_->RegisterWith(s->rpc_.get());
   Admission::Options ad;
   ad.policy = options.policy;
-  ad.max_connections = options.max_connections;
+  ad.max_connections = s->max_connections_;
   ad.max_half_open = static_cast<size_t>(options.max_half_open);
   ad.handshake_deadline = options.handshake_deadline;
   ad.clock = s->clock_;

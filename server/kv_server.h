@@ -61,7 +61,9 @@ struct KvServerOptions {
   std::string policy = "adaptive";  // path policy of writes this server initiates
   int unload_workers = 1;
   std::string metrics_address = "127.0.0.1:9464";  // empty: no /metrics endpoint
-  int max_connections = 256;                       // established and half-open client connections
+  // Established and half-open client connections; 0: what the node holds
+  // (connection_budget.h).
+  int max_connections = 256;
   int max_half_open = 32;        // admitted connections with no message from the client yet
   int max_pending_hellos = 128;  // bootstrap sockets whose hello line is incomplete
   absl::Duration hello_deadline = absl::Seconds(2);      // accept -> complete hello line
@@ -99,6 +101,9 @@ class KvServer {
   const std::string& address() const { return address_; }
   std::string metrics_url() const { return metrics_ ? metrics_->url() : ""; }
   const std::string& arena_memory() const { return arena_memory_; }
+  // The connection limit in force and what bounds it (--max_connections, connection_budget.h).
+  int max_connections() const { return max_connections_; }
+  const std::string& connection_budget() const { return connection_budget_; }
   const std::string& staging_memory() const { return engine_->staging_memory(); }
   std::string transport() const { return device_->transport(); }
 
@@ -148,6 +153,8 @@ class KvServer {
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<Reaper> reaper_;  // destroys dropped replication links; before the engine
   std::string arena_memory_;
+  int max_connections_ = 0;
+  std::string connection_budget_;
   std::unique_ptr<cluster::ClusterMap> owned_map_;  // etcd, when not injected
   std::unique_ptr<cluster::ClusterMap> cut_map_;    // the map behind the injectable cut
   std::unique_ptr<ShardTable> shards_;              // before the engine stops: MRs in it

@@ -23,7 +23,9 @@ DEFINE_int32(unload_workers, 1, "engine worker threads (RPC handling and unload 
 DEFINE_string(metrics, "127.0.0.1:9464",
               "host:port of the Prometheus /metrics endpoint; "
               "empty disables it");
-DEFINE_int32(max_connections, 256, "client connections admitted at once (1..65536)");
+DEFINE_int32(max_connections, 0,
+             "client connections admitted at once (1..65536); 0: as many as the node can hold "
+             "at worst (memory and the engine's shared receive queue; printed at start)");
 DEFINE_int32(max_half_open, 32,
              "admitted connections whose client has sent no message yet (1..4096); the oldest "
              "is released to make room");
@@ -97,10 +99,12 @@ int main(int argc, char** argv) {
   std::printf(
       "kvserver: listening on %s (transport %s)\n"
       "kvserver: arena %llu MiB on %s; staging rings on %s\n"
-      "kvserver: metrics at %s\n",
+      "kvserver: metrics at %s\n"
+      "kvserver: max_connections %s\n",
       s.address().c_str(), s.transport().c_str(),
       static_cast<unsigned long long>(o.arena_bytes >> 20), s.arena_memory().c_str(),
-      s.staging_memory().c_str(), s.metrics_url().empty() ? "(off)" : s.metrics_url().c_str());
+      s.staging_memory().c_str(), s.metrics_url().empty() ? "(off)" : s.metrics_url().c_str(),
+      s.connection_budget().c_str());
   if (s.clustered()) {
     std::printf("kvserver: node %s of cluster %s (etcd at %s)\n", o.node.c_str(), o.cluster.c_str(),
                 o.etcd.c_str());

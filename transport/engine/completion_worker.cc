@@ -53,7 +53,7 @@ void OnSendCompleted(ConnectionState& c, const rnic::WorkCompletion& wc, Deferre
   --c.send_wrs;
   Op* op = c.FindOpByIndex(IndexOf(wc.wr_id));
   if (op != nullptr && !op->is_write && op->send_slot >= 0) {
-    c.free_send_slots.push_back(op->send_slot);
+    ReleaseSendSlot(c, op->send_slot);
     op->send_slot = -1;
   }
   if (ok && op != nullptr && !unloaded) RetireQuietBefore(c, op->main_index);
@@ -95,19 +95,49 @@ void OnAckReceived(ConnectionState& c, int lane, uint32_t recv_index, const char
   AckUnloaded(c, lane, ack->applied, ack->status, out);
 }
 
-// A message arrived in receive `recv_index`. Its header says how many of our messages the
+// The credits this connection aims to hand out, after a message arrived: twice as many when
+// the peer sent it with its last credit and more messages waiting (up to message_slots), one
+// fewer after a level's worth of messages in a row sent without waiting (down to
+// min_message_credits), so that a steady peer rarely runs out again. Borrows from the pool up
+// to that level, as far as the pool lends; the credits go back with the next message or ack.
+void AdjustCredits(ConnectionState& c, bool wanted) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  const uint32_t floor = c.options.min_message_credits;
+  if (wanted) {
+    c.credit_level = std::min(c.options.message_slots, 2 * c.credit_level);
+    c.calm_messages = 0;
+  } else if (c.credit_level > floor && ++c.calm_messages >= c.credit_level) {
+    --c.credit_level;
+    c.calm_messages = 0;
+  }
+  while (floor + c.borrowed < c.credit_level && c.pool->Borrow()) {
+    ++c.borrowed;
+    ++c.credits_to_return;
+  }
+}
+
+// A message arrived in pool buffer `buffer`. Its header says how many of our messages the
 // peer had received when it sent it, and how many unloaded writes of each lane it posted
-// before it, which must be applied first: it is held until they are.
-void OnMessageReceived(ConnectionState& c, uint32_t recv_index, const char* buf, uint32_t byte_len,
-                       Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+// before it, which must be applied first: it is held until they are. A message that is not
+// delivered gives its buffer straight back.
+void OnMessageReceived(ConnectionState& c, uint32_t buffer, uint32_t byte_len, Deferred& out)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  if (c.granted == 0) {
+    c.pool->Recycle(buffer);
+    return Violation(c, out,
+                     absl::StrCat("connection ", c.id, ": peer sent a message without a credit"));
+  }
   absl::StatusOr<MessageHeader> header =
-      ParseMessageHeader(buf, byte_len, static_cast<int>(c.lanes.size()));
-  if (!header.ok()) return Violation(c, out, header.status().message());
+      ParseMessageHeader(c.pool->buffer(buffer), byte_len, static_cast<int>(c.lanes.size()));
+  if (!header.ok()) {
+    c.pool->Recycle(buffer);
+    return Violation(c, out, header.status().message());
+  }
   const uint64_t seen = header->messages_seen;
   ++c.messages_received;
-  if (!TakeCredits(c, header->credits_returned, out)) return;
+  if (!TakeCredits(c, header->credits_returned, out)) return c.pool->Recycle(buffer);
   const uint64_t posted = c.messages_confirmed + c.unconfirmed.size();
   if (seen > posted) {
+    c.pool->Recycle(buffer);
     return Violation(c, out, absl::StrCat("peer claims ", seen, " messages received of ", posted));
   }
   if (seen > c.messages_confirmed) {
@@ -115,35 +145,47 @@ void OnMessageReceived(ConnectionState& c, uint32_t recv_index, const char* buf,
     RetireQuietBefore(c, c.unconfirmed[seen - c.messages_confirmed - 1] + 1);
   }
   // After a refused staged write nothing later is delivered (RC would have failed).
-  if (!c.refusing) {
-    ConnectionState::Held h{recv_index, byte_len - c.message_header_bytes, {}};
-    for (size_t k = 0; k < c.lanes.size(); ++k) h.need[k] = header->lane_writes[k];
-    c.held.push_back(h);
-  }
+  if (c.refusing) return c.pool->Recycle(buffer);
+  --c.granted;
+  ++c.in_hand;
+  AdjustCredits(c, header->wants_credits);
+  ConnectionState::Held h{buffer, byte_len - c.message_header_bytes, {}};
+  for (size_t k = 0; k < c.lanes.size(); ++k) h.need[k] = header->lane_writes[k];
+  c.held.push_back(h);
 }
 
-// A receive completed: a staged write (validated and copied by the caller), an ack, or a
-// message.
+// A receive from the worker's message pool completed on this connection's main QP.
+void OnPoolReceive(ConnectionState& c, const rnic::WorkCompletion& wc, Deferred& out)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  const uint32_t buffer = IndexOf(wc.wr_id);
+  if (wc.status != rnic::WcStatus::kSuccess) {
+    c.pool->Recycle(buffer);
+    return FailConnection(c, out, FailScope::kMainFailed);
+  }
+  if (wc.opcode != rnic::WcOpcode::kRecv || !wc.has_imm || wc.imm != kImmMessage) {
+    c.pool->Recycle(buffer);
+    return Violation(c, out, absl::StrCat("unexpected receive ", wc.DebugString()));
+  }
+  OnMessageReceived(c, buffer, wc.byte_len, out);
+}
+
+// A staging QP's receive completed: a staged write (validated and copied by the caller) or an
+// ack.
 void OnReceive(ConnectionState& c, const rnic::WorkCompletion& wc, int staged_lane,
                bool staged_valid, uint32_t staged_length, EngineMetrics* metrics, Deferred& out)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   const uint32_t recv_index = IndexOf(wc.wr_id);
   const int lane = LaneOfRecv(c, recv_index);
   if (wc.status != rnic::WcStatus::kSuccess) {
-    FailConnection(c, out, lane < 0 ? FailScope::kMainFailed : FailScope::kStageFailed);
+    FailConnection(c, out, FailScope::kStageFailed);
     return;
   }
-  const char* buf = lane < 0 ? c.recv_buffers->data() + size_t{recv_index} * c.slot_stride
-                             : c.stage_recv_buffers.data() +
-                                   size_t{recv_index - c.options.message_slots} * kAckBytes;
+  const char* buf = c.stage_recv_buffers.data() + size_t{recv_index} * kAckBytes;
   if (staged_lane >= 0) {
     if (staged_valid) CommitStagedWrite(c, c.lanes[staged_lane], staged_length, metrics);
     RepostOrFail(c, recv_index, out);
-  } else if (wc.opcode == rnic::WcOpcode::kRecv && wc.has_imm && wc.imm == kImmAck && lane >= 0) {
+  } else if (wc.opcode == rnic::WcOpcode::kRecv && wc.has_imm && wc.imm == kImmAck) {
     OnAckReceived(c, lane, recv_index, buf, wc.byte_len, out);
-  } else if (wc.opcode == rnic::WcOpcode::kRecv && wc.has_imm && wc.imm == kImmMessage &&
-             lane < 0) {
-    OnMessageReceived(c, recv_index, buf, wc.byte_len, out);
   } else {
     Violation(c, out, absl::StrCat("unexpected receive ", wc.DebugString()));
   }
@@ -166,27 +208,44 @@ std::vector<ConnectionState::Held> TakeDeliverable(ConnectionState& c)
   return deliver;
 }
 
+// A delivered message's pool buffer comes back: posted again for a credit to hand back, or,
+// when the connection holds more than its credit level, returned to the pool with the unit it
+// borrowed.
+void ReleaseBuffer(ConnectionState& c, uint32_t buffer, Deferred& out)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  --c.in_hand;
+  if (!c.failed && c.borrowed > 0 &&
+      c.granted + c.credits_to_return + c.in_hand >= c.credit_level) {
+    c.pool->Return(buffer);
+    --c.borrowed;
+    return;
+  }
+  ++c.credits_to_return;  // a failed connection's stays posted until it leaves the pool
+  if (absl::Status st = c.pool->Renew(buffer); !st.ok()) {
+    Log(LogLevel::kWarning, absl::StrCat("engine: connection ", c.id,
+                                         ": reposting a message buffer failed: ", st.message()));
+    FailConnection(c, out, FailScope::kClose);
+  }
+}
+
 // Hands `deliver` to `handler` outside the lock; each buffer is reposted (its credit returned)
 // after. Runs as a queued callback, so messages reach the handler in order and never overlap.
 void Deliver(ConnectionState& c, const MessageHandler& handler,
              const std::vector<ConnectionState::Held>& deliver) ABSL_LOCKS_EXCLUDED(c.mu) {
   for (const ConnectionState::Held& m : deliver) {
     if (handler) {
-      handler(absl::MakeConstSpan(
-          c.recv_buffers->data() + size_t{m.buffer} * c.slot_stride + c.message_header_bytes,
-          m.length));
+      handler(absl::MakeConstSpan(c.pool->buffer(m.buffer) + c.message_header_bytes, m.length));
     }
   }
   Deferred out;
   {
     MutexLock l(&c.mu);
+    for (const ConnectionState::Held& m : deliver) ReleaseBuffer(c, m.buffer, out);
     if (c.failed) return;
-    for (const ConnectionState::Held& m : deliver) RepostOrFail(c, m.buffer, out);
-    c.credits_to_return += static_cast<uint32_t>(deliver.size());
-    // Credits alone go back in batches of half the window (the peer keeps the other half to
-    // send with meanwhile); an ack due for unloaded writes carries them earlier. One ack per
-    // message would double the packets of a request/response exchange.
-    if (c.credits_to_return >= std::max<uint32_t>(1, c.options.message_slots / 2)) {
+    // Credits alone go back once the peer holds under half its level (it sends with the rest
+    // meanwhile); until then a message or an ack due for unloaded writes carries them. One ack
+    // per message would double the packets of a request/response exchange.
+    if (c.credits_to_return > 0 && 2 * c.granted < c.credit_level) {
       // Sent now: this may run on any thread after lane 0's worker ended its poll (callbacks
       // run on whichever thread got to them first), and a pending ack waits for that worker's
       // next completion of this connection, which may never come: a peer out of credits sends
@@ -241,6 +300,9 @@ void HandleCompletion(const std::shared_ptr<ConnectionState>& cp, const rnic::Wo
       case WrKind::kRecv:
         OnReceive(c, wc, staged_lane, staged_valid, copy.length, metrics, out);
         break;
+      case WrKind::kPoolRecv:
+        OnPoolReceive(c, wc, out);
+        break;
     }
     std::vector<ConnectionState::Held> deliver = TakeDeliverable(c);
     PostReady(c, out);
@@ -279,9 +341,17 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
     std::shared_ptr<ConnectionState> cp;
     {
       MutexLock l(&mu);
-      auto it = conns.find(ConnOf(wcs[i].wr_id));
-      if (it == conns.end()) continue;  // connection already closed
-      cp = it->second;
+      uint32_t id = ConnOf(wcs[i].wr_id);
+      if (KindOf(wcs[i].wr_id) == WrKind::kPoolRecv) {
+        auto q = main_qps.find(wcs[i].qp_num);
+        id = q == main_qps.end() ? UINT32_MAX : q->second;
+      }
+      auto it = conns.find(id);
+      if (it != conns.end()) cp = it->second;
+    }
+    if (cp == nullptr) {  // connection already closed: a message for it gives its buffer back
+      if (KindOf(wcs[i].wr_id) == WrKind::kPoolRecv) pool->Recycle(IndexOf(wcs[i].wr_id));
+      continue;
     }
     if (std::find(touched.begin(), touched.end(), cp) == touched.end()) {
       // What the callbacks of this batch post on the connection (answers to the requests in

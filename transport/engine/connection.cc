@@ -13,6 +13,35 @@
 
 namespace unloadkv::engine {
 
+ConnectionState::~ConnectionState() {
+  if (!admitted) return;
+  // The QPs first: once they are gone the NIC reads no send slot and fills no buffer.
+  qp.reset();
+  for (Lane& lane : lanes) lane.qp.reset();
+  MutexLock l(&mu);  // nobody else holds this state any more; the lock satisfies the analysis
+  std::vector<uint32_t> held_buffers;
+  for (const Held& h : held) held_buffers.push_back(h.buffer);
+  if (in_hand != held.size()) {
+    Log(LogLevel::kWarning, absl::StrCat("engine: connection ", id, " leaves with ", in_hand,
+                                         " message buffers in hand and ", held.size(), " held"));
+  }
+  pool->Leave(granted + credits_to_return, held_buffers, borrowed);
+  // Its send slots: free, held by quiet messages, or by messages still waiting to complete.
+  std::vector<uint32_t> slots(free_send_slots.begin(), free_send_slots.end());
+  slots.insert(slots.end(), orphan_send_slots.begin(), orphan_send_slots.end());
+  for (const Quiet& q : quiet) {
+    if (q.send_slot >= 0) slots.push_back(static_cast<uint32_t>(q.send_slot));
+  }
+  for (const Op& op : ops) {
+    if (op.send_slot >= 0) slots.push_back(static_cast<uint32_t>(op.send_slot));
+  }
+  if (slots.size() != send_reserve + send_borrowed) {
+    Log(LogLevel::kWarning, absl::StrCat("engine: connection ", id, " leaves with ", slots.size(),
+                                         " send slots of ", send_reserve + send_borrowed));
+  }
+  send_pool->Leave(slots, send_borrowed);
+}
+
 Connection::~Connection() {
   Deferred out;
   {
@@ -27,6 +56,7 @@ Connection::~Connection() {
   for (const std::unique_ptr<Engine::Worker>& w : state_->engine->workers_) {
     MutexLock l(&w->mu);
     w->conns.erase(state_->id);
+    w->main_qps.erase(state_->qp->qp_num());
   }
 }
 
@@ -52,7 +82,8 @@ const ConnectionInfo& Connection::local_info() const { return state_->local; }
 
 Connection::QueueState Connection::queue_state() const {
   MutexLock l(&state_->mu);
-  return {static_cast<uint32_t>(state_->free_send_slots.size()), state_->send_wrs};
+  return {static_cast<uint32_t>(state_->free_send_slots.size()), state_->send_borrowed,
+          state_->send_wrs};
 }
 
 std::string Connection::DebugState() const {
@@ -61,10 +92,11 @@ std::string Connection::DebugState() const {
   std::string s = absl::StrCat(
       "ops=", c.ops.size(), " unposted=", c.ops.size() - c.first_unposted,
       " credits=", c.message_credits, " free_send_slots=", c.free_send_slots.size(),
-      " send_wrs=", c.send_wrs, " quiet=", c.quiet.size(), " unconfirmed=", c.unconfirmed.size(),
-      " received=", c.messages_received, " credits_to_return=", c.credits_to_return,
-      " held=", c.held.size(), " ready=", c.ready.size(),
-      " callbacks_running=", c.callbacks_running, " failed=", c.failed);
+      " send_borrowed=", c.send_borrowed, " send_wrs=", c.send_wrs, " quiet=", c.quiet.size(),
+      " unconfirmed=", c.unconfirmed.size(), " received=", c.messages_received,
+      " credits_to_return=", c.credits_to_return, " held=", c.held.size(), " granted=", c.granted,
+      " in_hand=", c.in_hand, " credit_level=", c.credit_level, " borrowed=", c.borrowed,
+      " ready=", c.ready.size(), " callbacks_running=", c.callbacks_running, " failed=", c.failed);
   for (size_t k = 0; k < c.lanes.size(); ++k) {
     const Lane& lane = c.lanes[k];
     absl::StrAppend(&s, " | lane ", k, " worker=", lane.worker, " next_seq=", lane.next_seq,
@@ -103,6 +135,7 @@ absl::Status Connection::Connect(const ConnectionInfo& remote) {
   if (remote.ring_slots == 0 || remote.ring_slots > 65536 ||
       remote.slot_bytes < kStagingHeaderSize || remote.slot_bytes > (64u << 20) ||
       remote.message_slots == 0 || remote.message_slots > kMaxMessageSlots ||
+      remote.message_credits == 0 || remote.message_credits > remote.message_slots ||
       remote.max_message_bytes < 64 || remote.ring_addr == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("Connect: peer parameters out of range: ", EncodeConnectionInfo(remote)));
@@ -129,7 +162,7 @@ absl::Status Connection::Connect(const ConnectionInfo& remote) {
     }
   }
   c.remote = remote;
-  c.message_credits = remote.message_slots;
+  c.message_credits = remote.message_credits;
   c.connected = true;
   return absl::OkStatus();
 }
@@ -138,6 +171,7 @@ uint64_t ConnectionCqEntries(const EngineOptions& o) {
   const uint64_t lanes = static_cast<uint64_t>(o.staging_lanes);
   const uint64_t send_wrs =
       lanes * (o.staging_slots + kAckSlots) + o.message_slots + kOffloadedWrBudget + kAckSlots;
+  // Receives: the pool buffers its peer may fill (at most message_slots credits), and the lanes'.
   return (1 + lanes) * send_wrs + o.message_slots + lanes * (o.staging_slots + kAckSlots);
 }
 
@@ -163,22 +197,36 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
   c->options = options_;
   c->id = next_connection_++ & 0xffffff;
   c->worker = static_cast<int>(c->id % workers_.size());
+  c->pool = workers_[c->worker]->pool;
+  c->send_pool = workers_[c->worker]->send_pool;
+  c->send_reserve = SendReserve(options_);
   c->policy = std::move(policy);
   const EngineOptions& o = options_;
   const uint32_t lanes = static_cast<uint32_t>(o.staging_lanes);
-  // Receives: messages, then per lane staged writes (our ring) and the peer's acks.
+  // Receives of each lane: staged writes (our ring) and the peer's acks. Messages take theirs
+  // from the worker's pool.
   c->stage_recvs_per_lane = o.staging_slots + kAckSlots;
-  c->recv_count = o.message_slots + lanes * c->stage_recvs_per_lane;
+  c->recv_count = lanes * c->stage_recvs_per_lane;
   c->max_send_wrs = lanes * (o.staging_slots + kAckSlots) + o.message_slots + kOffloadedWrBudget;
   c->message_header_bytes = MessageHeaderBytes(o.staging_lanes);
   if (absl::Status st = CreateQueuePairs(*c); !st.ok()) return st;
   if (absl::Status st = AllocateBuffers(*c); !st.ok()) return st;
-  for (uint32_t i = 0; i < o.message_slots; ++i) c->free_send_slots.push_back(i);
   {
     MutexLock l(&c->mu);
     for (uint32_t i = 0; i < c->recv_count; ++i) {
       if (absl::Status st = Repost(*c, i); !st.ok()) return st;
     }
+    // The peer's first credits: buffers posted in the pool, reserved while the connection lives.
+    absl::StatusOr<std::vector<uint32_t>> slots = c->send_pool->Admit();
+    if (!slots.ok()) return slots.status();
+    if (absl::Status st = c->pool->Admit(); !st.ok()) {
+      c->send_pool->Leave(*slots, 0);
+      return st;
+    }
+    c->free_send_slots.assign(slots->begin(), slots->end());
+    c->admitted = true;
+    c->granted = o.min_message_credits;
+    c->credit_level = o.min_message_credits;
   }
   c->local.qp = c->qp->local_attributes();
   for (const Lane& lane : c->lanes) {
@@ -189,6 +237,7 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
   c->local.ring_slots = o.staging_slots;
   c->local.slot_bytes = o.staging_slot_bytes;
   c->local.message_slots = o.message_slots;
+  c->local.message_credits = o.min_message_credits;
   c->local.max_message_bytes = o.max_message_bytes;
   for (size_t k = 0; k < workers_.size(); ++k) {
     bool serves = static_cast<int>(k) == c->worker;
@@ -196,6 +245,7 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
     if (!serves) continue;
     MutexLock l(&workers_[k]->mu);
     workers_[k]->conns[c->id] = c;
+    if (static_cast<int>(k) == c->worker) workers_[k]->main_qps[c->qp->qp_num()] = c->id;
   }
   return std::unique_ptr<Connection>(new Connection(std::move(c)));
 }
@@ -206,7 +256,7 @@ absl::Status Engine::CreateQueuePairs(ConnectionState& c) {
   cfg.send_cq = workers_[c.worker]->cq.get();
   cfg.recv_cq = cfg.send_cq;
   cfg.max_send_wr = c.max_send_wrs + kAckSlots;
-  cfg.max_recv_wr = o.message_slots;
+  cfg.srq = c.pool->srq();
   cfg.rnr_timeout = absl::InfiniteDuration();  // the peer engine always reposts
   absl::StatusOr<std::unique_ptr<rnic::QueuePair>> qp = device_->CreateQueuePair(cfg);
   if (!qp.ok()) return qp.status();
@@ -217,6 +267,7 @@ absl::Status Engine::CreateQueuePairs(ConnectionState& c) {
     lane.worker = static_cast<int>((c.worker + k) % workers_.size());
     cfg.send_cq = workers_[lane.worker]->cq.get();
     cfg.recv_cq = cfg.send_cq;
+    cfg.srq = nullptr;
     cfg.max_recv_wr = c.stage_recvs_per_lane;
     qp = device_->CreateQueuePair(cfg);
     if (!qp.ok()) return qp.status();
@@ -242,20 +293,12 @@ absl::Status Engine::AllocateBuffers(ConnectionState& c) {
     return absl::OkStatus();
   };
   c.slot_stride = c.message_header_bytes + o.max_message_bytes;
-  c.send_slots = std::make_unique<MappedMemory>(size_t{o.message_slots} * c.slot_stride, false);
-  c.recv_buffers = std::make_unique<MappedMemory>(size_t{o.message_slots} * c.slot_stride, false);
-  if (c.send_slots->data() == nullptr || c.recv_buffers->data() == nullptr) {
-    return absl::ResourceExhaustedError("CreateConnection: cannot map message buffers");
-  }
-  c.stage_recv_buffers.assign(size_t{c.recv_count - o.message_slots} * kAckBytes, 0);
+  c.stage_recv_buffers.assign(size_t{c.recv_count} * kAckBytes, 0);
   c.acks.assign(lanes * kAckSlots * kAckBytes, 0);
-  for (absl::Status st :
-       {reg(c.ring->data(), c.ring->size(), ring_access, &c.ring_mr),
-        reg(c.send_slots->data(), c.send_slots->size(), 0, &c.send_mr),
-        reg(c.recv_buffers->data(), c.recv_buffers->size(), rnic::kLocalWrite, &c.recv_mr),
-        reg(c.stage_recv_buffers.data(), c.stage_recv_buffers.size(), rnic::kLocalWrite,
-            &c.stage_recv_mr),
-        reg(c.acks.data(), c.acks.size(), 0, &c.acks_mr)}) {
+  for (absl::Status st : {reg(c.ring->data(), c.ring->size(), ring_access, &c.ring_mr),
+                          reg(c.stage_recv_buffers.data(), c.stage_recv_buffers.size(),
+                              rnic::kLocalWrite, &c.stage_recv_mr),
+                          reg(c.acks.data(), c.acks.size(), 0, &c.acks_mr)}) {
     if (!st.ok()) return st;
   }
   return absl::OkStatus();

@@ -16,10 +16,11 @@ std::string EncodeConnectionInfo(const ConnectionInfo& i) {
   for (const ConnectionInfo::StagingQp& q : i.staging) {
     absl::StrAppend(&staging, staging.empty() ? "" : ",", q.qp_num, ":", q.psn);
   }
-  return absl::StrCat(
-      rnic::EncodeQpAttributes(i.qp), " staging=", staging, " ring_addr=", i.ring_addr,
-      " ring_rkey=", i.ring_rkey, " ring_slots=", i.ring_slots, " slot_bytes=", i.slot_bytes,
-      " message_slots=", i.message_slots, " max_message_bytes=", i.max_message_bytes);
+  return absl::StrCat(rnic::EncodeQpAttributes(i.qp), " staging=", staging,
+                      " ring_addr=", i.ring_addr, " ring_rkey=", i.ring_rkey,
+                      " ring_slots=", i.ring_slots, " slot_bytes=", i.slot_bytes,
+                      " message_slots=", i.message_slots, " message_credits=", i.message_credits,
+                      " max_message_bytes=", i.max_message_bytes);
 }
 
 namespace {
@@ -52,6 +53,7 @@ absl::StatusOr<ConnectionInfo> DecodeConnectionInfo(absl::string_view text) {
                 {"ring_slots", nullptr, &info.ring_slots, false},
                 {"slot_bytes", nullptr, &info.slot_bytes, false},
                 {"message_slots", nullptr, &info.message_slots, false},
+                {"message_credits", nullptr, &info.message_credits, false},
                 {"max_message_bytes", nullptr, &info.max_message_bytes, false}};
   for (absl::string_view token : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
     std::pair<absl::string_view, absl::string_view> kv =

@@ -31,6 +31,7 @@ extern "C" void FuzzSeeds(std::vector<std::string>* seeds) {
   info.ring_slots = 64;
   info.slot_bytes = 16384;
   info.message_slots = 32;
+  info.message_credits = 2;
   info.max_message_bytes = 4096;
   seeds->push_back(unloadkv::engine::EncodeConnectionInfo(info));
   info.staging.push_back({9, 5678});

@@ -38,6 +38,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(rnic::Device* device,
                                                    kMaxMessageSlots,
                                                    " and max_message_bytes in 64..1 MiB"));
   }
+  if (options.min_message_credits < 1 || options.min_message_credits > options.message_slots) {
+    return absl::InvalidArgumentError(absl::StrCat("Engine: min_message_credits must be in 1..",
+                                                   "message_slots (", options.message_slots, ")"));
+  }
   std::unique_ptr<Engine> e(new Engine(device, options));
   if (options.max_connections_per_worker < 1 || options.max_connections_per_worker > 65536) {
     return absl::InvalidArgumentError("Engine: max_connections_per_worker must be in 1..65536");
@@ -51,6 +55,24 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(rnic::Device* device,
   for (int i = 0; i < options.unload_workers; ++i) {
     auto w = std::make_unique<Worker>();
     w->index = i;
+    // The pool first: its bound on connections is the tighter one, and the CQ is the larger.
+    MessagePool::Options po;
+    po.buffer_bytes = MessageHeaderBytes(options.staging_lanes) + options.max_message_bytes;
+    po.connections = options.max_connections_per_worker;
+    po.reserve = options.min_message_credits;
+    po.shared = options.shared_message_buffers;
+    po.wr_id_base = MakeWrId(WrKind::kPoolRecv, 0, 0);
+    absl::StatusOr<std::unique_ptr<MessagePool>> pool = MessagePool::Create(*device, po);
+    if (!pool.ok()) return pool.status();
+    w->pool = std::move(*pool);
+    SendSlotPool::Options so;
+    so.slot_bytes = po.buffer_bytes;
+    so.connections = options.max_connections_per_worker;
+    so.reserve = SendReserve(options);
+    so.shared = options.shared_message_buffers;
+    absl::StatusOr<std::unique_ptr<SendSlotPool>> send_pool = SendSlotPool::Create(*device, so);
+    if (!send_pool.ok()) return send_pool.status();
+    w->send_pool = std::move(*send_pool);
     absl::StatusOr<std::unique_ptr<rnic::CompletionQueue>> cq =
         device->CreateCompletionQueue(static_cast<int>(cq_entries));
     if (!cq.ok()) return cq.status();
@@ -65,6 +87,26 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(rnic::Device* device,
 }
 
 Engine::~Engine() { Stop(); }
+
+uint64_t Engine::MaxConnectionBytes(const EngineOptions& o) {
+  const uint64_t lanes = static_cast<uint64_t>(o.staging_lanes);
+  const uint64_t stride = MessageHeaderBytes(o.staging_lanes) + o.max_message_bytes;
+  return lanes * o.staging_slots * o.staging_slot_bytes +  // staging ring
+         lanes * kMaxStagingSlots * kStagingHeaderSize +   // headers for the peer's ring
+         (uint64_t{SendReserve(o)} + o.min_message_credits) * stride +  // reserved slots
+         lanes * ((o.staging_slots + kAckSlots) + kAckSlots) * kAckBytes;
+}
+
+uint64_t Engine::SharedBufferBytes(const EngineOptions& o) {
+  const uint64_t stride = MessageHeaderBytes(o.staging_lanes) + o.max_message_bytes;
+  return uint64_t{2} * o.shared_message_buffers * stride * static_cast<uint64_t>(o.unload_workers);
+}
+
+uint32_t Engine::MaxConnectionsPerWorker(const EngineOptions& o, const rnic::DeviceLimits& limits) {
+  if (o.min_message_credits == 0 || limits.max_qp_wr <= o.shared_message_buffers) return 0;
+  return std::min<uint32_t>(65536,
+                            (limits.max_qp_wr - o.shared_message_buffers) / o.min_message_credits);
+}
 
 namespace {
 class EngineMemoryRegion : public rnic::MemoryRegion {
@@ -97,6 +139,23 @@ absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> Engine::RegisterMemory(void*
     table_->regions.Insert((*mr)->rkey(), {(*mr)->address(), (*mr)->length(), (*mr)->access()});
   }
   return std::unique_ptr<rnic::MemoryRegion>(new EngineMemoryRegion(std::move(*mr), table_));
+}
+
+Engine::MessageBuffers Engine::message_buffers() const {
+  MessageBuffers b;
+  for (const std::unique_ptr<Worker>& w : workers_) {
+    const MessagePool::Usage u = w->pool->usage();
+    b.connections += u.admitted;
+    b.lent += u.lent;
+    b.touched += u.touched;
+    b.registered += u.registered;
+    b.capacity += w->pool->capacity();
+    b.send_slots_lent += w->send_pool->lent();
+    b.send_slots_touched += w->send_pool->touched();
+    b.send_slots_registered += w->send_pool->registered();
+    b.send_slots_capacity += w->send_pool->capacity();
+  }
+  return b;
 }
 
 int Engine::PollOnce() {

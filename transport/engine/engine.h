@@ -82,8 +82,18 @@ struct EngineOptions {
   // every work request at once (what a dying peer does), so it can never overrun; beyond it
   // CreateConnection is ResourceExhausted.
   uint32_t max_connections_per_worker = 256;
-  uint32_t message_slots = 32;  // messages in flight per connection and direction
+  // Messages in flight per connection and direction at most: send slots, and the most message
+  // credits a connection hands its peer (1..kMaxMessageSlots).
+  uint32_t message_slots = 32;
   uint32_t max_message_bytes = 4096;
+  // Message receive buffers come from a pool per worker (message_pool.h) that every
+  // connection's main QP shares through one SRQ. A connection starts with, and keeps reserved,
+  // min_message_credits (1..message_slots) credits for its peer; a busy one borrows up to
+  // message_slots from the worker's shared_message_buffers. A worker's pool has
+  // max_connections_per_worker x min_message_credits + shared_message_buffers buffers, at most
+  // what the device's SRQ holds (DeviceLimits::max_qp_wr); only buffers ever posted are touched.
+  uint32_t min_message_credits = 2;
+  uint32_t shared_message_buffers = 64;
   EngineMetrics* metrics = nullptr;  // optional; must outlive the engine
 };
 
@@ -100,7 +110,8 @@ struct ConnectionInfo {
   uint32_t ring_rkey = 0;
   uint32_t ring_slots = 0;  // per lane
   uint32_t slot_bytes = 0;
-  uint32_t message_slots = 0;
+  uint32_t message_slots = 0;    // message credits the peer may hand out at most
+  uint32_t message_credits = 0;  // message credits the peer starts with (1..message_slots)
   uint32_t max_message_bytes = 0;
 };
 std::string EncodeConnectionInfo(const ConnectionInfo& info);
@@ -176,7 +187,8 @@ class Connection {
   // Initiator-side queue state, for tests and debugging: once everything posted has completed,
   // all message slots are free and no send WR is outstanding.
   struct QueueState {
-    uint32_t free_message_slots = 0;
+    uint32_t free_message_slots = 0;  // of the connection's own (its reserve)
+    uint32_t lent_message_slots = 0;  // borrowed from the worker's shared slots, in use
     uint32_t outstanding_send_wrs = 0;
   };
   QueueState queue_state() const;
@@ -203,6 +215,18 @@ class Engine {
  public:
   static absl::StatusOr<std::unique_ptr<Engine>> Create(rnic::Device* device,
                                                         const EngineOptions& options);
+
+  // What an engine with `options` can hold, for sizing max_connections_per_worker. Bytes of
+  // host memory one connection can make resident at most, whatever its peer does: its staging
+  // ring, outgoing staging headers (for the largest ring a peer may have), and its reserved
+  // message buffers and send slots (the transport's own buffers not included).
+  static uint64_t MaxConnectionBytes(const EngineOptions& options);
+  // Bytes the workers' shared message buffers and send slots can make resident at most.
+  static uint64_t SharedBufferBytes(const EngineOptions& options);
+  // Connections per worker whose reserved message buffers fit in the device's shared receive
+  // queue (Create refuses more).
+  static uint32_t MaxConnectionsPerWorker(const EngineOptions& options,
+                                          const rnic::DeviceLimits& limits);
   ~Engine();
 
   // Registers memory with the device and with the engine's validation table, so that unloaded
@@ -220,6 +244,22 @@ class Engine {
   // Runs each worker on its own thread until Stop() or destruction.
   void Start();
   void Stop();
+
+  // The workers' message receive buffers (EngineOptions::min_message_credits): connections
+  // holding their reserve, shared buffers lent to busy connections, buffers ever posted (the
+  // ones that may be resident) and how many the pools hold. Any thread.
+  struct MessageBuffers {
+    uint32_t connections = 0;
+    uint32_t lent = 0;
+    uint32_t touched = 0;
+    uint32_t capacity = 0;
+    uint32_t registered = 0;       // buffers whose memory is registered with the device
+    uint32_t send_slots_lent = 0;  // send slots likewise (send_slot_pool.h)
+    uint32_t send_slots_touched = 0;
+    uint32_t send_slots_registered = 0;
+    uint32_t send_slots_capacity = 0;
+  };
+  MessageBuffers message_buffers() const;
 
   // "2 MiB huge pages" or "4 KiB pages (huge pages unavailable: ...)".
   const std::string& staging_memory() const { return staging_memory_; }

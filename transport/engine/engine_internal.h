@@ -18,6 +18,8 @@
 #include "transport/base/mutex.h"
 #include "transport/engine/engine.h"
 #include "transport/engine/engine_wire.h"
+#include "transport/engine/message_pool.h"
+#include "transport/engine/send_slot_pool.h"
 #include "transport/engine/staging_header.h"
 #include "transport/rnic/region_table.h"
 
@@ -38,14 +40,16 @@ uint64_t ConnectionCqEntries(const EngineOptions& o);
 
 // Work request ids: kind in the top byte, connection id below it, an index in the low 32 bits
 // (kAck: lane << 16 | ack slot). kQuietMessage: a message posted unsignaled (it completes only
-// on error).
+// on error). kPoolRecv: a worker's message pool buffer (connection 0: whichever QP takes it;
+// its completion names the QP).
 enum class WrKind : uint8_t {
   kOffloadWrite = 1,
   kUnloadWrite,
   kMessage,
   kAck,
   kRecv,
-  kQuietMessage
+  kQuietMessage,
+  kPoolRecv
 };
 inline uint64_t MakeWrId(WrKind k, uint32_t conn, uint32_t index) {
   return (uint64_t{static_cast<uint8_t>(k)} << 56) | (uint64_t{conn & 0xffffff} << 32) | index;
@@ -106,11 +110,23 @@ struct Lane {
 };
 
 struct ConnectionState {
+  // Gives the connection's message buffers back to its worker's pool (message_pool.h), once
+  // nothing can use them: the last reference is gone.
+  ~ConnectionState();
+
   Mutex mu;
   Engine* engine = nullptr;
   EngineOptions options;
   uint32_t id = 0;
-  int worker = 0;                       // serves the main QP and lane 0
+  int worker = 0;  // serves the main QP and lane 0
+  // The worker's message pool, whose SRQ the main QP takes its receives from (declared before
+  // the QP: it must outlive it).
+  std::shared_ptr<MessagePool> pool;
+  bool admitted = false;  // holds its reserve in `pool` and `send_pool`
+  // The worker's message send slots (send_slot_pool.h): send_reserve of them the connection's
+  // own, send_borrowed more lent while in use.
+  std::shared_ptr<SendSlotPool> send_pool;
+  uint32_t send_reserve = 0;
   std::unique_ptr<rnic::QueuePair> qp;  // main: offloaded writes, messages
   std::vector<Lane> lanes;              // sized at creation, never resized
   std::unique_ptr<PathPolicy> policy ABSL_GUARDED_BY(mu);
@@ -124,20 +140,16 @@ struct ConnectionState {
   MessageHandler handler ABSL_GUARDED_BY(mu);
 
   // Local memory: incoming staging ring (lane after lane), outgoing headers (sized by the
-  // peer's ring at Connect), message send slots, receive buffers, ack payloads.
-  std::unique_ptr<MappedMemory> ring;
-  std::unique_ptr<rnic::MemoryRegion> ring_mr;
-  // Receives [0, message_slots) serve the main QP (messages, slot_stride bytes each); then
-  // lane after lane, stage_recvs_per_lane each, the staging QPs, whose receives carry acks or
+  // peer's ring at Connect), message send slots, the staging QPs' receive buffers, ack
+  // payloads. Messages are sent from the worker's send slots and arrive in its message pool.
+  // The staging QPs' receives, lane after lane, stage_recvs_per_lane each, carry acks or
   // nothing (a staged write's data lands in the ring): kAckBytes each, packed, so they take
   // one page's translation, not one each.
-  // Message slots and receive buffers are mapped, not zero-filled: a page costs memory only once
-  // a message touched it, so a connection exchanging small messages keeps a few pages of each
-  // max_message_bytes slot resident.
-  std::unique_ptr<MappedMemory> send_slots, recv_buffers;
+  std::unique_ptr<MappedMemory> ring;
+  std::unique_ptr<rnic::MemoryRegion> ring_mr;
   std::vector<char> headers, stage_recv_buffers, acks;
-  std::unique_ptr<rnic::MemoryRegion> headers_mr, send_mr, recv_mr, stage_recv_mr, acks_mr;
-  uint32_t recv_count = 0;
+  std::unique_ptr<rnic::MemoryRegion> headers_mr, stage_recv_mr, acks_mr;
+  uint32_t recv_count = 0;  // staging QP receives
   uint32_t stage_recvs_per_lane = 0;
   uint32_t message_header_bytes = 0;
 
@@ -146,7 +158,9 @@ struct ConnectionState {
   uint64_t next_op_id ABSL_GUARDED_BY(mu) = 0;
   uint32_t next_lane ABSL_GUARDED_BY(mu) = 0;  // where the search for a free lane starts
   uint32_t message_credits ABSL_GUARDED_BY(mu) = 0;
-  std::vector<int> free_send_slots ABSL_GUARDED_BY(mu);
+  std::vector<int> free_send_slots ABSL_GUARDED_BY(mu);  // send_pool slots, free
+  uint32_t send_borrowed ABSL_GUARDED_BY(mu) = 0;
+  std::vector<uint32_t> orphan_send_slots ABSL_GUARDED_BY(mu);  // see FinishInOrder
   size_t first_unposted ABSL_GUARDED_BY(mu) = 0;  // index in ops of the first unposted op
   uint32_t send_wrs ABSL_GUARDED_BY(mu) = 0;      // posted send WRs not yet completed
   uint64_t main_posted ABSL_GUARDED_BY(mu) = 0;   // WRs ever posted on the main QP
@@ -173,12 +187,23 @@ struct ConnectionState {
 
   // Target side.
   uint64_t messages_received ABSL_GUARDED_BY(mu) = 0;
+  // Message credits (docs/engine.md, "Message credits"). Every unit this connection holds in
+  // the pool (min_message_credits + borrowed) backs one credit the peer holds (`granted`), one
+  // about to be handed back (`credits_to_return`, its buffer posted) or one message received
+  // and not yet delivered (`in_hand`, its buffer held). `credit_level` is how many it aims to
+  // hold: doubled when the peer runs out with messages waiting, lowered by one after
+  // `credit_level` messages in a row (`calm_messages`) that did not wait.
+  uint32_t granted ABSL_GUARDED_BY(mu) = 0;
   uint32_t credits_to_return ABSL_GUARDED_BY(mu) = 0;
+  uint32_t in_hand ABSL_GUARDED_BY(mu) = 0;
+  uint32_t borrowed ABSL_GUARDED_BY(mu) = 0;
+  uint32_t credit_level ABSL_GUARDED_BY(mu) = 0;
+  uint32_t calm_messages ABSL_GUARDED_BY(mu) = 0;
   bool refusing ABSL_GUARDED_BY(mu) = false;  // a staged write was refused: NAK, then fail
   rnic::WcStatus nak_status ABSL_GUARDED_BY(mu) = rnic::WcStatus::kSuccess;
   bool nak_sent ABSL_GUARDED_BY(mu) = false;
-  // Messages received before the unloaded writes they follow were applied: (buffer, length,
-  // unloaded writes of each lane required), in arrival order.
+  // Messages received before the unloaded writes they follow were applied: (pool buffer,
+  // length, unloaded writes of each lane required), in arrival order.
   struct Held {
     uint32_t buffer, length;
     uint32_t need[kMaxLanes];
@@ -233,6 +258,16 @@ void FailConnection(ConnectionState& c, Deferred& out, FailScope scope)
 // refused the next one with that status.
 void AckUnloaded(ConnectionState& c, int lane, uint64_t applied, rnic::WcStatus status,
                  Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+// A message's send slot is free again: a lent one goes back to the pool, one of the reserve
+// stays with the connection.
+void ReleaseSendSlot(ConnectionState& c, int slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+// Send slots a connection owns: max(min_message_credits, SignalEvery), so that among the
+// messages holding them one is always signaled and its completion frees the others.
+uint32_t SendReserve(const EngineOptions& o);
+// Of the messages without a callback, and of the lazy writes, every this-many-th is signaled.
+inline uint32_t SignalEvery(const EngineOptions& o) {
+  return o.message_slots / 4 > 1 ? o.message_slots / 4 : 1;
+}
 // Every main-QP WR before `main_index` is known complete: quiet messages give back their send
 // slots and queue entries, quiet writes complete.
 void RetireQuietBefore(ConnectionState& c, uint64_t main_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
@@ -256,10 +291,12 @@ void CopyStagedWrite(const StagedCopy& copy);
 void CommitStagedWrite(ConnectionState& c, Lane& lane, uint32_t length, EngineMetrics* metrics)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 void SendAckIfDue(ConnectionState& c, Lane& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
-// Posts receive `recv_index` again; an error means its QP cannot take receives any more.
+// Posts staging receive `recv_index` again; an error means its QP cannot take receives any more.
 absl::Status Repost(ConnectionState& c, uint32_t recv_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
-// The lane a receive index belongs to, or -1 for the main QP's.
-int LaneOfRecv(const ConnectionState& c, uint32_t recv_index);
+// The lane a staging receive index belongs to.
+inline int LaneOfRecv(const ConnectionState& c, uint32_t recv_index) {
+  return static_cast<int>(recv_index / c.stage_recvs_per_lane);
+}
 
 }  // namespace unloadkv::engine
 
@@ -269,11 +306,16 @@ namespace unloadkv::engine {
 struct Engine::Worker {
   int index = 0;  // in Engine::workers_
   std::unique_ptr<rnic::CompletionQueue> cq;
+  // Receive buffers for the messages of the connections whose main QP this worker serves.
+  std::shared_ptr<MessagePool> pool;
+  std::shared_ptr<SendSlotPool> send_pool;
   // Held while a thread drives this worker: a lane's staged writes are copied outside the
   // connection's lock, in order, so only one thread may process a lane's completions.
   std::atomic<bool> polling{false};
   Mutex mu;
   absl::flat_hash_map<uint32_t, std::shared_ptr<ConnectionState>> conns ABSL_GUARDED_BY(mu);
+  // Main QP number -> connection id, for the pool's receives (their wr_id names no connection).
+  absl::flat_hash_map<uint32_t, uint32_t> main_qps ABSL_GUARDED_BY(mu);
 
   // Handles up to one batch of completions; returns how many. (completion_worker.cc)
   int PollOnce(ValidationTable& table, EngineMetrics* metrics);

@@ -488,7 +488,8 @@ TEST_P(EngineTest, UnsignaledMessagesGiveTheirSlotsBackAndHoldNoCallbackBack) {
   ASSERT_TRUE(h_->WaitUntil([&] { return delivered.load() == kRounds + 1; }, absl::Seconds(10)));
   // It was signaled, so it retired every quiet message before it.
   const Connection::QueueState q = ca_->queue_state();
-  EXPECT_EQ(q.free_message_slots, EngineOptions().message_slots);
+  EXPECT_EQ(q.free_message_slots, SendReserve(EngineOptions()));
+  EXPECT_EQ(q.lent_message_slots, 0u);
   EXPECT_EQ(q.outstanding_send_wrs, 0u);
 }
 
@@ -637,6 +638,7 @@ class RawPeer {
     mine.ring_slots = 4;
     mine.slot_bytes = 4096;
     mine.message_slots = 4;
+    mine.message_credits = 4;
     mine.max_message_bytes = 4096;
     EXPECT_TRUE(engine_side.Connect(mine).ok());
     const ConnectionInfo& theirs = engine_side.local_info();
@@ -772,6 +774,138 @@ TEST_P(EngineTest, ForgedAcksFailTheConnection) {
   }
 }
 
+// Message receive buffers come from one pool per worker: many connections exchanging messages
+// touch a few buffers each (their credits), not message_slots each, and give everything back
+// when they close.
+TEST_P(EngineTest, ManyConnectionsShareTheWorkersMessageBuffers) {
+  constexpr int kConns = 40, kMessages = 24;
+  struct Pair {
+    std::unique_ptr<Connection> a, b;
+    std::atomic<int> delivered{0}, out_of_order{0};
+  };
+  std::vector<std::unique_ptr<Pair>> pairs;
+  for (int i = 0; i < kConns; ++i) {
+    auto p = std::make_unique<Pair>();
+    p->a = std::move(*ea_->CreateConnection(Only(Path::kOffload)));
+    p->b = std::move(*eb_->CreateConnection(Only(Path::kOffload)));
+    ASSERT_TRUE(p->a->Connect(p->b->local_info()).ok());
+    ASSERT_TRUE(p->b->Connect(p->a->local_info()).ok());
+    Pair* raw = p.get();
+    p->b->SetMessageHandler([raw](absl::Span<const char> m) {
+      if (std::string(m.data(), m.size()) != absl::StrCat(raw->delivered.load())) {
+        ++raw->out_of_order;
+      }
+      ++raw->delivered;
+    });
+    pairs.push_back(std::move(p));
+  }
+  EXPECT_EQ(eb_->message_buffers().connections, static_cast<uint32_t>(kConns));
+  // Every connection sends in bursts of 4, all connections at once.
+  for (int m = 0; m < kMessages; m += 4) {
+    for (auto& p : pairs) {
+      for (int k = m; k < m + 4; ++k) ASSERT_TRUE(p->a->Send(absl::StrCat(k), nullptr).ok());
+    }
+    ASSERT_TRUE(h_->WaitUntil(
+        [&] {
+          for (auto& p : pairs) {
+            if (p->delivered.load() < m + 4) return false;
+          }
+          return true;
+        },
+        absl::Seconds(20)));
+  }
+  for (auto& p : pairs) {
+    EXPECT_EQ(p->delivered.load(), kMessages);
+    EXPECT_EQ(p->out_of_order.load(), 0);
+    EXPECT_FALSE(p->b->failed());
+  }
+  const EngineOptions o;
+  const Engine::MessageBuffers used = eb_->message_buffers();
+  EXPECT_LE(used.touched, kConns * o.min_message_credits + o.shared_message_buffers * lanes());
+  EXPECT_LT(used.touched, kConns * o.message_slots / 4) << "buffers per connection, not pooled";
+  EXPECT_LE(used.lent, o.shared_message_buffers * lanes());
+  // Sized for max_connections_per_worker, the pools register only the chunks they used.
+  EXPECT_LE(used.registered, used.touched + LazyRegion::kChunkItems * lanes());
+  EXPECT_LT(used.registered, used.capacity);
+  const Engine::MessageBuffers sent = ea_->message_buffers();
+  EXPECT_GE(sent.send_slots_touched, kConns * SendReserve(o));
+  EXPECT_LE(sent.send_slots_registered,
+            sent.send_slots_touched + LazyRegion::kChunkItems * lanes());
+  EXPECT_LT(sent.send_slots_registered, sent.send_slots_capacity);
+  for (auto& p : pairs) p->b->SetMessageHandler(nullptr);
+  pairs.clear();
+  // A worker may hold a closed connection's state until its current batch ends.
+  ASSERT_TRUE(h_->WaitUntil(
+      [&] {
+        return ea_->message_buffers().connections == 0 && eb_->message_buffers().connections == 0;
+      },
+      absl::Seconds(10)));
+  EXPECT_EQ(eb_->message_buffers().lent, 0u) << "closed connections kept borrowed buffers";
+  EXPECT_EQ(ea_->message_buffers().send_slots_lent, 0u);
+}
+
+// A connection whose peer keeps many messages in flight borrows credits from the pool beyond
+// its reserve, and gives them back once its peer sends one at a time.
+TEST_P(EngineTest, ABusyConnectionBorrowsCreditsAndGivesThemBack) {
+  Connect(Only(Path::kOffload));
+  std::atomic<int> delivered{0};
+  std::atomic<uint32_t> lent_max{0}, send_lent_max{0};
+  Engine* ea = ea_.get();
+  Engine* eb = eb_.get();
+  cb_->SetMessageHandler([&](absl::Span<const char>) {
+    const uint32_t lent = eb->message_buffers().lent;
+    if (lent > lent_max.load()) lent_max = lent;
+    const uint32_t send_lent = ea->message_buffers().send_slots_lent;
+    if (send_lent > send_lent_max.load()) send_lent_max = send_lent;
+    ++delivered;
+  });
+  constexpr int kBurst = 400;
+  for (int i = 0; i < kBurst; ++i) ASSERT_TRUE(ca_->Send("burst", nullptr).ok());
+  ASSERT_TRUE(h_->WaitUntil([&] { return delivered.load() == kBurst; }, absl::Seconds(20)))
+      << cb_->DebugState();
+  const EngineOptions o;
+  EXPECT_GT(lent_max.load(), 0u) << "a busy connection never got more than its reserve";
+  EXPECT_LE(lent_max.load(), o.message_slots - o.min_message_credits);
+  EXPECT_GT(send_lent_max.load(), 0u) << "the sender never used more than its own send slots";
+  EXPECT_LE(send_lent_max.load(), o.message_slots - SendReserve(o));
+  // The level comes down by one per level's worth of messages: 32 + 31 + ... + 3 at most.
+  constexpr int kTrickle = 600;
+  for (int i = 0; i < kTrickle; ++i) {
+    ASSERT_TRUE(ca_->Send("trickle", nullptr).ok());
+    ASSERT_TRUE(
+        h_->WaitUntil([&] { return delivered.load() == kBurst + i + 1; }, absl::Seconds(10)));
+  }
+  EXPECT_EQ(eb_->message_buffers().lent, 0u) << cb_->DebugState();
+  EXPECT_EQ(ea_->message_buffers().send_slots_lent, 0u) << ca_->DebugState();
+  EXPECT_FALSE(cb_->failed());
+  cb_->SetMessageHandler(nullptr);
+}
+
+// A peer that sends messages it has no credits for fails its own connection; the buffers it
+// took go back, and another connection of the same worker delivers all its messages.
+TEST_P(EngineTest, APeerSendingBeyondItsCreditsFailsAloneAndOthersProceed) {
+  Connect(Only(Path::kOffload));
+  std::atomic<int> delivered{0};
+  cb_->SetMessageHandler([&](absl::Span<const char>) { ++delivered; });
+  auto flooded = std::move(*eb_->CreateConnection(Only(Path::kOffload)));
+  {
+    RawPeer peer(h_->a(), *flooded, lanes());
+    for (int i = 0; i < 200; ++i) peer.Send(0, 0, "flood", peer.header_bytes() + 5);
+    constexpr int kMessages = 100;
+    for (int i = 0; i < kMessages; ++i) ASSERT_TRUE(ca_->Send("fair", nullptr).ok());
+    ASSERT_TRUE(h_->WaitUntil([&] { return flooded->failed(); }, absl::Seconds(10)))
+        << flooded->DebugState();
+    ASSERT_TRUE(h_->WaitUntil([&] { return delivered.load() == kMessages; }, absl::Seconds(20)))
+        << "delivered " << delivered.load() << "; " << cb_->DebugState();
+    EXPECT_FALSE(cb_->failed());
+    flooded.reset();
+  }
+  ASSERT_TRUE(
+      h_->WaitUntil([&] { return eb_->message_buffers().connections == 1; }, absl::Seconds(10)))
+      << "the flooded connection never left the pool";
+  cb_->SetMessageHandler(nullptr);
+}
+
 // A worker's CQ is sized for max_connections_per_worker connections flushing at once; one more
 // connection is refused (it could overrun the CQ on a real NIC), and closing one makes room.
 TEST_P(EngineTest, AWorkerServesAtMostItsConnectionBudget) {
@@ -792,6 +926,11 @@ TEST_P(EngineTest, AWorkerServesAtMostItsConnectionBudget) {
   EXPECT_TRUE(e->CreateConnection(Only(Path::kOffload)).ok());
   o.max_connections_per_worker = 0;
   EXPECT_EQ(Engine::Create(&h_->a(), o).status().code(), absl::StatusCode::kInvalidArgument);
+  // More reserved message buffers than the device's shared receive queue holds.
+  o.max_connections_per_worker = h_->a().limits().max_qp_wr;
+  const absl::Status st = Engine::Create(&h_->a(), o).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("shared receive queue holds at most"), absl::string_view::npos) << st;
 }
 
 TEST_P(EngineTest, BadParametersAreRejectedWithClearErrors) {

@@ -7,7 +7,8 @@ namespace unloadkv::engine {
 
 void EncodeMessageHeader(const MessageHeader& h, int lanes, char* out) {
   StoreLittleEndian<uint64_t>(out, 0, h.messages_seen);
-  StoreLittleEndian<uint32_t>(out, 8, h.credits_returned);
+  StoreLittleEndian<uint32_t>(
+      out, 8, (h.credits_returned & ~kWantsCreditsBit) | (h.wants_credits ? kWantsCreditsBit : 0u));
   for (int k = 0; k < lanes; ++k) StoreLittleEndian<uint32_t>(out, 12 + 4 * k, h.lane_writes[k]);
 }
 
@@ -21,7 +22,9 @@ absl::StatusOr<MessageHeader> ParseMessageHeader(const char* buf, uint32_t byte_
   }
   MessageHeader h;
   h.messages_seen = LoadLittleEndian<uint64_t>(buf, 0);
-  h.credits_returned = LoadLittleEndian<uint32_t>(buf, 8);
+  const uint32_t credits = LoadLittleEndian<uint32_t>(buf, 8);
+  h.credits_returned = credits & ~kWantsCreditsBit;
+  h.wants_credits = (credits & kWantsCreditsBit) != 0;
   for (int k = 0; k < lanes; ++k) h.lane_writes[k] = LoadLittleEndian<uint32_t>(buf, 12 + 4 * k);
   return h;
 }

@@ -3,7 +3,8 @@
 // Message header, in front of every engine message (SEND_WITH_IMM kImmMessage on the main QP),
 // 12 + 4 x lanes bytes, little-endian:
 //   0  u64 messages_seen     messages of the receiver its sender had received (see Quiet)
-//   8  u32 credits_returned  message credits handed back
+//   8  u32 credits_returned  message credits handed back (bits 0-30); bit 31 set: the sender
+//                            had more messages waiting for credits when it sent this one
 //  12  u32 lane_writes[k]    per staging lane, unloaded writes posted on it before this message
 //                            (wrapping), which the receiver applies before delivering it
 //
@@ -32,9 +33,12 @@ inline constexpr size_t kAckBytes = 16;
 
 inline constexpr uint32_t MessageHeaderBytes(int lanes) { return 12 + 4 * uint32_t(lanes); }
 
+inline constexpr uint32_t kWantsCreditsBit = 1u << 31;
+
 struct MessageHeader {
   uint64_t messages_seen = 0;
-  uint32_t credits_returned = 0;
+  uint32_t credits_returned = 0;  // below kWantsCreditsBit
+  bool wants_credits = false;
   std::array<uint32_t, kMaxLanes> lane_writes = {};  // the first `lanes` are on the wire
 };
 

@@ -15,6 +15,7 @@ TEST(EngineWireTest, MessageHeadersRoundTripAtEveryLaneCount) {
     MessageHeader h;
     h.messages_seen = 0x0102030405060708ull;
     h.credits_returned = 77;
+    h.wants_credits = lanes % 2 == 0;
     for (int k = 0; k < lanes; ++k) h.lane_writes[k] = 1000u * k + 0xfffffff0u;
     std::string buf(MessageHeaderBytes(lanes), '\xee');
     EncodeMessageHeader(h, lanes, buf.data());
@@ -23,6 +24,7 @@ TEST(EngineWireTest, MessageHeadersRoundTripAtEveryLaneCount) {
     ASSERT_TRUE(back.ok()) << back.status();
     EXPECT_EQ(back->messages_seen, h.messages_seen);
     EXPECT_EQ(back->credits_returned, 77u);
+    EXPECT_EQ(back->wants_credits, lanes % 2 == 0);
     for (int k = 0; k < lanes; ++k) EXPECT_EQ(back->lane_writes[k], h.lane_writes[k]);
     for (int k = lanes; k < kMaxLanes; ++k) EXPECT_EQ(back->lane_writes[k], 0u);
   }
@@ -38,6 +40,10 @@ TEST(EngineWireTest, LayoutIsLittleEndianAtFixedOffsets) {
   EncodeMessageHeader(h, 2, buf);
   const char want[20] = {1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0};
   EXPECT_EQ(std::memcmp(buf, want, sizeof(want)), 0);
+  h.wants_credits = true;  // the credits word's top bit
+  EncodeMessageHeader(h, 2, buf);
+  EXPECT_EQ(static_cast<uint8_t>(buf[11]), 0x80);
+  EXPECT_EQ(buf[8], 2);
   char ack[kAckBytes];
   EncodeAck({5, rnic::WcStatus::kRemoteAccessError, 6}, ack);
   EXPECT_EQ(ack[0], 5);

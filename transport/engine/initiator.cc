@@ -21,11 +21,6 @@ bool Overlaps(const Op& a, uint64_t addr, uint32_t len) {
   return addr < a.remote_addr + a.local.length && a.remote_addr < addr + len;
 }
 
-// Of the messages without a callback, and of the lazy writes, every this-many-th is signaled.
-uint32_t SignalEvery(const ConnectionState& c) {
-  return std::max<uint32_t>(1, c.options.message_slots / 4);
-}
-
 // Posts a WR on the main QP, or adds it to the open batch (posted when the batch ends).
 absl::Status PostMain(ConnectionState& c, const rnic::SendWorkRequest& wr)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
@@ -38,13 +33,22 @@ absl::Status PostMain(ConnectionState& c, const rnic::SendWorkRequest& wr)
 
 // Posts message `op` if a send slot and a credit are free: true posted, false must wait.
 absl::StatusOr<bool> PostMessage(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
-  if (c.message_credits == 0 || c.free_send_slots.empty()) return false;
+  if (c.message_credits == 0) return false;
+  if (c.free_send_slots.empty()) {
+    if (c.send_reserve + c.send_borrowed >= c.options.message_slots) return false;
+    const std::optional<uint32_t> lent = c.send_pool->Borrow();
+    if (!lent) return false;  // retried when one of this connection's own slots comes back
+    ++c.send_borrowed;
+    c.free_send_slots.push_back(static_cast<int>(*lent));
+  }
   op.send_slot = c.free_send_slots.back();
   c.free_send_slots.pop_back();
-  char* slot = c.send_slots->data() + size_t(op.send_slot) * c.slot_stride;
+  char* slot = c.send_pool->slot(static_cast<uint32_t>(op.send_slot));
   MessageHeader header;
   header.messages_seen = c.messages_received;
   header.credits_returned = c.credits_to_return;
+  // Out of credits after this one with more queued behind it: the peer lends more (or not).
+  header.wants_credits = c.message_credits == 1 && c.first_unposted + 1 < c.ops.size();
   // The target delivers the message once these many unloaded writes of each lane are applied.
   for (size_t k = 0; k < c.lanes.size(); ++k) {
     header.lane_writes[k] = static_cast<uint32_t>(c.lanes[k].next_seq);
@@ -52,24 +56,26 @@ absl::StatusOr<bool> PostMessage(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCK
   EncodeMessageHeader(header, static_cast<int>(c.lanes.size()), slot);
   std::memcpy(slot + c.message_header_bytes, op.message.data(), op.message.size());
   // A message nobody waits for goes unsignaled (on the soft RNIC a signaled SEND costs an
-  // ACK packet each); every few, and whenever the last free slot is taken, one is signaled
-  // so that its completion retires the quiet ones before it and their slots come back.
-  const bool signaled = op.send_done != nullptr || c.free_send_slots.empty() ||
-                        c.quiet_since_signaled + 1 >= SignalEvery(c);
+  // ACK packet each); every few one is signaled, so that its completion retires the quiet
+  // ones before it and their slots come back. A connection owns at least that many slots
+  // (SendReserve), so it cannot hold all of them in quiet messages with none signaled after.
+  const bool signaled =
+      op.send_done != nullptr || c.quiet_since_signaled + 1 >= SignalEvery(c.options);
   rnic::SendWorkRequest wr = rnic::MakeSendWithImm(
       MakeWrId(signaled ? WrKind::kMessage : WrKind::kQuietMessage, c.id,
                static_cast<uint32_t>(op.id)),
-      c.send_mr->Sge(size_t(op.send_slot) * c.slot_stride,
-                     static_cast<uint32_t>(c.message_header_bytes + op.message.size())),
+      c.send_pool->Sge(static_cast<uint32_t>(op.send_slot),
+                       static_cast<uint32_t>(c.message_header_bytes + op.message.size())),
       kImmMessage);
   wr.signaled = signaled;
   if (absl::Status st = PostMain(c, wr); !st.ok()) {
-    c.free_send_slots.push_back(op.send_slot);
+    ReleaseSendSlot(c, op.send_slot);
     op.send_slot = -1;
     return st;
   }
   --c.message_credits;
-  c.credits_to_return = 0;  // they went back in the header
+  c.granted += c.credits_to_return;  // they went back in the header
+  c.credits_to_return = 0;
   ++c.send_wrs;
   op.main_index = c.main_posted++;
   op.posted = true;
@@ -158,7 +164,7 @@ absl::Status PostOffloaded(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQU
   // latency the policy learns from and whose completion retires the quiet ones before it, and
   // those whose latency the policy asked for.
   wr.signaled =
-      !op.lazy || op.decision.observe || c.lazy_writes_since_signaled + 1 >= SignalEvery(c);
+      !op.lazy || op.decision.observe || c.lazy_writes_since_signaled + 1 >= SignalEvery(c.options);
   if (absl::Status st = PostMain(c, wr); !st.ok()) return st;
   op.main_index = c.main_posted++;
   if (wr.signaled) {

@@ -48,6 +48,9 @@ void FinishInOrder(ConnectionState& c, Deferred& out) {
     Op op = std::move(c.ops.front());
     c.ops.pop_front();
     if (c.first_unposted > 0) --c.first_unposted;
+    // A message done without its completion (the connection failed): the NIC may hold its
+    // slot until the QP is gone, which is when the slot goes back (~ConnectionState).
+    if (op.send_slot >= 0) c.orphan_send_slots.push_back(static_cast<uint32_t>(op.send_slot));
     // As on RC, once an op failed every later one reports kFlushed, even one whose path
     // (another QP) completed it first. Such a write may have been placed.
     if (op.status != rnic::WcStatus::kSuccess) {
@@ -119,13 +122,26 @@ void AckUnloaded(ConnectionState& c, int lane_index, uint64_t applied, rnic::WcS
   }
 }
 
+uint32_t SendReserve(const EngineOptions& o) {
+  return std::max(o.min_message_credits, SignalEvery(o));
+}
+
+void ReleaseSendSlot(ConnectionState& c, int slot) {
+  if (c.send_borrowed > 0) {
+    c.send_pool->Return(static_cast<uint32_t>(slot));
+    --c.send_borrowed;
+  } else {
+    c.free_send_slots.push_back(slot);
+  }
+}
+
 void RetireQuietBefore(ConnectionState& c, uint64_t main_index) {
   while (!c.quiet.empty() && c.quiet.front().main_index < main_index) {
     const ConnectionState::Quiet q = c.quiet.front();
     c.quiet.pop_front();
     --c.send_wrs;
     if (q.send_slot >= 0) {
-      c.free_send_slots.push_back(q.send_slot);
+      ReleaseSendSlot(c, q.send_slot);
     } else if (Op* op = c.FindOp(q.op_id); op != nullptr) {
       MarkDone(c, *op, rnic::WcStatus::kSuccess);
     }

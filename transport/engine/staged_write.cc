@@ -89,21 +89,9 @@ void CommitStagedWrite(ConnectionState& c, Lane& lane, uint32_t length, EngineMe
   if (metrics != nullptr) metrics->OnStagedWriteApplied(length);
 }
 
-int LaneOfRecv(const ConnectionState& c, uint32_t i) {
-  if (i < c.options.message_slots) return -1;
-  return static_cast<int>((i - c.options.message_slots) / c.stage_recvs_per_lane);
-}
-
 absl::Status Repost(ConnectionState& c, uint32_t i) {
-  const uint64_t id = MakeWrId(WrKind::kRecv, c.id, i);
-  const int lane = LaneOfRecv(c, i);
-  if (lane < 0) {
-    return c.qp->PostRecv(
-        rnic::MakeRecv(id, c.recv_mr->Sge(size_t{i} * c.slot_stride, c.slot_stride)));
-  }
-  const size_t k = i - c.options.message_slots;
-  return c.lanes[lane].qp->PostRecv(
-      rnic::MakeRecv(id, c.stage_recv_mr->Sge(k * kAckBytes, kAckBytes)));
+  return c.lanes[LaneOfRecv(c, i)].qp->PostRecv(rnic::MakeRecv(
+      MakeWrId(WrKind::kRecv, c.id, i), c.stage_recv_mr->Sge(size_t{i} * kAckBytes, kAckBytes)));
 }
 
 void SendAckIfDue(ConnectionState& c, Lane& lane) {
@@ -122,6 +110,7 @@ void SendAckIfDue(ConnectionState& c, Lane& lane) {
   if (!lane.qp->PostSend(wr).ok()) return;
   ++lane.acks_in_flight;
   ++c.send_wrs;  // retired by the ack's completion (WrKind::kAck)
+  c.granted += c.credits_to_return;
   c.credits_to_return = 0;
   lane.ack_pending = false;
   if (lane.refused) {

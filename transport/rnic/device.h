@@ -21,6 +21,9 @@ struct DeviceLimits {
   uint64_t max_message_bytes = 1ull << 30;  // largest single request, bytes
   uint32_t max_qp_wr = 16384;               // max_send_wr / max_recv_wr upper bound
   int max_sge = kMaxSge;
+  // Host memory the device's own buffers may take per connected QP, bytes (the soft RNIC's
+  // stream read buffer; 0 where the NIC buffers in its own memory). Informational.
+  uint64_t host_bytes_per_qp = 0;
 };
 
 // Thread-safety: all methods may be called from any thread. Objects created by a device must be

@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "transport/base/net.h"
 #include "transport/rnic/request_checks.h"
+#include "transport/soft/datapath_util.h"
 #include "transport/soft/nic.h"
 
 namespace unloadkv::soft {
@@ -363,7 +364,11 @@ absl::StatusOr<std::unique_ptr<SoftDevice>> SoftDevice::Create(const Options& op
 SoftDevice::~SoftDevice() { nic_->StopThread(); }
 
 std::string SoftDevice::address() const { return nic_->address(); }
-rnic::DeviceLimits SoftDevice::limits() const { return nic_->limits(); }
+rnic::DeviceLimits SoftDevice::limits() const {
+  rnic::DeviceLimits l = nic_->limits();
+  l.host_bytes_per_qp = kReadBufferBytes;  // one stream per QP pair, its read buffer
+  return l;
+}
 int SoftDevice::event_fd() const { return nic_->thread_mode() ? -1 : nic_->epoll_fd(); }
 int SoftDevice::Progress(absl::Duration max_wait) {
   return nic_->thread_mode() ? 0 : nic_->Progress(max_wait);
