@@ -113,6 +113,7 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
   eo.unload_workers = options.unload_workers;
   eo.huge_pages = options.huge_pages;
   eo.max_message_bytes = proto::kMaxMessageBytes;
+  eo.throttle_when_backlogged = true;  // a client that takes no answers gets no more requests in
   absl::StatusOr<ConnectionBudget> budget =
       ResolveConnectionBudget(options.max_connections, eo, s->device_->limits(),
                               embedded != nullptr ? 0 : MemAvailableBytes());

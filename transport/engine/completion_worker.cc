@@ -102,6 +102,7 @@ void OnAckReceived(ConnectionState& c, int lane, uint32_t recv_index, const char
 // to that level, as far as the pool lends; the credits go back with the next message or ack.
 void AdjustCredits(ConnectionState& c, bool wanted) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   const uint32_t floor = c.options.min_message_credits;
+  if (Backlogged(c)) return;  // the peer takes no answers: it is lent nothing more
   if (wanted) {
     c.credit_level = std::min(c.options.message_slots, 2 * c.credit_level);
     c.calm_messages = 0;
@@ -215,12 +216,13 @@ void ReleaseBuffer(ConnectionState& c, uint32_t buffer, Deferred& out)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   --c.in_hand;
   if (!c.failed && c.borrowed > 0 &&
-      c.granted + c.credits_to_return + c.in_hand >= c.credit_level) {
+      c.granted + c.credits_to_return + c.withheld + c.in_hand >= c.credit_level) {
     c.pool->Return(buffer);
     --c.borrowed;
     return;
   }
-  ++c.credits_to_return;  // a failed connection's stays posted until it leaves the pool
+  // A failed connection's stays posted until it leaves the pool.
+  ++(Backlogged(c) && !c.failed ? c.withheld : c.credits_to_return);
   if (absl::Status st = c.pool->Renew(buffer); !st.ok()) {
     Log(LogLevel::kWarning, absl::StrCat("engine: connection ", c.id,
                                          ": reposting a message buffer failed: ", st.message()));

@@ -25,7 +25,7 @@ ConnectionState::~ConnectionState() {
     Log(LogLevel::kWarning, absl::StrCat("engine: connection ", id, " leaves with ", in_hand,
                                          " message buffers in hand and ", held.size(), " held"));
   }
-  pool->Leave(granted + credits_to_return, held_buffers, borrowed);
+  pool->Leave(granted + credits_to_return + withheld, held_buffers, borrowed);
   // Its send slots: free, held by quiet messages, or by messages still waiting to complete.
   std::vector<uint32_t> slots(free_send_slots.begin(), free_send_slots.end());
   slots.insert(slots.end(), orphan_send_slots.begin(), orphan_send_slots.end());

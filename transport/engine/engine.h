@@ -94,6 +94,13 @@ struct EngineOptions {
   // what the device's SRQ holds (DeviceLimits::max_qp_wr); only buffers ever posted are touched.
   uint32_t min_message_credits = 2;
   uint32_t shared_message_buffers = 64;
+  // A server's guard against a peer that sends requests but takes no answers: while
+  // message_slots or more of this side's messages wait for the peer's credits, the credits of
+  // the peer's delivered messages are held back (their buffers stay posted), so the peer
+  // sends nothing more until it takes answers; acks return credits without needing any, so
+  // this cannot deadlock as long as only one end of a connection does it. kvserver sets it;
+  // a client must not (its own pipelining would starve the server's answers).
+  bool throttle_when_backlogged = false;
   EngineMetrics* metrics = nullptr;  // optional; must outlive the engine
 };
 

@@ -158,6 +158,7 @@ struct ConnectionState {
   uint64_t next_op_id ABSL_GUARDED_BY(mu) = 0;
   uint32_t next_lane ABSL_GUARDED_BY(mu) = 0;  // where the search for a free lane starts
   uint32_t message_credits ABSL_GUARDED_BY(mu) = 0;
+  uint32_t queued_messages ABSL_GUARDED_BY(mu) = 0;      // sent, not yet posted
   std::vector<int> free_send_slots ABSL_GUARDED_BY(mu);  // send_pool slots, free
   uint32_t send_borrowed ABSL_GUARDED_BY(mu) = 0;
   std::vector<uint32_t> orphan_send_slots ABSL_GUARDED_BY(mu);  // see FinishInOrder
@@ -199,6 +200,8 @@ struct ConnectionState {
   uint32_t borrowed ABSL_GUARDED_BY(mu) = 0;
   uint32_t credit_level ABSL_GUARDED_BY(mu) = 0;
   uint32_t calm_messages ABSL_GUARDED_BY(mu) = 0;
+  // Credits held back (their buffers posted) while Backlogged.
+  uint32_t withheld ABSL_GUARDED_BY(mu) = 0;
   bool refusing ABSL_GUARDED_BY(mu) = false;  // a staged write was refused: NAK, then fail
   rnic::WcStatus nak_status ABSL_GUARDED_BY(mu) = rnic::WcStatus::kSuccess;
   bool nak_sent ABSL_GUARDED_BY(mu) = false;
@@ -258,6 +261,11 @@ void FailConnection(ConnectionState& c, Deferred& out, FailScope scope)
 // refused the next one with that status.
 void AckUnloaded(ConnectionState& c, int lane, uint64_t applied, rnic::WcStatus status,
                  Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+// Whether the peer gets no credits back for now (EngineOptions::throttle_when_backlogged):
+// message_slots or more of this side's messages wait for its credits.
+inline bool Backlogged(const ConnectionState& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  return c.options.throttle_when_backlogged && c.queued_messages >= c.options.message_slots;
+}
 // A message's send slot is free again: a lent one goes back to the pool, one of the reserve
 // stays with the connection.
 void ReleaseSendSlot(ConnectionState& c, int slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);

@@ -620,7 +620,11 @@ TEST_P(EngineTest, ABatchPostsNothingUntilItEndsAndKeepsPostOrder) {
 // connection on b().
 class RawPeer {
  public:
-  RawPeer(rnic::Device& dev, Connection& engine_side, int lanes) : lanes_(lanes) {
+  // With `take_acks`, the staging QPs have receives posted for the engine's acks (which return
+  // message credits), and the main QP four for the messages its four credits allow; otherwise
+  // those wait forever.
+  RawPeer(rnic::Device& dev, Connection& engine_side, int lanes, bool take_acks = false)
+      : lanes_(lanes) {
     cq_ = std::move(*dev.CreateCompletionQueue(256));
     rnic::QpConfig cfg;
     cfg.send_cq = cq_.get();
@@ -640,6 +644,16 @@ class RawPeer {
     mine.message_slots = 4;
     mine.message_credits = 4;
     mine.max_message_bytes = 4096;
+    for (int r = 0; take_acks && r < 4; ++r) {
+      const size_t off = 40960 + size_t(r) * 5120;
+      EXPECT_TRUE(qp_->PostRecv(rnic::MakeRecv(200 + r, mr_->Sge(off, 5120))).ok());
+    }
+    for (size_t k = 0; take_acks && k < stages_.size(); ++k) {
+      for (int r = 0; r < 64; ++r) {
+        const size_t off = 32768 + (k * 64 + r) * kAckBytes;
+        EXPECT_TRUE(stages_[k]->PostRecv(rnic::MakeRecv(100 + r, mr_->Sge(off, kAckBytes))).ok());
+      }
+    }
     EXPECT_TRUE(engine_side.Connect(mine).ok());
     const ConnectionInfo& theirs = engine_side.local_info();
     EXPECT_TRUE(qp_->Connect(theirs.qp).ok());
@@ -904,6 +918,54 @@ TEST_P(EngineTest, APeerSendingBeyondItsCreditsFailsAloneAndOthersProceed) {
       h_->WaitUntil([&] { return eb_->message_buffers().connections == 1; }, absl::Seconds(10)))
       << "the flooded connection never left the pool";
   cb_->SetMessageHandler(nullptr);
+}
+
+// A peer that keeps sending requests but takes none of the answers: with
+// throttle_when_backlogged (kvserver's setting) it gets no credits back once message_slots
+// answers wait, and its next request fails its connection; without, every request gets in and
+// the answers pile up.
+TEST_P(EngineTest, APeerThatTakesNoAnswersIsThrottled) {
+  for (bool throttle : {false, true}) {
+    SCOPED_TRACE(throttle ? "throttled" : "not throttled");
+    EngineOptions o;
+    o.staging_slots = 8;
+    o.staging_lanes = lanes();
+    o.unload_workers = lanes();
+    o.throttle_when_backlogged = throttle;
+    // In place of the fixture's engine: two engines each with one worker on one caller-driven
+    // soft device would wake each other only at kIdleWait (docs/engine.md, "Threads").
+    eb_.reset();
+    eb_ = std::move(*Engine::Create(&h_->b(), o));
+    h_->Start(*ea_, *eb_);
+    std::unique_ptr<Connection> cb = std::move(*eb_->CreateConnection(Only(Path::kOffload)));
+    std::atomic<int> delivered{0};
+    Connection* answering = cb.get();
+    cb->SetMessageHandler([&delivered, answering](absl::Span<const char>) {
+      ++delivered;
+      (void)answering->Send(std::string(1000, 'a'), nullptr);
+    });
+    {
+      RawPeer peer(h_->a(), *cb, lanes(), /*take_acks=*/true);
+      constexpr int kRequests = 80;
+      for (int sent = 0; sent < kRequests && !cb->failed(); ++sent) {
+        peer.Send(0, 0, "q", peer.header_bytes() + 1);
+        ASSERT_TRUE(h_->WaitUntil([&] { return delivered.load() == sent + 1 || cb->failed(); },
+                                  absl::Seconds(10)))
+            << cb->DebugState();
+      }
+      if (throttle) {
+        EXPECT_TRUE(cb->failed()) << "delivered " << delivered.load();
+        // 4 answers went out on the peer's credits, message_slots wait; the requests that
+        // arrived meanwhile used credits handed out before the backlog.
+        EXPECT_LE(delivered.load(), 4 + static_cast<int>(o.message_slots) + 8) << cb->DebugState();
+      } else {
+        EXPECT_FALSE(cb->failed()) << cb->DebugState();
+        EXPECT_EQ(delivered.load(), kRequests);
+      }
+      cb->SetMessageHandler(nullptr);
+      cb.reset();
+    }
+  }
 }
 
 // A worker's CQ is sized for max_connections_per_worker connections flushing at once; one more

@@ -44,6 +44,11 @@ absl::StatusOr<bool> PostMessage(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCK
   op.send_slot = c.free_send_slots.back();
   c.free_send_slots.pop_back();
   char* slot = c.send_pool->slot(static_cast<uint32_t>(op.send_slot));
+  if (c.withheld > 0 && c.queued_messages <= c.options.message_slots) {
+    // The peer takes our messages again (this one leaves the backlog): its credits go back.
+    c.credits_to_return += c.withheld;
+    c.withheld = 0;
+  }
   MessageHeader header;
   header.messages_seen = c.messages_received;
   header.credits_returned = c.credits_to_return;
@@ -74,6 +79,7 @@ absl::StatusOr<bool> PostMessage(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCK
     return st;
   }
   --c.message_credits;
+  --c.queued_messages;
   c.granted += c.credits_to_return;  // they went back in the header
   c.credits_to_return = 0;
   ++c.send_wrs;
@@ -353,6 +359,7 @@ absl::Status Connection::Send(absl::Span<const char> message, SendCallback done)
     op.id = c.next_op_id++;
     op.is_write = false;
     op.message.assign(message.data(), message.size());
+    ++c.queued_messages;
     op.send_done = std::move(done);
     op.submitted = c.engine->clock().Now();
     PostReady(c, out);
