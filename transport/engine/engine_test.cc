@@ -631,7 +631,7 @@ class RawPeer {
     cfg.recv_cq = cq_.get();
     qp_ = std::move(*dev.CreateQueuePair(cfg));
     for (int k = 0; k < lanes; ++k) stages_.push_back(std::move(*dev.CreateQueuePair(cfg)));
-    buf_.assign(1 << 16, 0);
+    buf_.assign(kSendArea + kSendSlots * kSendSlotBytes, 0);
     mr_ = std::move(
         *dev.RegisterMemory(buf_.data(), buf_.size(), rnic::kLocalWrite | rnic::kRemoteWrite));
     ConnectionInfo mine;
@@ -667,14 +667,19 @@ class RawPeer {
   }
   uint32_t header_bytes() const { return MessageHeaderBytes(lanes_); }
   // Sends a message with the given engine header fields (no unloaded writes before it) and
-  // payload; `length` counts header and payload bytes sent.
+  // payload; `length` counts header and payload bytes sent (at most kSendSlotBytes). Each of
+  // the first kSendSlots messages has a buffer of its own: the NIC may still be reading an
+  // earlier one.
   void Send(uint64_t seen, uint32_t credits, const std::string& payload, uint32_t length) {
-    char* p = buf_.data() + 8192;
+    ASSERT_LT(sends_, kSendSlots);
+    ASSERT_LE(length, kSendSlotBytes);
+    const size_t off = kSendArea + size_t(sends_++) * kSendSlotBytes;
+    char* p = buf_.data() + off;
     std::memcpy(p, &seen, 8);
     std::memcpy(p + 8, &credits, 4);
     std::memset(p + 12, 0, header_bytes() - 12);
     std::memcpy(p + header_bytes(), payload.data(), payload.size());
-    rnic::SendWorkRequest wr = rnic::MakeSendWithImm(1, mr_->Sge(8192, length), kImmMessage);
+    rnic::SendWorkRequest wr = rnic::MakeSendWithImm(1, mr_->Sge(off, length), kImmMessage);
     EXPECT_TRUE(qp_->PostSend(wr).ok());
   }
   // Sends an ack on staging lane `lane`: staged writes applied, status, credits returned.
@@ -688,7 +693,11 @@ class RawPeer {
   }
 
  private:
+  static constexpr size_t kSendArea = 1 << 16;  // below: ack payloads and receive buffers
+  static constexpr int kSendSlots = 256;
+  static constexpr uint32_t kSendSlotBytes = 256;
   int lanes_;
+  int sends_ = 0;
   std::unique_ptr<rnic::CompletionQueue> cq_;
   std::unique_ptr<rnic::QueuePair> qp_;
   std::vector<std::unique_ptr<rnic::QueuePair>> stages_;
