@@ -40,7 +40,7 @@ absl::StatusOr<ConnectionBudget> ResolveConnectionBudget(int requested,
   const std::string why = absl::StrCat(
       "each may hold ", HumanBytes(b.bytes_per_connection), " at worst (staging ring, reserved ",
       "message buffers and send slots, transport buffers); half of MemAvailable is ",
-      HumanBytes(budget), "; the shared receive queue holds buffers for ", srq_bound);
+      HumanBytes(budget), "; the device's shared receive queue and CQ take ", srq_bound);
   if (requested == 0) {
     uint64_t n = std::min<uint64_t>({srq_bound, memory_bound, 65536});
     if (available_bytes == 0) n = std::min<uint64_t>(srq_bound, 256);  // memory unknown
@@ -55,9 +55,9 @@ absl::StatusOr<ConnectionBudget> ResolveConnectionBudget(int requested,
   }
   if (static_cast<uint64_t>(requested) > srq_bound) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--max_connections=", requested, ": the engine's shared receive queue holds reserved ",
-        "message buffers for at most ", srq_bound, " connections (", eo.min_message_credits,
-        " each, ", limits.max_qp_wr, " receives)"));
+        "--max_connections=", requested, ": the device's queues take at most ", srq_bound,
+        " connections per worker (a shared receive queue of ", limits.max_qp_wr, " receives, ",
+        eo.min_message_credits, " reserved each; a CQ of ", limits.max_cqe, " entries)"));
   }
   b.max_connections = requested;
   b.summary = static_cast<uint64_t>(requested) > memory_bound && available_bytes > 0

@@ -19,7 +19,8 @@ struct ConnectionBudget {
 };
 
 // `requested` 0 asks for the default: the most connections, up to 65536, whose reserved message
-// buffers fit in the device's shared receive queue (engine::Engine::MaxConnectionsPerWorker)
+// buffers fit in the device's shared receive queue and whose completions fit in its CQ
+// (engine::Engine::MaxConnectionsPerWorker)
 // and whose worst-case memory (engine::Engine::MaxConnectionBytes, plus the device's buffers
 // for each connection's QPs) fits, with the engine's shared buffers, in half of
 // `available_bytes` (MemAvailable). An explicit `requested` above the queue's bound is refused

@@ -47,6 +47,19 @@ TEST(ConnectionBudgetTest, AnExplicitLimitAboveTheQueueIsRefusedNamingIt) {
       << b.status();
 }
 
+// A device with a small CQ (verbs reports max_cqe) bounds the connections too.
+TEST(ConnectionBudgetTest, TheDevicesCompletionQueueBoundsTheDefault) {
+  rnic::DeviceLimits limits;
+  limits.max_cqe = 1 << 20;
+  const engine::EngineOptions eo = KvOptions();
+  absl::StatusOr<ConnectionBudget> b = ResolveConnectionBudget(0, eo, limits, uint64_t{1} << 40);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_LT(b->max_connections, (16384 - 64) / 2);
+  EXPECT_EQ(static_cast<uint32_t>(b->max_connections),
+            engine::Engine::MaxConnectionsPerWorker(eo, limits));
+  EXPECT_NE(b->summary.find("CQ take"), std::string::npos) << b->summary;
+}
+
 TEST(ConnectionBudgetTest, AnExplicitLimitAboveMemoryIsKeptAndSaysSo) {
   rnic::DeviceLimits limits;
   absl::StatusOr<ConnectionBudget> b =

@@ -47,10 +47,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(rnic::Device* device,
     return absl::InvalidArgumentError("Engine: max_connections_per_worker must be in 1..65536");
   }
   const uint64_t cq_entries = ConnectionCqEntries(options) * options.max_connections_per_worker;
-  if (cq_entries > INT32_MAX) {
+  if (cq_entries > static_cast<uint64_t>(device->limits().max_cqe)) {
     return absl::InvalidArgumentError(
         absl::StrCat("Engine: a worker CQ for ", options.max_connections_per_worker,
-                     " connections would need ", cq_entries, " entries; serve fewer per worker"));
+                     " connections would need ", cq_entries, " entries, over the device's ",
+                     device->limits().max_cqe, "; serve fewer per worker"));
   }
   for (int i = 0; i < options.unload_workers; ++i) {
     auto w = std::make_unique<Worker>();
@@ -104,8 +105,9 @@ uint64_t Engine::SharedBufferBytes(const EngineOptions& o) {
 
 uint32_t Engine::MaxConnectionsPerWorker(const EngineOptions& o, const rnic::DeviceLimits& limits) {
   if (o.min_message_credits == 0 || limits.max_qp_wr <= o.shared_message_buffers) return 0;
-  return std::min<uint32_t>(65536,
-                            (limits.max_qp_wr - o.shared_message_buffers) / o.min_message_credits);
+  const uint64_t by_srq = (limits.max_qp_wr - o.shared_message_buffers) / o.min_message_credits;
+  const uint64_t by_cq = static_cast<uint64_t>(limits.max_cqe) / ConnectionCqEntries(o);
+  return static_cast<uint32_t>(std::min<uint64_t>({65536, by_srq, by_cq}));
 }
 
 namespace {

@@ -231,7 +231,7 @@ class Engine {
   // Bytes the workers' shared message buffers and send slots can make resident at most.
   static uint64_t SharedBufferBytes(const EngineOptions& options);
   // Connections per worker whose reserved message buffers fit in the device's shared receive
-  // queue (Create refuses more).
+  // queue and whose completions fit in its CQ (Create refuses more).
   static uint32_t MaxConnectionsPerWorker(const EngineOptions& options,
                                           const rnic::DeviceLimits& limits);
   ~Engine();

@@ -19,7 +19,8 @@ namespace unloadkv::rnic {
 
 struct DeviceLimits {
   uint64_t max_message_bytes = 1ull << 30;  // largest single request, bytes
-  uint32_t max_qp_wr = 16384;               // max_send_wr / max_recv_wr upper bound
+  uint32_t max_qp_wr = 16384;               // max_send_wr / max_recv_wr / SRQ max_wr bound
+  int max_cqe = INT32_MAX;                  // entries one completion queue holds at most
   int max_sge = kMaxSge;
   // Host memory the device's own buffers may take per connected QP, bytes (the soft RNIC's
   // stream read buffer; 0 where the NIC buffers in its own memory). Informational.

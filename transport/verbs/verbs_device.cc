@@ -6,6 +6,7 @@
 #include <infiniband/verbs.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -338,6 +339,14 @@ absl::StatusOr<std::unique_ptr<VerbsDevice>> VerbsDevice::Create(const Options& 
     }
     d->address_ = EncodeVerbsAddress(addr);
     d->max_msg_ = port.max_msg_sz;
+    ibv_device_attr attr{};
+    if (ibv_query_device(ctx, &attr) == 0) {
+      // One bound for QPs and SRQs (DeviceLimits::max_qp_wr): the smaller.
+      const int wr =
+          attr.max_srq_wr > 0 ? std::min(attr.max_qp_wr, attr.max_srq_wr) : attr.max_qp_wr;
+      d->max_qp_wr_ = wr > 0 ? static_cast<uint32_t>(wr) : 0;
+      d->max_cqe_ = attr.max_cqe;
+    }
   }
   ibv_free_device_list(list);
   if (d->ctx_ == nullptr) {
@@ -389,6 +398,8 @@ VerbsDevice::~VerbsDevice() {
 rnic::DeviceLimits VerbsDevice::limits() const {
   rnic::DeviceLimits l;
   l.max_message_bytes = max_msg_;
+  if (max_qp_wr_ > 0) l.max_qp_wr = max_qp_wr_;
+  if (max_cqe_ > 0) l.max_cqe = max_cqe_;
   return l;
 }
 

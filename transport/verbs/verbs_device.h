@@ -59,6 +59,9 @@ class VerbsDevice : public rnic::Device {
   std::string address_;  // EncodeVerbsAddress of the local port
   int active_mtu_bytes_ = 1024;
   uint64_t max_msg_ = 1ull << 30;
+  // From ibv_query_device (0: not queried; the interface's defaults apply).
+  uint32_t max_qp_wr_ = 0;
+  int max_cqe_ = 0;
 };
 
 }  // namespace unloadkv::verbs
