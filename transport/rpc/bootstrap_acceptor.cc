@@ -112,16 +112,28 @@ void BootstrapAcceptor::AcceptAll(std::vector<Hello>* done) {
     // A client sends its hello right after connecting, so it is usually here already: a
     // complete line never occupies a pending place, and cannot be pushed out by a flood.
     if (Read(p, done)) continue;
-    if (pending_.size() >= options_.max_pending) Evict();
+    if (pending_.size() >= options_.max_pending) Evict(done);
     pending_.push_back(std::move(p));
   }
 }
 
-void BootstrapAcceptor::Evict() {
+void BootstrapAcceptor::Evict(std::vector<Hello>* done) {
   // The oldest socket that has sent nothing at all, else the oldest: a silent flood pushes out
-  // its own members before a client that is part way through its line.
-  auto victim = std::find_if(pending_.begin(), pending_.end(),
-                             [](const Pending& p) { return p.buffer.empty(); });
+  // its own members before a client that is part way through its line. A candidate is read
+  // first: a client accepted a moment before its hello arrived has sent it by now, and one
+  // batch of accepts (kAcceptBatch) may hold many sockets of a flood after it.
+  auto victim = pending_.end();
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    if (!it->buffer.empty()) continue;
+    if (Read(*it, done)) {  // its whole line, or it closed: that made room
+      pending_.erase(it);
+      return;
+    }
+    if (it->buffer.empty()) {
+      victim = it;
+      break;
+    }
+  }
   if (victim == pending_.end()) victim = pending_.begin();
   ++counters_.evicted;
   Drop(*victim, "bootstrap: server busy (too many connections waiting to say hello); try again");

@@ -80,8 +80,9 @@ class BootstrapAcceptor {
   BootstrapAcceptor(std::unique_ptr<BootstrapListener> listener, const Options& options)
       : listener_(std::move(listener)), options_(options) {}
   void AcceptAll(std::vector<Hello>* done);
-  // Closes one pending socket to make room for a new one.
-  void Evict();
+  // Makes room for a new pending socket: closes one, unless reading the oldest silent ones
+  // finds one that finished its line (added to `done`) or closed.
+  void Evict(std::vector<Hello>* done);
   // Reads what `p` has; true when it is finished with (complete, failed or closed).
   bool Read(Pending& p, std::vector<Hello>* done);
   void Drop(Pending& p, absl::string_view why);
