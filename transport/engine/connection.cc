@@ -132,7 +132,7 @@ absl::Status Connection::Connect(const ConnectionInfo& remote) {
         "Connect: the peer has ", remote.staging.size(), " staging lanes and this connection ",
         c.lanes.size(), "; both engines need the same staging_lanes"));
   }
-  if (remote.ring_slots == 0 || remote.ring_slots > 65536 ||
+  if (remote.ring_slots == 0 || remote.ring_slots > kMaxStagingSlots ||
       remote.slot_bytes < kStagingHeaderSize || remote.slot_bytes > (64u << 20) ||
       remote.message_slots == 0 || remote.message_slots > kMaxMessageSlots ||
       remote.message_credits == 0 || remote.message_credits > remote.message_slots ||

@@ -1013,6 +1013,15 @@ TEST_P(EngineTest, BadParametersAreRejectedWithClearErrors) {
   info.ring_slots = 0;
   auto extra = std::move(*ea_->CreateConnection(Only(Path::kUnload)));
   EXPECT_EQ(extra->Connect(info).code(), absl::StatusCode::kInvalidArgument);
+  // A ring larger than any engine has would size this side's header buffer (and, with it, the
+  // worst case Engine::MaxConnectionBytes assumes); so would no message credits.
+  info.ring_slots = kMaxStagingSlots + 1;
+  EXPECT_EQ(extra->Connect(info).code(), absl::StatusCode::kInvalidArgument);
+  info = ca_->local_info();
+  info.message_credits = 0;
+  EXPECT_EQ(extra->Connect(info).code(), absl::StatusCode::kInvalidArgument);
+  info.message_credits = info.message_slots + 1;
+  EXPECT_EQ(extra->Connect(info).code(), absl::StatusCode::kInvalidArgument);
   absl::StatusOr<ConnectionInfo> round =
       DecodeConnectionInfo(EncodeConnectionInfo(ca_->local_info()));
   ASSERT_TRUE(round.ok()) << round.status();
