@@ -292,7 +292,6 @@ absl::Status Engine::AllocateBuffers(ConnectionState& c) {
     *out = std::move(*mr);
     return absl::OkStatus();
   };
-  c.slot_stride = c.message_header_bytes + o.max_message_bytes;
   c.stage_recv_buffers.assign(size_t{c.recv_count} * kAckBytes, 0);
   c.acks.assign(lanes * kAckSlots * kAckBytes, 0);
   for (absl::Status st : {reg(c.ring->data(), c.ring->size(), ring_access, &c.ring_mr),

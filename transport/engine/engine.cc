@@ -58,7 +58,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(rnic::Device* device,
     w->index = i;
     // The pool first: its bound on connections is the tighter one, and the CQ is the larger.
     MessagePool::Options po;
-    po.buffer_bytes = MessageHeaderBytes(options.staging_lanes) + options.max_message_bytes;
+    po.buffer_bytes = MessageBufferBytes(options);
     po.connections = options.max_connections_per_worker;
     po.reserve = options.min_message_credits;
     po.shared = options.shared_message_buffers;
@@ -91,7 +91,7 @@ Engine::~Engine() { Stop(); }
 
 uint64_t Engine::MaxConnectionBytes(const EngineOptions& o) {
   const uint64_t lanes = static_cast<uint64_t>(o.staging_lanes);
-  const uint64_t stride = MessageHeaderBytes(o.staging_lanes) + o.max_message_bytes;
+  const uint64_t stride = MessageBufferBytes(o);
   return lanes * o.staging_slots * o.staging_slot_bytes +  // staging ring
          lanes * kMaxStagingSlots * kStagingHeaderSize +   // headers for the peer's ring
          (uint64_t{SendReserve(o)} + o.min_message_credits) * stride +  // reserved slots
@@ -99,7 +99,7 @@ uint64_t Engine::MaxConnectionBytes(const EngineOptions& o) {
 }
 
 uint64_t Engine::SharedBufferBytes(const EngineOptions& o) {
-  const uint64_t stride = MessageHeaderBytes(o.staging_lanes) + o.max_message_bytes;
+  const uint64_t stride = MessageBufferBytes(o);
   return uint64_t{2} * o.shared_message_buffers * stride * static_cast<uint64_t>(o.unload_workers);
 }
 

@@ -183,7 +183,6 @@ struct ConnectionState {
   // of each later one in `unconfirmed`, oldest first.
   uint64_t messages_confirmed ABSL_GUARDED_BY(mu) = 0;
   std::deque<uint64_t> unconfirmed ABSL_GUARDED_BY(mu);
-  uint32_t slot_stride = 0;  // bytes per send slot and receive buffer: header + max message
   uint32_t max_send_wrs = 0;
 
   // Target side.
@@ -272,6 +271,10 @@ void ReleaseSendSlot(ConnectionState& c, int slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED
 // Send slots a connection owns: max(min_message_credits, SignalEvery), so that among the
 // messages holding them one is always signaled and its completion frees the others.
 uint32_t SendReserve(const EngineOptions& o);
+// Bytes of one message buffer or send slot: the message header and the largest message.
+inline uint32_t MessageBufferBytes(const EngineOptions& o) {
+  return MessageHeaderBytes(o.staging_lanes) + o.max_message_bytes;
+}
 // Of the messages without a callback, and of the lazy writes, every this-many-th is signaled.
 inline uint32_t SignalEvery(const EngineOptions& o) {
   return o.message_slots / 4 > 1 ? o.message_slots / 4 : 1;
