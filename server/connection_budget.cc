@@ -38,9 +38,10 @@ absl::StatusOr<ConnectionBudget> ResolveConnectionBudget(int requested,
   const uint64_t memory_bound =
       budget > shared ? (budget - shared) / std::max<uint64_t>(1, b.bytes_per_connection) : 0;
   const std::string why = absl::StrCat(
-      "each may hold ", HumanBytes(b.bytes_per_connection), " at worst (staging ring, reserved ",
-      "message buffers and send slots, transport buffers); half of MemAvailable is ",
-      HumanBytes(budget), "; the device's shared receive queue and CQ take ", srq_bound);
+      "each may hold ", HumanBytes(b.bytes_per_connection), " at worst (reserved staging ",
+      "buffers, message buffers and send slots, staging headers, transport buffers); half of "
+      "MemAvailable is ",
+      HumanBytes(budget), "; the device's shared receive queues and CQ take ", srq_bound);
   if (requested == 0) {
     uint64_t n = std::min<uint64_t>({srq_bound, memory_bound, 65536});
     if (available_bytes == 0) n = std::min<uint64_t>(srq_bound, 256);  // memory unknown
@@ -56,8 +57,10 @@ absl::StatusOr<ConnectionBudget> ResolveConnectionBudget(int requested,
   if (static_cast<uint64_t>(requested) > srq_bound) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_connections=", requested, ": the device's queues take at most ", srq_bound,
-        " connections per worker (a shared receive queue of ", limits.max_qp_wr, " receives, ",
-        eo.min_message_credits, " reserved each; a CQ of ", limits.max_cqe, " entries)"));
+        " connections per worker (shared receive queues of ", limits.max_qp_wr,
+        " receives, each connection reserving ", eo.min_message_credits, " for messages and ",
+        uint64_t{eo.min_staging_credits + 1} * static_cast<uint64_t>(eo.staging_lanes),
+        " for staged writes; a CQ of ", limits.max_cqe, " entries)"));
   }
   b.max_connections = requested;
   b.summary = static_cast<uint64_t>(requested) > memory_bound && available_bytes > 0

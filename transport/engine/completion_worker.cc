@@ -25,18 +25,6 @@ bool TakeCredits(ConnectionState& c, uint32_t credits, Deferred& out)
   return true;
 }
 
-// Reposts receive `recv_index`, failing the connection if its QP will not take it.
-void RepostOrFail(ConnectionState& c, uint32_t recv_index, Deferred& out)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
-  if (absl::Status st = Repost(c, recv_index); !st.ok()) {
-    Log(LogLevel::kWarning, absl::StrCat("engine: connection ", c.id,
-                                         ": reposting a receive "
-                                         "failed: ",
-                                         st.message()));
-    FailConnection(c, out, FailScope::kClose);
-  }
-}
-
 // A protocol violation by the peer: logged, and the connection is closed.
 void Violation(ConnectionState& c, Deferred& out, absl::string_view what)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
@@ -71,6 +59,7 @@ void OnAckSent(ConnectionState& c, const rnic::WorkCompletion& wc, Deferred& out
   Lane& lane = c.lanes[(IndexOf(wc.wr_id) >> 16) % c.lanes.size()];
   --c.send_wrs;
   --lane.acks_in_flight;
+  if (IndexOf(wc.wr_id) == lane.unsolicited_wr_index) lane.unsolicited_wr_index = UINT32_MAX;
   if (wc.status != rnic::WcStatus::kSuccess) {
     FailConnection(c, out, FailScope::kStageFailed);
   } else if (IndexOf(wc.wr_id) == lane.nak_wr_index) {
@@ -80,19 +69,36 @@ void OnAckSent(ConnectionState& c, const rnic::WorkCompletion& wc, Deferred& out
   }
 }
 
-// The peer's ack for our unloaded writes on `lane` arrived in receive `recv_index`.
-void OnAckReceived(ConnectionState& c, int lane, uint32_t recv_index, const char* buf,
-                   uint32_t byte_len, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
-  absl::StatusOr<AckPayload> ack = ParseAck(buf, byte_len);
+// The peer's ack for our unloaded writes on `lane` arrived in staging pool buffer `buffer`
+// (posted again here: the unit backing it stays where it was, with the lane's reserve or its
+// ack units).
+void OnAckReceived(ConnectionState& c, int lane_index, uint32_t buffer, uint32_t byte_len,
+                   Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  Lane& lane = c.lanes[lane_index];
+  absl::StatusOr<AckPayload> ack = ParseAck(lane.pool->buffer(buffer), byte_len);
+  lane.pool->Recycle(buffer);
   if (!ack.ok()) return Violation(c, out, ack.status().message());
-  RepostOrFail(c, recv_index, out);
-  if (ack->applied > c.lanes[lane].next_seq) {
+  if (ack->applied > lane.next_seq || ack->applied < lane.acked_seq) {
+    return Violation(
+        c, out,
+        absl::StrCat("peer acknowledges ", ack->applied, " staged writes on lane ", lane_index,
+                     " of ", lane.next_seq, " posted (", lane.acked_seq, " acknowledged before)"));
+  }
+  // A lower limit would take back credits already used; a larger window than the peer's
+  // staging_slots would reuse a header still in flight.
+  if (ack->limit < lane.limit || ack->limit - ack->applied > c.remote.staging_slots) {
     return Violation(c, out,
-                     absl::StrCat("peer acknowledges ", ack->applied, " staged writes on lane ",
-                                  lane, " of ", c.lanes[lane].next_seq, " posted"));
+                     absl::StrCat("peer grants staged writes up to ", ack->limit, " on lane ",
+                                  lane_index, " (", lane.limit, " before, ", ack->applied,
+                                  " applied, at most ", c.remote.staging_slots, " in flight)"));
   }
   if (!TakeCredits(c, ack->credits, out)) return;
-  AckUnloaded(c, lane, ack->applied, ack->status, out);
+  lane.limit = ack->limit;
+  AckUnloaded(c, lane_index, ack->applied, ack->status, out);
+  if (lane.inflight.empty() && lane.ack_units > 0) {
+    lane.pool->Release(lane.ack_units);  // no ack is due any more: their buffers stay posted
+    lane.ack_units = 0;
+  }
 }
 
 // The credits this connection aims to hand out, after a message arrived: twice as many when
@@ -170,24 +176,31 @@ void OnPoolReceive(ConnectionState& c, const rnic::WorkCompletion& wc, Deferred&
   OnMessageReceived(c, buffer, wc.byte_len, out);
 }
 
-// A staging QP's receive completed: a staged write (validated and copied by the caller) or an
-// ack.
-void OnReceive(ConnectionState& c, const rnic::WorkCompletion& wc, int staged_lane,
-               bool staged_valid, uint32_t staged_length, EngineMetrics* metrics, Deferred& out)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
-  const uint32_t recv_index = IndexOf(wc.wr_id);
-  const int lane = LaneOfRecv(c, recv_index);
-  if (wc.status != rnic::WcStatus::kSuccess) {
-    FailConnection(c, out, FailScope::kStageFailed);
-    return;
+// The lane of `c` whose staging QP is `qp_num`, or -1.
+int LaneOfQp(const ConnectionState& c, uint32_t qp_num) {
+  for (size_t k = 0; k < c.lanes.size(); ++k) {
+    if (c.lanes[k].qp->qp_num() == qp_num) return static_cast<int>(k);
   }
-  const char* buf = c.stage_recv_buffers.data() + size_t{recv_index} * kAckBytes;
-  if (staged_lane >= 0) {
-    if (staged_valid) CommitStagedWrite(c, c.lanes[staged_lane], staged_length, metrics);
-    RepostOrFail(c, recv_index, out);
+  return -1;
+}
+
+// A staging QP's receive from its worker's staging pool completed: a staged write (validated
+// and copied by the caller, `staged_valid`) or an ack.
+void OnStageReceive(ConnectionState& c, const rnic::WorkCompletion& wc, int lane, bool staged_valid,
+                    uint32_t staged_length, EngineMetrics* metrics, Deferred& out)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  const uint32_t buffer = IndexOf(wc.wr_id);
+  if (staged_valid) return CommitStagedWrite(c, c.lanes[lane], buffer, staged_length, metrics);
+  if (wc.status != rnic::WcStatus::kSuccess) {
+    c.lanes[lane].pool->Recycle(buffer);
+    return FailConnection(c, out, FailScope::kStageFailed);
+  }
+  if (wc.opcode == rnic::WcOpcode::kRecv && wc.has_imm && wc.imm == kImmStaged) {
+    c.lanes[lane].pool->Recycle(buffer);  // refused, or after a refusal: nothing applied
   } else if (wc.opcode == rnic::WcOpcode::kRecv && wc.has_imm && wc.imm == kImmAck) {
-    OnAckReceived(c, lane, recv_index, buf, wc.byte_len, out);
+    OnAckReceived(c, lane, buffer, wc.byte_len, out);
   } else {
+    c.lanes[lane].pool->Recycle(buffer);
     Violation(c, out, absl::StrCat("unexpected receive ", wc.DebugString()));
   }
 }
@@ -267,17 +280,16 @@ void HandleCompletion(const std::shared_ptr<ConnectionState>& cp, const rnic::Wo
   const bool ok = wc.status == rnic::WcStatus::kSuccess;
   // A staged write is validated under the connection's lock and copied outside it, so that
   // lanes on other workers proceed meanwhile; only this thread handles this lane.
-  const int staged_lane =
-      KindOf(wc.wr_id) == WrKind::kRecv && ok && wc.opcode == rnic::WcOpcode::kRecvRdmaWithImm
-          ? LaneOfRecv(c, IndexOf(wc.wr_id))
-          : -1;
+  const int stage_lane = KindOf(wc.wr_id) == WrKind::kStagePoolRecv ? LaneOfQp(c, wc.qp_num) : -1;
+  const bool staged = stage_lane >= 0 && ok && wc.opcode == rnic::WcOpcode::kRecv && wc.has_imm &&
+                      wc.imm == kImmStaged;
   bool staged_valid = false;
   StagedCopy copy;
-  if (staged_lane >= 0) {
+  if (staged) {
     {
       MutexLock l(&c.mu);
       staged_valid =
-          ValidateStagedWrite(c, staged_lane, wc.imm, wc.byte_len, table, metrics, &copy);
+          ValidateStagedWrite(c, stage_lane, IndexOf(wc.wr_id), wc.byte_len, table, metrics, &copy);
       if (staged_valid) ++c.copying;
     }
     if (staged_valid) CopyStagedWrite(copy);
@@ -299,8 +311,13 @@ void HandleCompletion(const std::shared_ptr<ConnectionState>& cp, const rnic::Wo
       case WrKind::kAck:
         OnAckSent(c, wc, out);
         break;
-      case WrKind::kRecv:
-        OnReceive(c, wc, staged_lane, staged_valid, copy.length, metrics, out);
+      case WrKind::kStagePoolRecv:
+        if (stage_lane < 0) {  // not one of its staging QPs: cannot happen, the map says so
+          Log(LogLevel::kError, absl::StrCat("engine: staging receive on QP ", wc.qp_num,
+                                             " of connection ", c.id, " matches no lane"));
+          break;
+        }
+        OnStageReceive(c, wc, stage_lane, staged_valid, copy.length, metrics, out);
         break;
       case WrKind::kPoolRecv:
         OnPoolReceive(c, wc, out);
@@ -336,6 +353,7 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
   if (polling.exchange(true, std::memory_order_acquire)) return 0;  // another thread drives it
   PollingGuard guard(&polling);
   rnic::WorkCompletion wcs[32];
+  SweepFailedQps(clock->Now());
   const int n = cq->Poll(absl::MakeSpan(wcs));
   if (n <= 0) return 0;
   std::vector<std::shared_ptr<ConnectionState>> touched;
@@ -347,12 +365,18 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
       if (KindOf(wcs[i].wr_id) == WrKind::kPoolRecv) {
         auto q = main_qps.find(wcs[i].qp_num);
         id = q == main_qps.end() ? UINT32_MAX : q->second;
+      } else if (KindOf(wcs[i].wr_id) == WrKind::kStagePoolRecv) {
+        auto q = stage_qps.find(wcs[i].qp_num);
+        id = q == stage_qps.end() ? UINT32_MAX : q->second;
       }
       auto it = conns.find(id);
       if (it != conns.end()) cp = it->second;
     }
-    if (cp == nullptr) {  // connection already closed: a message for it gives its buffer back
+    if (cp == nullptr) {  // connection already closed: a receive for it gives its buffer back
       if (KindOf(wcs[i].wr_id) == WrKind::kPoolRecv) pool->Recycle(IndexOf(wcs[i].wr_id));
+      if (KindOf(wcs[i].wr_id) == WrKind::kStagePoolRecv) {
+        stage_pool->Recycle(IndexOf(wcs[i].wr_id));
+      }
       continue;
     }
     if (std::find(touched.begin(), touched.end(), cp) == touched.end()) {
@@ -372,6 +396,40 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
   }
   for (const std::shared_ptr<ConnectionState>& cp : touched) ReleasePosts(*cp);
   return n;
+}
+
+void Engine::Worker::SweepFailedQps(absl::Time now) {
+  if (now < next_sweep) return;
+  next_sweep = now + kQpSweepInterval;
+  std::vector<std::shared_ptr<ConnectionState>> all;
+  {
+    MutexLock l(&mu);
+    all.reserve(conns.size());
+    for (const auto& [id, cp] : conns) all.push_back(cp);
+  }
+  for (const std::shared_ptr<ConnectionState>& cp : all) {
+    ConnectionState& c = *cp;
+    Deferred out;
+    {
+      MutexLock l(&c.mu);
+      if (c.failed || !c.connected) continue;
+      if (c.worker == index && c.qp->state() == rnic::QpState::kError) {
+        FailConnection(c, out, FailScope::kMainFailed);
+      } else {
+        for (const Lane& lane : c.lanes) {
+          if (lane.worker == index && lane.qp->state() == rnic::QpState::kError) {
+            FailConnection(c, out, FailScope::kStageFailed);
+            break;
+          }
+        }
+      }
+      if (!c.failed) continue;
+      Log(LogLevel::kInfo, absl::StrCat("engine: connection ", c.id, ": a QP failed (peer gone)"));
+      FinishInOrder(c, out);
+      QueueCallbacks(c, out);
+    }
+    RunCallbacks(c);
+  }
 }
 
 }  // namespace unloadkv::engine

@@ -40,6 +40,11 @@ ConnectionState::~ConnectionState() {
                                          " send slots of ", send_reserve + send_borrowed));
   }
   send_pool->Leave(slots, send_borrowed);
+  // Its lanes' staging buffers: all posted (a staged write in hand keeps this state alive);
+  // the reserve's, the borrowed ones and the ack units become spares.
+  for (Lane& lane : lanes) {
+    lane.pool->Leave(lane.units + 1 + lane.ack_units, {}, lane.borrowed + lane.ack_units);
+  }
 }
 
 Connection::~Connection() {
@@ -57,6 +62,7 @@ Connection::~Connection() {
     MutexLock l(&w->mu);
     w->conns.erase(state_->id);
     w->main_qps.erase(state_->qp->qp_num());
+    for (const Lane& lane : state_->lanes) w->stage_qps.erase(lane.qp->qp_num());
   }
 }
 
@@ -101,7 +107,9 @@ std::string Connection::DebugState() const {
     const Lane& lane = c.lanes[k];
     absl::StrAppend(&s, " | lane ", k, " worker=", lane.worker, " next_seq=", lane.next_seq,
                     " acked_seq=", lane.acked_seq, " inflight=", lane.inflight.size(),
-                    " expected_seq=", lane.expected_seq, " ack_pending=", lane.ack_pending,
+                    " limit=", lane.limit, " ack_units=", lane.ack_units,
+                    " expected_seq=", lane.expected_seq, " limit_sent=", lane.limit_sent,
+                    " units=", lane.units, " level=", lane.level, " ack_pending=", lane.ack_pending,
                     " acks_in_flight=", lane.acks_in_flight);
   }
   return s;
@@ -132,20 +140,22 @@ absl::Status Connection::Connect(const ConnectionInfo& remote) {
         "Connect: the peer has ", remote.staging.size(), " staging lanes and this connection ",
         c.lanes.size(), "; both engines need the same staging_lanes"));
   }
-  if (remote.ring_slots == 0 || remote.ring_slots > kMaxStagingSlots ||
-      remote.slot_bytes < kStagingHeaderSize || remote.slot_bytes > (64u << 20) ||
-      remote.message_slots == 0 || remote.message_slots > kMaxMessageSlots ||
-      remote.message_credits == 0 || remote.message_credits > remote.message_slots ||
-      remote.max_message_bytes < 64 || remote.ring_addr == 0) {
+  if (remote.staging_slots == 0 || remote.staging_slots > kMaxStagingSlots ||
+      remote.staging_credits == 0 || remote.staging_credits > remote.staging_slots ||
+      remote.slot_bytes < std::max<size_t>(kStagingHeaderSize, kAckBytes) ||
+      remote.slot_bytes > (64u << 20) || remote.message_slots == 0 ||
+      remote.message_slots > kMaxMessageSlots || remote.message_credits == 0 ||
+      remote.message_credits > remote.message_slots || remote.max_message_bytes < 64) {
     return absl::InvalidArgumentError(
         absl::StrCat("Connect: peer parameters out of range: ", EncodeConnectionInfo(remote)));
   }
   MutexLock l(&c.mu);
   if (c.connected) return absl::FailedPreconditionError("Connect: already connected");
-  // Outgoing staging headers, one per slot of the peer's ring (its size is the peer's choice).
+  // Outgoing staging headers, one per staged write the peer may let us have in flight (its
+  // choice).
   // Deregistered before the buffer moves (a Connect that failed may be retried).
   c.headers_mr.reset();
-  c.headers.assign(c.lanes.size() * remote.ring_slots * kStagingHeaderSize, 0);
+  c.headers.assign(c.lanes.size() * remote.staging_slots * kStagingHeaderSize, 0);
   absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> headers_mr =
       c.engine->device()->RegisterMemory(c.headers.data(), c.headers.size(), 0);
   if (!headers_mr.ok()) return headers_mr.status();
@@ -163,6 +173,7 @@ absl::Status Connection::Connect(const ConnectionInfo& remote) {
   }
   c.remote = remote;
   c.message_credits = remote.message_credits;
+  for (Lane& lane : c.lanes) lane.limit = remote.staging_credits;
   c.connected = true;
   return absl::OkStatus();
 }
@@ -171,8 +182,10 @@ uint64_t ConnectionCqEntries(const EngineOptions& o) {
   const uint64_t lanes = static_cast<uint64_t>(o.staging_lanes);
   const uint64_t send_wrs =
       lanes * (o.staging_slots + kAckSlots) + o.message_slots + kOffloadedWrBudget + kAckSlots;
-  // Receives: the pool buffers its peer may fill (at most message_slots credits), and the lanes'.
-  return (1 + lanes) * send_wrs + o.message_slots + lanes * (o.staging_slots + kAckSlots);
+  // Receives: the message pool buffers its peer may fill (at most message_slots credits), the
+  // staged writes of its lanes (at most staging_slots credits each) and one unsolicited ack
+  // each, and the acks of its own staged writes (at most one per write: send_wrs).
+  return (1 + lanes) * send_wrs + o.message_slots + lanes * (o.staging_slots + 1) + send_wrs;
 }
 
 absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
@@ -203,38 +216,44 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
   c->policy = std::move(policy);
   const EngineOptions& o = options_;
   const uint32_t lanes = static_cast<uint32_t>(o.staging_lanes);
-  // Receives of each lane: staged writes (our ring) and the peer's acks. Messages take theirs
-  // from the worker's pool.
-  c->stage_recvs_per_lane = o.staging_slots + kAckSlots;
-  c->recv_count = lanes * c->stage_recvs_per_lane;
   c->max_send_wrs = lanes * (o.staging_slots + kAckSlots) + o.message_slots + kOffloadedWrBudget;
   c->message_header_bytes = MessageHeaderBytes(o.staging_lanes);
   if (absl::Status st = CreateQueuePairs(*c); !st.ok()) return st;
   if (absl::Status st = AllocateBuffers(*c); !st.ok()) return st;
   {
     MutexLock l(&c->mu);
-    for (uint32_t i = 0; i < c->recv_count; ++i) {
-      if (absl::Status st = Repost(*c, i); !st.ok()) return st;
-    }
-    // The peer's first credits: buffers posted in the pool, reserved while the connection lives.
+    // The peer's first credits: buffers posted in the pools, reserved while the connection
+    // lives (each lane's also backs one unsolicited ack).
     absl::StatusOr<std::vector<uint32_t>> slots = c->send_pool->Admit();
     if (!slots.ok()) return slots.status();
     if (absl::Status st = c->pool->Admit(); !st.ok()) {
       c->send_pool->Leave(*slots, 0);
       return st;
     }
+    for (size_t k = 0; k < c->lanes.size(); ++k) {
+      if (absl::Status st = c->lanes[k].pool->Admit(); !st.ok()) {
+        for (size_t j = 0; j < k; ++j) c->lanes[j].pool->Leave(o.min_staging_credits + 1, {}, 0);
+        c->pool->Leave(o.min_message_credits, {}, 0);
+        c->send_pool->Leave(*slots, 0);
+        return st;
+      }
+    }
     c->free_send_slots.assign(slots->begin(), slots->end());
     c->admitted = true;
     c->granted = o.min_message_credits;
     c->credit_level = o.min_message_credits;
+    for (Lane& lane : c->lanes) {
+      lane.units = o.min_staging_credits;
+      lane.level = o.min_staging_credits;
+      lane.limit_sent = o.min_staging_credits;
+    }
   }
   c->local.qp = c->qp->local_attributes();
   for (const Lane& lane : c->lanes) {
     c->local.staging.push_back({lane.qp->qp_num(), lane.qp->local_attributes().psn});
   }
-  c->local.ring_addr = c->ring_mr->address();
-  c->local.ring_rkey = c->ring_mr->rkey();
-  c->local.ring_slots = o.staging_slots;
+  c->local.staging_slots = o.staging_slots;
+  c->local.staging_credits = o.min_staging_credits;
   c->local.slot_bytes = o.staging_slot_bytes;
   c->local.message_slots = o.message_slots;
   c->local.message_credits = o.min_message_credits;
@@ -246,6 +265,9 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
     MutexLock l(&workers_[k]->mu);
     workers_[k]->conns[c->id] = c;
     if (static_cast<int>(k) == c->worker) workers_[k]->main_qps[c->qp->qp_num()] = c->id;
+    for (const Lane& lane : c->lanes) {
+      if (lane.worker == static_cast<int>(k)) workers_[k]->stage_qps[lane.qp->qp_num()] = c->id;
+    }
   }
   return std::unique_ptr<Connection>(new Connection(std::move(c)));
 }
@@ -265,10 +287,10 @@ absl::Status Engine::CreateQueuePairs(ConnectionState& c) {
   for (size_t k = 0; k < c.lanes.size(); ++k) {
     Lane& lane = c.lanes[k];
     lane.worker = static_cast<int>((c.worker + k) % workers_.size());
+    lane.pool = workers_[lane.worker]->stage_pool;
     cfg.send_cq = workers_[lane.worker]->cq.get();
     cfg.recv_cq = cfg.send_cq;
-    cfg.srq = nullptr;
-    cfg.max_recv_wr = c.stage_recvs_per_lane;
+    cfg.srq = lane.pool->srq();
     qp = device_->CreateQueuePair(cfg);
     if (!qp.ok()) return qp.status();
     lane.qp = std::move(*qp);
@@ -277,29 +299,11 @@ absl::Status Engine::CreateQueuePairs(ConnectionState& c) {
 }
 
 absl::Status Engine::AllocateBuffers(ConnectionState& c) {
-  const EngineOptions& o = options_;
-  const size_t lanes = c.lanes.size();
-  c.ring =
-      std::make_unique<MappedMemory>(lanes * o.staging_slots * o.staging_slot_bytes, o.huge_pages);
-  if (c.ring->data() == nullptr) return absl::ResourceExhaustedError("staging ring: mmap failed");
-  const bool huge = c.ring->huge() || (o.huge_pages && o.modeled_huge_pages);
-  uint32_t ring_access =
-      rnic::kLocalWrite | rnic::kRemoteWrite | (huge ? uint32_t{rnic::kHugePageBacked} : 0u);
-  auto reg = [&](void* p, size_t n, uint32_t access,
-                 std::unique_ptr<rnic::MemoryRegion>* out) -> absl::Status {
-    absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> mr = device_->RegisterMemory(p, n, access);
-    if (!mr.ok()) return mr.status();
-    *out = std::move(*mr);
-    return absl::OkStatus();
-  };
-  c.stage_recv_buffers.assign(size_t{c.recv_count} * kAckBytes, 0);
-  c.acks.assign(lanes * kAckSlots * kAckBytes, 0);
-  for (absl::Status st : {reg(c.ring->data(), c.ring->size(), ring_access, &c.ring_mr),
-                          reg(c.stage_recv_buffers.data(), c.stage_recv_buffers.size(),
-                              rnic::kLocalWrite, &c.stage_recv_mr),
-                          reg(c.acks.data(), c.acks.size(), 0, &c.acks_mr)}) {
-    if (!st.ok()) return st;
-  }
+  c.acks.assign(c.lanes.size() * kAckSlots * kAckBytes, 0);
+  absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> mr =
+      device_->RegisterMemory(c.acks.data(), c.acks.size(), 0);
+  if (!mr.ok()) return mr.status();
+  c.acks_mr = std::move(*mr);
   return absl::OkStatus();
 }
 

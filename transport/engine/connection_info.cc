@@ -17,9 +17,9 @@ std::string EncodeConnectionInfo(const ConnectionInfo& i) {
     absl::StrAppend(&staging, staging.empty() ? "" : ",", q.qp_num, ":", q.psn);
   }
   return absl::StrCat(rnic::EncodeQpAttributes(i.qp), " staging=", staging,
-                      " ring_addr=", i.ring_addr, " ring_rkey=", i.ring_rkey,
-                      " ring_slots=", i.ring_slots, " slot_bytes=", i.slot_bytes,
-                      " message_slots=", i.message_slots, " message_credits=", i.message_credits,
+                      " staging_slots=", i.staging_slots, " staging_credits=", i.staging_credits,
+                      " slot_bytes=", i.slot_bytes, " message_slots=", i.message_slots,
+                      " message_credits=", i.message_credits,
                       " max_message_bytes=", i.max_message_bytes);
 }
 
@@ -48,9 +48,8 @@ absl::StatusOr<ConnectionInfo> DecodeConnectionInfo(absl::string_view text) {
     uint32_t* narrow;
     bool seen;
   } fields[] = {{"staging", nullptr, nullptr, false},
-                {"ring_addr", &info.ring_addr, nullptr, false},
-                {"ring_rkey", nullptr, &info.ring_rkey, false},
-                {"ring_slots", nullptr, &info.ring_slots, false},
+                {"staging_slots", nullptr, &info.staging_slots, false},
+                {"staging_credits", nullptr, &info.staging_credits, false},
                 {"slot_bytes", nullptr, &info.slot_bytes, false},
                 {"message_slots", nullptr, &info.message_slots, false},
                 {"message_credits", nullptr, &info.message_credits, false},

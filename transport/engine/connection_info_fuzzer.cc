@@ -26,9 +26,8 @@ extern "C" void FuzzSeeds(std::vector<std::string>* seeds) {
   info.qp.qp_num = 7;
   info.qp.psn = 99;
   info.staging = {{8, 1234}};
-  info.ring_addr = 0x7f0000000000;
-  info.ring_rkey = 3;
-  info.ring_slots = 64;
+  info.staging_slots = 64;
+  info.staging_credits = 1;
   info.slot_bytes = 16384;
   info.message_slots = 32;
   info.message_credits = 2;

@@ -38,6 +38,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(rnic::Device* device,
                                                    kMaxMessageSlots,
                                                    " and max_message_bytes in 64..1 MiB"));
   }
+  if (options.min_staging_credits < 1 || options.min_staging_credits > options.staging_slots) {
+    return absl::InvalidArgumentError(absl::StrCat("Engine: min_staging_credits must be in 1..",
+                                                   "staging_slots (", options.staging_slots, ")"));
+  }
   if (options.min_message_credits < 1 || options.min_message_credits > options.message_slots) {
     return absl::InvalidArgumentError(absl::StrCat("Engine: min_message_credits must be in 1..",
                                                    "message_slots (", options.message_slots, ")"));
@@ -56,14 +60,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(rnic::Device* device,
   for (int i = 0; i < options.unload_workers; ++i) {
     auto w = std::make_unique<Worker>();
     w->index = i;
+    w->clock = &device->clock();
     // The pool first: its bound on connections is the tighter one, and the CQ is the larger.
-    MessagePool::Options po;
+    ReceivePool::Options po;
     po.buffer_bytes = MessageBufferBytes(options);
     po.connections = options.max_connections_per_worker;
     po.reserve = options.min_message_credits;
     po.shared = options.shared_message_buffers;
     po.wr_id_base = MakeWrId(WrKind::kPoolRecv, 0, 0);
-    absl::StatusOr<std::unique_ptr<MessagePool>> pool = MessagePool::Create(*device, po);
+    absl::StatusOr<std::unique_ptr<ReceivePool>> pool = ReceivePool::Create(*device, po);
     if (!pool.ok()) return pool.status();
     w->pool = std::move(*pool);
     SendSlotPool::Options so;
@@ -74,6 +79,18 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(rnic::Device* device,
     absl::StatusOr<std::unique_ptr<SendSlotPool>> send_pool = SendSlotPool::Create(*device, so);
     if (!send_pool.ok()) return send_pool.status();
     w->send_pool = std::move(*send_pool);
+    ReceivePool::Options st;
+    st.name = "staging pool";
+    st.buffer_bytes = options.staging_slot_bytes;
+    st.connections = options.max_connections_per_worker * uint32_t(options.staging_lanes);
+    st.reserve = options.min_staging_credits + 1;  // and one unsolicited ack
+    st.shared = options.shared_staging_buffers;
+    st.wr_id_base = MakeWrId(WrKind::kStagePoolRecv, 0, 0);
+    st.huge_pages = options.huge_pages;
+    st.modeled_huge_pages = options.modeled_huge_pages;
+    absl::StatusOr<std::unique_ptr<ReceivePool>> stage_pool = ReceivePool::Create(*device, st);
+    if (!stage_pool.ok()) return stage_pool.status();
+    w->stage_pool = std::move(*stage_pool);
     absl::StatusOr<std::unique_ptr<rnic::CompletionQueue>> cq =
         device->CreateCompletionQueue(static_cast<int>(cq_entries));
     if (!cq.ok()) return cq.status();
@@ -92,20 +109,28 @@ Engine::~Engine() { Stop(); }
 uint64_t Engine::MaxConnectionBytes(const EngineOptions& o) {
   const uint64_t lanes = static_cast<uint64_t>(o.staging_lanes);
   const uint64_t stride = MessageBufferBytes(o);
-  return lanes * o.staging_slots * o.staging_slot_bytes +  // staging ring
-         lanes * kMaxStagingSlots * kStagingHeaderSize +   // headers for the peer's ring
+  return lanes * (o.min_staging_credits + 1) * o.staging_slot_bytes +  // reserved staging
+         lanes * kMaxStagingSlots * kStagingHeaderSize +  // headers for the peer's window
          (uint64_t{SendReserve(o)} + o.min_message_credits) * stride +  // reserved slots
-         lanes * ((o.staging_slots + kAckSlots) + kAckSlots) * kAckBytes;
+         lanes * kAckSlots * kAckBytes;
 }
 
 uint64_t Engine::SharedBufferBytes(const EngineOptions& o) {
   const uint64_t stride = MessageBufferBytes(o);
-  return uint64_t{2} * o.shared_message_buffers * stride * static_cast<uint64_t>(o.unload_workers);
+  return (uint64_t{2} * o.shared_message_buffers * stride +
+          uint64_t{o.shared_staging_buffers} * o.staging_slot_bytes) *
+         static_cast<uint64_t>(o.unload_workers);
 }
 
 uint32_t Engine::MaxConnectionsPerWorker(const EngineOptions& o, const rnic::DeviceLimits& limits) {
-  if (o.min_message_credits == 0 || limits.max_qp_wr <= o.shared_message_buffers) return 0;
-  const uint64_t by_srq = (limits.max_qp_wr - o.shared_message_buffers) / o.min_message_credits;
+  const uint64_t lanes = static_cast<uint64_t>(o.staging_lanes);
+  if (o.min_message_credits == 0 || limits.max_qp_wr <= o.shared_message_buffers ||
+      limits.max_qp_wr <= o.shared_staging_buffers) {
+    return 0;
+  }
+  const uint64_t by_srq = std::min<uint64_t>(
+      (limits.max_qp_wr - o.shared_message_buffers) / o.min_message_credits,
+      (limits.max_qp_wr - o.shared_staging_buffers) / (lanes * (o.min_staging_credits + 1)));
   const uint64_t by_cq = static_cast<uint64_t>(limits.max_cqe) / ConnectionCqEntries(o);
   return static_cast<uint32_t>(std::min<uint64_t>({65536, by_srq, by_cq}));
 }
@@ -143,10 +168,10 @@ absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> Engine::RegisterMemory(void*
   return std::unique_ptr<rnic::MemoryRegion>(new EngineMemoryRegion(std::move(*mr), table_));
 }
 
-Engine::MessageBuffers Engine::message_buffers() const {
-  MessageBuffers b;
+Engine::PooledBuffers Engine::pooled_buffers() const {
+  PooledBuffers b;
   for (const std::unique_ptr<Worker>& w : workers_) {
-    const MessagePool::Usage u = w->pool->usage();
+    const ReceivePool::Usage u = w->pool->usage();
     b.connections += u.admitted;
     b.lent += u.lent;
     b.touched += u.touched;
@@ -156,6 +181,12 @@ Engine::MessageBuffers Engine::message_buffers() const {
     b.send_slots_touched += w->send_pool->touched();
     b.send_slots_registered += w->send_pool->registered();
     b.send_slots_capacity += w->send_pool->capacity();
+    const ReceivePool::Usage st = w->stage_pool->usage();
+    b.staging_lanes += st.admitted;
+    b.staging_lent += st.lent;
+    b.staging_touched += st.touched;
+    b.staging_registered += st.registered;
+    b.staging_capacity += w->stage_pool->capacity();
   }
   return b;
 }

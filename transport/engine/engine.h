@@ -18,8 +18,9 @@
 //
 // Each connection uses a main QP and one staging QP per lane, so that a staged write never
 // waits behind an offloaded write's translation miss (RC places one QP's requests in order):
-// the main QP carries offloaded writes and messages, each staging lane unloaded writes into its
-// share of the ring and their acks. A lane is served by its own unload worker (the connection's
+// the main QP carries offloaded writes and messages, each staging lane unloaded writes (as
+// SENDs into the target worker's staging pool, within the staging credits the target grants)
+// and their acks. A lane is served by its own unload worker (the connection's
 // worker, then the next ones), so one connection's unload work spreads over
 // `staging_lanes` workers. Writes overlapping an unloaded write in flight take its lane.
 // Messages name how many unloaded writes of each lane preceded them; the target delivers a
@@ -27,8 +28,9 @@
 //  3. A write the target NIC would refuse (unknown rkey, no remote-write access, out of bounds)
 //     is refused on the unload path too, with the same status, copying nothing; as with RC, the
 //     connection then fails and later work completes with kFlushed.
-//  4. At most `staging_slots` unloaded writes are in flight per lane; when every lane is full,
-//     a write the policy routes to unload waits or goes offload (PathPolicy::OnRingFull).
+//  4. At most as many unloaded writes are in flight per lane as the target granted staging
+//     credits (never more than its `staging_slots`); when every lane is out of credits, a
+//     write the policy routes to unload waits or goes offload (PathPolicy::OnRingFull).
 //
 // Threading: PollOnce drives all workers from the calling thread (the simulated fabric, tests);
 // Start() instead runs one thread per worker. A worker is driven by one thread at a time (a
@@ -58,7 +60,7 @@
 
 namespace unloadkv::engine {
 
-// Bounds of EngineOptions, checked by Engine::Create (and, for a peer's ring and message
+// Bounds of EngineOptions, checked by Engine::Create (and, for a peer's staging and message
 // parameters, by Connection::Connect).
 inline constexpr int kMaxUnloadWorkers = 64;
 inline constexpr uint32_t kMaxStagingSlots = 4096;  // per lane
@@ -69,12 +71,22 @@ inline constexpr absl::Duration kIdleWait = absl::Seconds(1);
 
 struct EngineOptions {
   int unload_workers = 1;  // threads (or PollOnce slices) serving connections
-  // Staging lanes per connection (1..8), each a staging QP and ring share served by its own
-  // worker; more lanes than workers share workers. Both ends of a connection must agree.
+  // Staging lanes per connection (1..8), each a staging QP served by its own worker; more
+  // lanes than workers share workers. Both ends of a connection must agree.
   int staging_lanes = 1;
-  uint32_t staging_slots = 64;             // unloaded writes in flight per lane
+  // Staged writes land in a pool per worker (receive_pool.h, docs/engine.md "The staging
+  // pool") shared by the staging QPs of every lane it serves, one buffer of
+  // staging_slot_bytes per staged write. A lane keeps min_staging_credits (1..staging_slots)
+  // of them for its peer's writes, plus one for an ack; a busy one borrows up to
+  // staging_slots from the worker's shared_staging_buffers, which also back the acks of this
+  // side's own writes in flight. A worker's pool has max_connections_per_worker x
+  // staging_lanes x (min_staging_credits + 1) + shared_staging_buffers buffers, at most what
+  // the device's SRQ holds; only buffers ever posted are touched.
+  uint32_t staging_slots = 64;             // unloaded writes in flight per lane, at most
   uint32_t staging_slot_bytes = 16 << 10;  // header + payload; larger writes go offload
-  bool huge_pages = true;                  // try 2 MiB pages for staging rings
+  uint32_t min_staging_credits = 1;
+  uint32_t shared_staging_buffers = 256;
+  bool huge_pages = true;  // try 2 MiB pages for the staging pools
   // The device models a node's memory (the simulated fabric): memory asked for on huge pages
   // counts as huge-page backed (kHugePageBacked), whatever this host gave.
   bool modeled_huge_pages = false;
@@ -86,7 +98,7 @@ struct EngineOptions {
   // credits a connection hands its peer (1..kMaxMessageSlots).
   uint32_t message_slots = 32;
   uint32_t max_message_bytes = 4096;
-  // Message receive buffers come from a pool per worker (message_pool.h) that every
+  // Message receive buffers come from a pool per worker (receive_pool.h) that every
   // connection's main QP shares through one SRQ. A connection starts with, and keeps reserved,
   // min_message_credits (1..message_slots) credits for its peer; a busy one borrows up to
   // message_slots from the worker's shared_message_buffers. A worker's pool has
@@ -113,9 +125,10 @@ struct ConnectionInfo {
     uint32_t psn = 0;
   };
   std::vector<StagingQp> staging;
-  uint64_t ring_addr = 0;  // lane k's slots follow lane k-1's
-  uint32_t ring_rkey = 0;
-  uint32_t ring_slots = 0;  // per lane
+  // Staged writes in flight per lane the peer grants at most, and grants from the start (its
+  // staging credits; docs/engine.md, "The staging pool"); its staging buffers' size.
+  uint32_t staging_slots = 0;
+  uint32_t staging_credits = 0;
   uint32_t slot_bytes = 0;
   uint32_t message_slots = 0;    // message credits the peer may hand out at most
   uint32_t message_credits = 0;  // message credits the peer starts with (1..message_slots)
@@ -224,14 +237,15 @@ class Engine {
                                                         const EngineOptions& options);
 
   // What an engine with `options` can hold, for sizing max_connections_per_worker. Bytes of
-  // host memory one connection can make resident at most, whatever its peer does: its staging
-  // ring, outgoing staging headers (for the largest ring a peer may have), and its reserved
-  // message buffers and send slots (the transport's own buffers not included).
+  // host memory one connection can make resident at most, whatever its peer does: its reserved
+  // staging buffers, outgoing staging headers (for the largest window a peer may grant), and
+  // its reserved message buffers and send slots (the transport's own buffers not included).
   static uint64_t MaxConnectionBytes(const EngineOptions& options);
-  // Bytes the workers' shared message buffers and send slots can make resident at most.
+  // Bytes the workers' shared staging buffers, message buffers and send slots can make
+  // resident at most.
   static uint64_t SharedBufferBytes(const EngineOptions& options);
-  // Connections per worker whose reserved message buffers fit in the device's shared receive
-  // queue and whose completions fit in its CQ (Create refuses more).
+  // Connections per worker whose reserved message and staging buffers fit in the device's
+  // shared receive queues and whose completions fit in its CQ (Create refuses more).
   static uint32_t MaxConnectionsPerWorker(const EngineOptions& options,
                                           const rnic::DeviceLimits& limits);
   ~Engine();
@@ -252,10 +266,11 @@ class Engine {
   void Start();
   void Stop();
 
-  // The workers' message receive buffers (EngineOptions::min_message_credits): connections
-  // holding their reserve, shared buffers lent to busy connections, buffers ever posted (the
-  // ones that may be resident) and how many the pools hold. Any thread.
-  struct MessageBuffers {
+  // The workers' pooled buffers. Message receive buffers (EngineOptions::min_message_credits):
+  // connections holding their reserve, shared buffers lent to busy connections, buffers ever
+  // posted (the ones that may be resident) and how many the pools hold; send slots and
+  // staging buffers (per lane admitted) likewise. Any thread.
+  struct PooledBuffers {
     uint32_t connections = 0;
     uint32_t lent = 0;
     uint32_t touched = 0;
@@ -265,8 +280,13 @@ class Engine {
     uint32_t send_slots_touched = 0;
     uint32_t send_slots_registered = 0;
     uint32_t send_slots_capacity = 0;
+    uint32_t staging_lanes = 0;  // staging pools (EngineOptions::min_staging_credits)
+    uint32_t staging_lent = 0;
+    uint32_t staging_touched = 0;
+    uint32_t staging_registered = 0;
+    uint32_t staging_capacity = 0;
   };
-  MessageBuffers message_buffers() const;
+  PooledBuffers pooled_buffers() const;
 
   // "2 MiB huge pages" or "4 KiB pages (huge pages unavailable: ...)".
   const std::string& staging_memory() const { return staging_memory_; }

@@ -18,7 +18,7 @@
 #include "transport/base/mutex.h"
 #include "transport/engine/engine.h"
 #include "transport/engine/engine_wire.h"
-#include "transport/engine/message_pool.h"
+#include "transport/engine/receive_pool.h"
 #include "transport/engine/send_slot_pool.h"
 #include "transport/engine/staging_header.h"
 #include "transport/rnic/region_table.h"
@@ -28,10 +28,13 @@ namespace unloadkv::engine {
 // Immediate values of SEND_WITH_IMM on an engine connection.
 inline constexpr uint32_t kImmMessage = 0x4D534731;  // an application message
 inline constexpr uint32_t kImmAck = 0x41434B31;      // an ack (payload: AckPayload)
+inline constexpr uint32_t kImmStaged = 0x53544731;   // a staged write (StagingHeader + payload)
 inline constexpr uint32_t kAckSlots = 16;            // acks in flight per lane
 // Send WRs a connection may have outstanding beyond its staged writes, acks and messages: the
 // offloaded writes in flight on its main QP.
 inline constexpr uint32_t kOffloadedWrBudget = 256;
+// How often a worker looks for QPs that failed with nothing of theirs outstanding.
+inline constexpr absl::Duration kQpSweepInterval = absl::Milliseconds(500);
 // Message headers and acks: engine_wire.h.
 
 // Completions one connection can put on its workers' CQs at most: every send and receive WR
@@ -40,16 +43,16 @@ uint64_t ConnectionCqEntries(const EngineOptions& o);
 
 // Work request ids: kind in the top byte, connection id below it, an index in the low 32 bits
 // (kAck: lane << 16 | ack slot). kQuietMessage: a message posted unsignaled (it completes only
-// on error). kPoolRecv: a worker's message pool buffer (connection 0: whichever QP takes it;
-// its completion names the QP).
+// on error). kPoolRecv, kStagePoolRecv: a buffer of a worker's message or staging pool
+// (connection 0: whichever QP takes it; its completion names the QP).
 enum class WrKind : uint8_t {
   kOffloadWrite = 1,
   kUnloadWrite,
   kMessage,
   kAck,
-  kRecv,
-  kQuietMessage,
-  kPoolRecv
+  kQuietMessage = 6,
+  kPoolRecv,
+  kStagePoolRecv
 };
 inline uint64_t MakeWrId(WrKind k, uint32_t conn, uint32_t index) {
   return (uint64_t{static_cast<uint8_t>(k)} << 56) | (uint64_t{conn & 0xffffff} << 32) | index;
@@ -90,16 +93,25 @@ struct Op {
   SendCallback send_done;
 };
 
-// One staging lane of a connection: a staging QP, its share of each ring (ours, incoming; the
-// peer's, outgoing) and its receives, served by one worker. Fields other than qp and worker
-// are guarded by the connection's mu.
+// One staging lane of a connection: a staging QP, whose receives (the peer's staged writes and
+// acks) come from the staging pool of the worker serving it, and the credits both ways
+// (docs/engine.md, "The staging pool"). Fields other than pool, qp and worker are guarded by
+// the connection's mu.
 struct Lane {
+  std::shared_ptr<ReceivePool> pool;  // declared before the QP: it must outlive it
   std::unique_ptr<rnic::QueuePair> qp;
   int worker = 0;
-  // Initiator side: unloaded writes posted, acknowledged, and in flight (op ids, in order).
+  // Initiator side: unloaded writes posted, acknowledged, and in flight (op ids, in order);
+  // the peer's grant (sequence numbers below `limit` may be sent).
   uint64_t next_seq = 0;
   uint64_t acked_seq = 0;
+  uint64_t limit = 0;
   std::deque<uint64_t> inflight;
+  // Units borrowed from `pool` backing the acks still to come for our writes (each ack
+  // acknowledges at least one new write, except the peer's one unsolicited ack, which the
+  // lane's reserve backs): at least inflight.size(); given back once nothing is in flight.
+  uint32_t ack_units = 0;
+  bool starved = false;  // a write waited for credits since the last one posted
   // Target side: staged writes applied so far; the ack state.
   uint64_t expected_seq = 0;
   bool ack_pending = false;
@@ -107,10 +119,26 @@ struct Lane {
   uint32_t acks_in_flight = 0;
   uint32_t next_ack_slot = 0;
   uint32_t nak_wr_index = UINT32_MAX;  // the NAK's WR index, once posted
+  // Acks that acknowledge nothing new (message credits only) go one at a time: the reserve
+  // backs one at the peer.
+  uint64_t applied_sent = 0;
+  uint32_t unsolicited_wr_index = UINT32_MAX;  // in flight, or UINT32_MAX
+  // Target-side staging credits. `units` buffers of `pool` back the peer's credits
+  // (min_staging_credits reserved + `borrowed`), `in_hand` of them hold staged writes being
+  // applied; the peer may send sequence numbers below `limit_sent`, so
+  // limit_sent - expected_seq <= units - in_hand. `level` is the window aimed at: doubled when
+  // the peer asks (StagingHeader::wants_credits), lowered by one after `level` staged writes
+  // sent while half the window was unused (`calm`).
+  uint32_t units = 0;
+  uint32_t borrowed = 0;
+  uint32_t in_hand = 0;
+  uint32_t level = 0;
+  uint32_t calm = 0;
+  uint64_t limit_sent = 0;
 };
 
 struct ConnectionState {
-  // Gives the connection's message buffers back to its worker's pool (message_pool.h), once
+  // Gives the connection's message buffers back to its worker's pool (receive_pool.h), once
   // nothing can use them: the last reference is gone.
   ~ConnectionState();
 
@@ -121,7 +149,7 @@ struct ConnectionState {
   int worker = 0;  // serves the main QP and lane 0
   // The worker's message pool, whose SRQ the main QP takes its receives from (declared before
   // the QP: it must outlive it).
-  std::shared_ptr<MessagePool> pool;
+  std::shared_ptr<ReceivePool> pool;
   bool admitted = false;  // holds its reserve in `pool` and `send_pool`
   // The worker's message send slots (send_slot_pool.h): send_reserve of them the connection's
   // own, send_borrowed more lent while in use.
@@ -139,18 +167,11 @@ struct ConnectionState {
   bool reported_failure ABSL_GUARDED_BY(mu) = false;  // a callback reported an error
   MessageHandler handler ABSL_GUARDED_BY(mu);
 
-  // Local memory: incoming staging ring (lane after lane), outgoing headers (sized by the
-  // peer's ring at Connect), message send slots, the staging QPs' receive buffers, ack
-  // payloads. Messages are sent from the worker's send slots and arrive in its message pool.
-  // The staging QPs' receives, lane after lane, stage_recvs_per_lane each, carry acks or
-  // nothing (a staged write's data lands in the ring): kAckBytes each, packed, so they take
-  // one page's translation, not one each.
-  std::unique_ptr<MappedMemory> ring;
-  std::unique_ptr<rnic::MemoryRegion> ring_mr;
-  std::vector<char> headers, stage_recv_buffers, acks;
-  std::unique_ptr<rnic::MemoryRegion> headers_mr, stage_recv_mr, acks_mr;
-  uint32_t recv_count = 0;  // staging QP receives
-  uint32_t stage_recvs_per_lane = 0;
+  // Local memory: outgoing staging headers (one per credit the peer may grant, sized at
+  // Connect) and ack payloads. Messages are sent from the worker's send slots and arrive in
+  // its message pool; staged writes and acks arrive in the lanes' workers' staging pools.
+  std::vector<char> headers, acks;
+  std::unique_ptr<rnic::MemoryRegion> headers_mr, acks_mr;
   uint32_t message_header_bytes = 0;
 
   // Initiator side.
@@ -291,23 +312,29 @@ struct StagedCopy {
   const char* src = nullptr;
   uint32_t length = 0;
 };
-// Validates the staged write that arrived in `slot` of lane `lane_index` exactly as the NIC
-// would validate the write; on success fills `copy` (the caller copies, then calls
-// CommitStagedWrite), on failure records the refusal (the lane's next ack is a NAK).
-bool ValidateStagedWrite(ConnectionState& c, int lane_index, uint32_t slot, uint32_t byte_len,
+// Validates the staged write that arrived in staging pool buffer `buffer` (`byte_len` bytes)
+// of lane `lane_index` exactly as the NIC would validate the write; on success fills `copy`
+// (the caller copies, then calls CommitStagedWrite) and counts the buffer in hand, on failure
+// records the refusal (the lane's next ack is a NAK). The buffer is the caller's to recycle
+// unless this returned true.
+bool ValidateStagedWrite(ConnectionState& c, int lane_index, uint32_t buffer, uint32_t byte_len,
                          ValidationTable& table, EngineMetrics* metrics, StagedCopy* copy)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 // The placement copy; no lock held (only the thread driving the lane's worker copies).
 void CopyStagedWrite(const StagedCopy& copy);
-void CommitStagedWrite(ConnectionState& c, Lane& lane, uint32_t length, EngineMetrics* metrics)
+// The write in `buffer` is applied: counted, and its buffer goes back to the pool (posted
+// again for a credit, or returned with a borrowed unit when the lane holds more than its level).
+void CommitStagedWrite(ConnectionState& c, Lane& lane, uint32_t buffer, uint32_t length,
+                       EngineMetrics* metrics) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+// A staged write of the peer arrived, asking for a larger window (`wanted`) or sent while half
+// its window was unused (`calm`): the lane's level doubles, or falls by one after `level` calm
+// ones in a row, and units are borrowed up to it, as far as the pool lends.
+void AdjustStagingCredits(ConnectionState& c, Lane& lane, bool wanted, bool calm)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 void SendAckIfDue(ConnectionState& c, Lane& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
-// Posts staging receive `recv_index` again; an error means its QP cannot take receives any more.
-absl::Status Repost(ConnectionState& c, uint32_t recv_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
-// The lane a staging receive index belongs to.
-inline int LaneOfRecv(const ConnectionState& c, uint32_t recv_index) {
-  return static_cast<int>(recv_index / c.stage_recvs_per_lane);
-}
+// Whether lane `lane` may post one more unloaded write now: a staging credit left, and a unit
+// for its ack (borrowed here when needed). Marks the lane starved when not.
+bool LaneHasRoom(ConnectionState& c, Lane& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 
 }  // namespace unloadkv::engine
 
@@ -318,8 +345,10 @@ struct Engine::Worker {
   int index = 0;  // in Engine::workers_
   std::unique_ptr<rnic::CompletionQueue> cq;
   // Receive buffers for the messages of the connections whose main QP this worker serves.
-  std::shared_ptr<MessagePool> pool;
+  std::shared_ptr<ReceivePool> pool;
   std::shared_ptr<SendSlotPool> send_pool;
+  // Staging buffers for the staged writes and acks of every lane this worker serves.
+  std::shared_ptr<ReceivePool> stage_pool;
   // Held while a thread drives this worker: a lane's staged writes are copied outside the
   // connection's lock, in order, so only one thread may process a lane's completions.
   std::atomic<bool> polling{false};
@@ -327,9 +356,20 @@ struct Engine::Worker {
   absl::flat_hash_map<uint32_t, std::shared_ptr<ConnectionState>> conns ABSL_GUARDED_BY(mu);
   // Main QP number -> connection id, for the pool's receives (their wr_id names no connection).
   absl::flat_hash_map<uint32_t, uint32_t> main_qps ABSL_GUARDED_BY(mu);
+  // Staging QP number -> connection id, likewise for the staging pool's receives.
+  absl::flat_hash_map<uint32_t, uint32_t> stage_qps ABSL_GUARDED_BY(mu);
 
   // Handles up to one batch of completions; returns how many. (completion_worker.cc)
   int PollOnce(ValidationTable& table, EngineMetrics* metrics);
+  // At most once per kQpSweepInterval of `now`: fails the connections whose QPs this worker
+  // serves and that went to the error state by themselves (their peer died). Every receive
+  // of an engine QP comes from a shared receive queue, and a QP on an SRQ has none of its own
+  // to flush when it fails (verbs reports it as an asynchronous event, which the rnic
+  // interface does not carry), so an idle connection would otherwise never learn of it.
+  // PollOnce calls it (the thread driving this worker).
+  void SweepFailedQps(absl::Time now);
+  const Clock* clock = nullptr;  // the device's
+  absl::Time next_sweep = absl::InfinitePast();
 };
 
 }  // namespace unloadkv::engine

@@ -637,9 +637,8 @@ class RawPeer {
     ConnectionInfo mine;
     mine.qp = qp_->local_attributes();
     for (const auto& s : stages_) mine.staging.push_back({s->qp_num(), s->local_attributes().psn});
-    mine.ring_addr = mr_->address();
-    mine.ring_rkey = mr_->rkey();
-    mine.ring_slots = 4;
+    mine.staging_slots = 4;
+    mine.staging_credits = 2;
     mine.slot_bytes = 4096;
     mine.message_slots = 4;
     mine.message_credits = 4;
@@ -682,12 +681,27 @@ class RawPeer {
     rnic::SendWorkRequest wr = rnic::MakeSendWithImm(1, mr_->Sge(off, length), kImmMessage);
     EXPECT_TRUE(qp_->PostSend(wr).ok());
   }
-  // Sends an ack on staging lane `lane`: staged writes applied, status, credits returned.
-  void SendAck(int lane, uint64_t applied, uint32_t status, uint32_t credits) {
+  // Sends a staged write on lane `lane`: its header (sequence `seq`, destination) and payload.
+  void SendStaged(int lane, uint64_t seq, uint64_t remote_addr, uint32_t rkey,
+                  const std::string& payload) {
+    ASSERT_LT(sends_, kSendSlots);
+    ASSERT_LE(kStagingHeaderSize + payload.size(), kSendSlotBytes);
+    const size_t off = kSendArea + size_t(sends_++) * kSendSlotBytes;
+    char* p = buf_.data() + off;
+    EncodeStagingHeader({static_cast<uint32_t>(payload.size()), seq, remote_addr, rkey}, p);
+    std::memcpy(p + kStagingHeaderSize, payload.data(), payload.size());
+    rnic::SendWorkRequest wr =
+        rnic::MakeSendWithImm(3, mr_->Sge(off, kStagingHeaderSize + payload.size()), kImmStaged);
+    EXPECT_TRUE(stages_[lane]->PostSend(wr).ok());
+  }
+  // Sends an ack on staging lane `lane`: staged writes applied, staging credit limit, status,
+  // message credits returned.
+  void SendAck(int lane, uint64_t applied, uint64_t limit, uint32_t status, uint32_t credits) {
     char* p = buf_.data() + 12288;
     std::memcpy(p, &applied, 8);
-    std::memcpy(p + 8, &status, 4);
-    std::memcpy(p + 12, &credits, 4);
+    std::memcpy(p + 8, &limit, 8);
+    std::memcpy(p + 16, &status, 4);
+    std::memcpy(p + 20, &credits, 4);
     rnic::SendWorkRequest wr = rnic::MakeSendWithImm(2, mr_->Sge(12288, kAckBytes), kImmAck);
     EXPECT_TRUE(stages_[lane]->PostSend(wr).ok());
   }
@@ -767,14 +781,18 @@ TEST_P(EngineTest, UnloadsIntoAPeerRingLargerThanItsOwn) {
 TEST_P(EngineTest, ForgedAcksFailTheConnection) {
   struct Case {
     const char* name;
-    uint64_t applied;
+    uint64_t applied, limit;
     uint32_t credits;
     bool fails;
   };
+  // The engine side starts with the raw peer's 2 staging credits, of its staging_slots 4.
   const Case cases[] = {
-      {"well formed", 0, 0, false},
-      {"acknowledges staged writes never posted", 5, 0, true},
-      {"returns credits never taken", 0, 1000, true},
+      {"well formed", 0, 2, 0, false},
+      {"grants more credits", 0, 4, 0, false},
+      {"acknowledges staged writes never posted", 5, 6, 0, true},
+      {"returns credits never taken", 0, 2, 1000, true},
+      {"takes staging credits back", 0, 1, 0, true},
+      {"grants more than its staging_slots", 0, 5, 0, true},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.name);
@@ -782,7 +800,7 @@ TEST_P(EngineTest, ForgedAcksFailTheConnection) {
     std::atomic<int> delivered{0};
     cb_->SetMessageHandler([&](absl::Span<const char>) { ++delivered; });
     RawPeer peer(h_->a(), *cb_, lanes());
-    peer.SendAck(lanes() - 1, k.applied, 0, k.credits);
+    peer.SendAck(lanes() - 1, k.applied, k.limit, 0, k.credits);
     if (k.fails) {
       ASSERT_TRUE(h_->WaitUntil([&] { return cb_->failed(); }, absl::Seconds(10)));
     } else {
@@ -822,7 +840,7 @@ TEST_P(EngineTest, ManyConnectionsShareTheWorkersMessageBuffers) {
     });
     pairs.push_back(std::move(p));
   }
-  EXPECT_EQ(eb_->message_buffers().connections, static_cast<uint32_t>(kConns));
+  EXPECT_EQ(eb_->pooled_buffers().connections, static_cast<uint32_t>(kConns));
   // Every connection sends in bursts of 4, all connections at once.
   for (int m = 0; m < kMessages; m += 4) {
     for (auto& p : pairs) {
@@ -843,14 +861,14 @@ TEST_P(EngineTest, ManyConnectionsShareTheWorkersMessageBuffers) {
     EXPECT_FALSE(p->b->failed());
   }
   const EngineOptions o;
-  const Engine::MessageBuffers used = eb_->message_buffers();
+  const Engine::PooledBuffers used = eb_->pooled_buffers();
   EXPECT_LE(used.touched, kConns * o.min_message_credits + o.shared_message_buffers * lanes());
   EXPECT_LT(used.touched, kConns * o.message_slots / 4) << "buffers per connection, not pooled";
   EXPECT_LE(used.lent, o.shared_message_buffers * lanes());
   // Sized for max_connections_per_worker, the pools register only the chunks they used.
   EXPECT_LE(used.registered, used.touched + LazyRegion::kChunkItems * lanes());
   EXPECT_LT(used.registered, used.capacity);
-  const Engine::MessageBuffers sent = ea_->message_buffers();
+  const Engine::PooledBuffers sent = ea_->pooled_buffers();
   EXPECT_GE(sent.send_slots_touched, kConns * SendReserve(o));
   EXPECT_LE(sent.send_slots_registered,
             sent.send_slots_touched + LazyRegion::kChunkItems * lanes());
@@ -860,11 +878,105 @@ TEST_P(EngineTest, ManyConnectionsShareTheWorkersMessageBuffers) {
   // A worker may hold a closed connection's state until its current batch ends.
   ASSERT_TRUE(h_->WaitUntil(
       [&] {
-        return ea_->message_buffers().connections == 0 && eb_->message_buffers().connections == 0;
+        return ea_->pooled_buffers().connections == 0 && eb_->pooled_buffers().connections == 0;
       },
       absl::Seconds(10)));
-  EXPECT_EQ(eb_->message_buffers().lent, 0u) << "closed connections kept borrowed buffers";
-  EXPECT_EQ(ea_->message_buffers().send_slots_lent, 0u);
+  EXPECT_EQ(eb_->pooled_buffers().lent, 0u) << "closed connections kept borrowed buffers";
+  EXPECT_EQ(ea_->pooled_buffers().send_slots_lent, 0u);
+}
+
+// Staged writes of every connection a worker serves land in its one staging pool: many
+// connections unloading at once touch their reserves and the shared buffers, not a ring
+// each, every write is visible when its callback says so, and everything comes back on close.
+TEST_P(EngineTest, ManyConnectionsShareTheWorkersStagingPool) {
+  constexpr int kConns = 80, kWrites = 16;
+  constexpr uint32_t kBytes = 512;
+  struct Pair {
+    std::unique_ptr<Connection> a, b;
+  };
+  std::vector<Pair> pairs(kConns);
+  for (Pair& p : pairs) {
+    p.a = std::move(*ea_->CreateConnection(Only(Path::kUnload)));
+    p.b = std::move(*eb_->CreateConnection(Only(Path::kOffload)));
+    ASSERT_TRUE(p.a->Connect(p.b->local_info()).ok());
+    ASSERT_TRUE(p.b->Connect(p.a->local_info()).ok());
+  }
+  EXPECT_EQ(eb_->pooled_buffers().staging_lanes, static_cast<uint32_t>(kConns * lanes()));
+  for (size_t i = 0; i < src_.size(); ++i) src_[i] = static_cast<char>(i * 13 + 5);
+  std::atomic<int> done{0}, ok{0}, unloaded{0};
+  // Every connection writes its own blocks, all connections at once.
+  for (int w = 0; w < kWrites; ++w) {
+    for (int i = 0; i < kConns; ++i) {
+      const size_t off = (size_t(i) * kWrites + w) * kBytes;
+      ASSERT_TRUE(pairs[i]
+                      .a
+                      ->Write(src_mr_->Sge(off, kBytes), Dst(off), dst_mr_->rkey(),
+                              [&, off](const WriteResult& r) {
+                                ok += r.ok() && std::memcmp(src_.data() + off, dst_.data() + off,
+                                                            kBytes) == 0;
+                                unloaded += r.path == Path::kUnload;
+                                ++done;
+                              })
+                      .ok());
+    }
+  }
+  ASSERT_TRUE(h_->WaitUntil([&] { return done.load() == kConns * kWrites; }, absl::Seconds(30)));
+  EXPECT_EQ(ok.load(), kConns * kWrites) << "a callback came before its bytes were visible";
+  EXPECT_EQ(unloaded.load(), kConns * kWrites);
+  EngineOptions o;
+  o.staging_slots = 8;  // as the fixture's
+  const Engine::PooledBuffers used = eb_->pooled_buffers();
+  const uint32_t reserves = kConns * lanes() * (o.min_staging_credits + 1);
+  EXPECT_LE(used.staging_touched, reserves + o.shared_staging_buffers * lanes());
+  EXPECT_LT(used.staging_touched, kConns * lanes() * o.staging_slots)
+      << "as many staging buffers as a ring per connection: not pooled";
+  EXPECT_LE(used.staging_registered, used.staging_touched + LazyRegion::kChunkItems * lanes());
+  EXPECT_LT(used.staging_registered, used.staging_capacity);
+  for (Pair& p : pairs) {
+    EXPECT_FALSE(p.a->failed());
+    EXPECT_FALSE(p.b->failed());
+  }
+  pairs.clear();
+  ASSERT_TRUE(h_->WaitUntil(
+      [&] {
+        return ea_->pooled_buffers().staging_lanes == 0 && eb_->pooled_buffers().staging_lanes == 0;
+      },
+      absl::Seconds(10)));
+  EXPECT_EQ(eb_->pooled_buffers().staging_lent, 0u) << "closed connections kept borrowed buffers";
+  EXPECT_EQ(ea_->pooled_buffers().staging_lent, 0u) << "ack units not given back";
+}
+
+// A peer that sends staged writes beyond the staging credits it was granted (here: 200 at
+// once on a window of one, which grows only with acks sent after each batch) fails its own
+// connection at the first one, and nothing from it on is applied; another connection of the
+// same worker goes on unloading.
+TEST_P(EngineTest, APeerStagingBeyondItsCreditsFailsAloneAndOthersProceed) {
+  Connect(Only(Path::kUnload));
+  auto flooded = std::move(*eb_->CreateConnection(Only(Path::kOffload)));
+  ASSERT_EQ(flooded->local_info().staging_credits, 1u);
+  constexpr int kFlood = 200;
+  {
+    RawPeer peer(h_->a(), *flooded, lanes(), /*take_acks=*/true);
+    for (int seq = 0; seq < kFlood; ++seq) {
+      peer.SendStaged(0, seq, Dst(seq * 64), dst_mr_->rkey(), std::string(64, 'S'));
+    }
+    ASSERT_TRUE(h_->WaitUntil([&] { return flooded->failed(); }, absl::Seconds(10)))
+        << flooded->DebugState();
+    // Applied in order: a prefix, the first one within the initial credit, none after it.
+    int applied = 0;
+    while (applied < kFlood && dst_[applied * 64] == 'S') ++applied;
+    EXPECT_GE(applied, 1) << "the staged write within the credit was not applied";
+    EXPECT_LT(applied, kFlood);
+    for (int seq = applied; seq < kFlood; ++seq) {
+      ASSERT_EQ(dst_[seq * 64], 0) << "staged write " << seq << " applied after a refusal";
+    }
+    EXPECT_GT(metrics_.validation_failures[static_cast<int>(ValidationFailure::kBadSequence)], 0u);
+    flooded.reset();
+  }
+  constexpr int kWrites = 200;
+  EXPECT_EQ(WriteBlocksAndWait(kWrites, 256, Dst(1 << 20), dst_mr_->rkey()), kWrites);
+  EXPECT_EQ(std::memcmp(src_.data(), dst_.data() + (1 << 20), kWrites * 256), 0);
+  EXPECT_FALSE(cb_->failed());
 }
 
 // A connection whose peer keeps many messages in flight borrows credits from the pool beyond
@@ -876,9 +988,9 @@ TEST_P(EngineTest, ABusyConnectionBorrowsCreditsAndGivesThemBack) {
   Engine* ea = ea_.get();
   Engine* eb = eb_.get();
   cb_->SetMessageHandler([&](absl::Span<const char>) {
-    const uint32_t lent = eb->message_buffers().lent;
+    const uint32_t lent = eb->pooled_buffers().lent;
     if (lent > lent_max.load()) lent_max = lent;
-    const uint32_t send_lent = ea->message_buffers().send_slots_lent;
+    const uint32_t send_lent = ea->pooled_buffers().send_slots_lent;
     if (send_lent > send_lent_max.load()) send_lent_max = send_lent;
     ++delivered;
   });
@@ -898,8 +1010,8 @@ TEST_P(EngineTest, ABusyConnectionBorrowsCreditsAndGivesThemBack) {
     ASSERT_TRUE(
         h_->WaitUntil([&] { return delivered.load() == kBurst + i + 1; }, absl::Seconds(10)));
   }
-  EXPECT_EQ(eb_->message_buffers().lent, 0u) << cb_->DebugState();
-  EXPECT_EQ(ea_->message_buffers().send_slots_lent, 0u) << ca_->DebugState();
+  EXPECT_EQ(eb_->pooled_buffers().lent, 0u) << cb_->DebugState();
+  EXPECT_EQ(ea_->pooled_buffers().send_slots_lent, 0u) << ca_->DebugState();
   EXPECT_FALSE(cb_->failed());
   cb_->SetMessageHandler(nullptr);
 }
@@ -924,7 +1036,7 @@ TEST_P(EngineTest, APeerSendingBeyondItsCreditsFailsAloneAndOthersProceed) {
     flooded.reset();
   }
   ASSERT_TRUE(
-      h_->WaitUntil([&] { return eb_->message_buffers().connections == 1; }, absl::Seconds(10)))
+      h_->WaitUntil([&] { return eb_->pooled_buffers().connections == 1; }, absl::Seconds(10)))
       << "the flooded connection never left the pool";
   cb_->SetMessageHandler(nullptr);
 }
@@ -1010,12 +1122,17 @@ TEST_P(EngineTest, BadParametersAreRejectedWithClearErrors) {
   EXPECT_EQ(Engine::Create(&h_->a(), bad).status().code(), absl::StatusCode::kInvalidArgument);
   Connect(Only(Path::kUnload));
   ConnectionInfo info = ca_->local_info();
-  info.ring_slots = 0;
+  info.staging_slots = 0;
   auto extra = std::move(*ea_->CreateConnection(Only(Path::kUnload)));
   EXPECT_EQ(extra->Connect(info).code(), absl::StatusCode::kInvalidArgument);
-  // A ring larger than any engine has would size this side's header buffer (and, with it, the
-  // worst case Engine::MaxConnectionBytes assumes); so would no message credits.
-  info.ring_slots = kMaxStagingSlots + 1;
+  // A window larger than any engine has would size this side's header buffer (and, with it,
+  // the worst case Engine::MaxConnectionBytes assumes); so would no message credits.
+  info.staging_slots = kMaxStagingSlots + 1;
+  EXPECT_EQ(extra->Connect(info).code(), absl::StatusCode::kInvalidArgument);
+  info = ca_->local_info();
+  info.staging_credits = 0;
+  EXPECT_EQ(extra->Connect(info).code(), absl::StatusCode::kInvalidArgument);
+  info.staging_credits = info.staging_slots + 1;
   EXPECT_EQ(extra->Connect(info).code(), absl::StatusCode::kInvalidArgument);
   info = ca_->local_info();
   info.message_credits = 0;
@@ -1025,8 +1142,9 @@ TEST_P(EngineTest, BadParametersAreRejectedWithClearErrors) {
   absl::StatusOr<ConnectionInfo> round =
       DecodeConnectionInfo(EncodeConnectionInfo(ca_->local_info()));
   ASSERT_TRUE(round.ok()) << round.status();
-  EXPECT_EQ(round->ring_rkey, ca_->local_info().ring_rkey);
-  EXPECT_FALSE(DecodeConnectionInfo("transport=soft ring_slots=3").ok());
+  EXPECT_EQ(round->staging_credits, ca_->local_info().staging_credits);
+  EXPECT_EQ(round->staging_slots, ca_->local_info().staging_slots);
+  EXPECT_FALSE(DecodeConnectionInfo("transport=soft staging_slots=3").ok());
   info = ca_->local_info();
   info.staging.push_back(info.staging.back());  // one lane more than this engine has
   auto lanes_differ = std::move(*ea_->CreateConnection(Only(Path::kUnload)));

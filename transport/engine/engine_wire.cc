@@ -31,8 +31,9 @@ absl::StatusOr<MessageHeader> ParseMessageHeader(const char* buf, uint32_t byte_
 
 void EncodeAck(const AckPayload& a, char* out) {
   StoreLittleEndian<uint64_t>(out, 0, a.applied);
-  StoreLittleEndian<uint32_t>(out, 8, static_cast<uint32_t>(a.status));
-  StoreLittleEndian<uint32_t>(out, 12, a.credits);
+  StoreLittleEndian<uint64_t>(out, 8, a.limit);
+  StoreLittleEndian<uint32_t>(out, 16, static_cast<uint32_t>(a.status));
+  StoreLittleEndian<uint32_t>(out, 20, a.credits);
 }
 
 absl::StatusOr<AckPayload> ParseAck(const char* buf, uint32_t byte_len) {
@@ -42,12 +43,13 @@ absl::StatusOr<AckPayload> ParseAck(const char* buf, uint32_t byte_len) {
   }
   AckPayload a;
   a.applied = LoadLittleEndian<uint64_t>(buf, 0);
-  const uint32_t status = LoadLittleEndian<uint32_t>(buf, 8);
+  a.limit = LoadLittleEndian<uint64_t>(buf, 8);
+  const uint32_t status = LoadLittleEndian<uint32_t>(buf, 16);
   a.status = status == 0 ? rnic::WcStatus::kSuccess
              : status == static_cast<uint32_t>(rnic::WcStatus::kRemoteAccessError)
                  ? rnic::WcStatus::kRemoteAccessError
                  : rnic::WcStatus::kRemoteInvalidRequest;
-  a.credits = LoadLittleEndian<uint32_t>(buf, 12);
+  a.credits = LoadLittleEndian<uint32_t>(buf, 20);
   return a;
 }
 

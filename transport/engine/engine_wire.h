@@ -8,11 +8,13 @@
 //  12  u32 lane_writes[k]    per staging lane, unloaded writes posted on it before this message
 //                            (wrapping), which the receiver applies before delivering it
 //
-// Ack, the payload of SEND_WITH_IMM kImmAck on a staging QP, 16 bytes, little-endian:
+// Ack, the payload of SEND_WITH_IMM kImmAck on a staging QP, 24 bytes, little-endian:
 //   0  u64 applied   staged writes of the lane the target applied (or refused) so far
-//   8  u32 status    0, or the rnic::WcStatus of the refused write (remote access error or
+//   8  u64 limit     staged writes of the lane the initiator may have sent in all (its staging
+//                    credits: sequence numbers below limit); never lower than a previous limit
+//  16  u32 status    0, or the rnic::WcStatus of the refused write (remote access error or
 //                    remote invalid request)
-//  12  u32 credits   message credits handed back
+//  20  u32 credits   message credits handed back
 //
 // Parsing checks lengths only; whether the counts are plausible (no more acknowledged than
 // posted) is the connection's business, because only it knows what it posted.
@@ -29,7 +31,7 @@
 namespace unloadkv::engine {
 
 inline constexpr int kMaxLanes = 8;
-inline constexpr size_t kAckBytes = 16;
+inline constexpr size_t kAckBytes = 24;
 
 inline constexpr uint32_t MessageHeaderBytes(int lanes) { return 12 + 4 * uint32_t(lanes); }
 
@@ -50,6 +52,7 @@ absl::StatusOr<MessageHeader> ParseMessageHeader(const char* buf, uint32_t byte_
 
 struct AckPayload {
   uint64_t applied = 0;
+  uint64_t limit = 0;
   rnic::WcStatus status = rnic::WcStatus::kSuccess;
   uint32_t credits = 0;
 };

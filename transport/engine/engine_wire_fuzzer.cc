@@ -33,8 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     char again[e::kAckBytes];
     e::EncodeAck(*a, again);
     // Counts survive exactly; a status outside the three an ack may carry is normalized.
-    if (std::memcmp(again, buf.data(), 8) != 0 ||
-        std::memcmp(again + 12, buf.data() + 12, 4) != 0) {
+    if (std::memcmp(again, buf.data(), 16) != 0 ||
+        std::memcmp(again + 20, buf.data() + 20, 4) != 0) {
       __builtin_trap();
     }
   }
@@ -57,6 +57,6 @@ extern "C" void FuzzSeeds(std::vector<std::string>* seeds) {
   std::string ack(5 + 64, '\0');
   const uint32_t len = e::kAckBytes;
   std::memcpy(&ack[1], &len, 4);
-  e::EncodeAck({7, unloadkv::rnic::WcStatus::kRemoteAccessError, 2}, &ack[5]);
+  e::EncodeAck({7, 9, unloadkv::rnic::WcStatus::kRemoteAccessError, 2}, &ack[5]);
   seeds->push_back(ack);
 }

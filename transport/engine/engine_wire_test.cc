@@ -45,10 +45,17 @@ TEST(EngineWireTest, LayoutIsLittleEndianAtFixedOffsets) {
   EXPECT_EQ(static_cast<uint8_t>(buf[11]), 0x80);
   EXPECT_EQ(buf[8], 2);
   char ack[kAckBytes];
-  EncodeAck({5, rnic::WcStatus::kRemoteAccessError, 6}, ack);
+  EncodeAck({5, 9, rnic::WcStatus::kRemoteAccessError, 6}, ack);
   EXPECT_EQ(ack[0], 5);
-  EXPECT_EQ(static_cast<uint8_t>(ack[8]), static_cast<uint8_t>(rnic::WcStatus::kRemoteAccessError));
-  EXPECT_EQ(ack[12], 6);
+  EXPECT_EQ(ack[8], 9);
+  EXPECT_EQ(static_cast<uint8_t>(ack[16]),
+            static_cast<uint8_t>(rnic::WcStatus::kRemoteAccessError));
+  EXPECT_EQ(ack[20], 6);
+  absl::StatusOr<AckPayload> parsed = ParseAck(ack, kAckBytes);
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed->applied, 5u);
+  EXPECT_EQ(parsed->limit, 9u);
+  EXPECT_EQ(parsed->credits, 6u);
 }
 
 TEST(EngineWireTest, ShortOrMalformedInputIsRefused) {
@@ -67,10 +74,10 @@ TEST(EngineWireTest, AnUnknownAckStatusReadsAsARefusal) {
   char buf[kAckBytes];
   for (rnic::WcStatus st : {rnic::WcStatus::kSuccess, rnic::WcStatus::kRemoteAccessError,
                             rnic::WcStatus::kRemoteInvalidRequest}) {
-    EncodeAck({9, st, 1}, buf);
+    EncodeAck({9, 10, st, 1}, buf);
     EXPECT_EQ(ParseAck(buf, kAckBytes)->status, st);
   }
-  EncodeAck({9, rnic::WcStatus::kFlushed, 1}, buf);
+  EncodeAck({9, 10, rnic::WcStatus::kFlushed, 1}, buf);
   EXPECT_EQ(ParseAck(buf, kAckBytes)->status, rnic::WcStatus::kRemoteInvalidRequest);
   buf[8] = 0x7f;
   EXPECT_EQ(ParseAck(buf, kAckBytes)->status, rnic::WcStatus::kRemoteInvalidRequest);

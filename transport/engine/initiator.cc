@@ -153,8 +153,7 @@ std::optional<Route> ChoosePathAndLane(ConnectionState& c, const Op& op)
       }
     }
   }
-  if (r.path == Path::kUnload &&
-      c.lanes[r.lane].next_seq - c.lanes[r.lane].acked_seq >= c.remote.ring_slots) {
+  if (r.path == Path::kUnload && !LaneHasRoom(c, c.lanes[r.lane])) {
     if (overlap || c.policy->OnRingFull() == FullRingAction::kWait) return std::nullopt;
     r.path = Path::kOffload;
   }
@@ -183,33 +182,32 @@ absl::Status PostOffloaded(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQU
   return absl::OkStatus();
 }
 
-// Posts write `op` as a WRITE_WITH_IMM of header + payload into the next slot of `lane_index`'s
-// share of the peer's staging ring.
+// Posts write `op` as a SEND_WITH_IMM of header + payload on `lane_index`'s staging QP, into
+// a buffer of the peer's staging pool (LaneHasRoom said it may).
 absl::Status PostUnloaded(ConnectionState& c, Op& op, int lane_index)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   const uint32_t len = op.local.length;
   Lane& lane = c.lanes[lane_index];
   const uint64_t seq = lane.next_seq;
-  const uint32_t slot = static_cast<uint32_t>(seq % c.remote.ring_slots);
-  // Slot of the whole ring (lane after lane); the immediate names the slot within the lane.
-  const uint64_t ring_slot = uint64_t(lane_index) * c.remote.ring_slots + slot;
-  StagingHeader h{len, seq, op.remote_addr, op.rkey};
-  EncodeStagingHeader(h, c.headers.data() + ring_slot * kStagingHeaderSize);
+  // One header per credit the peer may grant (the acks keep at most staging_slots in flight).
+  const uint64_t header =
+      uint64_t(lane_index) * c.remote.staging_slots + seq % c.remote.staging_slots;
+  StagingHeader h{len, seq, op.remote_addr, op.rkey, lane.starved};
+  EncodeStagingHeader(h, c.headers.data() + header * kStagingHeaderSize);
   rnic::SendWorkRequest wr;
   wr.wr_id = MakeWrId(WrKind::kUnloadWrite, c.id, static_cast<uint32_t>(op.id));
-  wr.opcode = rnic::Opcode::kWriteWithImm;
-  wr.sg_list[0] = c.headers_mr->Sge(ring_slot * kStagingHeaderSize, kStagingHeaderSize);
+  wr.opcode = rnic::Opcode::kSendWithImm;
+  wr.sg_list[0] = c.headers_mr->Sge(header * kStagingHeaderSize, kStagingHeaderSize);
   wr.sg_list[1] = op.local;
   wr.num_sge = len > 0 ? 2 : 1;
-  wr.remote_addr = c.remote.ring_addr + ring_slot * c.remote.slot_bytes;
-  wr.rkey = c.remote.ring_rkey;
-  wr.imm = slot;
+  wr.imm = kImmStaged;
   // Unsignaled: the engine's ack says more than the NIC's completion would (applied, not just
   // delivered), and retires the send-queue entry (see AckUnloaded). Errors still complete.
   wr.signaled = false;
   if (absl::Status st = lane.qp->PostSend(wr); !st.ok()) return st;
   op.lane = lane_index;
   op.unload_seq = seq;
+  lane.starved = false;
   ++lane.next_seq;
   lane.inflight.push_back(op.id);
   c.next_lane = static_cast<uint32_t>(lane_index + 1) % c.lanes.size();
@@ -217,7 +215,7 @@ absl::Status PostUnloaded(ConnectionState& c, Op& op, int lane_index)
     uint64_t used = 0;
     for (const Lane& l : c.lanes) used += l.next_seq - l.acked_seq;
     c.options.metrics->OnRingOccupancy(static_cast<uint32_t>(used),
-                                       c.remote.ring_slots * uint32_t(c.lanes.size()));
+                                       c.remote.staging_slots * uint32_t(c.lanes.size()));
   }
   return absl::OkStatus();
 }

@@ -7,14 +7,17 @@
 namespace unloadkv::engine {
 
 absl::StatusOr<std::unique_ptr<LazyRegion>> LazyRegion::Create(rnic::Device& device, uint32_t items,
-                                                               uint32_t item_bytes,
-                                                               uint32_t access) {
-  std::unique_ptr<LazyRegion> r(new LazyRegion(device, items, item_bytes, access));
-  r->memory_ = std::make_unique<MappedMemory>(size_t{items} * item_bytes, false);
+                                                               uint32_t item_bytes, uint32_t access,
+                                                               bool huge_pages,
+                                                               bool modeled_huge_pages) {
+  std::unique_ptr<LazyRegion> r(new LazyRegion(device, items, item_bytes));
+  r->memory_ = std::make_unique<MappedMemory>(size_t{items} * item_bytes, huge_pages);
   if (items == 0 || item_bytes == 0 || r->memory_->data() == nullptr) {
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot map ", items, " x ", item_bytes, " bytes"));
   }
+  const bool huge = r->memory_->huge() || (huge_pages && modeled_huge_pages);
+  r->access_ = access | (huge ? uint32_t{rnic::kHugePageBacked} : 0u);
   r->mrs_.resize((items + kChunkItems - 1) / kChunkItems);
   return r;
 }

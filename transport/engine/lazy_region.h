@@ -18,9 +18,14 @@ class LazyRegion {
  public:
   static constexpr uint32_t kChunkItems = 64;
 
-  // ResourceExhausted when the mapping fails. `access`: rnic access flags of the chunks.
+  // ResourceExhausted when the mapping fails. `access`: rnic access flags of the chunks. With
+  // `huge_pages`, 2 MiB pages are tried (a touched huge page is resident whole); the chunks are
+  // registered as huge-page backed when they are, or when `modeled_huge_pages` says the
+  // (simulated) node has them.
   static absl::StatusOr<std::unique_ptr<LazyRegion>> Create(rnic::Device& device, uint32_t items,
-                                                            uint32_t item_bytes, uint32_t access);
+                                                            uint32_t item_bytes, uint32_t access,
+                                                            bool huge_pages = false,
+                                                            bool modeled_huge_pages = false);
 
   char* item(uint32_t index) const { return memory_->data() + size_t{index} * item_bytes_; }
   // Registers the chunk holding item `index` unless it is. Not thread-safe: the owner
@@ -35,11 +40,12 @@ class LazyRegion {
   uint32_t chunks_registered() const;
 
  private:
-  LazyRegion(rnic::Device& device, uint32_t items, uint32_t item_bytes, uint32_t access)
-      : device_(device), items_(items), item_bytes_(item_bytes), access_(access) {}
+  LazyRegion(rnic::Device& device, uint32_t items, uint32_t item_bytes)
+      : device_(device), items_(items), item_bytes_(item_bytes) {}
 
   rnic::Device& device_;
-  const uint32_t items_, item_bytes_, access_;
+  const uint32_t items_, item_bytes_;
+  uint32_t access_ = 0;
   std::unique_ptr<MappedMemory> memory_;
   // Sized at creation, never resized: Sge reads one element while Prepare sets another.
   std::vector<std::unique_ptr<rnic::MemoryRegion>> mrs_;

@@ -1,5 +1,6 @@
 // The target side of unloading: a staged write is validated exactly as the NIC validates a
 // write, copied into place, and acknowledged; a refusal is recorded and NAKed.
+#include <algorithm>
 #include <cstring>
 
 #include "absl/base/attributes.h"
@@ -35,27 +36,22 @@ void Refuse(ConnectionState& c, Lane& lane, rnic::WcStatus status, ValidationFai
 
 }  // namespace
 
-bool ValidateStagedWrite(ConnectionState& c, int lane_index, uint32_t slot, uint32_t byte_len,
+bool ValidateStagedWrite(ConnectionState& c, int lane_index, uint32_t buffer, uint32_t byte_len,
                          ValidationTable& table, EngineMetrics* metrics, StagedCopy* copy)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   Lane& lane = c.lanes[lane_index];
   if (c.refusing || c.failed) return false;  // after a refusal nothing more is applied
-  if (slot >= c.local.ring_slots) {
-    Refuse(c, lane, rnic::WcStatus::kRemoteInvalidRequest, ValidationFailure::kBadHeader, metrics,
-           absl::StrCat("slot ", slot, " of ", c.local.ring_slots));
-    return false;
-  }
-  const char* base =
-      c.ring->data() + (size_t(lane_index) * c.local.ring_slots + slot) * c.local.slot_bytes;
+  const char* base = lane.pool->buffer(buffer);
   absl::StatusOr<StagingHeader> h = ParseStagingHeader(base, byte_len, c.local.slot_bytes);
   if (!h.ok()) {
     Refuse(c, lane, rnic::WcStatus::kRemoteInvalidRequest, ValidationFailure::kBadHeader, metrics,
            h.status().message());
     return false;
   }
-  if (h->sequence != lane.expected_seq || slot != h->sequence % c.local.ring_slots) {
+  if (h->sequence != lane.expected_seq || h->sequence >= lane.limit_sent) {
     Refuse(c, lane, rnic::WcStatus::kRemoteInvalidRequest, ValidationFailure::kBadSequence, metrics,
-           absl::StrCat("sequence ", h->sequence, " in slot ", slot));
+           absl::StrCat("sequence ", h->sequence, ", expected ", lane.expected_seq,
+                        ", staging credits up to ", lane.limit_sent));
     return false;
   }
   // Exactly the NIC's check, against the regions registered through this engine.
@@ -73,7 +69,27 @@ bool ValidateStagedWrite(ConnectionState& c, int lane_index, uint32_t slot, uint
   copy->dst = reinterpret_cast<void*>(h->remote_addr);
   copy->src = base + kStagingHeaderSize;
   copy->length = h->length;
+  ++lane.in_hand;
+  // Calm: when the peer sent it, at least half its window was unused (credits it may not have
+  // learned of yet count as used, so a busy peer never looks calm).
+  const bool calm = 2 * (lane.limit_sent - h->sequence - 1) >= lane.level;
+  AdjustStagingCredits(c, lane, h->wants_credits, calm);
   return true;
+}
+
+void AdjustStagingCredits(ConnectionState& c, Lane& lane, bool wanted, bool calm) {
+  const uint32_t floor = c.options.min_staging_credits;
+  if (wanted) {
+    lane.level = std::min(c.options.staging_slots, 2 * lane.level);
+    lane.calm = 0;
+  } else if (calm && lane.level > floor && ++lane.calm >= lane.level) {
+    --lane.level;
+    lane.calm = 0;
+  }
+  while (lane.units < lane.level && lane.pool->Borrow()) {
+    ++lane.units;
+    ++lane.borrowed;
+  }
 }
 
 // The placement copy, out of line so that the TSan suppression for placement copies (memory
@@ -82,26 +98,47 @@ ABSL_ATTRIBUTE_NOINLINE void CopyStagedWrite(const StagedCopy& copy) {
   if (copy.length > 0) std::memcpy(copy.dst, copy.src, copy.length);
 }
 
-void CommitStagedWrite(ConnectionState& c, Lane& lane, uint32_t length, EngineMetrics* metrics)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+void CommitStagedWrite(ConnectionState& c, Lane& lane, uint32_t buffer, uint32_t length,
+                       EngineMetrics* metrics) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   ++lane.expected_seq;
   lane.ack_pending = true;
+  --lane.in_hand;
   if (metrics != nullptr) metrics->OnStagedWriteApplied(length);
+  // Returned when the lane holds more than its level and the credits already granted stay
+  // backed without it; otherwise posted again, backing the next credit.
+  const uint64_t owed = lane.limit_sent - lane.expected_seq;
+  if (!c.failed && lane.borrowed > 0 && lane.units > lane.level &&
+      lane.units - 1 - lane.in_hand >= owed) {
+    lane.pool->Return(buffer);
+    --lane.borrowed;
+    --lane.units;
+    return;
+  }
+  lane.pool->Recycle(buffer);
 }
 
-absl::Status Repost(ConnectionState& c, uint32_t i) {
-  return c.lanes[LaneOfRecv(c, i)].qp->PostRecv(rnic::MakeRecv(
-      MakeWrId(WrKind::kRecv, c.id, i), c.stage_recv_mr->Sge(size_t{i} * kAckBytes, kAckBytes)));
+bool LaneHasRoom(ConnectionState& c, Lane& lane) {
+  bool room = lane.next_seq < lane.limit;
+  if (room && lane.inflight.size() >= lane.ack_units) {
+    room = lane.pool->Borrow();
+    if (room) ++lane.ack_units;
+  }
+  if (!room) lane.starved = true;
+  return room;
 }
 
 void SendAckIfDue(ConnectionState& c, Lane& lane) {
   if (!lane.ack_pending || c.failed || c.nak_sent || !c.connected) return;
   if (lane.acks_in_flight >= kAckSlots) return;  // retried when an ack completes
+  // One that acknowledges nothing new waits for the previous such one to complete.
+  const bool unsolicited = lane.expected_seq == lane.applied_sent && !lane.refused;
+  if (unsolicited && lane.unsolicited_wr_index != UINT32_MAX) return;
   const uint32_t lane_index = static_cast<uint32_t>(&lane - c.lanes.data());
   const uint32_t slot = lane.next_ack_slot++ % kAckSlots;
   const size_t offset = (size_t{lane_index} * kAckSlots + slot) * kAckBytes;
   char* p = c.acks.data() + offset;
-  EncodeAck({lane.expected_seq, lane.refused ? c.nak_status : rnic::WcStatus::kSuccess,
+  const uint64_t limit = std::max(lane.limit_sent, lane.expected_seq + lane.units - lane.in_hand);
+  EncodeAck({lane.expected_seq, limit, lane.refused ? c.nak_status : rnic::WcStatus::kSuccess,
              c.credits_to_return},
             p);
   rnic::SendWorkRequest wr =
@@ -110,6 +147,9 @@ void SendAckIfDue(ConnectionState& c, Lane& lane) {
   if (!lane.qp->PostSend(wr).ok()) return;
   ++lane.acks_in_flight;
   ++c.send_wrs;  // retired by the ack's completion (WrKind::kAck)
+  lane.limit_sent = limit;
+  lane.applied_sent = lane.expected_seq;
+  if (unsolicited) lane.unsolicited_wr_index = IndexOf(wr.wr_id);
   c.granted += c.credits_to_return;
   c.credits_to_return = 0;
   lane.ack_pending = false;

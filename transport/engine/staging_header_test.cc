@@ -24,6 +24,13 @@ TEST(StagingHeaderTest, RoundTrips) {
   EXPECT_EQ(p->sequence, 42u);
   EXPECT_EQ(p->remote_addr, h.remote_addr);
   EXPECT_EQ(p->rkey, h.rkey);
+  EXPECT_FALSE(p->wants_credits);
+  h.wants_credits = true;
+  s = Slot(h, 100);
+  p = ParseStagingHeader(s.data(), s.size(), 4096);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->wants_credits);
+  EXPECT_EQ(p->sequence, 42u);
 }
 
 TEST(StagingHeaderTest, RejectsEachKindOfMalformedHeader) {
@@ -33,9 +40,10 @@ TEST(StagingHeaderTest, RejectsEachKindOfMalformedHeader) {
     std::function<void(std::string&, uint32_t&)> corrupt;
   } cases[] = {
       {"truncated", [](std::string&, uint32_t& n) { n = 31; }},
-      {"unknown version", [](std::string& s, uint32_t&) { s[0] = 2; }},
+      {"unknown version", [](std::string& s, uint32_t&) { s[0] = 1; }},
       {"unknown kind", [](std::string& s, uint32_t&) { s[1] = 9; }},
-      {"reserved", [](std::string& s, uint32_t&) { s[2] = 1; }},
+      {"unknown flags", [](std::string& s, uint32_t&) { s[2] = 2; }},
+      {"unknown flags", [](std::string& s, uint32_t&) { s[3] = 1; }},
       {"reserved", [](std::string& s, uint32_t&) { s[31] = 1; }},
       {"length mismatch", [](std::string&, uint32_t& n) { n -= 1; }},
       {"exceeds", [](std::string&, uint32_t& n) { n = 5000; }},

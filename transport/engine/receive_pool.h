@@ -1,9 +1,11 @@
-// Receive buffers for engine messages, shared by the connections one worker serves.
+// Receive buffers of equal size shared by the connections one worker serves: one pool per
+// worker for engine messages (every main QP's receives), one for staged writes and their acks
+// (every staging QP's receives; docs/engine.md, "The staging pool").
 //
-// The buffers are posted on the worker's shared receive queue, from which the main QP of every
-// connection of the worker takes its receives. A peer sends a message only with a credit, and
-// every credit a connection hands out is backed by one buffer posted on the SRQ (or held for a
-// message not yet delivered), so the SRQ never runs dry while peers keep to their credits.
+// The buffers are posted on the pool's shared receive queue, from which the QPs attached to it
+// take their receives. A peer sends only with a credit, and every credit a connection hands
+// out is backed by one buffer posted on the SRQ (or held for a receive not yet handled), so
+// the SRQ never runs dry while peers keep to their credits.
 //
 // Buffers are counted in units, one per credit backed. An admitted connection holds
 // `reserve` units for as long as it lives (the credits it starts with and never drops
@@ -16,8 +18,8 @@
 //
 // Thread-safety: every method may be called from any thread. Lock order: a connection's lock
 // before the pool's.
-#ifndef UNLOADKV_TRANSPORT_ENGINE_MESSAGE_POOL_H_
-#define UNLOADKV_TRANSPORT_ENGINE_MESSAGE_POOL_H_
+#ifndef UNLOADKV_TRANSPORT_ENGINE_RECEIVE_POOL_H_
+#define UNLOADKV_TRANSPORT_ENGINE_RECEIVE_POOL_H_
 
 #include <cstdint>
 #include <memory>
@@ -32,26 +34,30 @@
 
 namespace unloadkv::engine {
 
-class MessagePool {
+class ReceivePool {
  public:
   struct Options {
-    uint32_t buffer_bytes = 0;  // one message with its header
-    uint32_t connections = 0;   // admitted at once, at most
-    uint32_t reserve = 0;       // units per admitted connection
-    uint32_t shared = 0;        // units lent to busy connections
-    uint64_t wr_id_base = 0;    // a buffer's receive has wr_id = wr_id_base | index
+    const char* name = "receive pool";  // names the pool in errors
+    uint32_t buffer_bytes = 0;          // one message, or one staged write, with its header
+    uint32_t connections = 0;           // admitted at once, at most
+    uint32_t reserve = 0;               // units per admitted connection
+    uint32_t shared = 0;                // units lent to busy connections
+    uint64_t wr_id_base = 0;            // a buffer's receive has wr_id = wr_id_base | index
+    bool huge_pages = false;            // try 2 MiB pages (mapped_memory.h)
+    bool modeled_huge_pages = false;    // registered as huge-page backed anyway (EngineOptions)
   };
   // InvalidArgument when capacity() would exceed what the device's SRQ holds.
-  static absl::StatusOr<std::unique_ptr<MessagePool>> Create(rnic::Device& device,
+  static absl::StatusOr<std::unique_ptr<ReceivePool>> Create(rnic::Device& device,
                                                              const Options& options);
   // Every QP attached to srq() must be destroyed first.
-  ~MessagePool();
+  ~ReceivePool();
 
   rnic::SharedReceiveQueue* srq() const { return srq_.get(); }
   const char* buffer(uint32_t index) const { return region_->item(index); }
   uint32_t capacity() const { return capacity_; }
 
-  // Admits a connection: posts buffers for its `reserve` first credits. ResourceExhausted,
+  // Admits a connection (for the staging pool: one lane of one): posts buffers for its
+  // `reserve` first credits. ResourceExhausted,
   // naming the limit, when `connections` are admitted.
   absl::Status Admit();
   // Lends one unit: a buffer posted for one more credit. False when all shared units are lent.
@@ -64,6 +70,9 @@ class MessagePool {
   // A buffer taken by a receive that delivers nothing (it failed, or its connection left):
   // posted again. Its unit stays wherever it was.
   void Recycle(uint32_t index);
+  // Gives back `n` lent units whose buffers stay posted, spare: they back the next units lent
+  // or admitted.
+  void Release(uint32_t n);
   // A connection leaves: `posted` of its units back credits its peer held or was about to get
   // (their buffers stay posted on the SRQ, spare, and back the next credits handed out),
   // `held` are the buffers of messages it never delivered, and `borrowed` of its units were
@@ -79,7 +88,7 @@ class MessagePool {
   Usage usage() const;
 
  private:
-  MessagePool(const Options& options, uint32_t capacity) : options_(options), capacity_(capacity) {}
+  ReceivePool(const Options& options, uint32_t capacity) : options_(options), capacity_(capacity) {}
   // Posts one buffer, a spare posted one first, else the most recently used free one.
   absl::Status PostOne() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PostLocked(uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -98,4 +107,4 @@ class MessagePool {
 
 }  // namespace unloadkv::engine
 
-#endif  // UNLOADKV_TRANSPORT_ENGINE_MESSAGE_POOL_H_
+#endif  // UNLOADKV_TRANSPORT_ENGINE_RECEIVE_POOL_H_

@@ -1,4 +1,4 @@
-#include "transport/engine/message_pool.h"
+#include "transport/engine/receive_pool.h"
 
 #include <algorithm>
 
@@ -7,21 +7,21 @@
 
 namespace unloadkv::engine {
 
-absl::StatusOr<std::unique_ptr<MessagePool>> MessagePool::Create(rnic::Device& device,
+absl::StatusOr<std::unique_ptr<ReceivePool>> ReceivePool::Create(rnic::Device& device,
                                                                  const Options& o) {
   const uint64_t capacity = uint64_t{o.connections} * o.reserve + o.shared;
   const uint32_t max_wr = device.limits().max_qp_wr;
   if (o.buffer_bytes == 0 || o.reserve == 0 || capacity > max_wr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "message pool: ", o.connections, " connections x ", o.reserve, " reserved + ", o.shared,
+        o.name, ": ", o.connections, " connections x ", o.reserve, " reserved + ", o.shared,
         " shared = ", capacity, " receive buffers per worker; the device's shared receive ",
         "queue holds at most ", max_wr, ": serve fewer connections per worker"));
   }
-  std::unique_ptr<MessagePool> p(new MessagePool(o, static_cast<uint32_t>(capacity)));
-  absl::StatusOr<std::unique_ptr<LazyRegion>> region =
-      LazyRegion::Create(device, p->capacity_, o.buffer_bytes, rnic::kLocalWrite);
+  std::unique_ptr<ReceivePool> p(new ReceivePool(o, static_cast<uint32_t>(capacity)));
+  absl::StatusOr<std::unique_ptr<LazyRegion>> region = LazyRegion::Create(
+      device, p->capacity_, o.buffer_bytes, rnic::kLocalWrite, o.huge_pages, o.modeled_huge_pages);
   if (!region.ok()) {
-    return absl::ResourceExhaustedError(absl::StrCat("message pool: ", region.status().message()));
+    return absl::ResourceExhaustedError(absl::StrCat(o.name, ": ", region.status().message()));
   }
   p->region_ = std::move(*region);
   rnic::SrqConfig sc;
@@ -33,9 +33,9 @@ absl::StatusOr<std::unique_ptr<MessagePool>> MessagePool::Create(rnic::Device& d
   return p;
 }
 
-MessagePool::~MessagePool() = default;
+ReceivePool::~ReceivePool() = default;
 
-absl::Status MessagePool::PostOne() {
+absl::Status ReceivePool::PostOne() {
   if (spare_posted_ > 0) {
     --spare_posted_;
     return absl::OkStatus();
@@ -48,7 +48,7 @@ absl::Status MessagePool::PostOne() {
     index = untouched_++;
   } else {
     // Units never exceed buffers (capacity = connections x reserve + shared).
-    return absl::InternalError("message pool: no buffer left to post");
+    return absl::InternalError(absl::StrCat(options_.name, ": no buffer left to post"));
   }
   absl::Status st = region_->Prepare(index);
   if (st.ok()) st = PostLocked(index);
@@ -56,16 +56,16 @@ absl::Status MessagePool::PostOne() {
   return st;
 }
 
-absl::Status MessagePool::PostLocked(uint32_t index) {
+absl::Status ReceivePool::PostLocked(uint32_t index) {
   return srq_->PostRecv(
       rnic::MakeRecv(options_.wr_id_base | index, region_->Sge(index, options_.buffer_bytes)));
 }
 
-absl::Status MessagePool::Admit() {
+absl::Status ReceivePool::Admit() {
   MutexLock l(&mu_);
   if (admitted_ >= options_.connections) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("message pool: ", admitted_,
+        absl::StrCat(options_.name, ": ", admitted_,
                      " connections hold receive buffers, the most this worker "
                      "admits (max_connections_per_worker)"));
   }
@@ -79,32 +79,32 @@ absl::Status MessagePool::Admit() {
   return absl::OkStatus();
 }
 
-bool MessagePool::Borrow() {
+bool ReceivePool::Borrow() {
   MutexLock l(&mu_);
   if (lent_ >= options_.shared) return false;
   if (absl::Status st = PostOne(); !st.ok()) {
-    Log(LogLevel::kWarning, absl::StrCat("message pool: lending a buffer: ", st.message()));
+    Log(LogLevel::kWarning, absl::StrCat(options_.name, ": lending a buffer: ", st.message()));
     return false;
   }
   ++lent_;
   return true;
 }
 
-absl::Status MessagePool::Renew(uint32_t index) {
+absl::Status ReceivePool::Renew(uint32_t index) {
   MutexLock l(&mu_);
   return PostLocked(index);
 }
 
-void MessagePool::Return(uint32_t index) {
+void ReceivePool::Return(uint32_t index) {
   MutexLock l(&mu_);
   free_.push_back(index);
   if (lent_ > 0) --lent_;
 }
 
-void MessagePool::Recycle(uint32_t index) {
+void ReceivePool::Recycle(uint32_t index) {
   if (absl::Status st = Renew(index); !st.ok()) {
     Log(LogLevel::kWarning,
-        absl::StrCat("message pool: reposting buffer ", index, ": ", st.message()));
+        absl::StrCat(options_.name, ": reposting buffer ", index, ": ", st.message()));
     // Only a dead device refuses; the buffer waits in the free list (the unit it backed is
     // short of a posted buffer until the device, and with it every connection, is gone).
     MutexLock l(&mu_);
@@ -112,7 +112,13 @@ void MessagePool::Recycle(uint32_t index) {
   }
 }
 
-void MessagePool::Leave(uint32_t posted, absl::Span<const uint32_t> held, uint32_t borrowed) {
+void ReceivePool::Release(uint32_t n) {
+  MutexLock l(&mu_);
+  spare_posted_ += n;
+  lent_ -= n < lent_ ? n : lent_;
+}
+
+void ReceivePool::Leave(uint32_t posted, absl::Span<const uint32_t> held, uint32_t borrowed) {
   MutexLock l(&mu_);
   spare_posted_ += posted;
   for (uint32_t index : held) free_.push_back(index);
@@ -120,7 +126,7 @@ void MessagePool::Leave(uint32_t posted, absl::Span<const uint32_t> held, uint32
   if (admitted_ > 0) --admitted_;
 }
 
-MessagePool::Usage MessagePool::usage() const {
+ReceivePool::Usage ReceivePool::usage() const {
   MutexLock l(&mu_);
   return {admitted_, lent_, untouched_,
           std::min(capacity_, region_->chunks_registered() * LazyRegion::kChunkItems)};
