@@ -204,6 +204,10 @@ void FailQp(Fabric& f, NodeState& n, SimQpState& qp, rnic::WcStatus head_status,
     head = false;
   }
   qp.outstanding.clear();
+  for (const rnic::RecvWorkRequest& r : qp.placing) {
+    CompleteRecv(f, qp, r, rnic::WcStatus::kFlushed);
+  }
+  qp.placing.clear();
   for (const rnic::RecvWorkRequest& r : qp.recvs) {
     CompleteRecv(f, qp, r, rnic::WcStatus::kFlushed);
   }
@@ -289,7 +293,8 @@ void Place(Fabric& f, int node, uint32_t qp_num, uint64_t epoch, const Request& 
            const rnic::RecvWorkRequest& recv, bool needs_recv) {
   NodeState* n = nullptr;
   SimQpState* q = FindQp(f, node, qp_num, &n);
-  if (q == nullptr || q->epoch != epoch) return;
+  if (q == nullptr || q->epoch != epoch) return;  // its receive was flushed (FailQp)
+  if (needs_recv) q->placing.pop_front();
   std::string data;
   if (req.opcode == rnic::Opcode::kRead) {
     data.assign(reinterpret_cast<const char*>(req.remote_addr), req.length);
@@ -452,6 +457,7 @@ void Drain(Fabric& f, NodeState& n, SimQpState& qp) {
         Refuse(f, n, qp, r, rnic::WcStatus::kRemoteInvalidRequest);
         return;
       }
+      qp.placing.push_back(recv);
     }
     // The receive pipeline: message processing, translation, DMA to host memory.
     int64_t start = std::max(f.now_ns(), n.rx_free_ns);

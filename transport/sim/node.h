@@ -62,8 +62,11 @@ struct SimQpState {
   uint64_t epoch = 0;  // bumped on error: in-flight events of an older epoch are dropped
   std::deque<Outstanding> outstanding;
   std::deque<rnic::RecvWorkRequest> recvs;  // without an SRQ
-  std::shared_ptr<SimSrqState> srq;         // receives come from here instead
-  std::deque<Request> inbound;  // arrived, not yet executed (waits for Connect or a receive)
+  // Receives taken by requests being placed (in placement order): a failure flushes them, as
+  // a NIC flushes the WQE of a message in progress, so their buffers (an SRQ's, too) come back.
+  std::deque<rnic::RecvWorkRequest> placing;
+  std::shared_ptr<SimSrqState> srq;  // receives come from here instead
+  std::deque<Request> inbound;       // arrived, not yet executed (waits for Connect or a receive)
   bool rnr_armed = false;
   uint32_t rnr_psn = 0;
   int64_t tx_ready_ns = 0;     // requests of this QP leave the NIC in order

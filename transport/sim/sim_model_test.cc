@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "transport/rnic/wait.h"
 #include "transport/sim/fabric.h"
+#include "transport/sim/node.h"
 
 namespace unloadkv::sim {
 namespace {
@@ -83,6 +84,37 @@ TEST(SimModelTest, HugePageRegionsNeedFewTranslations) {
   NodeStats stats;
   MeanWriteNs(64 << 20, rnic::kHugePageBacked, 2000, 3, nullptr, &stats);
   EXPECT_LE(stats.mtt_misses, 32u) << "64 MiB in 2 MiB pages is 32 translations";
+}
+
+// A QP on an SRQ that fails while a SEND is being placed into a receive it took flushes that
+// receive, as a NIC flushes the WQE of a message in progress: its owner gets the buffer back.
+// (The fabric once dropped it, and a pool of buffers shared by many QPs slowly ran dry.)
+TEST(SimModelTest, AFailureFlushesTheReceiveOfAMessageBeingPlaced) {
+  Fabric f;
+  std::unique_ptr<rnic::Device> a = f.CreateDevice(), b = f.CreateDevice();
+  auto acq = *a->CreateCompletionQueue(64), bcq = *b->CreateCompletionQueue(64);
+  auto srq = *b->CreateSharedReceiveQueue(rnic::SrqConfig{});
+  rnic::QpConfig ca{acq.get(), acq.get()}, cb{bcq.get(), bcq.get()};
+  cb.srq = srq.get();
+  auto aqp = *a->CreateQueuePair(ca);
+  auto bqp = *b->CreateQueuePair(cb);
+  ASSERT_TRUE(aqp->Connect(bqp->local_attributes()).ok());
+  ASSERT_TRUE(bqp->Connect(aqp->local_attributes()).ok());
+  std::vector<char> src(64 << 10, 's'), dst(64 << 10, 0);
+  auto smr = *a->RegisterMemory(src.data(), src.size(), 0);
+  auto dmr = *b->RegisterMemory(dst.data(), dst.size(), rnic::kLocalWrite);
+  ASSERT_TRUE(srq->PostRecv(rnic::MakeRecv(5, dmr->Sge(0, dst.size()))).ok());
+  ASSERT_TRUE(aqp->PostSend(rnic::MakeSend(1, smr->Sge(0, src.size()))).ok());
+  // Step virtual time until the SEND has taken the receive and is being placed.
+  const SimQpState& target = *f.node(1)->qps.at(bqp->qp_num());
+  for (int i = 0; i < 100000 && target.placing.empty(); ++i) f.Run(10);
+  ASSERT_EQ(target.placing.size(), 1u) << "the SEND never took the receive";
+  bqp->SetError();
+  absl::StatusOr<rnic::WorkCompletion> wc = rnic::WaitForCompletion(*b, *bcq, absl::Seconds(1));
+  ASSERT_TRUE(wc.ok()) << "the receive vanished: " << wc.status();
+  EXPECT_EQ(wc->wr_id, 5u);
+  EXPECT_EQ(wc->status, rnic::WcStatus::kFlushed);
+  EXPECT_EQ(dst[0], 0) << "bytes of a flushed receive were placed";
 }
 
 }  // namespace
