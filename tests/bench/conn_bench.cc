@@ -177,9 +177,13 @@ int ChildMain() {
   engine::EngineOptions eo;
   eo.max_message_bytes = proto::kMaxMessageBytes;
   eo.max_connections_per_worker = static_cast<uint32_t>(n);
-  // The server never writes to its clients: their own staging rings stay minimal.
+  // The server never writes to its clients: their own staging buffers stay minimal (64 B:
+  // they receive the server's 24-byte acks). Each connection keeps a write in flight, and
+  // each unloaded one holds a unit of this engine's staging pool for its ack
+  // (docs/engine.md, "The staging pool"): one shared unit per connection.
   eo.staging_slots = 1;
   eo.staging_slot_bytes = 64;
+  eo.shared_staging_buffers = static_cast<uint32_t>(n);
   eo.huge_pages = false;
   auto engine = engine::Engine::Create(device->get(), eo);
   if (!engine.ok()) return fail(engine.status().ToString());

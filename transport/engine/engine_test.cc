@@ -974,7 +974,9 @@ TEST_P(EngineTest, APeerStagingBeyondItsCreditsFailsAloneAndOthersProceed) {
     flooded.reset();
   }
   constexpr int kWrites = 200;
-  EXPECT_EQ(WriteBlocksAndWait(kWrites, 256, Dst(1 << 20), dst_mr_->rkey()), kWrites);
+  EXPECT_EQ(WriteBlocksAndWait(kWrites, 256, Dst(1 << 20), dst_mr_->rkey()), kWrites)
+      << ca_->DebugState() << "\n"
+      << cb_->DebugState();
   EXPECT_EQ(std::memcmp(src_.data(), dst_.data() + (1 << 20), kWrites * 256), 0);
   EXPECT_FALSE(cb_->failed());
 }

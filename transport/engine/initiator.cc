@@ -154,7 +154,14 @@ std::optional<Route> ChoosePathAndLane(ConnectionState& c, const Op& op)
     }
   }
   if (r.path == Path::kUnload && !LaneHasRoom(c, c.lanes[r.lane])) {
-    if (overlap || c.policy->OnRingFull() == FullRingAction::kWait) return std::nullopt;
+    // Out of credits with writes in flight while the peer may still widen the window: more
+    // come with their ack (a write sent offload now would pay the miss unloading avoids).
+    const Lane& lane = c.lanes[r.lane];
+    const bool growing =
+        !lane.inflight.empty() && lane.limit - lane.acked_seq < c.remote.staging_slots;
+    if (overlap || growing || c.policy->OnRingFull() == FullRingAction::kWait) {
+      return std::nullopt;
+    }
     r.path = Path::kOffload;
   }
   return r;
@@ -192,7 +199,10 @@ absl::Status PostUnloaded(ConnectionState& c, Op& op, int lane_index)
   // One header per credit the peer may grant (the acks keep at most staging_slots in flight).
   const uint64_t header =
       uint64_t(lane_index) * c.remote.staging_slots + seq % c.remote.staging_slots;
-  StagingHeader h{len, seq, op.remote_addr, op.rkey, lane.starved};
+  // Asks for a larger window when a write waited for credits, and when this one takes the
+  // last credit: a window that fills asks before it runs out, so a steady writer keeps one
+  // larger than what it has in flight (the target lowers it again while half of it is unused).
+  StagingHeader h{len, seq, op.remote_addr, op.rkey, lane.starved || seq + 1 >= lane.limit};
   EncodeStagingHeader(h, c.headers.data() + header * kStagingHeaderSize);
   rnic::SendWorkRequest wr;
   wr.wr_id = MakeWrId(WrKind::kUnloadWrite, c.id, static_cast<uint32_t>(op.id));
