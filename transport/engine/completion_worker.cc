@@ -353,9 +353,11 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
   if (polling.exchange(true, std::memory_order_acquire)) return 0;  // another thread drives it
   PollingGuard guard(&polling);
   rnic::WorkCompletion wcs[32];
-  SweepFailedQps(clock->Now());
   const int n = cq->Poll(absl::MakeSpan(wcs));
-  if (n <= 0) return 0;
+  if (n <= 0) {
+    SweepFailedQps(clock->Now());
+    return 0;
+  }
   std::vector<std::shared_ptr<ConnectionState>> touched;
   for (int i = 0; i < n; ++i) {
     std::shared_ptr<ConnectionState> cp;
@@ -395,6 +397,7 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
     }
   }
   for (const std::shared_ptr<ConnectionState>& cp : touched) ReleasePosts(*cp);
+  SweepFailedQps(clock->Now());
   return n;
 }
 
@@ -413,17 +416,17 @@ void Engine::Worker::SweepFailedQps(absl::Time now) {
     {
       MutexLock l(&c.mu);
       if (c.failed || !c.connected) continue;
-      if (c.worker == index && c.qp->state() == rnic::QpState::kError) {
-        FailConnection(c, out, FailScope::kMainFailed);
-      } else {
-        for (const Lane& lane : c.lanes) {
-          if (lane.worker == index && lane.qp->state() == rnic::QpState::kError) {
-            FailConnection(c, out, FailScope::kStageFailed);
-            break;
-          }
-        }
+      bool main_error = c.worker == index && c.qp->state() == rnic::QpState::kError;
+      bool lane_error = false;
+      for (const Lane& lane : c.lanes) {
+        lane_error |= lane.worker == index && lane.qp->state() == rnic::QpState::kError;
       }
-      if (!c.failed) continue;
+      // Seen in error by two sweeps in a row: a failed QP's own completions (a refusal with
+      // its precise status, flushed work) were polled in between and took the usual path.
+      const bool seen = c.error_swept;
+      c.error_swept = main_error || lane_error;
+      if (!seen || !c.error_swept) continue;
+      FailConnection(c, out, main_error ? FailScope::kMainFailed : FailScope::kStageFailed);
       Log(LogLevel::kInfo, absl::StrCat("engine: connection ", c.id, ": a QP failed (peer gone)"));
       FinishInOrder(c, out);
       QueueCallbacks(c, out);

@@ -165,6 +165,7 @@ struct ConnectionState {
   // Staged writes validated and being copied outside the lock (Connection::Close waits).
   int copying ABSL_GUARDED_BY(mu) = 0;
   bool reported_failure ABSL_GUARDED_BY(mu) = false;  // a callback reported an error
+  bool error_swept ABSL_GUARDED_BY(mu) = false;       // the last sweep found a QP in error
   MessageHandler handler ABSL_GUARDED_BY(mu);
 
   // Local memory: outgoing staging headers (one per credit the peer may grant, sized at
@@ -362,7 +363,8 @@ struct Engine::Worker {
   // Handles up to one batch of completions; returns how many. (completion_worker.cc)
   int PollOnce(ValidationTable& table, EngineMetrics* metrics);
   // At most once per kQpSweepInterval of `now`: fails the connections whose QPs this worker
-  // serves and that went to the error state by themselves (their peer died). Every receive
+  // serves and that went to the error state by themselves (their peer died), once two sweeps
+  // in a row found them so. Every receive
   // of an engine QP comes from a shared receive queue, and a QP on an SRQ has none of its own
   // to flush when it fails (verbs reports it as an asynchronous event, which the rnic
   // interface does not carry), so an idle connection would otherwise never learn of it.
