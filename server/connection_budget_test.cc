@@ -18,8 +18,8 @@ TEST(ConnectionBudgetTest, TheDefaultIsWhatTheSharedReceiveQueueHoldsWhenMemoryI
   const engine::EngineOptions eo = KvOptions();
   absl::StatusOr<ConnectionBudget> b = ResolveConnectionBudget(0, eo, limits, uint64_t{1} << 40);
   ASSERT_TRUE(b.ok()) << b.status();
-  // The staging pool's SRQ is the tighter: 256 shared, 2 reserved per lane (1 credit, 1 ack).
-  EXPECT_EQ(b->max_connections, (16384 - 256) / 2);
+  // The staging pool's SRQ is the tighter: 256 shared, 3 reserved per lane (2 credits, 1 ack).
+  EXPECT_EQ(b->max_connections, (16384 - 256) / 3);
   EXPECT_NE(b->summary.find("what the node holds"), std::string::npos) << b->summary;
 }
 
@@ -35,7 +35,7 @@ TEST(ConnectionBudgetTest, TheDefaultFitsTheWorstCaseInHalfOfMemAvailable) {
                          engine::Engine::SharedBufferBytes(eo);
   EXPECT_LE(worst, available / 2);
   EXPECT_GT(worst + b->bytes_per_connection, available / 2) << "one more would still fit";
-  // No staging ring any more: reserved staging buffers (2 x 16 KiB), staging headers for the
+  // No staging ring any more: reserved staging buffers (3 x 16 KiB), staging headers for the
   // largest window a peer may grant (128 KiB), 10 reserved message buffers and send slots
   // (68 KiB each), two 256 KiB stream buffers.
   EXPECT_LT(b->bytes_per_connection, uint64_t{3} << 19);
@@ -46,7 +46,7 @@ TEST(ConnectionBudgetTest, AnExplicitLimitAboveTheQueueIsRefusedNamingIt) {
   absl::StatusOr<ConnectionBudget> b =
       ResolveConnectionBudget(65536, KvOptions(), limits, uint64_t{1} << 40);
   ASSERT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(b.status().message().find("at most 8064 connections"), absl::string_view::npos)
+  EXPECT_NE(b.status().message().find("at most 5376 connections"), absl::string_view::npos)
       << b.status();
 }
 
@@ -57,7 +57,7 @@ TEST(ConnectionBudgetTest, TheDevicesCompletionQueueBoundsTheDefault) {
   const engine::EngineOptions eo = KvOptions();
   absl::StatusOr<ConnectionBudget> b = ResolveConnectionBudget(0, eo, limits, uint64_t{1} << 40);
   ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_LT(b->max_connections, (16384 - 256) / 2);
+  EXPECT_LT(b->max_connections, (16384 - 256) / 3);
   EXPECT_EQ(static_cast<uint32_t>(b->max_connections),
             engine::Engine::MaxConnectionsPerWorker(eo, limits));
   EXPECT_NE(b->summary.find("CQ take"), std::string::npos) << b->summary;

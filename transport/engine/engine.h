@@ -84,7 +84,9 @@ struct EngineOptions {
   // the device's SRQ holds; only buffers ever posted are touched.
   uint32_t staging_slots = 64;             // unloaded writes in flight per lane, at most
   uint32_t staging_slot_bytes = 16 << 10;  // header + payload; larger writes go offload
-  uint32_t min_staging_credits = 1;
+  // 2: a client doing one write at a time may find its previous write's ack still on the way
+  // (its answer overtook it on the main QP) and still post at once.
+  uint32_t min_staging_credits = 2;
   uint32_t shared_staging_buffers = 256;
   bool huge_pages = true;  // try 2 MiB pages for the staging pools
   // The device models a node's memory (the simulated fabric): memory asked for on huge pages

@@ -127,8 +127,8 @@ struct Lane {
   // (min_staging_credits reserved + `borrowed`), `in_hand` of them hold staged writes being
   // applied; the peer may send sequence numbers below `limit_sent`, so
   // limit_sent - expected_seq <= units - in_hand. `level` is the window aimed at: doubled when
-  // the peer asks (StagingHeader::wants_credits), lowered by one after `level` staged writes
-  // sent while half the window was unused (`calm`).
+  // the peer asks (StagingHeader::wants_credits), lowered by one after 4 x `level` staged
+  // writes sent while half the window was unused (`calm`).
   uint32_t units = 0;
   uint32_t borrowed = 0;
   uint32_t in_hand = 0;
@@ -328,8 +328,8 @@ void CopyStagedWrite(const StagedCopy& copy);
 void CommitStagedWrite(ConnectionState& c, Lane& lane, uint32_t buffer, uint32_t length,
                        EngineMetrics* metrics) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 // A staged write of the peer arrived, asking for a larger window (`wanted`) or sent while half
-// its window was unused (`calm`): the lane's level doubles, or falls by one after `level` calm
-// ones in a row, and units are borrowed up to it, as far as the pool lends.
+// its window was unused (`calm`): the lane's level doubles, or falls by one after 4 x `level`
+// calm ones in a row, and units are borrowed up to it, as far as the pool lends.
 void AdjustStagingCredits(ConnectionState& c, Lane& lane, bool wanted, bool calm)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 void SendAckIfDue(ConnectionState& c, Lane& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);

@@ -947,13 +947,14 @@ TEST_P(EngineTest, ManyConnectionsShareTheWorkersStagingPool) {
 }
 
 // A peer that sends staged writes beyond the staging credits it was granted (here: 200 at
-// once on a window of one, which grows only with acks sent after each batch) fails its own
+// once on a window of min_staging_credits, which grows only with acks sent after each batch)
+// fails its own
 // connection at the first one, and nothing from it on is applied; another connection of the
 // same worker goes on unloading.
 TEST_P(EngineTest, APeerStagingBeyondItsCreditsFailsAloneAndOthersProceed) {
   Connect(Only(Path::kUnload));
   auto flooded = std::move(*eb_->CreateConnection(Only(Path::kOffload)));
-  ASSERT_EQ(flooded->local_info().staging_credits, 1u);
+  ASSERT_LT(flooded->local_info().staging_credits, 10u);
   constexpr int kFlood = 200;
   {
     RawPeer peer(h_->a(), *flooded, lanes(), /*take_acks=*/true);

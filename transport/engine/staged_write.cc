@@ -82,7 +82,7 @@ void AdjustStagingCredits(ConnectionState& c, Lane& lane, bool wanted, bool calm
   if (wanted) {
     lane.level = std::min(c.options.staging_slots, 2 * lane.level);
     lane.calm = 0;
-  } else if (calm && lane.level > floor && ++lane.calm >= lane.level) {
+  } else if (calm && lane.level > floor && ++lane.calm >= 4 * lane.level) {
     --lane.level;
     lane.calm = 0;
   }
