@@ -182,6 +182,7 @@ int ChildMain() {
   // each unloaded one holds a unit of this engine's staging pool for its ack
   // (docs/engine.md, "The staging pool"): one shared unit per connection.
   eo.staging_slots = 1;
+  eo.min_staging_credits = 1;
   eo.staging_slot_bytes = 64;
   eo.shared_staging_buffers = static_cast<uint32_t>(n);
   eo.huge_pages = false;
