@@ -35,7 +35,7 @@ for seed in 1 2; do
     if grep -q 'Return=NOT_FOUND' "$T/$name"; then fail "$name: lost records: $(cat "$T/$name")"; fi
   done
   # Reads were checked, and with the unload policy every value was written through a staging
-  # ring and copied into place by the server's unload worker.
+  # pool buffer and copied into place by the server's unload worker.
   checked=$(grep '^\[SIM\], CheckedReads, ' "$T/workloada-unload-$seed" | cut -d' ' -f3)
   ((checked > 300)) || fail "only $checked reads checked"
   grep -qx '\[SIM\], UnloadedShare(%), 100.0' "$T/workloada-unload-$seed" ||
