@@ -198,6 +198,14 @@ void Nic::ArmStallTimer() {
   timer_deadline_ = earliest;
 }
 
+void Nic::ArmTimerFor(absl::Time deadline) {
+  if (deadline >= timer_deadline_) return;
+  itimerspec spec{};
+  spec.it_value = absl::ToTimespec(std::max(deadline - absl::Now(), absl::Microseconds(20)));
+  timerfd_settime(timer_fd_, 0, &spec, nullptr);
+  timer_deadline_ = deadline;
+}
+
 void Nic::CheckStalls() {
   absl::Time now = absl::Now();
   std::vector<Stream*> expired;

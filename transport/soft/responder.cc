@@ -167,19 +167,21 @@ void Nic::AckOrDelay(Stream* s) {
       // Within the Progress that read the request: a caller-driven owner may not progress
       // the device again before its peer needs this ACK.
       SendAck(s);
-    } else if (std::find(ack_soon_.begin(), ack_soon_.end(), s) == ack_soon_.end()) {
+    } else if (!s->in_ack_soon) {
       // The answer to the request, posted before the owner's FlushDeferred, carries it.
+      s->in_ack_soon = true;
       ack_soon_.push_back(s);
       acks_owed_.store(true, std::memory_order_release);
     }
   } else if (s->ack_deadline == absl::InfiniteFuture()) {
     s->ack_deadline = absl::Now() + kDelayedAck;
-    ArmStallTimer();
+    ArmTimerFor(s->ack_deadline);
   }
 }
 
 void Nic::SendOwedAcks() {
   for (Stream* s : ack_soon_) {
+    s->in_ack_soon = false;
     if (!s->dead && s->ack_now) SendAck(s);
   }
   ack_soon_.clear();
