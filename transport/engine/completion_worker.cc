@@ -421,11 +421,15 @@ void Engine::Worker::SweepFailedQps(absl::Time now) {
       for (const Lane& lane : c.lanes) {
         lane_error |= lane.worker == index && lane.qp->state() == rnic::QpState::kError;
       }
-      // Seen in error by two sweeps in a row: a failed QP's own completions (a refusal with
-      // its precise status, flushed work) were polled in between and took the usual path.
-      const bool seen = c.error_swept;
-      c.error_swept = main_error || lane_error;
-      if (!seen || !c.error_swept) continue;
+      // Seen in error by two sweeps of this worker (the error state is final): the failed
+      // QP's own completions (a refusal with its precise status, flushed work) were polled
+      // in between on this worker's CQ and took the usual path.
+      if (!main_error && !lane_error) continue;
+      const uint64_t mine = uint64_t{1} << index;
+      if ((c.error_swept & mine) == 0) {
+        c.error_swept |= mine;
+        continue;
+      }
       FailConnection(c, out, main_error ? FailScope::kMainFailed : FailScope::kStageFailed);
       Log(LogLevel::kInfo, absl::StrCat("engine: connection ", c.id, ": a QP failed (peer gone)"));
       FinishInOrder(c, out);

@@ -165,7 +165,9 @@ struct ConnectionState {
   // Staged writes validated and being copied outside the lock (Connection::Close waits).
   int copying ABSL_GUARDED_BY(mu) = 0;
   bool reported_failure ABSL_GUARDED_BY(mu) = false;  // a callback reported an error
-  bool error_swept ABSL_GUARDED_BY(mu) = false;       // the last sweep found a QP in error
+  // Workers (bit = Worker::index, < kMaxUnloadWorkers) whose sweep found one of their QPs of
+  // this connection in error.
+  uint64_t error_swept ABSL_GUARDED_BY(mu) = 0;
   MessageHandler handler ABSL_GUARDED_BY(mu);
 
   // Local memory: outgoing staging headers (one per credit the peer may grant, sized at
