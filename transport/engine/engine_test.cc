@@ -629,6 +629,10 @@ class RawPeer {
     rnic::QpConfig cfg;
     cfg.send_cq = cq_.get();
     cfg.recv_cq = cq_.get();
+    // Like an engine's QPs: what the engine sends beyond the receives posted here waits (RNR)
+    // instead of failing the connection after a second, which a slow run (TSan) can reach
+    // before the test has seen what it checks.
+    cfg.rnr_timeout = absl::InfiniteDuration();
     qp_ = std::move(*dev.CreateQueuePair(cfg));
     for (int k = 0; k < lanes; ++k) stages_.push_back(std::move(*dev.CreateQueuePair(cfg)));
     buf_.assign(kSendArea + kSendSlots * kSendSlotBytes, 0);
