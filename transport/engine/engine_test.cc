@@ -648,17 +648,15 @@ class RawPeer {
     mine.message_credits = 4;
     mine.max_message_bytes = 4096;
     for (int r = 0; take_acks && r < 4; ++r) {
-      const size_t off = 40960 + size_t(r) * 5120;
-      EXPECT_TRUE(qp_->PostRecv(rnic::MakeRecv(200 + r, mr_->Sge(off, 5120))).ok());
+      EXPECT_TRUE(
+          qp_->PostRecv(rnic::MakeRecv(kMessageRecvId + r, mr_->Sge(MessageOffset(r), 5120))).ok());
     }
     for (size_t k = 0; take_acks && k < stages_.size(); ++k) {
-      for (int r = 0; r < 64; ++r) {
-        const size_t off = 32768 + (k * 64 + r) * kAckBytes;
-        EXPECT_TRUE(stages_[k]->PostRecv(rnic::MakeRecv(100 + r, mr_->Sge(off, kAckBytes))).ok());
-      }
+      for (int r = 0; r < kAckRecvs; ++r) PostAckRecv(k * kAckRecvs + r);
     }
     EXPECT_TRUE(engine_side.Connect(mine).ok());
     const ConnectionInfo& theirs = engine_side.local_info();
+    credits_ = theirs.message_credits;
     EXPECT_TRUE(qp_->Connect(theirs.qp).ok());
     EXPECT_EQ(theirs.staging.size(), stages_.size());
     for (size_t k = 0; k < stages_.size() && k < theirs.staging.size(); ++k) {
@@ -669,6 +667,29 @@ class RawPeer {
     }
   }
   uint32_t header_bytes() const { return MessageHeaderBytes(lanes_); }
+  // Message credits the engine has granted and Send has not used yet, as of the last
+  // PollCredits. Send does not check them: a test may send beyond them on purpose.
+  int64_t credits() const { return credits_; }
+  // Takes what arrived: message credits returned by acks (whose receives are posted again)
+  // and by the engine's messages (whose receives are not: the peer takes no more than four).
+  void PollCredits() {
+    rnic::WorkCompletion wc[16];
+    for (int n; (n = cq_->Poll(absl::MakeSpan(wc))) > 0;) {
+      for (int i = 0; i < n; ++i) {
+        const rnic::WorkCompletion& c = wc[i];
+        if (c.status != rnic::WcStatus::kSuccess) continue;
+        uint32_t returned = 0;
+        if (c.wr_id >= kAckRecvId) {
+          const size_t index = c.wr_id - kAckRecvId;
+          std::memcpy(&returned, buf_.data() + AckOffset(index) + 20, 4);
+          PostAckRecv(index);
+        } else if (c.wr_id >= kMessageRecvId) {
+          std::memcpy(&returned, buf_.data() + MessageOffset(c.wr_id - kMessageRecvId) + 8, 4);
+        }
+        credits_ += returned;
+      }
+    }
+  }
   // Sends a message with the given engine header fields (no unloaded writes before it) and
   // payload; `length` counts header and payload bytes sent (at most kSendSlotBytes). Each of
   // the first kSendSlots messages has a buffer of its own: the NIC may still be reading an
@@ -684,6 +705,7 @@ class RawPeer {
     std::memcpy(p + header_bytes(), payload.data(), payload.size());
     rnic::SendWorkRequest wr = rnic::MakeSendWithImm(1, mr_->Sge(off, length), kImmMessage);
     EXPECT_TRUE(qp_->PostSend(wr).ok());
+    --credits_;
   }
   // Sends a staged write on lane `lane`: its header (sequence `seq`, destination) and payload.
   void SendStaged(int lane, uint64_t seq, uint64_t remote_addr, uint32_t rkey,
@@ -714,8 +736,20 @@ class RawPeer {
   static constexpr size_t kSendArea = 1 << 16;  // below: ack payloads and receive buffers
   static constexpr int kSendSlots = 256;
   static constexpr uint32_t kSendSlotBytes = 256;
+  static constexpr int kAckRecvs = 64;  // per lane
+  static constexpr uint64_t kMessageRecvId = 200;
+  static constexpr uint64_t kAckRecvId = 1000;  // + lane * kAckRecvs + index
+  static size_t MessageOffset(size_t r) { return 40960 + r * 5120; }
+  static size_t AckOffset(size_t index) { return 32768 + index * kAckBytes; }
+  void PostAckRecv(size_t index) {
+    EXPECT_TRUE(
+        stages_[index / kAckRecvs]
+            ->PostRecv(rnic::MakeRecv(kAckRecvId + index, mr_->Sge(AckOffset(index), kAckBytes)))
+            .ok());
+  }
   int lanes_;
   int sends_ = 0;
+  int64_t credits_ = 0;
   std::unique_ptr<rnic::CompletionQueue> cq_;
   std::unique_ptr<rnic::QueuePair> qp_;
   std::vector<std::unique_ptr<rnic::QueuePair>> stages_;
@@ -1076,6 +1110,15 @@ TEST_P(EngineTest, APeerThatTakesNoAnswersIsThrottled) {
       RawPeer peer(h_->a(), *cb, lanes(), /*take_acks=*/true);
       constexpr int kRequests = 80;
       for (int sent = 0; sent < kRequests && !cb->failed(); ++sent) {
+        // Unthrottled, the engine returns a credit for every request delivered, though maybe
+        // not before the handler ran; throttled, the peer sends without one (and fails).
+        ASSERT_TRUE(h_->WaitUntil(
+            [&] {
+              peer.PollCredits();
+              return throttle || peer.credits() > 0 || cb->failed();
+            },
+            absl::Seconds(10)))
+            << "no credit came back; " << cb->DebugState();
         peer.Send(0, 0, "q", peer.header_bytes() + 1);
         ASSERT_TRUE(h_->WaitUntil([&] { return delivered.load() == sent + 1 || cb->failed(); },
                                   absl::Seconds(10)))

@@ -153,6 +153,9 @@ class Nic : public std::enable_shared_from_this<Nic> {
   absl::Status PostSend(QpCore* qp, absl::Span<const rnic::SendWorkRequest> wrs);
   absl::Status PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> wrs);
   int Progress(absl::Duration max_wait) ABSL_LOCKS_EXCLUDED(mu_, progress_mu_);
+  // Progress without waiting, unless another thread is progressing (then 0 at once: a CQ
+  // polled while a driver sleeps in epoll_wait must not wait for it).
+  int TryProgress() ABSL_LOCKS_EXCLUDED(mu_, progress_mu_);
   // Sends the ACKs held back (Options::defer_acks) that no request carried.
   void FlushDeferred() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -169,6 +172,8 @@ class Nic : public std::enable_shared_from_this<Nic> {
 
   // Data-path helpers; all require mu_.
   void Accept() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int ProgressHeld(absl::Duration max_wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // An outbound stream's connect finished (it became writable or failed).
   void FinishConnect(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Closes streams whose handshake deadline passed.

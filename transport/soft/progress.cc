@@ -23,6 +23,17 @@ namespace unloadkv::soft {
 
 int Nic::Progress(absl::Duration max_wait) {
   MutexLock progress(&progress_mu_);
+  return ProgressHeld(max_wait);
+}
+
+int Nic::TryProgress() {
+  if (!progress_mu_.TryLock()) return 0;
+  const int n = ProgressHeld(absl::ZeroDuration());
+  progress_mu_.Unlock();
+  return n;
+}
+
+int Nic::ProgressHeld(absl::Duration max_wait) {
   epoll_event events[64];
   int timeout_ms =
       max_wait <= absl::ZeroDuration()

@@ -59,7 +59,7 @@ class SoftCompletionQueue : public rnic::CompletionQueue {
   int Poll(absl::Span<rnic::WorkCompletion> out) override {
     int n = core_->Poll(out);
     if (n == 0 && !nic_->thread_mode()) {
-      nic_->Progress(absl::ZeroDuration());
+      nic_->TryProgress();
       n = core_->Poll(out);
     }
     return n;
