@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 namespace unloadkv::sim {
 namespace {
 
@@ -56,18 +58,29 @@ void Lockstep::Resume(Participant& p, std::unique_lock<std::mutex>& l) {
 
 absl::Status Lockstep::Run() {
   std::unique_lock<std::mutex> l(mu_);
+  uint64_t turns = 0;  // since the last step
   while (true) {
     bool left = false, resumed = false;
-    for (std::unique_ptr<Participant>& p : participants_) {
+    // By index: a participant may Spawn another while it runs (the deque then grows; its
+    // elements stay where they are).
+    for (size_t i = 0; i < participants_.size(); ++i) {
+      Participant* p = participants_[i].get();
       if (p->finished) continue;
       left = true;
       if (!p->started || (*p->waiting_for)()) {
         Resume(*p, l);
         resumed = true;
+        ++turns;
       }
     }
     if (!left) break;
+    if (max_turns_ > 0 && turns > max_turns_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("simulation livelocked: participants resumed ", turns,
+                       " times without the world having to advance"));
+    }
     if (resumed) continue;
+    turns = 0;
     l.unlock();  // the world's step runs callbacks that may take other locks
     const bool stepped = step_();
     l.lock();

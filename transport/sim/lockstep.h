@@ -9,12 +9,14 @@
 //   ls.Spawn([&] { client->Put("k", "v"); });   // Put ends in Wait(), through the client
 //   absl::Status st = ls.Run();
 //
-// Thread-safety: Spawn and Run from the driver thread; Wait from a participant, or from the
-// driver thread outside Run (it then steps the world itself).
+// Thread-safety: Spawn from the driver thread or a participant; Run from the driver thread;
+// Wait from a participant, or from the driver thread outside Run (it then steps the world
+// itself).
 #ifndef UNLOADKV_TRANSPORT_SIM_LOCKSTEP_H_
 #define UNLOADKV_TRANSPORT_SIM_LOCKSTEP_H_
 
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -29,14 +31,18 @@ class Lockstep {
  public:
   // `step` advances the world by one step, false when it cannot advance any more (nothing
   // is left to run and nothing will ever be: whoever still waits would wait forever).
-  explicit Lockstep(std::function<bool()> step) : step_(std::move(step)) {}
+  // With `max_turns_without_step` > 0, Run also fails when participants resume that many
+  // times in a row without the world having to step (they keep each other busy: a livelock).
+  explicit Lockstep(std::function<bool()> step, uint64_t max_turns_without_step = 0)
+      : step_(std::move(step)), max_turns_(max_turns_without_step) {}
   // Must not be destroyed while a participant is unfinished (after a failed Run the process
   // has to end: see Run).
   ~Lockstep();
   Lockstep(const Lockstep&) = delete;
   Lockstep& operator=(const Lockstep&) = delete;
 
-  // Adds a participant running `body`; it starts inside the next Run.
+  // Adds a participant running `body`; it starts inside the next Run, or, spawned by a
+  // participant, in the Run under way.
   void Spawn(std::function<void()> body);
   // Runs the participants to completion. FailedPrecondition when the world stalled while
   // some still waited: those threads stay blocked, so the caller must report and exit.
@@ -57,6 +63,7 @@ class Lockstep {
   void Resume(Participant& p, std::unique_lock<std::mutex>& l);
 
   const std::function<bool()> step_;
+  const uint64_t max_turns_;
   std::mutex mu_;
   std::condition_variable driver_cv_;
   Participant* running_ = nullptr;  // guarded by mu_; null: the driver runs
