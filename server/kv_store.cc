@@ -255,18 +255,21 @@ absl::StatusOr<KvStore::ScanResult> KvStore::Scan(absl::string_view start, absl:
 
 size_t KvStore::DropClient(uint64_t client) {
   MutexLock l(&mu_);
-  size_t dropped = 0;
+  // Freed in grant order, not the hash map's: where later values land must not depend on it.
+  std::vector<std::pair<uint64_t, Slot>> freed;
   for (auto it = grants_.begin(); it != grants_.end();) {
     if (it->second.client == client) {
-      slabs_.Free(it->second.slot);
+      freed.emplace_back(it->first, it->second.slot);
       grants_.erase(it++);
-      ++dropped;
     } else {
       ++it;
     }
   }
+  std::sort(freed.begin(), freed.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [grant, slot] : freed) slabs_.Free(slot);
   grants_per_client_.erase(client);
-  return dropped;
+  return freed.size();
 }
 
 KvStore::Stats KvStore::stats() const {

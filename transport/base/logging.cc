@@ -11,12 +11,20 @@
 namespace unloadkv {
 namespace {
 std::atomic<int> min_level{0};
-}
+LogSink log_sink = nullptr;  // written only while nothing logs (SetLogSink's contract)
+void* log_sink_context = nullptr;
+}  // namespace
 
 void SetMinLogLevel(LogLevel level) { min_level.store(static_cast<int>(level)); }
 
+void SetLogSink(LogSink sink, void* context) {
+  log_sink = sink;
+  log_sink_context = context;
+}
+
 void Log(LogLevel level, absl::string_view message) {
   if (static_cast<int>(level) < min_level.load(std::memory_order_relaxed)) return;
+  if (log_sink != nullptr) return log_sink(log_sink_context, level, message);
   static constexpr const char* kNames[] = {"I", "W", "E"};
   std::string line =
       absl::StrCat(absl::FormatTime("%H:%M:%E6S", absl::Now(), absl::LocalTimeZone()), " ",

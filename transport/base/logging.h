@@ -18,6 +18,12 @@ void Log(LogLevel level, absl::string_view message);
 // Messages below this level are dropped. Default kInfo; tests raise it to keep output short.
 void SetMinLogLevel(LogLevel level);
 
+// Hands every line that passes the level filter to `sink` instead of stderr; null: stderr
+// again. For a simulation that keeps the lines in its trace, stamped with virtual time. Set
+// it while no other thread logs.
+using LogSink = void (*)(void* context, LogLevel level, absl::string_view message);
+void SetLogSink(LogSink sink, void* context);
+
 // Logs at most one line per `period`, for events a peer can trigger at will (refused
 // connections): the lines dropped meanwhile are counted in the next line written. Thread-safe.
 class ThrottledLog {

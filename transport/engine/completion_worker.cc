@@ -410,6 +410,9 @@ void Engine::Worker::SweepFailedQps(absl::Time now) {
     all.reserve(conns.size());
     for (const auto& [id, cp] : conns) all.push_back(cp);
   }
+  // In connection order, not the hash map's (which differs from process to process): what a
+  // simulation replays must not depend on it.
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a->id < b->id; });
   for (const std::shared_ptr<ConnectionState>& cp : all) {
     ConnectionState& c = *cp;
     Deferred out;

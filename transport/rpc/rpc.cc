@@ -3,6 +3,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -166,7 +167,7 @@ int RpcClient::CheckDeadlines() {
     for (auto it = pending_.begin(); it != pending_.end();) {
       if (lost || it->second.deadline <= now) {
         expired.push_back(std::move(it->second.done));
-        pending_.erase(it++);
+        it = pending_.erase(it);  // a btree's erase invalidates every other iterator
       } else {
         ++it;
       }
@@ -211,6 +212,20 @@ absl::StatusOr<std::string> RpcClient::CallAndWait(uint16_t method, std::string 
     }
   }
   return w->result;
+}
+
+absl::StatusOr<std::string> RpcClient::CallAndWait(uint16_t method, std::string request,
+                                                   absl::Duration timeout, const Waiter& wait) {
+  auto result = std::make_shared<std::optional<absl::StatusOr<std::string>>>();
+  absl::StatusOr<uint64_t> id = Call(method, std::move(request), timeout,
+                                     [result](absl::StatusOr<std::string> r) { *result = r; });
+  if (!id.ok()) return id.status();
+  const absl::Time deadline = clock_->Now() + timeout;
+  while (!result->has_value()) {
+    wait([&] { return result->has_value() || conn_->failed() || clock_->Now() >= deadline; });
+    if (!result->has_value()) CheckDeadlines();
+  }
+  return **result;
 }
 
 }  // namespace unloadkv::rpc

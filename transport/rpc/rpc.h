@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -95,6 +96,11 @@ class RpcClient {
   // Blocking convenience for tools and tests (never inside an event loop).
   absl::StatusOr<std::string> CallAndWait(uint16_t method, std::string request,
                                           absl::Duration timeout);
+  // The same where answers arrive only while someone moves the world (a simulation): `wait`
+  // returns once its argument holds, running the world meanwhile.
+  using Waiter = std::function<void(const std::function<bool()>& done)>;
+  absl::StatusOr<std::string> CallAndWait(uint16_t method, std::string request,
+                                          absl::Duration timeout, const Waiter& wait);
 
  private:
   struct Pending {
@@ -108,7 +114,9 @@ class RpcClient {
   const int max_in_flight_;
   mutable Mutex mu_;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
-  absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  // Ordered by call id: calls that fail together (a lost connection, a closing client) fail
+  // in the order they were made, the same in every run.
+  absl::btree_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace unloadkv::rpc
