@@ -65,11 +65,17 @@ class ClusterMap;  // transport/cluster/cluster_map.h
 struct ClientEmbedding {
   rnic::Device* device = nullptr;  // not owned; outlives the client
   const Clock* clock = nullptr;    // not owned; the device's clock
-  // Hands this client's encoded connection details to the server and returns the server's
-  // (an embedded server's KvServer::Admit).
-  std::function<absl::StatusOr<std::string>(const std::string& client_info)> bootstrap;
+  // Hands this client's encoded connection details to the server at `server` (the options'
+  // `server`, or a node's address from the cluster map) and returns the server's (an embedded
+  // server's KvServer::Admit).
+  std::function<absl::StatusOr<std::string>(const std::string& server,
+                                            const std::string& client_info)>
+      bootstrap;
   // Runs the world until `done()` holds. Never called from a callback.
   std::function<void(const std::function<bool()>& done)> wait;
+  // Cluster mode only: runs `body` as a thread of the world (lockstep: it may block in
+  // `wait`); the router's background work runs there.
+  std::function<void(std::function<void()> body)> spawn;
   // The world calls `poll` whenever it moved (it processes completions and expired deadlines
   // and returns the work done; never blocks) from add_poller's return until remove_poller.
   std::function<uint64_t(std::function<int()> poll)> add_poller;
@@ -100,8 +106,8 @@ struct ClientOptions {
   // themselves, one at a time, which saves waking a second thread per request; async
   // callbacks then run only while some thread is inside a synchronous call or Wait.
   bool caller_progress = false;
-  // Not owned; outlives the Client. With it `server`, `transport`, `soft_host`, `verbs_device`
-  // and `caller_progress` are unused. Single node only.
+  // Not owned; outlives the Client. With it `transport`, `soft_host`, `verbs_device` and
+  // `caller_progress` are unused, and `server` only names the server to `bootstrap`.
   const ClientEmbedding* embedding = nullptr;
 };
 

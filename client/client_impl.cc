@@ -57,7 +57,7 @@ absl::StatusOr<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const Client
   // One deadline for the whole of Connect: the bootstrap exchange and the first round trip.
   const absl::Time deadline = c->clock_->Now() + options.timeout;
   const std::string info = engine::EncodeConnectionInfo(c->conn_->local_info());
-  auto answer = embedded != nullptr ? embedded->bootstrap(info)
+  auto answer = embedded != nullptr ? embedded->bootstrap(options.server, info)
                                     : rpc::ExchangeAsClient(options.server, info, options.timeout);
   if (!answer.ok()) {
     return absl::Status(answer.status().code(),

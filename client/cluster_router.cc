@@ -54,8 +54,13 @@ struct ClusterRouter::Op {
 
 absl::StatusOr<std::unique_ptr<ClusterRouter>> ClusterRouter::Connect(
     const ClientOptions& options) {
+  if (options.embedding != nullptr && !options.embedding->spawn) {
+    return absl::InvalidArgumentError("an embedded cluster client needs ClientEmbedding::spawn");
+  }
   std::unique_ptr<ClusterRouter> r(new ClusterRouter());
   r->options_ = options;
+  r->embedding_ = options.embedding;
+  r->clock_ = options.embedding != nullptr ? options.embedding->clock : RealClock::Get();
   r->options_.caller_progress = false;  // engine threads drive every node's connection
   r->options_.etcd.clear();
   r->options_.cluster_map = nullptr;
@@ -72,7 +77,11 @@ absl::StatusOr<std::unique_ptr<ClusterRouter>> ClusterRouter::Connect(
   auto watch = r->map_->Watch([self](int64_t) { self->stale_.store(true); });
   if (!watch.ok()) return watch.status();
   r->watch_ = std::move(*watch);
-  r->thread_ = std::thread([self] { self->Background(); });
+  if (r->embedding_ != nullptr) {
+    r->embedding_->spawn([self] { self->Background(); });
+  } else {
+    r->thread_ = std::thread([self] { self->Background(); });
+  }
   return r;
 }
 
@@ -84,6 +93,12 @@ ClusterRouter::~ClusterRouter() {
   }
   tasks_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (embedding_ != nullptr) {
+    Block([this] {
+      std::lock_guard<std::mutex> l(tasks_mu_);
+      return background_done_;
+    });
+  }
   // Operations still waiting for a retry fail now.
   for (auto& t : tasks_) t(true);
   std::lock_guard<std::mutex> l(mu_);
@@ -175,6 +190,25 @@ void ClusterRouter::Post(std::function<void(bool)> task) {
 }
 
 void ClusterRouter::Background() {
+  if (embedding_ != nullptr) {
+    while (true) {
+      Block([this] {
+        std::lock_guard<std::mutex> l(tasks_mu_);
+        return stop_ || !tasks_.empty();
+      });
+      std::function<void(bool)> task;
+      {
+        std::lock_guard<std::mutex> l(tasks_mu_);
+        if (stop_) {
+          background_done_ = true;
+          return;
+        }
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task(false);
+    }
+  }
   std::unique_lock<std::mutex> l(tasks_mu_);
   while (true) {
     tasks_cv_.wait(l, [this] { return stop_ || !tasks_.empty(); });
@@ -199,7 +233,7 @@ void ClusterRouter::Finished() {
 void ClusterRouter::Start(std::shared_ptr<Op> op) {
   in_flight_.fetch_add(1);
   op->router = this;
-  op->deadline = absl::Now() + options_.failover_timeout;
+  op->deadline = clock_->Now() + options_.failover_timeout;
   Attempt(std::move(op), /*may_block=*/false);
 }
 
@@ -228,16 +262,16 @@ void ClusterRouter::Attempt(std::shared_ptr<Op> op, bool may_block) {
 void ClusterRouter::Retry(std::shared_ptr<Op> op, absl::Status why) {
   ++op->attempts;
   stale_.store(true);
-  if (absl::Now() + Backoff(op->attempts) > op->deadline) {
+  if (clock_->Now() + Backoff(op->attempts) > op->deadline) {
     return op->fail(absl::UnavailableError(
         absl::StrCat("no primary answered within ", absl::FormatDuration(options_.failover_timeout),
                      " (", op->attempts, " attempts); last: ", why.message())));
   }
-  const absl::Time due = absl::Now() + Backoff(op->attempts);
+  const absl::Time due = clock_->Now() + Backoff(op->attempts);
   Post([this, op, due](bool closing) {
     if (closing) return op->fail(absl::CancelledError("client closing"));
     // Waiting here holds up the router's queue only by the backoff (at most 500 ms).
-    absl::SleepFor(due - absl::Now());
+    SleepUntil(due);
     Attempt(op, true);
   });
 }
@@ -311,9 +345,25 @@ T ClusterRouter::Await(StartFn start) {
     s->result.emplace(std::move(r));
     s->cv.notify_all();
   });
+  if (embedding_ != nullptr) {
+    Block([&] {
+      std::lock_guard<std::mutex> l(s->mu);
+      return s->result.has_value();
+    });
+  }
   std::unique_lock<std::mutex> l(s->mu);
   s->cv.wait(l, [&] { return s->result.has_value(); });
   return std::move(*s->result);
+}
+
+void ClusterRouter::Block(const std::function<bool()>& done) {
+  if (embedding_ != nullptr) return embedding_->wait(done);
+  while (!done()) absl::SleepFor(absl::Milliseconds(1));
+}
+
+void ClusterRouter::SleepUntil(absl::Time due) {
+  if (embedding_ != nullptr) return Block([this, due] { return clock_->Now() >= due; });
+  absl::SleepFor(due - clock_->Now());
 }
 
 absl::Status ClusterRouter::Put(absl::string_view key, absl::string_view value, bool merge) {
@@ -332,7 +382,7 @@ absl::StatusOr<ScanPage> ClusterRouter::Scan(absl::string_view start, absl::stri
                                              uint32_t limit) {
   ScanPage page;
   std::string cur(start);
-  const absl::Time deadline = absl::Now() + options_.failover_timeout;
+  const absl::Time deadline = clock_->Now() + options_.failover_timeout;
   int attempts = 0;
   while (true) {
     uint32_t shard = 0;
@@ -354,9 +404,9 @@ absl::StatusOr<ScanPage> ClusterRouter::Scan(absl::string_view start, absl::stri
     if (!part.ok()) {
       const absl::StatusCode c = part.status().code();
       if ((c == absl::StatusCode::kAborted || Lost(c)) &&
-          absl::Now() + Backoff(attempts + 1) < deadline) {
+          clock_->Now() + Backoff(attempts + 1) < deadline) {
         stale_.store(true);
-        absl::SleepFor(Backoff(++attempts));
+        SleepUntil(clock_->Now() + Backoff(++attempts));
         continue;
       }
       return part.status();
@@ -401,6 +451,7 @@ absl::StatusOr<proto::StatsResponse> ClusterRouter::Stats() {
 }
 
 void ClusterRouter::Wait(const std::function<bool()>& done) {
+  if (embedding_ != nullptr) return embedding_->wait(done);
   std::unique_lock<std::mutex> l(done_mu_);
   while (true) {
     l.unlock();

@@ -3,7 +3,8 @@
 //
 // Threads: operations start on the caller's thread and complete on engine threads; whatever
 // may block (reading the map, connecting to a node, backing off) runs on the router's own
-// thread, never on an engine thread.
+// thread, never on an engine thread. Embedded in a simulation (ClientOptions::embedding),
+// that thread is one of the world's (ClientEmbedding::spawn) and time is the world's clock.
 //
 // Retries (bounded by ClientOptions::failover_timeout, backoff 20 ms doubling to 500 ms): an
 // ABORTED answer (not the primary; nothing applied), a node that cannot be reached before the
@@ -24,6 +25,7 @@
 
 #include "client/client.h"
 #include "client/client_impl.h"
+#include "transport/base/clock.h"
 #include "transport/cluster/cluster_map.h"
 
 namespace unloadkv {
@@ -75,8 +77,14 @@ class ClusterRouter {
   void Finished();
   template <typename T, typename Start>
   T Await(Start start);
+  // Blocks until `done()` holds: the world runs meanwhile when embedded; otherwise checks
+  // every millisecond.
+  void Block(const std::function<bool()>& done);
+  void SleepUntil(absl::Time due);
 
-  ClientOptions options_;  // for each node's connection
+  ClientOptions options_;                       // for each node's connection
+  const ClientEmbedding* embedding_ = nullptr;  // options_.embedding
+  const Clock* clock_ = nullptr;
   std::unique_ptr<cluster::ClusterMap> owned_map_;
   cluster::ClusterMap* map_ = nullptr;
   std::unique_ptr<cluster::MapWatch> watch_;
@@ -91,7 +99,8 @@ class ClusterRouter {
   std::condition_variable tasks_cv_;
   std::deque<std::function<void(bool)>> tasks_;  // guarded by tasks_mu_
   bool stop_ = false;                            // guarded by tasks_mu_
-  std::thread thread_;
+  bool background_done_ = false;                 // guarded by tasks_mu_ (embedded)
+  std::thread thread_;                           // not embedded
 
   std::atomic<int> in_flight_{0};
   std::mutex done_mu_;

@@ -370,10 +370,10 @@ void ClusterNode::ServePrimary(const cluster::ClusterView& view, const cluster::
     auto retry = link_retry_after_.find(j);
     if (retry != link_retry_after_.end() && now < retry->second) continue;
     const cluster::NodeInfo& info = view.nodes.at(j);
-    absl::StatusOr<std::shared_ptr<ReplicaLink>> link =
-        ReplicaLink::Open(engine_, options_.policy, j, info.rpc_address, options_.link_timeout,
-                          clock_, options_.network_cut,
-                          options_.metrics != nullptr ? options_.metrics->ForBackup(j) : nullptr);
+    absl::StatusOr<std::shared_ptr<ReplicaLink>> link = ReplicaLink::Open(
+        engine_, options_.policy, j, info.rpc_address, options_.link_timeout, clock_,
+        options_.network_cut,
+        options_.metrics != nullptr ? options_.metrics->ForBackup(j) : nullptr, options_.link_env);
     absl::Status st = link.status();
     if (st.ok()) {
       proto::AttachRequest req;

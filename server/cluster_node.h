@@ -35,6 +35,7 @@
 
 #include "absl/status/status.h"
 #include "server/cluster_metrics.h"
+#include "server/replica_link.h"
 #include "server/shard_table.h"
 #include "transport/base/clock.h"
 #include "transport/base/mutex.h"
@@ -59,6 +60,7 @@ class ClusterNode {
     // false: Start spawns no threads; the owner calls LeaseTick every lease_ttl / 3 and
     // ControlTick every `tick` or when TakeChanged() (a simulation drives them in virtual time).
     bool run_threads = true;
+    LinkEnv link_env;  // how replication links reach nodes (a simulation's world)
   };
   // For tests (Prometheus gets the same through Options::metrics).
   struct Counters {

@@ -89,7 +89,7 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
   if (embedded != nullptr) {
     s->device_ = embedded->device;
     s->clock_ = embedded->clock;
-    s->address_ = "embedded";
+    s->address_ = embedded->address;
   } else {
     // The listener first: a busy port should fail before anything large is allocated.
     rpc::BootstrapAcceptor::Options ao;
@@ -131,15 +131,21 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
   const uint64_t arena_bytes = options.arena_bytes;
   const bool huge = embedded != nullptr ? embedded->arena_huge_pages : options.huge_pages;
   void* const arena_address = embedded != nullptr ? embedded->arena_address : nullptr;
-  s->reaper_ = std::make_unique<Reaper>();
+  s->reaper_ =
+      std::make_unique<Reaper>(embedded != nullptr ? Reaper::Mode::kInline : Reaper::Mode::kThread);
   Reaper* reaper = s->reaper_.get();
   KvServer* self = s.get();
   auto close_peer = [self](uint64_t peer) { self->ClosePeer(peer); };
-  s->shards_ = std::make_unique<ShardTable>(
-      [engine_ptr, arena_bytes, huge, reaper, close_peer, arena_address](uint32_t shard) {
-        return ShardReplica::Create(engine_ptr, shard, arena_bytes, huge, reaper, close_peer,
-                                    arena_address);
-      });
+  // Embedded: replica n's arena at arena_address + n * stride (1 GiB steps).
+  const uint64_t stride = (arena_bytes + (uint64_t{1} << 30) - 1) & ~((uint64_t{1} << 30) - 1);
+  auto created = std::make_shared<uint64_t>(0);
+  s->shards_ = std::make_unique<ShardTable>([engine_ptr, arena_bytes, huge, reaper, close_peer,
+                                             arena_address, stride, created](uint32_t shard) {
+    void* address = arena_address == nullptr
+                        ? nullptr
+                        : static_cast<char*>(arena_address) + (*created)++ * stride;
+    return ShardReplica::Create(engine_ptr, shard, arena_bytes, huge, reaper, close_peer, address);
+  });
   const bool cluster_mode = IsClusterMode(options);
   if (!cluster_mode) {
     // One shard covering every key, primary from the start, no backups.
@@ -203,6 +209,10 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
     co.policy = options.policy;
     co.arena_bytes = options.arena_bytes;
     co.network_cut = options.network_cut;
+    if (embedded != nullptr) {
+      co.run_threads = false;
+      co.link_env = embedded->links;
+    }
     s->cluster_metrics_ = std::make_unique<ClusterMetrics>(s->registry_);
     co.metrics = s->cluster_metrics_.get();
     s->cluster_node_ =
@@ -300,6 +310,15 @@ void KvServer::Poll(absl::Duration wait) {
     conns_[e.id] = std::move(e.conn);
   }
   Reap();
+  // Gauges every 100 ms of the clock at most: an embedded server is polled every
+  // millisecond, and walking the shards' metric families then dominated a simulation.
+  const absl::Time now = clock_->Now();
+  if (now < next_gauges_) return;
+  next_gauges_ = now + absl::Milliseconds(100);
+  RefreshGauges();
+}
+
+void KvServer::RefreshGauges() {
   KvStore::Stats st = stats();
   server_metrics_->SetArena(st.arena_used_bytes, st.arena_bytes - st.arena_used_bytes);
   server_metrics_->SetKeys(st.keys);
@@ -355,6 +374,7 @@ int KvServer::DriveOnce() {
     next_poll_ = now + absl::Milliseconds(1);
     Poll(absl::ZeroDuration());
   }
+  reaper_->Drain();  // inline: links dropped inside the callbacks just run
   return work;
 }
 

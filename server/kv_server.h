@@ -48,8 +48,17 @@ struct KvServerEmbedding {
   // backed (EngineOptions::modeled_huge_pages); the arena takes `arena_huge_pages` instead of
   // KvServerOptions::huge_pages, mapped at `arena_address` if the kernel agrees (nullable;
   // a fixed address keeps the adaptive policy's page hashes the same from run to run).
+  // Each shard replica the server creates takes the next arena address from there, so that
+  // a node of a simulated cluster maps them where it did in the last run.
   bool arena_huge_pages = false;
   void* arena_address = nullptr;
+  // The address this server is known by (a cluster map's rpc_address: what `links.dial` and
+  // the clients' bootstrap are given).
+  std::string address = "embedded";
+  // Cluster mode: how replication links reach other nodes. ClusterNode runs no thread; the
+  // embedder drives cluster_node()'s LeaseTick and ControlTick where they may block in
+  // `links.wait`.
+  LinkEnv links;
 };
 
 struct KvServerOptions {
@@ -108,7 +117,8 @@ class KvServer {
   std::string transport() const { return device_->transport(); }
 
   // One turn of the admission loop: waits at most `wait` for bootstrap traffic, admits,
-  // releases late half-open connections, reaps connections that failed, refreshes gauges.
+  // releases late half-open connections, reaps connections that failed, refreshes gauges
+  // (every 100 ms of the clock at most).
   // Never blocks past `wait`. Call from one thread.
   void Poll(absl::Duration wait);
   // Embedded servers only (KvServerOptions::embedding). Admits a client given its encoded
@@ -127,6 +137,7 @@ class KvServer {
   KvStore::Stats stats() const;
   bool clustered() const { return cluster_node_ != nullptr; }
   const ClusterNode* cluster_node() const { return cluster_node_.get(); }
+  ClusterNode* cluster_node() { return cluster_node_.get(); }
   ShardTable& shards() { return *shards_; }
   // Established client connections.
   size_t connections() const;
@@ -135,6 +146,7 @@ class KvServer {
  private:
   KvServer() = default;
   void Reap();
+  void RefreshGauges();  // Poll's thread only
   // The "cluster" section of /status.json: the map as this node last reconciled it, or null.
   std::string ClusterStatusJson() const;
   // A client's connection ended: its unused grants, in every shard, are returned.
@@ -149,7 +161,8 @@ class KvServer {
   std::unique_ptr<rnic::Device> owned_device_;
   rnic::Device* device_ = nullptr;  // owned_device_, or the embedding's
   const Clock* clock_ = RealClock::Get();
-  absl::Time next_poll_ = absl::InfinitePast();  // embedded: DriveOnce's next Poll
+  absl::Time next_poll_ = absl::InfinitePast();    // embedded: DriveOnce's next Poll
+  absl::Time next_gauges_ = absl::InfinitePast();  // Poll's thread only
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<Reaper> reaper_;  // destroys dropped replication links; before the engine
   std::string arena_memory_;

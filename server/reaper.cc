@@ -2,10 +2,13 @@
 
 namespace unloadkv::server {
 
-Reaper::Reaper() : thread_([this] { Run(); }) {}
+Reaper::Reaper(Mode mode) {
+  if (mode == Mode::kThread) thread_ = std::thread([this] { Run(); });
+}
 
 Reaper::~Reaper() {
   Drain();
+  if (!thread_.joinable()) return;
   {
     std::lock_guard<std::mutex> l(mu_);
     stop_ = true;
@@ -25,6 +28,20 @@ void Reaper::Release(std::shared_ptr<void> object) {
 }
 
 void Reaper::Drain() {
+  if (!thread_.joinable()) {
+    // Inline: drop here, outside the lock (a destructor may release more).
+    while (true) {
+      std::shared_ptr<void> object;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        if (queue_.empty()) return;
+        object = std::move(queue_.front());
+        queue_.pop_front();
+        ++dropped_;
+      }
+      object.reset();
+    }
+  }
   std::unique_lock<std::mutex> l(mu_);
   const uint64_t target = released_;
   cv_.wait(l, [&] { return dropped_ >= target; });

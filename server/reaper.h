@@ -3,7 +3,11 @@
 // destroying the link would free the RPC client still running the callback; handing it here
 // instead makes the destruction happen after the callback returned.
 //
-// Thread-safety: Release and Drain from any thread (never Drain from the reaper's own thread).
+// Without a thread (kInline: a server embedded in a one-thread simulation), the objects are
+// dropped by Drain, which the owner calls where no callback is running.
+//
+// Thread-safety: Release and Drain from any thread (never Drain from the reaper's own thread,
+// nor, inline, from inside a callback that may hold what is released).
 #ifndef UNLOADKV_SERVER_REAPER_H_
 #define UNLOADKV_SERVER_REAPER_H_
 
@@ -17,7 +21,8 @@ namespace unloadkv::server {
 
 class Reaper {
  public:
-  Reaper();
+  enum class Mode { kThread, kInline };
+  explicit Reaper(Mode mode = Mode::kThread);
   // Drains, then stops the thread.
   ~Reaper();
   Reaper(const Reaper&) = delete;

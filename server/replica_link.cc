@@ -9,7 +9,7 @@ namespace unloadkv::server {
 absl::StatusOr<std::shared_ptr<ReplicaLink>> ReplicaLink::Open(
     engine::Engine* engine, const std::string& policy, const std::string& node,
     const std::string& address, absl::Duration timeout, const Clock* clock,
-    const std::atomic<bool>* cut, LinkMetrics* metrics) {
+    const std::atomic<bool>* cut, LinkMetrics* metrics, const LinkEnv& env) {
   auto p = engine::MakePolicy(policy);
   if (!p.ok()) return p.status();
   auto conn = engine->CreateConnection(std::move(*p));
@@ -19,14 +19,16 @@ absl::StatusOr<std::shared_ptr<ReplicaLink>> ReplicaLink::Open(
   link->address_ = address;
   link->cut_ = cut;
   link->metrics_ = metrics;
+  link->env_ = env;
   if (cut != nullptr && cut->load()) {
     return absl::UnavailableError(absl::StrCat("node ", node, ": network cut injected"));
   }
   link->conn_ = std::move(*conn);
   link->rpc_ = std::make_unique<rpc::RpcClient>(link->conn_.get(), clock, kMaxOutstanding + 8);
-  const absl::Time deadline = absl::Now() + timeout;
-  auto answer = rpc::ExchangeAsClient(
-      address, engine::EncodeConnectionInfo(link->conn_->local_info()), timeout);
+  const absl::Time deadline = clock->Now() + timeout;
+  const std::string info = engine::EncodeConnectionInfo(link->conn_->local_info());
+  auto answer =
+      env.dial ? env.dial(address, info, timeout) : rpc::ExchangeAsClient(address, info, timeout);
   if (!answer.ok()) {
     return absl::Status(answer.status().code(),
                         absl::StrCat("connecting to node ", node, " at ", address, ": ",
@@ -37,8 +39,8 @@ absl::StatusOr<std::shared_ptr<ReplicaLink>> ReplicaLink::Open(
   if (absl::Status st = link->conn_->Connect(*remote); !st.ok()) return st;
   // The first message: admission releases a connection that sends none in time.
   absl::StatusOr<std::string> ping =
-      link->rpc_->CallAndWait(proto::PING, proto::PingRequest().SerializeAsString(),
-                              std::max(deadline - absl::Now(), absl::Milliseconds(1)));
+      link->CallAndWait(proto::PING, proto::PingRequest().SerializeAsString(),
+                        std::max(deadline - clock->Now(), absl::Milliseconds(1)));
   if (!ping.ok()) {
     return absl::Status(ping.status().code(),
                         absl::StrCat("node ", node, " at ", address,
@@ -58,9 +60,15 @@ ReplicaLink::~ReplicaLink() {
   for (Item& it : left) it.done(absl::CancelledError("replica link closed"));
 }
 
+absl::StatusOr<std::string> ReplicaLink::CallAndWait(uint16_t method, std::string request,
+                                                     absl::Duration timeout) {
+  if (env_.wait) return rpc_->CallAndWait(method, std::move(request), timeout, env_.wait);
+  return rpc_->CallAndWait(method, std::move(request), timeout);
+}
+
 absl::Status ReplicaLink::Attach(const proto::AttachRequest& request, absl::Duration timeout) {
   absl::StatusOr<std::string> bytes =
-      rpc_->CallAndWait(proto::REPLICA_ATTACH, request.SerializeAsString(), timeout);
+      CallAndWait(proto::REPLICA_ATTACH, request.SerializeAsString(), timeout);
   if (!bytes.ok()) {
     return absl::Status(bytes.status().code(),
                         absl::StrCat("attaching shard ", request.shard(), " on node ", node_, ": ",

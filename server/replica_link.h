@@ -31,6 +31,17 @@
 
 namespace unloadkv::server {
 
+// How a link reaches a node. Empty members: the TCP bootstrap exchange and blocking waits; a
+// simulation hands both to its world.
+struct LinkEnv {
+  // Hands this side's encoded engine::ConnectionInfo to the node at `address` and returns
+  // the node's.
+  std::function<absl::StatusOr<std::string>(const std::string& address, const std::string& info,
+                                            absl::Duration timeout)>
+      dial;
+  rpc::RpcClient::Waiter wait;  // for Open's and Attach's round trips
+};
+
 class ReplicaLink {
  public:
   static constexpr int kMaxOutstanding = 256;
@@ -54,7 +65,8 @@ class ReplicaLink {
   static absl::StatusOr<std::shared_ptr<ReplicaLink>> Open(
       engine::Engine* engine, const std::string& policy, const std::string& node,
       const std::string& address, absl::Duration timeout, const Clock* clock,
-      const std::atomic<bool>* cut = nullptr, LinkMetrics* metrics = nullptr);
+      const std::atomic<bool>* cut = nullptr, LinkMetrics* metrics = nullptr,
+      const LinkEnv& env = LinkEnv());
   ~ReplicaLink();
 
   // Opens the shard on the backup (empty) and learns where its arena is. Blocks.
@@ -81,8 +93,13 @@ class ReplicaLink {
   void Drain();
   void Send(Item item);
 
+  // One round trip on rpc_, blocking or through env_.wait.
+  absl::StatusOr<std::string> CallAndWait(uint16_t method, std::string request,
+                                          absl::Duration timeout);
+
   std::string node_;
   std::string address_;
+  LinkEnv env_;
   // Fault injection: while set, nothing is sent (items wait in the queue), as if the network
   // to the backup were down.
   const std::atomic<bool>* cut_ = nullptr;

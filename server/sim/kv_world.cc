@@ -39,7 +39,9 @@ absl::StatusOr<std::unique_ptr<Client>> KvWorld::Connect(ClientOptions options) 
   auto e = std::make_unique<ClientEmbedding>();
   e->device = client_devices_.back().get();
   e->clock = &fabric_.clock();
-  e->bootstrap = [this](const std::string& info) { return server_->Admit(info); };
+  e->bootstrap = [this](const std::string&, const std::string& info) {
+    return server_->Admit(info);
+  };
   e->wait = [this](const std::function<bool()>& done) { lockstep_.Wait(done); };
   e->add_poller = [this](std::function<int()> poll) {
     pollers_.emplace(next_poller_, std::move(poll));

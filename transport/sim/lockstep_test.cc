@@ -56,6 +56,27 @@ TEST(LockstepTest, SameScheduleEveryRun) {
   for (int k = 0; k < 5; ++k) EXPECT_EQ(run(), first);
 }
 
+// A participant that spawns another (a client starting its background thread) gets it run in
+// the same Run, after itself, and Run returns once both finished.
+TEST(LockstepTest, AParticipantMaySpawnAnother) {
+  Ticks t;
+  Lockstep ls([&] { return t.Step(); });
+  std::vector<std::string> log;
+  bool child_done = false;
+  ls.Spawn([&] {
+    log.push_back("parent@" + std::to_string(t.now));
+    ls.Spawn([&] {
+      log.push_back("child@" + std::to_string(t.now));
+      ls.Wait([&] { return t.now >= 5; });
+      child_done = true;
+    });
+    ls.Wait([&] { return child_done; });
+    log.push_back("parent@" + std::to_string(t.now));
+  });
+  ASSERT_TRUE(ls.Run().ok());
+  EXPECT_EQ(log, (std::vector<std::string>{"parent@0", "child@0", "parent@5"}));
+}
+
 TEST(LockstepTest, WaitOutsideRunStepsTheWorldItself) {
   Ticks t;
   Lockstep ls([&] { return t.Step(); });
