@@ -164,6 +164,11 @@ void ClusterNode::ControlTick() {
     return;  // keep serving with what this node has
   }
   if (lost || lease_lost_.load() || losses_.load() != losses) return;
+  // The map no longer lists this node: its lease expired while it could not tell (cut off
+  // from the map service). Acting on the map now would have the others undo it at once (a
+  // join by a node they see as gone), over and over; the lease tick finds out and registers
+  // again first.
+  if (!view->IsLive(name())) return;
   Reconcile(*view);
   confirmed_.store(losses);
 }

@@ -1,0 +1,278 @@
+#include "server/sim/cluster_world.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace unloadkv::server {
+namespace {
+
+constexpr char kCluster[] = "sim";
+// Arenas: node i's incarnation k maps its replicas from kArenaBase + i * kNodeStride +
+// k * kIncarnationStride on, one GiB apart (KvServerEmbedding::arena_address).
+constexpr uintptr_t kArenaBase = uintptr_t{0x500000000000};
+constexpr uintptr_t kNodeStride = uintptr_t{1} << 40;
+constexpr uintptr_t kIncarnationStride = uintptr_t{1} << 36;
+// How often a node's control loop runs without a map change (ClusterNode::Options::tick).
+constexpr int64_t kControlTickNs = 100'000'000;
+// A restart whose name is still registered (the crashed incarnation's lease lives) retries.
+constexpr int64_t kRestartRetryNs = 500'000'000;
+// Steps of the world at one virtual instant after which it is declared livelocked (work
+// that never lets time pass; a real cluster would spin the same way).
+constexpr int kMaxStepsAtOneTime = 1'000'000;
+constexpr uint64_t kMaxTurnsWithoutStep = 1'000'000;
+
+}  // namespace
+
+ClusterWorld::ClusterWorld(const Options& options)
+    : options_(options),
+      coordinator_(&fabric_.clock()),
+      lockstep_([this] { return Step(); }, kMaxTurnsWithoutStep) {}
+
+absl::StatusOr<std::unique_ptr<ClusterWorld>> ClusterWorld::Create(const Options& options) {
+  if (options.nodes < 1 || options.nodes > 16) {
+    return absl::InvalidArgumentError("nodes must be in 1..16");
+  }
+  if (options.replicas < 1 || options.replicas > options.nodes) {
+    return absl::InvalidArgumentError("replicas must be in 1..nodes");
+  }
+  if (options.shards < 1 || options.shards > 64) {
+    return absl::InvalidArgumentError("shards must be in 1..64");
+  }
+  std::unique_ptr<ClusterWorld> w(new ClusterWorld(options));
+  absl::StatusOr<std::vector<cluster::ShardInfo>> shards =
+      cluster::InitialShards(options.shards, {});
+  if (!shards.ok()) return shards.status();
+  cluster::MemoryClusterMap admin(&w->coordinator_, kCluster);
+  if (absl::StatusOr<int64_t> rev = admin.Create(options.replicas, *shards); !rev.ok()) {
+    return rev.status();
+  }
+  for (int i = 0; i < options.nodes; ++i) {
+    auto n = std::make_unique<Node>();
+    n->name = absl::StrCat("n", i);
+    n->address = absl::StrCat("sim://", n->name);
+    n->arena_base = reinterpret_cast<void*>(kArenaBase + static_cast<uintptr_t>(i) * kNodeStride);
+    w->nodes_.push_back(std::move(n));
+  }
+  for (int i = 0; i < options.nodes; ++i) {
+    if (absl::Status st = w->StartNode(i); !st.ok()) return st;
+  }
+  return w;
+}
+
+ClusterWorld::~ClusterWorld() {
+  for (int i = 0; i < nodes(); ++i) {
+    if (nodes_[i]->server != nullptr) StopNode(i, /*crash=*/false);
+  }
+}
+
+absl::Status ClusterWorld::StartNode(int i) {
+  Node& n = *nodes_[i];
+  {
+    // A name still registered (the last incarnation's lease lives) cannot serve again yet:
+    // checked before anything is built, so a refused attempt leaves no trace in the fabric.
+    cluster::MemoryClusterMap probe(&coordinator_, kCluster);
+    absl::StatusOr<cluster::ClusterView> view = probe.Read();
+    if (!view.ok()) return view.status();
+    if (view->IsLive(n.name)) {
+      return absl::AlreadyExistsError(absl::StrCat("node ", n.name, " is still registered"));
+    }
+  }
+  n.device = fabric_.CreateDevice(options_.node_model);
+  n.map = std::make_unique<cluster::MemoryClusterMap>(&coordinator_, kCluster);
+  n.map->set_reachable(!n.map_cut);
+  n.embedding = KvServerEmbedding();
+  n.embedding.device = n.device.get();
+  n.embedding.clock = &fabric_.clock();
+  n.embedding.arena_address = static_cast<char*>(n.arena_base) +
+                              static_cast<uintptr_t>(n.incarnations) * kIncarnationStride;
+  n.embedding.address = n.address;
+  const std::string from = n.name;
+  n.embedding.links.dial = [this, from](const std::string& address, const std::string& info,
+                                        absl::Duration) { return Dial(address, info, from); };
+  n.embedding.links.wait = [this](const std::function<bool()>& done) { lockstep_.Wait(done); };
+  KvServerOptions so;
+  so.embedding = &n.embedding;
+  so.cluster_map = n.map.get();
+  so.cluster = kCluster;
+  so.node = n.name;
+  so.arena_bytes = options_.arena_bytes;
+  so.lease_ttl = options_.lease_ttl;
+  so.policy = options_.policy;
+  so.network_cut = &n.network_cut;
+  absl::StatusOr<std::unique_ptr<KvServer>> s = KvServer::Start(so);
+  if (!s.ok()) {
+    n.map.reset();
+    n.device.reset();
+    return s.status();
+  }
+  n.server = *std::move(s);
+  ++n.incarnations;
+  n.next_lease_ns = fabric_.now_ns();
+  n.next_control_ns = fabric_.now_ns();
+  n.paused_until_ns = 0;
+  return absl::OkStatus();
+}
+
+void ClusterWorld::StopNode(int i, bool crash) {
+  Node& n = *nodes_[i];
+  // A crash sends nothing: the lease is left to expire (the revoke in Shutdown fails).
+  if (crash) n.map->set_reachable(false);
+  n.server->Shutdown();
+  n.server.reset();
+  n.device.reset();
+  n.map.reset();
+}
+
+absl::StatusOr<std::string> ClusterWorld::Dial(const std::string& address, const std::string& info,
+                                               const std::string& from_node) {
+  for (const std::unique_ptr<Node>& n : nodes_) {
+    if (n->address != address) continue;
+    if (n->server == nullptr || now_ns() < n->paused_until_ns) {
+      return absl::UnavailableError(absl::StrCat(address, ": node is down or not answering"));
+    }
+    if (!from_node.empty()) {
+      const bool cut = n->network_cut.load() || [&] {
+        for (const std::unique_ptr<Node>& f : nodes_) {
+          if (f->name == from_node) return f->network_cut.load();
+        }
+        return false;
+      }();
+      if (cut) return absl::UnavailableError(absl::StrCat(address, ": network cut"));
+    }
+    return n->server->Admit(info);
+  }
+  return absl::NotFoundError(absl::StrCat("no node at ", address));
+}
+
+absl::StatusOr<std::unique_ptr<Client>> ClusterWorld::Connect(ClientOptions options) {
+  client_devices_.push_back(fabric_.CreateDevice(options_.client_model));
+  auto e = std::make_unique<ClientEmbedding>();
+  e->device = client_devices_.back().get();
+  e->clock = &fabric_.clock();
+  e->bootstrap = [this](const std::string& server, const std::string& info) {
+    return Dial(server, info, "");
+  };
+  e->wait = [this](const std::function<bool()>& done) { lockstep_.Wait(done); };
+  e->spawn = [this](std::function<void()> body) { lockstep_.Spawn(std::move(body)); };
+  e->add_poller = [this](std::function<int()> poll) {
+    pollers_.emplace(next_poller_, std::move(poll));
+    return next_poller_++;
+  };
+  e->remove_poller = [this](uint64_t id) { pollers_.erase(id); };
+  client_maps_.push_back(std::make_unique<cluster::MemoryClusterMap>(&coordinator_, kCluster));
+  options.embedding = e.get();
+  options.cluster_map = client_maps_.back().get();
+  options.etcd.clear();
+  client_embeddings_.push_back(std::move(e));
+  return Client::Connect(options);
+}
+
+void ClusterWorld::Crash(int i) {
+  Node& n = *nodes_[i];
+  if (n.server == nullptr) return;
+  n.want = Node::Want::kCrash;
+  Wait([&n] { return n.want != Node::Want::kCrash; });
+}
+
+void ClusterWorld::Restart(int i) {
+  Node& n = *nodes_[i];
+  if (n.server != nullptr) return;
+  n.want = Node::Want::kRestart;
+  n.restart_retry_ns = now_ns();
+}
+
+void ClusterWorld::Pause(int i, absl::Duration d) {
+  nodes_[i]->paused_until_ns = now_ns() + absl::ToInt64Nanoseconds(d);
+}
+
+void ClusterWorld::CutFromMap(int i, bool cut) {
+  Node& n = *nodes_[i];
+  n.map_cut = cut;
+  if (n.map != nullptr) n.map->set_reachable(!cut);
+}
+
+void ClusterWorld::DriveNode(int i) {
+  Node& n = *nodes_[i];
+  const int64_t lease_period = absl::ToInt64Nanoseconds(options_.lease_ttl / 3);
+  bool changed = false;
+  while (true) {
+    Wait([&] {
+      if (bodies_left_ == 0 || n.want == Node::Want::kCrash) return true;
+      const int64_t now = fabric_.now_ns();
+      if (n.want == Node::Want::kRestart) return now >= n.restart_retry_ns;
+      if (n.server == nullptr || now < n.paused_until_ns) return false;
+      if (now >= n.next_lease_ns || now >= n.next_control_ns) return true;
+      changed = n.server->cluster_node()->TakeChanged();
+      return changed;
+    });
+    if (bodies_left_ == 0) return;
+    if (n.want == Node::Want::kCrash) {
+      StopNode(i, /*crash=*/true);
+      n.want = Node::Want::kNothing;
+      continue;
+    }
+    if (n.want == Node::Want::kRestart) {
+      if (n.server != nullptr || StartNode(i).ok()) {
+        n.want = Node::Want::kNothing;
+      } else {
+        n.restart_retry_ns = fabric_.now_ns() + kRestartRetryNs;
+      }
+      continue;
+    }
+    ClusterNode* node = n.server->cluster_node();
+    if (fabric_.now_ns() >= n.next_lease_ns) {
+      n.next_lease_ns = fabric_.now_ns() + lease_period;
+      node->LeaseTick();
+    }
+    if (changed || fabric_.now_ns() >= n.next_control_ns) {
+      changed = false;
+      n.next_control_ns = fabric_.now_ns() + kControlTickNs;
+      node->ControlTick();
+    }
+  }
+}
+
+absl::Status ClusterWorld::Run(std::vector<std::function<void()>> bodies) {
+  bodies_left_ = static_cast<int>(bodies.size());
+  for (int i = 0; i < nodes(); ++i) lockstep_.Spawn([this, i] { DriveNode(i); });
+  for (std::function<void()>& b : bodies) {
+    lockstep_.Spawn([this, body = std::move(b)] {
+      body();
+      --bodies_left_;
+    });
+  }
+  absl::Status st = lockstep_.Run();
+  if (!st.ok() && !stop_reason_.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(st.message(), ": ", stop_reason_));
+  }
+  return st;
+}
+
+bool ClusterWorld::Step() {
+  int work = 0;
+  for (const std::unique_ptr<Node>& n : nodes_) {
+    if (n->server != nullptr && fabric_.now_ns() >= n->paused_until_ns) {
+      work += n->server->DriveOnce();
+    }
+  }
+  for (auto& [id, poll] : pollers_) work += poll();
+  coordinator_.ExpireLeases();
+  if (fabric_.now_ns() > absl::ToInt64Nanoseconds(options_.max_time)) {
+    stop_reason_ = absl::StrCat("virtual time passed max_time (",
+                                absl::FormatDuration(options_.max_time), ")");
+    return false;
+  }
+  if (fabric_.now_ns() != last_step_ns_) {
+    last_step_ns_ = fabric_.now_ns();
+    steps_at_this_time_ = 0;
+  } else if (++steps_at_this_time_ > kMaxStepsAtOneTime) {
+    stop_reason_ = "livelock: the world kept working without virtual time advancing";
+    return false;
+  }
+  if (work > 0) return true;
+  fabric_.Run(absl::ToInt64Nanoseconds(absl::Milliseconds(1)));
+  return true;
+}
+
+}  // namespace unloadkv::server

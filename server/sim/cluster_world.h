@@ -1,0 +1,157 @@
+// ClusterWorld: a whole cluster in one process, on the simulated fabric and in virtual time
+// (docs/sim-cluster.md): several kvserver nodes (server::KvServer embedded, in cluster mode)
+// sharing an in-memory cluster map (cluster::MemoryCoordinator on the fabric's clock), and
+// SDK clients in cluster mode (the real ClusterRouter), all stepped by one Lockstep.
+//
+// Nothing of the server or the SDK is reimplemented: each node runs its arena, store, RPC
+// service, grants, engine, replication links and ClusterNode. What the world adds is what a
+// machine room would: a device per node and per client, a map service, and the threads that
+// drive each node's lease and control loop (each a lockstep participant, so that opening a
+// replication link may wait for its round trip while the rest of the world moves on).
+//
+// Faults (each named after what it models):
+//   * Crash(i): the node's process dies. Its lease is not revoked (a crash sends nothing),
+//     its QPs vanish, its memory is gone; Restart(i) starts a new incarnation under the same
+//     name once the old lease expired (until then the name is taken and it retries).
+//   * Pause(i, d): the process stops running for `d` (a GC pause, a stopped VM): no engine
+//     polling, no lease keepalive, no control tick; then it resumes where it was.
+//   * CutFromCluster(i, on): the node loses the map service and its replication links send
+//     nothing (KvServerOptions::network_cut); its clients still reach it.
+//   * CutFromMap(i, on): only the map service is unreachable from the node.
+// Faults are requests: a node's own participant applies crash and restart at its next turn,
+// never while it is inside a tick.
+//
+//   ClusterWorld::Options o;  // 3 nodes, 2 shards of 3 replicas
+//   auto world = ClusterWorld::Create(o);
+//   (*world)->Run({[&] { auto c = (*world)->Connect(ClientOptions()); (*c)->Put("k", "v"); }});
+//
+// Determinism: for the same options and the same participant code, the same virtual times and
+// results run after run (arenas mapped at fixed addresses per node and incarnation).
+// Thread-safety: as Lockstep's. Create, Run and the accessors from the thread that created the
+// world; Connect, Wait and the fault requests from participants (or from that thread outside
+// Run).
+// Lifetime: destroy every client before Run returns (the router's thread is a participant).
+#ifndef UNLOADKV_SERVER_SIM_CLUSTER_WORLD_H_
+#define UNLOADKV_SERVER_SIM_CLUSTER_WORLD_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/client.h"
+#include "server/kv_server.h"
+#include "transport/cluster/memory_cluster_map.h"
+#include "transport/sim/fabric.h"
+#include "transport/sim/lockstep.h"
+#include "transport/sim/model.h"
+
+namespace unloadkv::server {
+
+class ClusterWorld {
+ public:
+  struct Options {
+    int nodes = 3;
+    int shards = 2;
+    int replicas = 3;                          // per shard, at most `nodes`
+    uint64_t arena_bytes = uint64_t{8} << 20;  // per shard replica
+    absl::Duration lease_ttl = absl::Seconds(3);
+    std::string policy = "adaptive";  // path policy of every node's writes
+    sim::NodeModel node_model;
+    sim::NodeModel client_model;
+    // Run fails (the world is stuck) past this much virtual time.
+    absl::Duration max_time = absl::Minutes(30);
+  };
+
+  static absl::StatusOr<std::unique_ptr<ClusterWorld>> Create(const Options& options);
+  ~ClusterWorld();
+  ClusterWorld(const ClusterWorld&) = delete;
+  ClusterWorld& operator=(const ClusterWorld&) = delete;
+
+  const Clock& clock() const { return fabric_.clock(); }
+  int64_t now_ns() const { return fabric_.now_ns(); }
+  int nodes() const { return static_cast<int>(nodes_.size()); }
+  const std::string& node_name(int i) const { return nodes_[i]->name; }
+  // The node's running server; nullptr while it is down (crashed, not yet restarted).
+  KvServer* server(int i) { return nodes_[i]->server.get(); }
+  bool paused(int i) const { return now_ns() < nodes_[i]->paused_until_ns; }
+  // Incarnations started so far (1 after Create).
+  int incarnations(int i) const { return nodes_[i]->incarnations; }
+  cluster::MemoryCoordinator& coordinator() { return coordinator_; }
+
+  // Runs `bodies` as participants, with every node's lease and control loop, until all bodies
+  // returned. FailedPrecondition when the world stalled or passed max_time (the process must
+  // then exit: participants are left blocked).
+  absl::Status Run(std::vector<std::function<void()>> bodies);
+  // Inside Run: returns once `done()` holds (evaluated on the driving thread).
+  void Wait(const std::function<bool()>& done) { lockstep_.Wait(done); }
+  void SleepUntil(int64_t at_ns) {
+    Wait([this, at_ns] { return fabric_.now_ns() >= at_ns; });
+  }
+
+  // A cluster-mode client on a device of its own; `options.embedding` and `cluster_map` are
+  // set here. Call from a participant.
+  absl::StatusOr<std::unique_ptr<Client>> Connect(ClientOptions options);
+
+  // Fault requests (see above). Crash returns once applied; Restart asks, and the node comes
+  // back as soon as its name is free.
+  void Crash(int i);
+  void Restart(int i);
+  void Pause(int i, absl::Duration d);
+  void CutFromCluster(int i, bool cut) { nodes_[i]->network_cut.store(cut); }
+  void CutFromMap(int i, bool cut);
+
+ private:
+  struct Node {
+    std::string name;
+    std::string address;  // "sim://<name>"
+    void* arena_base = nullptr;
+    int incarnations = 0;
+    std::unique_ptr<rnic::Device> device;
+    KvServerEmbedding embedding;
+    std::unique_ptr<cluster::MemoryClusterMap> map;  // this incarnation's handle
+    std::unique_ptr<KvServer> server;
+    std::atomic<bool> network_cut{false};
+    bool map_cut = false;
+    int64_t paused_until_ns = 0;
+    enum class Want { kNothing, kCrash, kRestart } want = Want::kNothing;
+    int64_t next_lease_ns = 0;
+    int64_t next_control_ns = 0;
+    int64_t restart_retry_ns = 0;
+  };
+
+  explicit ClusterWorld(const Options& options);
+  bool Step();
+  // Starts a new incarnation of node `i`; ALREADY_EXISTS while the last one's lease lives.
+  absl::Status StartNode(int i);
+  void StopNode(int i, bool crash);
+  // Node `i`'s participant: lease and control ticks, crash and restart, until Run's bodies
+  // are done.
+  void DriveNode(int i);
+  // The server at `address` admits `info` (a client's or a peer node's bootstrap).
+  absl::StatusOr<std::string> Dial(const std::string& address, const std::string& info,
+                                   const std::string& from_node);
+
+  const Options options_;
+  sim::Fabric fabric_;
+  cluster::MemoryCoordinator coordinator_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<std::unique_ptr<rnic::Device>> client_devices_;
+  std::vector<std::unique_ptr<ClientEmbedding>> client_embeddings_;
+  std::vector<std::unique_ptr<cluster::MemoryClusterMap>> client_maps_;
+  std::map<uint64_t, std::function<int()>> pollers_;  // by handle: polled in creation order
+  uint64_t next_poller_ = 1;
+  int bodies_left_ = 0;
+  int64_t last_step_ns_ = -1;
+  int steps_at_this_time_ = 0;
+  std::string stop_reason_;  // why Step returned false
+  sim::Lockstep lockstep_;
+};
+
+}  // namespace unloadkv::server
+
+#endif  // UNLOADKV_SERVER_SIM_CLUSTER_WORLD_H_
