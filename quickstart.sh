@@ -226,11 +226,27 @@ fuzz_run() {
   rm -rf "$corpus" "$corpus.log"
 }
 
+# The whole cluster under seeded faults, 100 seeds on the release build (docs/sim-cluster.md).
+sim_phase() {
+  log "test phase: cluster simulation, seeds 1..100 (release build)"
+  local out
+  out=$(mktemp)
+  if bazel run -c opt //tests/sim:cluster_sim -- --seeds=1..100 >"$out" 2>&1; then
+    PASSED=$((PASSED + 1))
+  else
+    FAILED=$((FAILED + 1))
+    grep -A2 -E '^seed [0-9]+: FAIL' "$out" >&2 || tail -20 "$out" >&2
+  fi
+  tail -2 "$out"
+  rm -f "$out"
+}
+
 run_tests() {
   test_phase "unit, conformance, two-process and fuzz-regression tests" //...
   test_phase "AddressSanitizer + UndefinedBehaviorSanitizer" --config=asan //...
   test_phase "ThreadSanitizer on the concurrent parts" --config=tsan //transport/... //client/... //tests/kv/... \
     //tests/cluster/...
+  sim_phase
   local target
   for target in //transport/soft:frame_fuzzer //transport/engine:staging_header_fuzzer \
       //transport/rpc:rpc_frame_fuzzer //transport/engine:connection_info_fuzzer \

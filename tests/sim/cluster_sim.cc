@@ -1,0 +1,604 @@
+// cluster_sim: the whole cluster in one process on the simulated fabric, under a seeded fault
+// schedule, with every client operation recorded and checked (docs/sim-cluster.md).
+//
+//   bazel run -c opt //tests/sim:cluster_sim -- --seed=7           # one run; replays exactly
+//   bazel run -c opt //tests/sim:cluster_sim -- --seeds=1..100     # a range, summarized
+//   bazel run -c opt //tests/sim:cluster_sim -- --seed=7 --trace   # the events of a failure
+//
+// A seed fixes everything: the cluster's shape (nodes, shards, path policy), the clients'
+// operations and think times, and the faults (crash and restart, pause, cut from the cluster,
+// cut from the map service) with their times and victims. After the workload every fault is
+// healed and the cluster must come back to full replication; then the checks:
+//   1. the history (every PUT/GET/DELETE with its virtual invoke and response times, plus a
+//      final read of every key) is linearizable, key by key: no acknowledged write is lost,
+//      no read sees a value that was never written or was overwritten;
+//   2. every replica of a shard holds the same keys, versions and value bytes, and no node
+//      holds a replica of a shard it is not in the group of;
+//   3. nothing leaked: no slot grant outstanding, no client connection left on any node.
+// The event trace (faults, operations and their outcomes, in virtual time) is hashed: the same
+// seed prints the same hash, run after run.
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "gflags/gflags.h"
+#include "server/sim/cluster_world.h"
+#include "tests/kv/linearizability.h"
+#include "transport/base/logging.h"
+
+DEFINE_uint64(seed, 1, "the run's seed (everything follows from it)");
+DEFINE_string(seeds, "", "A..B: run seeds A to B (inclusive) and summarize; overrides --seed");
+DEFINE_bool(trace, false,
+            "print the run's events: faults, operations and the servers' log lines (all of "
+            "them, or those around a failure)");
+DEFINE_double(workload_seconds, 20, "virtual seconds of client operations and faults per run");
+DEFINE_int32(clients, 3, "client participants per run (1..16)");
+DEFINE_int32(keys, 64, "keys the clients operate on (1..1000)");
+
+namespace unloadkv {
+namespace {
+
+using server::ClusterWorld;
+using testing::KvOp;
+
+constexpr int64_t kSecond = 1'000'000'000;
+
+struct Outcome {
+  bool ok = true;
+  std::string failure;
+  std::string failing_key;  // a linearizability failure's key
+  uint64_t trace_hash = 0;
+  size_t ops = 0;
+  std::map<std::string, int> faults;
+  int64_t sim_ns = 0;
+  double real_s = 0;
+  ClusterWorld::Options shape;
+};
+
+// One seeded run. Participants share it; one runs at a time (Lockstep).
+class SimRun {
+ public:
+  explicit SimRun(uint64_t seed) : seed_(seed), rng_(seed) {}
+
+  Outcome Go() {
+    const auto real_start = std::chrono::steady_clock::now();
+    ClusterWorld::Options o;
+    o.nodes = 3 + static_cast<int>(rng_() % 3);
+    o.shards = 1 + static_cast<int>(rng_() % 3);
+    o.replicas = 3;
+    static const char* const kPolicies[] = {"adaptive", "offload", "unload"};
+    o.policy = kPolicies[rng_() % 3];
+    o.lease_ttl = absl::Seconds(2 + static_cast<int>(rng_() % 2));
+    out_.shape = o;
+    auto world = ClusterWorld::Create(o);
+    if (!world.ok()) return Fail(absl::StrCat("creating the world: ", world.status().ToString()));
+    world_ = *std::move(world);
+    w_ = world_.get();
+    Note(absl::StrFormat("shape: %d nodes, %d shards x %d replicas, policy %s, lease %s", o.nodes,
+                         o.shards, o.replicas, o.policy, absl::FormatDuration(o.lease_ttl)));
+    std::vector<std::function<void()>> bodies;
+    bodies.push_back([this] { Direct(); });
+    for (int c = 0; c < FLAGS_clients; ++c) bodies.push_back([this, c] { ClientLoop(c); });
+    clients_running_ = FLAGS_clients;
+    if (absl::Status st = w_->Run(std::move(bodies)); !st.ok()) {
+      // Participants are left blocked: the caller must report and exit.
+      stalled_ = true;
+      Fail(absl::StrCat("the world stopped: ", st.message()));
+    }
+    if (out_.ok && !stalled_) CheckHistory();
+    out_.ops = history_.size();
+    out_.sim_ns = w_->now_ns();
+    out_.real_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - real_start).count();
+    out_.trace_hash = hash_;
+    return out_;
+  }
+
+  bool stalled() const { return stalled_; }
+  // The servers' log lines join the trace, in virtual time (SetLogSink).
+  static void LogToTrace(void* run, LogLevel level, absl::string_view message) {
+    static const char* const kLevels[] = {"I", "W", "E"};
+    static_cast<SimRun*>(run)->Note(
+        absl::StrCat("log ", kLevels[static_cast<int>(level)], " ", message));
+  }
+  // The events within `margin` of the failing key's operations (all events without one).
+  void PrintTrace(int64_t margin_ns) const {
+    int64_t from = 0, to = INT64_MAX;
+    if (!out_.failing_key.empty()) {
+      from = INT64_MAX;
+      to = 0;
+      for (const KvOp& op : history_) {
+        if (op.key != out_.failing_key) continue;
+        from = std::min(from, op.invoke_ns);
+        to = std::max(to, op.response_ns.value_or(op.invoke_ns));
+      }
+      from -= margin_ns;
+      to += margin_ns;
+    }
+    for (const auto& [ns, text] : events_) {
+      if (ns >= from && ns <= to) std::fprintf(stderr, "%12.6f %s\n", ns / 1e9, text.c_str());
+    }
+  }
+
+ private:
+  Outcome Fail(const std::string& why) {
+    if (out_.ok) {
+      out_.ok = false;
+      out_.failure = why;
+      Note("FAILURE: " + why);
+    }
+    return out_;
+  }
+
+  void Note(const std::string& text) {
+    const int64_t ns = w_ != nullptr ? w_->now_ns() : 0;
+    events_.emplace_back(ns, text);
+    // FNV-1a over the time and the text.
+    auto mix = [this](const void* p, size_t n) {
+      for (size_t i = 0; i < n; ++i) {
+        hash_ ^= static_cast<const unsigned char*>(p)[i];
+        hash_ *= 0x100000001b3ULL;
+      }
+    };
+    mix(&ns, sizeof(ns));
+    mix(text.data(), text.size());
+  }
+
+  absl::StatusOr<cluster::ClusterView> View() {
+    cluster::MemoryClusterMap map(&w_->coordinator(), "sim");
+    return map.Read();
+  }
+
+  // Every shard has a live primary, replicas - 1 backups and nobody joining, and every node
+  // named in it is up.
+  bool FullyReplicated() {
+    absl::StatusOr<cluster::ClusterView> v = View();
+    if (!v.ok()) return false;
+    for (const cluster::ShardInfo& s : v->shard_list) {
+      if (s.primary.empty() || !v->IsLive(s.primary) || !s.joining.empty()) return false;
+      if (static_cast<int>(s.backups.size()) != v->replicas - 1) return false;
+      for (const std::string& b : s.backups) {
+        if (!v->IsLive(b)) return false;
+      }
+    }
+    return true;
+  }
+
+  // Fully replicated, and every node is up, registered and has reconciled with the map since
+  // (a node that lost its lease acts again only after that: ClusterNode::LeaseValid).
+  bool Quiesced() {
+    if (!FullyReplicated()) return false;
+    absl::StatusOr<cluster::ClusterView> v = View();
+    if (!v.ok()) return false;
+    for (int i = 0; i < w_->nodes(); ++i) {
+      server::KvServer* srv = w_->server(i);
+      if (srv == nullptr || w_->paused(i) || !v->IsLive(w_->node_name(i)) ||
+          !srv->cluster_node()->LeaseValid()) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Waits until `done` or `limit` of virtual time passed; false on the limit.
+  bool WaitFor(const std::function<bool()>& done, int64_t limit_ns) {
+    const int64_t until = w_->now_ns() + limit_ns;
+    w_->Wait([&] { return done() || w_->now_ns() >= until; });
+    return done();
+  }
+
+  int NodeIndex(const std::string& name) const {
+    for (int i = 0; i < w_->nodes(); ++i) {
+      if (w_->node_name(i) == name) return i;
+    }
+    return -1;
+  }
+
+  // The director: forms the cluster, injects the faults, heals, and runs the final checks.
+  void Direct() {
+    if (!WaitFor([this] { return FullyReplicated(); }, 30 * kSecond)) {
+      Fail("the cluster did not form within 30 s");
+    }
+    Note("cluster formed");
+    formed_ = true;
+    const int64_t end = w_->now_ns() + static_cast<int64_t>(FLAGS_workload_seconds * kSecond);
+    std::uniform_int_distribution<int64_t> gap(200'000'000, 3 * kSecond);
+    while (out_.ok) {
+      w_->SleepUntil(w_->now_ns() + gap(rng_));
+      if (w_->now_ns() >= end) break;
+      InjectOne(end);
+    }
+    workload_done_ = true;
+    w_->Wait([this] { return clients_running_ == 0; });
+    Heal();
+    if (!out_.ok) return;
+    if (!WaitFor([this] { return Quiesced(); }, 60 * kSecond)) {
+      return void(Fail("not fully replicated, every node back, 60 s after every fault healed"));
+    }
+    // One more control round everywhere, so that dropped replicas are gone.
+    w_->SleepUntil(w_->now_ns() + 500'000'000);
+    Note("healed and fully replicated");
+    FinalReads();
+    if (!out_.ok) return;
+    CheckReplicas();
+    CheckLeaks();
+  }
+
+  void InjectOne(int64_t end) {
+    enum Kind { kCrash, kPause, kCutCluster, kCutMap, kKinds };
+    static const char* const kNames[] = {"crash", "pause", "cut_cluster", "cut_map"};
+    const Kind kind = static_cast<Kind>(rng_() % kKinds);
+    const int victim = static_cast<int>(rng_() % static_cast<uint64_t>(w_->nodes()));
+    std::uniform_int_distribution<int64_t> length(300'000'000, 6 * kSecond);
+    const int64_t hold = length(rng_);
+    // One fault at a time, and each starts from a fully replicated cluster: a shard of r
+    // replicas survives r - 1 lost memories only if they do not overlap a state transfer.
+    if (!WaitFor([this] { return FullyReplicated(); }, 30 * kSecond)) {
+      return void(Fail("not fully replicated 30 s after the last fault healed"));
+    }
+    if (w_->now_ns() >= end) return;
+    ++out_.faults[kNames[kind]];
+    const std::string who = w_->node_name(victim);
+    Note(absl::StrFormat("fault %s %s for %.3f s", kNames[kind], who, hold / 1e9));
+    switch (kind) {
+      case kCrash:
+        w_->Crash(victim);
+        w_->SleepUntil(w_->now_ns() + hold);
+        w_->Restart(victim);
+        break;
+      case kPause:
+        w_->Pause(victim, absl::Nanoseconds(hold));
+        w_->SleepUntil(w_->now_ns() + hold);
+        break;
+      case kCutCluster:
+        w_->CutFromCluster(victim, true);
+        w_->SleepUntil(w_->now_ns() + hold);
+        w_->CutFromCluster(victim, false);
+        break;
+      case kCutMap:
+        w_->CutFromMap(victim, true);
+        w_->SleepUntil(w_->now_ns() + hold);
+        w_->CutFromMap(victim, false);
+        break;
+      case kKinds:
+        break;
+    }
+    Note(absl::StrFormat("healed %s %s", kNames[kind], who));
+    // A restarted node is back once its new incarnation runs.
+    if (kind == kCrash && !WaitFor([&] { return w_->server(victim) != nullptr; }, 30 * kSecond)) {
+      Fail(absl::StrCat(who, " did not restart within 30 s"));
+    }
+  }
+
+  void Heal() {
+    for (int i = 0; i < w_->nodes(); ++i) {
+      w_->CutFromCluster(i, false);
+      w_->CutFromMap(i, false);
+      if (w_->server(i) == nullptr) w_->Restart(i);
+    }
+  }
+
+  ClientOptions ClientOpts() const {
+    ClientOptions o;
+    o.timeout = absl::Seconds(1);
+    o.failover_timeout = absl::Seconds(10);
+    o.policy = out_.shape.policy;
+    return o;
+  }
+
+  std::string Key(int k) const { return absl::StrFormat("k%03d", k); }
+
+  void ClientLoop(int c) {
+    std::mt19937_64 rng(seed_ * 1000003 + static_cast<uint64_t>(c));
+    w_->Wait([this] { return formed_ || !out_.ok; });
+    auto client = w_->Connect(ClientOpts());
+    if (!client.ok()) {
+      Fail(absl::StrCat("client ", c, " could not connect: ", client.status().ToString()));
+    } else {
+      std::uniform_int_distribution<int64_t> think(5'000'000, 50'000'000);
+      int n = 0;
+      while (!workload_done_ && out_.ok) {
+        w_->SleepUntil(w_->now_ns() + think(rng));
+        if (workload_done_) break;
+        const std::string key = Key(static_cast<int>(rng() % FLAGS_keys));
+        const uint64_t dice = rng() % 100;
+        if (dice < 45) {
+          Put(**client, c, key, absl::StrCat("c", c, "-", n++));
+        } else if (dice < 85) {
+          Get(**client, c, key);
+        } else {
+          Delete(**client, c, key);
+        }
+      }
+    }
+    client = absl::UnavailableError("closed");  // destroys the client inside the run
+    --clients_running_;
+  }
+
+  // Outcome unknown: the write may or may not have taken effect.
+  static bool Unknown(absl::StatusCode code) {
+    return code == absl::StatusCode::kUnknown || code == absl::StatusCode::kDeadlineExceeded ||
+           code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kCancelled ||
+           code == absl::StatusCode::kInternal;
+  }
+
+  void Record(KvOp op, const std::string& what, const absl::Status& st) {
+    Note(absl::StrFormat("c%d %s -> %s%s", op.client, what,
+                         st.ok() ? "ok" : absl::StatusCodeToString(st.code()),
+                         op.response_ns ? "" : " (outcome unknown)"));
+    history_.push_back(std::move(op));
+  }
+
+  void Put(Client& client, int c, const std::string& key, const std::string& value) {
+    KvOp op{KvOp::kPut, key, value, true, w_->now_ns(), std::nullopt, c};
+    const absl::Status st = client.Put(key, value);
+    if (st.ok()) {
+      op.response_ns = w_->now_ns();
+    } else if (!Unknown(st.code())) {
+      Note(absl::StrFormat("c%d put %s=%s refused: %s", c, key, value, st.ToString()));
+      return;  // refused: nothing applied
+    }
+    Record(std::move(op), absl::StrCat("put ", key, "=", value), st);
+  }
+
+  void Get(Client& client, int c, const std::string& key) {
+    KvOp op{KvOp::kGet, key, std::nullopt, true, w_->now_ns(), std::nullopt, c};
+    absl::StatusOr<std::string> v = client.Get(key);
+    if (!v.ok() && v.status().code() != absl::StatusCode::kNotFound) {
+      Note(absl::StrFormat("c%d get %s failed: %s", c, key, v.status().ToString()));
+      return;  // a failed read has no effect
+    }
+    op.response_ns = w_->now_ns();
+    if (v.ok()) op.value = *v;
+    Record(std::move(op), absl::StrCat("get ", key, " = ", v.ok() ? *v : "(none)"),
+           absl::OkStatus());
+  }
+
+  void Delete(Client& client, int c, const std::string& key) {
+    KvOp op{KvOp::kDelete, key, std::nullopt, true, w_->now_ns(), std::nullopt, c};
+    const absl::Status st = client.Delete(key);
+    if (st.ok() || st.code() == absl::StatusCode::kNotFound) {
+      op.response_ns = w_->now_ns();
+      op.found = st.ok();
+    } else if (!Unknown(st.code())) {
+      Note(absl::StrFormat("c%d delete %s refused: %s", c, key, st.ToString()));
+      return;
+    }
+    Record(std::move(op), absl::StrCat("delete ", key), st);
+  }
+
+  // A fresh client reads every key once the cluster healed: part of the checked history.
+  void FinalReads() {
+    auto client = w_->Connect(ClientOpts());
+    if (!client.ok()) {
+      return void(
+          Fail(absl::StrCat("final reader could not connect: ", client.status().ToString())));
+    }
+    for (int k = 0; k < FLAGS_keys && out_.ok; ++k) {
+      const std::string key = Key(k);
+      KvOp op{KvOp::kGet, key, std::nullopt, true, w_->now_ns(), std::nullopt, FLAGS_clients};
+      absl::StatusOr<std::string> v = (*client)->Get(key);
+      if (!v.ok() && v.status().code() != absl::StatusCode::kNotFound) {
+        return void(Fail(
+            absl::StrCat("final read of ", key, " failed after healing: ", v.status().ToString())));
+      }
+      op.response_ns = w_->now_ns();
+      if (v.ok()) op.value = *v;
+      Record(std::move(op), absl::StrCat("final get ", key, " = ", v.ok() ? *v : "(none)"),
+             absl::OkStatus());
+    }
+  }
+
+  void CheckHistory() {
+    const absl::Status st = testing::CheckLinearizable(history_);
+    if (st.ok()) return;
+    // The checker names the key first: "key 'k007' ...".
+    const std::string& m = std::string(st.message());
+    const size_t q = m.find('\'');
+    if (q != std::string::npos) {
+      const size_t e = m.find('\'', q + 1);
+      if (e != std::string::npos) out_.failing_key = m.substr(q + 1, e - q - 1);
+    }
+    Fail(absl::StrCat("history not linearizable: ", st.message()));
+  }
+
+  struct Item {
+    uint64_t version;
+    std::string bytes;
+    bool operator==(const Item& o) const { return version == o.version && bytes == o.bytes; }
+  };
+  static std::map<std::string, Item> Contents(server::ShardReplica& r) {
+    std::map<std::string, Item> out;
+    for (const server::KvStore::Mutation& m : r.store().Snapshot()) {
+      out[m.key] = Item{m.version, std::string(r.store().arena() + m.slot.offset, m.size)};
+    }
+    return out;
+  }
+
+  void CheckReplicas() {
+    absl::StatusOr<cluster::ClusterView> v = View();
+    if (!v.ok()) return void(Fail("reading the map: " + v.status().ToString()));
+    for (const cluster::ShardInfo& s : v->shard_list) {
+      std::vector<std::string> group = s.backups;
+      group.insert(group.begin(), s.primary);
+      std::optional<std::map<std::string, Item>> reference;
+      for (int i = 0; i < w_->nodes(); ++i) {
+        server::KvServer* srv = w_->server(i);
+        if (srv == nullptr) return void(Fail(w_->node_name(i) + " is down after healing"));
+        std::shared_ptr<server::ShardReplica> r = srv->shards().Get(s.id);
+        const bool member = std::find(group.begin(), group.end(), w_->node_name(i)) != group.end();
+        if (!member) {
+          if (r != nullptr) {
+            return void(Fail(absl::StrCat(w_->node_name(i), " holds a replica of shard ", s.id,
+                                          " outside its group")));
+          }
+          continue;
+        }
+        if (r == nullptr) {
+          return void(Fail(
+              absl::StrCat(w_->node_name(i), " is in shard ", s.id, "'s group with no replica")));
+        }
+        std::map<std::string, Item> items = Contents(*r);
+        if (!reference) {
+          reference = std::move(items);
+        } else if (items != *reference) {
+          return void(
+              Fail(absl::StrCat("shard ", s.id, ": ", w_->node_name(i), " holds ", items.size(),
+                                " keys that differ from ", s.primary, "'s ", reference->size())));
+        }
+      }
+      Note(absl::StrFormat("shard %d: %d replicas agree on %d keys", s.id, group.size(),
+                           reference ? reference->size() : 0));
+    }
+  }
+
+  void CheckLeaks() {
+    // Clients are gone: their grants are returned and their connections reaped (the reaper
+    // runs every millisecond of virtual time), leaving only the replication links.
+    auto clean = [this](std::string* why) {
+      size_t links = 0, conns = 0;
+      for (int i = 0; i < w_->nodes(); ++i) {
+        server::KvServer* srv = w_->server(i);
+        conns += srv->connections() + srv->half_open();
+        for (const auto& r : srv->shards().All()) {
+          links += r->LinkNodes().size();
+          if (const uint64_t g = r->store().stats().grants_outstanding; g != 0) {
+            *why = absl::StrCat(w_->node_name(i), " shard ", r->id(), ": ", g,
+                                " slot grants outstanding");
+            return false;
+          }
+        }
+      }
+      if (conns != links) {
+        *why = absl::StrCat(conns, " connections open on the nodes, ", links,
+                            " of them replication links");
+        return false;
+      }
+      return true;
+    };
+    std::string why;
+    if (!WaitFor([&] { return clean(&why); }, 10 * kSecond)) {
+      Fail("leak after every client left: " + why);
+    }
+  }
+
+  const uint64_t seed_;
+  std::mt19937_64 rng_;  // the director's; clients have their own
+  std::unique_ptr<ClusterWorld> world_;
+  ClusterWorld* w_ = nullptr;  // world_
+  Outcome out_;
+  bool stalled_ = false;
+  bool formed_ = false;
+  bool workload_done_ = false;
+  int clients_running_ = 0;
+  std::vector<KvOp> history_;
+  std::vector<std::pair<int64_t, std::string>> events_;
+  uint64_t hash_ = 0xcbf29ce484222325ULL;
+};
+
+std::string Command(uint64_t seed) {
+  return absl::StrCat("bazel run -c opt //tests/sim:cluster_sim -- --seed=", seed,
+                      " --workload_seconds=", FLAGS_workload_seconds, " --clients=", FLAGS_clients,
+                      " --keys=", FLAGS_keys, " --trace");
+}
+
+int Main(int argc, char** argv) {
+  gflags::SetUsageMessage("whole-cluster deterministic simulation with fault injection");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (argc > 1) {
+    std::fprintf(stderr, "cluster_sim: unexpected argument '%s'\n", argv[1]);
+    return 2;
+  }
+  if (FLAGS_clients < 1 || FLAGS_clients > 16 || FLAGS_keys < 1 || FLAGS_keys > 1000 ||
+      !(FLAGS_workload_seconds > 0 && FLAGS_workload_seconds <= 3600)) {
+    std::fprintf(stderr,
+                 "cluster_sim: --clients must be in 1..16, --keys in 1..1000, "
+                 "--workload_seconds in (0, 3600]\n");
+    return 2;
+  }
+  uint64_t first = FLAGS_seed, last = FLAGS_seed;
+  if (!FLAGS_seeds.empty()) {
+    std::vector<std::string> ab = absl::StrSplit(FLAGS_seeds, "..");
+    if (ab.size() != 2 || !absl::SimpleAtoi(ab[0], &first) || !absl::SimpleAtoi(ab[1], &last) ||
+        first > last || last - first >= 1000000) {
+      std::fprintf(stderr, "cluster_sim: --seeds must be A..B with A <= B (got '%s')\n",
+                   FLAGS_seeds.c_str());
+      return 2;
+    }
+  }
+  const bool range = first != last;
+  std::map<std::string, int> faults;
+  std::vector<uint64_t> failed;
+  int64_t sim_ns = 0;
+  double real_s = 0;
+  size_t ops = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (uint64_t seed = first; seed <= last; ++seed) {
+    // Kept after a stall: its participants are blocked and the process must end.
+    auto* run = new SimRun(seed);
+    SetLogSink(&SimRun::LogToTrace, run);
+    const Outcome out = run->Go();
+    SetLogSink(nullptr, nullptr);
+    for (const auto& [k, n] : out.faults) faults[k] += n;
+    sim_ns += out.sim_ns;
+    real_s += out.real_s;
+    ops += out.ops;
+    std::printf(
+        "seed %" PRIu64
+        ": %s  %d nodes, %d shards, %s; %zu ops, %d faults, %.1f s "
+        "simulated in %.2f s; trace %016" PRIx64 "\n",
+        seed, out.ok ? "ok  " : "FAIL", out.shape.nodes, out.shape.shards, out.shape.policy.c_str(),
+        out.ops,
+        [&] {
+          int n = 0;
+          for (const auto& [k, c] : out.faults) n += c;
+          return n;
+        }(),
+        out.sim_ns / 1e9, out.real_s, out.trace_hash);
+    std::fflush(stdout);
+    if (!out.ok) {
+      failed.push_back(seed);
+      std::printf("  failure: %s\n  replay: %s\n", out.failure.c_str(), Command(seed).c_str());
+      if (FLAGS_trace) run->PrintTrace(2 * kSecond);
+    } else if (FLAGS_trace) {
+      run->PrintTrace(0);
+    }
+    if (run->stalled()) {
+      std::printf("  the world stalled: stopping here\n");
+      std::fflush(stdout);
+      std::_Exit(1);
+    }
+    delete run;
+  }
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (range) {
+    std::string kinds;
+    for (const auto& [k, n] : faults) absl::StrAppend(&kinds, kinds.empty() ? "" : ", ", k, " ", n);
+    std::printf("\n%" PRIu64 " runs, %zu failed%s; %zu ops; faults: %s\n", last - first + 1,
+                failed.size(), failed.empty() ? "" : " (seeds listed above)", ops,
+                kinds.empty() ? "none" : kinds.c_str());
+    std::printf(
+        "simulated %.1f s of cluster time in %.1f s real (%.0fx): one real hour covers "
+        "%.1f simulated cluster-hours\n",
+        sim_ns / 1e9, wall, sim_ns / 1e9 / wall, sim_ns / 1e9 / wall);
+  }
+  return failed.empty() ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace unloadkv
+
+int main(int argc, char** argv) { return unloadkv::Main(argc, argv); }

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# cluster_sim's contract (docs/sim-cluster.md): a range of seeds runs clean and is summarized,
+# the same seed replays to the same trace hash in another process, --trace prints the run's
+# events in virtual time, and bad flags are refused with the flag named. (The 100-seed sweep
+# is a phase of ./quickstart.sh test, on the release build.)
+set -euo pipefail
+SIM=tests/sim/cluster_sim
+fail() { echo "FAIL: $*" >&2; exit 1; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+
+"$SIM" --seeds=1..4 --workload_seconds=8 >"$T/range" 2>&1 || fail "seeds 1..4: $(cat "$T/range")"
+[[ $(grep -c '^seed [0-9]*: ok ' "$T/range") == 4 ]] || fail "not four clean runs: $(cat "$T/range")"
+grep -q '^4 runs, 0 failed; .* ops; faults: ' "$T/range" || fail "no summary: $(cat "$T/range")"
+grep -q 'simulated cluster-hours' "$T/range" || fail "no speed line: $(cat "$T/range")"
+
+# The same seed, another process: the same shape, operations and trace hash.
+"$SIM" --seed=3 --workload_seconds=8 >"$T/again" 2>&1 || fail "seed 3 again: $(cat "$T/again")"
+hash() { grep -o 'trace [0-9a-f]*' "$1" | head -1; }
+[[ -n $(hash "$T/again") && $(grep '^seed 3:' "$T/range" | grep -o 'trace [0-9a-f]*') == $(hash "$T/again") ]] ||
+  fail "seed 3 did not replay: $(grep '^seed 3:' "$T/range") vs $(cat "$T/again")"
+
+# --trace: faults, operations and the servers' log lines, stamped with virtual time.
+"$SIM" --seed=2 --workload_seconds=8 --trace >"$T/out" 2>"$T/trace" || fail "trace run failed"
+grep -qE '^ +[0-9]+\.[0-9]{6} fault (crash|pause|cut_cluster|cut_map) n[0-9]' "$T/trace" ||
+  fail "no fault in the trace: $(head -20 "$T/trace")"
+grep -qE '^ +[0-9]+\.[0-9]{6} c[0-9] put k[0-9]+=c[0-9]-[0-9]+ -> ' "$T/trace" || fail "no operation in the trace"
+grep -qE '^ +[0-9]+\.[0-9]{6} log I cluster: shard 0: claim' "$T/trace" || fail "no server log line in the trace"
+
+# Bad flags: exit 2, the flag named, nothing run.
+bad() {  # expected-text flags...
+  local want=$1 rc=0
+  shift
+  "$SIM" "$@" >"$T/bad" 2>&1 || rc=$?
+  [[ $rc == 2 ]] || fail "$*: exit $rc, expected 2"
+  grep -q -- "$want" "$T/bad" || fail "$*: message lacks '$want': $(cat "$T/bad")"
+  ! grep -q '^seed ' "$T/bad" || fail "$*: ran anyway"
+}
+bad "--seeds must be A..B" --seeds=5..1
+bad "--seeds must be A..B" --seeds=abc
+bad "--clients must be in 1..16" --clients=0
+bad "--workload_seconds" --workload_seconds=-1
+bad "unexpected argument" extra
+echo PASS
