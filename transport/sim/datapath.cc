@@ -106,9 +106,32 @@ int64_t Translate(NodeState& n, uint32_t key, uint64_t addr, uint64_t len, int64
   return done;
 }
 
+// A request or response of `qp` was lost on a cut link: from now on the QP sends nothing,
+// and it fails once its retries would have run out.
+void Lose(Fabric& f, NodeState& n, SimQpState& qp) {
+  if (qp.lost || qp.state == rnic::QpState::kError) return;
+  qp.lost = true;
+  const int node = n.id;
+  const uint32_t qp_num = qp.qp_num;
+  const uint64_t epoch = qp.epoch;
+  f.Schedule(f.now_ns() + kTransportTimeoutNs, [&f, node, qp_num, epoch] {
+    NodeState* n = nullptr;
+    SimQpState* q = FindQp(f, node, qp_num, &n);
+    if (q != nullptr && q->epoch == epoch) {
+      FailQp(f, *n, *q, rnic::WcStatus::kRetryExceeded, /*tell_peer=*/false);
+    }
+  });
+}
+
 // Delivers a response (ACK, NAK or READ data) for request `psn` to the requester QP.
 void Respond(Fabric& f, NodeState& from, int64_t depart, int req_node, uint32_t req_qp,
              uint64_t req_epoch, uint32_t psn, rnic::WcStatus status, std::string data) {
+  if (f.LinkCut(from.id, req_node)) {
+    NodeState* rn = nullptr;
+    SimQpState* rq = FindQp(f, req_node, req_qp, &rn);
+    if (rq != nullptr && rq->epoch == req_epoch) Lose(f, *rn, *rq);
+    return;
+  }
   int64_t arrive = Transmit(from, depart, kHeaderBytes + data.size());
   f.Schedule(arrive, [&f, req_node, req_qp, req_epoch, psn, status, data = std::move(data)] {
     NodeState* n = nullptr;
@@ -185,6 +208,7 @@ int64_t TransferNs(uint64_t bytes, double gbps) {
 }
 
 int64_t ChargeCpu(Fabric& f, NodeState& n, int core, int64_t cost_ns) {
+  cost_ns *= n.cpu_slowdown;
   int64_t& free = n.core_free[core % n.core_free.size()];
   free = std::max(free, f.now_ns()) + cost_ns;
   n.stats.cpu_busy_ns += cost_ns;
@@ -213,7 +237,8 @@ void FailQp(Fabric& f, NodeState& n, SimQpState& qp, rnic::WcStatus head_status,
   }
   qp.recvs.clear();
   qp.inbound.clear();
-  if (tell_peer && qp.peer_node >= 0) {
+  qp.lost = false;
+  if (tell_peer && qp.peer_node >= 0 && !f.LinkCut(n.id, qp.peer_node)) {
     int peer_node = qp.peer_node;
     uint32_t peer_qp = qp.peer_qp;
     f.Schedule(f.now_ns() + n.model.nic.wire_latency_ns, [&f, peer_node, peer_qp] {
@@ -247,6 +272,17 @@ Request MakeRequest(const rnic::SendWorkRequest& wr, uint32_t psn) {
 // unless something, a NAK already in flight, fails it first).
 void Arrive(Fabric& f, int src_node, uint32_t src_qp, int dst_node, uint32_t dst_qp,
             uint64_t src_epoch, const Request& r) {
+  {
+    // Lost on a cut link, or behind a request of its QP that was: dropped. (A request whose
+    // QP failed after sending it still arrives, as packets on the wire do.)
+    NodeState* sn = nullptr;
+    SimQpState* s = FindQp(f, src_node, src_qp, &sn);
+    const bool current = s != nullptr && s->epoch == src_epoch;
+    if (f.LinkCut(src_node, dst_node) || (current && s->lost)) {
+      if (current) Lose(f, *sn, *s);
+      return;
+    }
+  }
   NodeState* d = nullptr;
   SimQpState* q = FindQp(f, dst_node, dst_qp, &d);
   if (q == nullptr || q->state == rnic::QpState::kError ||
@@ -378,6 +414,8 @@ absl::Status PostSend(Fabric& f, NodeState& n, SimQpState& qp,
     fetched = std::max(fetched, qp.tx_ready_ns);
     qp.tx_ready_ns = fetched;
     int64_t arrive = Transmit(n, fetched, kHeaderBytes + r.payload.size());
+    arrive = std::max(arrive + f.DrawJitter(), qp.last_arrival_ns);
+    qp.last_arrival_ns = arrive;
     qp.outstanding.push_back(o);
     int src_node = n.id;
     uint32_t src_qp = qp.qp_num;

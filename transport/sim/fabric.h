@@ -15,6 +15,9 @@
 #include <functional>
 #include <memory>
 #include <queue>
+#include <random>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -61,6 +64,21 @@ class Fabric {
   uint64_t completions_added() const { return completions_added_; }
   void CountCompletion() { ++completions_added_; }
 
+  // Faults, for simulations (deterministic like everything else):
+  // While cut, what nodes `a` and `b` send each other is lost, both ways: a QP whose request
+  // or response was lost sends nothing more and fails with RETRY_EXCEEDED after the transport
+  // timeout, as RC's retries run out; its peer finds out when it next sends.
+  void SetLinkCut(int a, int b, bool cut);
+  bool LinkCut(int a, int b) const;
+  // Every request leaves up to `max_ns` later than the model says (uniform, drawn from
+  // `seed`), never ahead of an earlier request of its QP: connections overtake each other,
+  // a QP's order holds. 0: off (the default).
+  void SetJitter(int64_t max_ns, uint64_t seed);
+  int64_t DrawJitter();
+  // Multiplies node `id`'s CPU costs (polling, messages, staged copies) by `factor` >= 1: a
+  // slow or overloaded host, whose unload workers fall behind.
+  void SetCpuSlowdown(int id, int factor);
+
  private:
   class VirtualClock : public Clock {
    public:
@@ -84,11 +102,16 @@ class Fabric {
   uint64_t completions_added_ = 0;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   std::vector<std::unique_ptr<NodeState>> nodes_;
+  std::set<std::pair<int, int>> cut_links_;  // (smaller id, larger id)
+  int64_t jitter_max_ns_ = 0;
+  std::mt19937_64 jitter_rng_;
   VirtualClock clock_{this};
 };
 
 // Statistics of the node behind a device created by Fabric::CreateDevice.
 NodeStats StatsOf(const rnic::Device& device);
+// The fabric node id of such a device (-1 for any other device).
+int NodeIdOf(const rnic::Device& device);
 
 }  // namespace unloadkv::sim
 

@@ -69,9 +69,13 @@ struct SimQpState {
   std::deque<Request> inbound;       // arrived, not yet executed (waits for Connect or a receive)
   bool rnr_armed = false;
   uint32_t rnr_psn = 0;
-  int64_t tx_ready_ns = 0;     // requests of this QP leave the NIC in order
-  int64_t last_placed_ns = 0;  // and are placed at the target in order
+  int64_t tx_ready_ns = 0;      // requests of this QP leave the NIC in order
+  int64_t last_placed_ns = 0;   // and are placed at the target in order
+  int64_t last_arrival_ns = 0;  // with jitter: no request overtakes an earlier one
   bool poisoned = false;
+  // A request or response of this QP was lost on a cut link: it sends nothing more and fails
+  // after the transport timeout (Fabric::SetLinkCut).
+  bool lost = false;
 };
 
 struct NodeState {
@@ -95,6 +99,7 @@ struct NodeState {
   std::vector<int64_t> translation_unit_free;
   std::vector<int64_t> core_free;
   int64_t tx_free_ns = 0, rx_free_ns = 0, link_free_ns = 0;
+  int cpu_slowdown = 1;  // Fabric::SetCpuSlowdown
   NodeStats stats;
 };
 

@@ -22,6 +22,33 @@ void Fabric::Schedule(int64_t at_ns, std::function<void()> fn) {
   events_.push(Event{std::max(at_ns, now_ns_), next_seq_++, std::move(fn)});
 }
 
+void Fabric::SetLinkCut(int a, int b, bool cut) {
+  const std::pair<int, int> link(std::min(a, b), std::max(a, b));
+  if (cut) {
+    cut_links_.insert(link);
+  } else {
+    cut_links_.erase(link);
+  }
+}
+
+bool Fabric::LinkCut(int a, int b) const {
+  return !cut_links_.empty() && cut_links_.count({std::min(a, b), std::max(a, b)}) > 0;
+}
+
+void Fabric::SetJitter(int64_t max_ns, uint64_t seed) {
+  jitter_max_ns_ = std::max<int64_t>(0, max_ns);
+  jitter_rng_.seed(seed);
+}
+
+int64_t Fabric::DrawJitter() {
+  if (jitter_max_ns_ == 0) return 0;
+  return static_cast<int64_t>(jitter_rng_() % static_cast<uint64_t>(jitter_max_ns_ + 1));
+}
+
+void Fabric::SetCpuSlowdown(int id, int factor) {
+  if (NodeState* n = node(id)) n->cpu_slowdown = std::max(1, factor);
+}
+
 NodeState* Fabric::node(int id) const {
   if (id < 0 || id >= static_cast<int>(nodes_.size())) return nullptr;
   return nodes_[id].get();
@@ -282,6 +309,11 @@ std::unique_ptr<rnic::Device> Fabric::CreateDevice(const NodeModel& model) {
 NodeStats StatsOf(const rnic::Device& device) {
   auto* d = dynamic_cast<const SimDevice*>(&device);
   return d == nullptr ? NodeStats() : d->node()->stats;
+}
+
+int NodeIdOf(const rnic::Device& device) {
+  auto* d = dynamic_cast<const SimDevice*>(&device);
+  return d == nullptr ? -1 : d->node()->id;
 }
 
 }  // namespace unloadkv::sim

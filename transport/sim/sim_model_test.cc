@@ -117,5 +117,114 @@ TEST(SimModelTest, AFailureFlushesTheReceiveOfAMessageBeingPlaced) {
   EXPECT_EQ(dst[0], 0) << "bytes of a flushed receive were placed";
 }
 
+// A cut link loses what crosses it: the sender's QP fails with RETRY_EXCEEDED after the
+// transport timeout, nothing is placed, and the peer's QP fails only once it sends itself.
+// QPs created after the link healed work.
+TEST(SimModelTest, ACutLinkFailsTheSenderAfterTheTimeoutAndPlacesNothing) {
+  Fabric f;
+  Pair p = Connect(f);
+  std::vector<char> src(64, 's'), dst(64, 0);
+  auto smr = *p.a->RegisterMemory(src.data(), src.size(), 0);
+  auto dmr = *p.b->RegisterMemory(dst.data(), dst.size(), rnic::kLocalWrite | rnic::kRemoteWrite);
+  f.SetLinkCut(NodeIdOf(*p.a), NodeIdOf(*p.b), true);
+  EXPECT_TRUE(f.LinkCut(NodeIdOf(*p.b), NodeIdOf(*p.a)));
+  ASSERT_TRUE(
+      p.aqp->PostSend(rnic::MakeWrite(1, smr->Sge(0, 64), dmr->address(), dmr->rkey())).ok());
+  ASSERT_TRUE(
+      p.aqp->PostSend(rnic::MakeWrite(2, smr->Sge(0, 64), dmr->address(), dmr->rkey())).ok());
+  auto wc = rnic::WaitForCompletion(*p.a, *p.acq, absl::Seconds(1));
+  ASSERT_TRUE(wc.ok()) << wc.status();
+  EXPECT_EQ(wc->wr_id, 1u);
+  EXPECT_EQ(wc->status, rnic::WcStatus::kRetryExceeded);
+  wc = rnic::WaitForCompletion(*p.a, *p.acq, absl::Seconds(1));
+  ASSERT_TRUE(wc.ok()) << wc.status();
+  EXPECT_EQ(wc->status, rnic::WcStatus::kFlushed);
+  EXPECT_EQ(dst[0], 0) << "a write crossed a cut link";
+  EXPECT_EQ(p.bqp->state(), rnic::QpState::kReadyToSend) << "the peer heard of the failure";
+  f.SetLinkCut(NodeIdOf(*p.a), NodeIdOf(*p.b), false);
+  EXPECT_FALSE(f.LinkCut(NodeIdOf(*p.a), NodeIdOf(*p.b)));
+  // A new pair over the healed link.
+  rnic::QpConfig ca{p.acq.get(), p.acq.get()}, cb{p.bcq.get(), p.bcq.get()};
+  auto aqp = *p.a->CreateQueuePair(ca);
+  auto bqp = *p.b->CreateQueuePair(cb);
+  ASSERT_TRUE(aqp->Connect(bqp->local_attributes()).ok());
+  ASSERT_TRUE(bqp->Connect(aqp->local_attributes()).ok());
+  ASSERT_TRUE(aqp->PostSend(rnic::MakeWrite(3, smr->Sge(0, 64), dmr->address(), dmr->rkey())).ok());
+  wc = rnic::WaitForCompletion(*p.a, *p.acq, absl::Seconds(1));
+  ASSERT_TRUE(wc.ok()) << wc.status();
+  EXPECT_EQ(wc->wr_id, 3u);
+  EXPECT_EQ(wc->status, rnic::WcStatus::kSuccess);
+  EXPECT_EQ(dst[0], 's');
+}
+
+// With jitter, messages of two QPs interleave differently from one seed to the next, but each
+// QP's messages arrive in the order they were posted; the same seed gives the same order.
+TEST(SimModelTest, JitterReordersAcrossQpsButNeverWithinOne) {
+  auto arrivals = [](int64_t jitter_ns, uint64_t seed) {
+    Fabric f;
+    f.SetJitter(jitter_ns, seed);
+    std::unique_ptr<rnic::Device> a = f.CreateDevice(), b = f.CreateDevice();
+    auto acq = *a->CreateCompletionQueue(512), bcq = *b->CreateCompletionQueue(512);
+    rnic::QpConfig ca{acq.get(), acq.get()}, cb{bcq.get(), bcq.get()};
+    std::vector<std::unique_ptr<rnic::QueuePair>> as, bs;
+    for (int q = 0; q < 2; ++q) {
+      as.push_back(*a->CreateQueuePair(ca));
+      bs.push_back(*b->CreateQueuePair(cb));
+      EXPECT_TRUE(as[q]->Connect(bs[q]->local_attributes()).ok());
+      EXPECT_TRUE(bs[q]->Connect(as[q]->local_attributes()).ok());
+    }
+    std::vector<char> buf(4096, 'm');
+    auto smr = *a->RegisterMemory(buf.data(), 64, 0);
+    auto dmr = *b->RegisterMemory(buf.data() + 1024, 64, rnic::kLocalWrite);
+    constexpr int kPerQp = 100;
+    for (int i = 0; i < kPerQp; ++i) {
+      for (int q = 0; q < 2; ++q) {
+        EXPECT_TRUE(bs[q]->PostRecv(rnic::MakeRecv(0, dmr->Sge(0, 64))).ok());
+        const uint32_t imm = static_cast<uint32_t>(q * 1000 + i);
+        EXPECT_TRUE(as[q]->PostSend(rnic::MakeSendWithImm(0, smr->Sge(0, 8), imm)).ok());
+      }
+    }
+    std::vector<uint32_t> order;
+    while (order.size() < 2 * kPerQp) {
+      auto wc = rnic::WaitForCompletion(*b, *bcq, absl::Seconds(1));
+      if (!wc.ok()) break;
+      EXPECT_EQ(wc->status, rnic::WcStatus::kSuccess);
+      order.push_back(wc->imm);
+    }
+    return order;
+  };
+  const std::vector<uint32_t> plain = arrivals(0, 1);
+  const std::vector<uint32_t> jittered = arrivals(5000, 1);
+  ASSERT_EQ(jittered.size(), 200u);
+  EXPECT_NE(jittered, plain) << "jitter changed nothing";
+  EXPECT_EQ(arrivals(5000, 1), jittered) << "the same seed, another order";
+  int next[2] = {0, 0};
+  for (uint32_t imm : jittered) {
+    const int q = static_cast<int>(imm / 1000);
+    EXPECT_EQ(static_cast<int>(imm % 1000), next[q]++) << "QP " << q << " reordered";
+  }
+}
+
+// A slowed node's CPU is charged `factor` times its model costs.
+TEST(SimModelTest, ACpuSlowdownMultipliesTheNodesCpuCosts) {
+  auto busy = [](int factor) {
+    Fabric f;
+    Pair p = Connect(f);
+    f.SetCpuSlowdown(NodeIdOf(*p.a), factor);
+    std::vector<char> src(64, 's'), dst(64, 0);
+    auto smr = *p.a->RegisterMemory(src.data(), src.size(), 0);
+    auto dmr = *p.b->RegisterMemory(dst.data(), dst.size(), rnic::kLocalWrite | rnic::kRemoteWrite);
+    for (int i = 0; i < 10; ++i) {
+      EXPECT_TRUE(
+          p.aqp->PostSend(rnic::MakeWrite(i, smr->Sge(0, 64), dmr->address(), dmr->rkey())).ok());
+      EXPECT_TRUE(rnic::WaitForCompletion(*p.a, *p.acq, absl::Seconds(1)).ok());
+    }
+    return StatsOf(*p.a).cpu_busy_ns;
+  };
+  const uint64_t normal = busy(1);
+  ASSERT_GT(normal, 0u);
+  EXPECT_EQ(busy(4), 4 * normal);
+}
+
 }  // namespace
 }  // namespace unloadkv::sim
