@@ -298,13 +298,18 @@ uint64_t ShardReplica::AddLink(std::shared_ptr<ReplicaLink> link) {
     ls.link = link;
     ls.votes_from = next_seq_;
     ls.transfer_end = pending_.empty() ? 0 : pending_.back().seq;
-    // The committed state, in requests of bounded size.
+    // The first live record this link carries: the backup checks it (a lost one would leave
+    // the backup without a write the others have, while acks for later ones commit it).
+    const uint64_t first_live = pending_.empty() ? next_seq_ : pending_.front().seq;
+    // The committed state, in requests of bounded size; at least one, to say first_live.
     std::vector<KvStore::Mutation> snapshot = store_->Snapshot();
-    for (size_t i = 0; i < snapshot.size();) {
+    size_t i = 0;
+    do {
       ReplicaLink::Item item;
       item.request.set_shard(id_);
       item.request.set_epoch(epoch_);
       item.request.set_snapshot(true);
+      item.request.set_next_seq(first_live);
       size_t key_bytes = 0;
       for (; i < snapshot.size() && item.request.records_size() < int{kSnapshotRecords} &&
              key_bytes < kSnapshotKeyBytes;
@@ -324,7 +329,7 @@ uint64_t ShardReplica::AddLink(std::shared_ptr<ReplicaLink> link) {
       };
       ++ls.snapshot_pending;
       link->Push(std::move(item));
-    }
+    } while (i < snapshot.size());
     // Then the writes in flight, which commit without this link but must reach it.
     for (const Entry& e : pending_) {
       ReplicaLink::Item item = ItemFor(e);
@@ -381,13 +386,19 @@ std::vector<std::string> ShardReplica::LinkNodes() const {
 void ShardReplica::StepDown(const std::string& why) {
   Callbacks out;
   std::map<std::string, LinkState> closed;
+  uint64_t old_peer;
   {
     MutexLock l(&mu_);
     if (role_ == Role::kPrimary) role_ = Role::kDeposed;
     FailPendingLocked(why, &out);
     closed.swap(links_);
+    old_peer = std::exchange(primary_peer_, 0);
   }
   Retire(&closed);
+  // The attached primary's connection serves this replica only. Its primary may never close
+  // it: a link that failed on a cut network sends nothing more, so this end would hold it
+  // forever (found by cluster_sim, seed 5 of the partition sweep).
+  if (old_peer != 0 && close_peer_) close_peer_(old_peer);
   for (auto& f : out) f();
 }
 
@@ -431,6 +442,7 @@ absl::StatusOr<proto::AttachResponse> ShardReplica::Attach(const proto::AttachRe
     epoch_ = req.epoch();
     fence_ = req.epoch();
     applied_seq_ = 0;
+    first_seq_ = 0;
     if (primary_peer_ != peer) old_peer = primary_peer_;
     primary_peer_ = peer;
     proto::AttachResponse resp;
@@ -461,15 +473,22 @@ absl::StatusOr<proto::ReplicateResponse> ShardReplica::Apply(const proto::Replic
   }
   epoch_ = std::max(epoch_, req.epoch());
   fence_ = std::max(fence_, req.epoch());
+  if (req.snapshot()) {
+    if (applied_seq_ != 0) {
+      return absl::FailedPreconditionError("snapshot request after live records");
+    }
+    if (req.next_seq() != 0) first_seq_ = req.next_seq();
+  }
   for (const proto::ReplicationRecord& r : req.records()) {
-    if (req.snapshot()) {
-      if (applied_seq_ != 0) {
-        return absl::FailedPreconditionError("snapshot record after live records");
-      }
-    } else {
+    if (!req.snapshot()) {
       if (r.seq() == 0 || (applied_seq_ != 0 && r.seq() != applied_seq_ + 1)) {
         return absl::FailedPreconditionError(absl::StrCat("shard ", id_, ": record ", r.seq(),
                                                           " out of sequence after ", applied_seq_));
+      }
+      if (applied_seq_ == 0 && first_seq_ != 0 && r.seq() != first_seq_) {
+        return absl::FailedPreconditionError(absl::StrCat("shard ", id_, ": first live record ",
+                                                          r.seq(), ", expected ", first_seq_,
+                                                          " (an earlier one was lost)"));
       }
     }
     if (r.op() != proto::ReplicationRecord::NOOP) {

@@ -100,8 +100,9 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   // Backups whose link failed (connection lost, or a record refused): they hold up commits.
   std::vector<std::string> FailedLinks() const;
   std::vector<std::string> LinkNodes() const;
-  // Stops being primary: every write not yet committed fails with UNAVAILABLE (its outcome is
-  // unknown: a backup may have applied it), links are closed.
+  // Leaves the table: as primary, every write not yet committed fails with UNAVAILABLE (its
+  // outcome is unknown: a backup may have applied it) and links are closed; as backup, the
+  // attached primary's connection is closed.
   void StepDown(const std::string& why);
   // Checks link deadlines (call periodically).
   void Tick();
@@ -174,6 +175,7 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   std::map<std::string, LinkState> links_ ABSL_GUARDED_BY(mu_);
   // backup
   uint64_t applied_seq_ ABSL_GUARDED_BY(mu_) = 0;   // 0: no live record yet since the attach
+  uint64_t first_seq_ ABSL_GUARDED_BY(mu_) = 0;     // the first live record's, if the snapshot said
   uint64_t primary_peer_ ABSL_GUARDED_BY(mu_) = 0;  // connection of the attached primary
 };
 

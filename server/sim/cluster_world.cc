@@ -87,9 +87,8 @@ absl::Status ClusterWorld::StartNode(int i) {
   n.embedding.arena_address = static_cast<char*>(n.arena_base) +
                               static_cast<uintptr_t>(n.incarnations) * kIncarnationStride;
   n.embedding.address = n.address;
-  const std::string from = n.name;
-  n.embedding.links.dial = [this, from](const std::string& address, const std::string& info,
-                                        absl::Duration) { return Dial(address, info, from); };
+  n.embedding.links.dial = [this, i](const std::string& address, const std::string& info,
+                                     absl::Duration) { return Dial(address, info, i); };
   n.embedding.links.wait = [this](const std::function<bool()>& done) { lockstep_.Wait(done); };
   KvServerOptions so;
   so.embedding = &n.embedding;
@@ -108,6 +107,9 @@ absl::Status ClusterWorld::StartNode(int i) {
   }
   n.server = *std::move(s);
   ++n.incarnations;
+  for (const auto& [a, b] : cut_pairs_) {
+    if (a == i || b == i) ApplyCut(a, b, true);
+  }
   n.next_lease_ns = fabric_.now_ns();
   n.next_control_ns = fabric_.now_ns();
   n.paused_until_ns = 0;
@@ -125,24 +127,54 @@ void ClusterWorld::StopNode(int i, bool crash) {
 }
 
 absl::StatusOr<std::string> ClusterWorld::Dial(const std::string& address, const std::string& info,
-                                               const std::string& from_node) {
-  for (const std::unique_ptr<Node>& n : nodes_) {
-    if (n->address != address) continue;
-    if (n->server == nullptr || now_ns() < n->paused_until_ns) {
+                                               int from_node) {
+  for (int j = 0; j < nodes(); ++j) {
+    Node& n = *nodes_[j];
+    if (n.address != address) continue;
+    if (n.server == nullptr || now_ns() < n.paused_until_ns) {
       return absl::UnavailableError(absl::StrCat(address, ": node is down or not answering"));
     }
-    if (!from_node.empty()) {
-      const bool cut = n->network_cut.load() || [&] {
-        for (const std::unique_ptr<Node>& f : nodes_) {
-          if (f->name == from_node) return f->network_cut.load();
-        }
-        return false;
-      }();
-      if (cut) return absl::UnavailableError(absl::StrCat(address, ": network cut"));
+    if (from_node >= 0 &&
+        (n.network_cut.load() || nodes_[from_node]->network_cut.load() ||
+         cut_pairs_.count({std::min(j, from_node), std::max(j, from_node)}) > 0)) {
+      return absl::UnavailableError(absl::StrCat(address, ": network cut"));
     }
-    return n->server->Admit(info);
+    return n.server->Admit(info);
   }
   return absl::NotFoundError(absl::StrCat("no node at ", address));
+}
+
+void ClusterWorld::ApplyCut(int i, int j, bool cut) {
+  if (nodes_[i]->device == nullptr || nodes_[j]->device == nullptr) return;
+  fabric_.SetLinkCut(sim::NodeIdOf(*nodes_[i]->device), sim::NodeIdOf(*nodes_[j]->device), cut);
+}
+
+void ClusterWorld::Partition(const std::vector<int>& side, bool cut) {
+  std::vector<bool> in(nodes_.size(), false);
+  for (int i : side) in[i] = true;
+  for (int i = 0; i < nodes(); ++i) {
+    for (int j = i + 1; j < nodes(); ++j) {
+      if (in[i] == in[j]) continue;
+      if (cut) {
+        cut_pairs_.insert({i, j});
+      } else {
+        cut_pairs_.erase({i, j});
+      }
+      ApplyCut(i, j, cut);
+    }
+  }
+}
+
+void ClusterWorld::HealPartitions() {
+  const std::set<std::pair<int, int>> cut = std::move(cut_pairs_);
+  cut_pairs_.clear();
+  for (const auto& [i, j] : cut) ApplyCut(i, j, false);
+}
+
+void ClusterWorld::SlowCpu(int i, int factor) {
+  if (nodes_[i]->device != nullptr) {
+    fabric_.SetCpuSlowdown(sim::NodeIdOf(*nodes_[i]->device), factor);
+  }
 }
 
 absl::StatusOr<std::unique_ptr<Client>> ClusterWorld::Connect(ClientOptions options) {
@@ -151,7 +183,7 @@ absl::StatusOr<std::unique_ptr<Client>> ClusterWorld::Connect(ClientOptions opti
   e->device = client_devices_.back().get();
   e->clock = &fabric_.clock();
   e->bootstrap = [this](const std::string& server, const std::string& info) {
-    return Dial(server, info, "");
+    return Dial(server, info, -1);
   };
   e->wait = [this](const std::function<bool()>& done) { lockstep_.Wait(done); };
   e->spawn = [this](std::function<void()> body) { lockstep_.Spawn(std::move(body)); };

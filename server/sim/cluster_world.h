@@ -18,6 +18,12 @@
 //   * CutFromCluster(i, on): the node loses the map service and its replication links send
 //     nothing (KvServerOptions::network_cut); its clients still reach it.
 //   * CutFromMap(i, on): only the map service is unreachable from the node.
+//   * Partition(side, on): the fabric links between the nodes of `side` and every other node
+//     lose what crosses them (sim::Fabric::SetLinkCut: QPs across fail after the transport
+//     timeout), and no replication link opens across; clients reach every node.
+//   * SlowCpu(i, factor): the node's modeled CPU costs times `factor` (slow unload workers
+//     and RPC handling); Jitter(max): every request up to `max` later, so that connections
+//     overtake each other (each QP's order holds).
 // Faults are requests: a node's own participant applies crash and restart at its next turn,
 // never while it is inside a tick.
 //
@@ -39,7 +45,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -104,6 +112,12 @@ class ClusterWorld {
   void Pause(int i, absl::Duration d);
   void CutFromCluster(int i, bool cut) { nodes_[i]->network_cut.store(cut); }
   void CutFromMap(int i, bool cut);
+  void Partition(const std::vector<int>& side, bool cut);
+  void HealPartitions();
+  void SlowCpu(int i, int factor);
+  void Jitter(absl::Duration max, uint64_t seed) {
+    fabric_.SetJitter(absl::ToInt64Nanoseconds(max), seed);
+  }
 
  private:
   struct Node {
@@ -132,14 +146,18 @@ class ClusterWorld {
   // Node `i`'s participant: lease and control ticks, crash and restart, until Run's bodies
   // are done.
   void DriveNode(int i);
-  // The server at `address` admits `info` (a client's or a peer node's bootstrap).
+  // The server at `address` admits `info` (a client's or a peer node's bootstrap; -1: a
+  // client).
   absl::StatusOr<std::string> Dial(const std::string& address, const std::string& info,
-                                   const std::string& from_node);
+                                   int from_node);
+  // Applies the cut of the link between nodes i and j to their current devices.
+  void ApplyCut(int i, int j, bool cut);
 
   const Options options_;
   sim::Fabric fabric_;
   cluster::MemoryCoordinator coordinator_;
   std::vector<std::unique_ptr<Node>> nodes_;
+  std::set<std::pair<int, int>> cut_pairs_;  // node indices (smaller, larger): Partition
   std::vector<std::unique_ptr<rnic::Device>> client_devices_;
   std::vector<std::unique_ptr<ClientEmbedding>> client_embeddings_;
   std::vector<std::unique_ptr<cluster::MemoryClusterMap>> client_maps_;
