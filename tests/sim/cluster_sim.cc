@@ -81,13 +81,18 @@ class SimRun {
     static const char* const kPolicies[] = {"adaptive", "offload", "unload"};
     o.policy = kPolicies[rng_() % 3];
     o.lease_ttl = absl::Seconds(2 + static_cast<int>(rng_() % 2));
+    static const int64_t kJitterNs[] = {0, 2'000, 20'000, 200'000};
+    const int64_t jitter_ns = kJitterNs[rng_() % 4];
     out_.shape = o;
     auto world = ClusterWorld::Create(o);
     if (!world.ok()) return Fail(absl::StrCat("creating the world: ", world.status().ToString()));
     world_ = *std::move(world);
     w_ = world_.get();
-    Note(absl::StrFormat("shape: %d nodes, %d shards x %d replicas, policy %s, lease %s", o.nodes,
-                         o.shards, o.replicas, o.policy, absl::FormatDuration(o.lease_ttl)));
+    w_->Jitter(absl::Nanoseconds(jitter_ns), seed_);
+    Note(absl::StrFormat(
+        "shape: %d nodes, %d shards x %d replicas, policy %s, lease %s, "
+        "jitter up to %d ns",
+        o.nodes, o.shards, o.replicas, o.policy, absl::FormatDuration(o.lease_ttl), jitter_ns));
     std::vector<std::function<void()>> bodies;
     bodies.push_back([this] { Direct(); });
     for (int c = 0; c < FLAGS_clients; ++c) bodies.push_back([this, c] { ClientLoop(c); });
@@ -237,8 +242,9 @@ class SimRun {
   }
 
   void InjectOne(int64_t end) {
-    enum Kind { kCrash, kPause, kCutCluster, kCutMap, kKinds };
-    static const char* const kNames[] = {"crash", "pause", "cut_cluster", "cut_map"};
+    enum Kind { kCrash, kPause, kCutCluster, kCutMap, kPartition, kSlowCpu, kKinds };
+    static const char* const kNames[] = {"crash",   "pause",     "cut_cluster",
+                                         "cut_map", "partition", "slow_cpu"};
     const Kind kind = static_cast<Kind>(rng_() % kKinds);
     const int victim = static_cast<int>(rng_() % static_cast<uint64_t>(w_->nodes()));
     std::uniform_int_distribution<int64_t> length(300'000'000, 6 * kSecond);
@@ -250,7 +256,24 @@ class SimRun {
     }
     if (w_->now_ns() >= end) return;
     ++out_.faults[kNames[kind]];
-    const std::string who = w_->node_name(victim);
+    std::string who = w_->node_name(victim);
+    // A partition: a random proper subset of the nodes (the victim among them) on one side,
+    // cut off from the map service too half of the time.
+    std::vector<int> side = {victim};
+    const bool side_loses_map = rng_() % 2 == 0;
+    int factor = 1;
+    if (kind == kPartition) {
+      const int extra = static_cast<int>(rng_() % static_cast<uint64_t>(w_->nodes() - 1));
+      for (int i = 0; static_cast<int>(side.size()) < 1 + extra && i < w_->nodes(); ++i) {
+        if (i != victim && rng_() % 2 == 0) side.push_back(i);
+      }
+      who.clear();
+      for (int i : side) absl::StrAppend(&who, who.empty() ? "" : ",", w_->node_name(i));
+      if (side_loses_map) absl::StrAppend(&who, " (and the map)");
+    } else if (kind == kSlowCpu) {
+      factor = 2 + static_cast<int>(rng_() % 30);
+      absl::StrAppend(&who, " x", factor);
+    }
     Note(absl::StrFormat("fault %s %s for %.3f s", kNames[kind], who, hold / 1e9));
     switch (kind) {
       case kCrash:
@@ -272,6 +295,20 @@ class SimRun {
         w_->SleepUntil(w_->now_ns() + hold);
         w_->CutFromMap(victim, false);
         break;
+      case kPartition:
+        w_->Partition(side, true);
+        for (int i : side) {
+          if (side_loses_map) w_->CutFromMap(i, true);
+        }
+        w_->SleepUntil(w_->now_ns() + hold);
+        w_->Partition(side, false);
+        for (int i : side) w_->CutFromMap(i, false);
+        break;
+      case kSlowCpu:
+        w_->SlowCpu(victim, factor);
+        w_->SleepUntil(w_->now_ns() + hold);
+        w_->SlowCpu(victim, 1);
+        break;
       case kKinds:
         break;
     }
@@ -283,9 +320,11 @@ class SimRun {
   }
 
   void Heal() {
+    w_->HealPartitions();
     for (int i = 0; i < w_->nodes(); ++i) {
       w_->CutFromCluster(i, false);
       w_->CutFromMap(i, false);
+      w_->SlowCpu(i, 1);
       if (w_->server(i) == nullptr) w_->Restart(i);
     }
   }
@@ -454,9 +493,22 @@ class SimRun {
         if (!reference) {
           reference = std::move(items);
         } else if (items != *reference) {
-          return void(
-              Fail(absl::StrCat("shard ", s.id, ": ", w_->node_name(i), " holds ", items.size(),
-                                " keys that differ from ", s.primary, "'s ", reference->size())));
+          std::string first = "extra keys";
+          for (const auto& [key, item] : *reference) {
+            auto it = items.find(key);
+            if (it == items.end()) {
+              first = absl::StrCat(key, " missing");
+            } else if (!(it->second == item)) {
+              first = absl::StrCat(key, " = ", it->second.bytes, " v", it->second.version,
+                                   " where the primary has ", item.bytes, " v", item.version);
+            } else {
+              continue;
+            }
+            break;
+          }
+          return void(Fail(absl::StrCat("shard ", s.id, ": ", w_->node_name(i), " holds ",
+                                        items.size(), " keys that differ from ", s.primary, "'s ",
+                                        reference->size(), " (first: ", first, ")")));
         }
       }
       Note(absl::StrFormat("shard %d: %d replicas agree on %d keys", s.id, group.size(),
@@ -483,7 +535,14 @@ class SimRun {
       }
       if (conns != links) {
         *why = absl::StrCat(conns, " connections open on the nodes, ", links,
-                            " of them replication links");
+                            " replication links; by node (connections/links out):");
+        for (int i = 0; i < w_->nodes(); ++i) {
+          server::KvServer* srv = w_->server(i);
+          size_t out = 0;
+          for (const auto& r : srv->shards().All()) out += r->LinkNodes().size();
+          absl::StrAppend(why, " ", w_->node_name(i), " ", srv->connections(), "+",
+                          srv->half_open(), "/", out);
+        }
         return false;
       }
       return true;
