@@ -79,6 +79,31 @@ TEST_F(ShardReplicaTest, ABackupAppliesOnlyItsPrimarysRecordsInSequence) {
   EXPECT_EQ(replica_->store().stats().keys, 2u);
 }
 
+// Regression (cluster_sim seed 128): a backup attached with an empty snapshot lost the first
+// live records to a network cut; it then took the next one as its first, acked it, and the
+// primary counted the lost ones acked too. The snapshot now names the first live record, and
+// the backup refuses any other (the primary then moves it back to joining).
+TEST_F(ShardReplicaTest, ABackupRefusesAFirstLiveRecordOtherThanTheOneItsSnapshotNamed) {
+  ASSERT_TRUE(replica_->Attach(AttachAt(3), 11).ok());
+  proto::ReplicateRequest snapshot;
+  snapshot.set_shard(7);
+  snapshot.set_epoch(3);
+  snapshot.set_snapshot(true);
+  snapshot.set_next_seq(5);
+  ASSERT_TRUE(replica_->Apply(snapshot, 11).ok());
+  const absl::Status gap = replica_->Apply(Put(3, 6, "b", 64), 11).status();
+  EXPECT_EQ(gap.code(), absl::StatusCode::kFailedPrecondition) << gap;
+  EXPECT_NE(gap.message().find("expected 5"), absl::string_view::npos) << gap;
+  EXPECT_EQ(replica_->store().stats().keys, 0u);
+  absl::StatusOr<proto::ReplicateResponse> ok = replica_->Apply(Put(3, 5, "a", 0), 11);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->applied_seq(), 5u);
+  // A snapshot request after live records is refused; a new attach starts over.
+  EXPECT_EQ(replica_->Apply(snapshot, 11).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(replica_->Attach(AttachAt(4), 12).ok());
+  EXPECT_TRUE(replica_->Apply(Put(4, 9, "c", 0), 12).ok()) << "no snapshot said otherwise";
+}
+
 TEST_F(ShardReplicaTest, TheFenceRefusesOlderEpochsAndClosesTheOldPrimarysConnection) {
   ASSERT_TRUE(replica_->Attach(AttachAt(3), 11).ok());
   ASSERT_TRUE(replica_->Apply(Put(3, 1, "a", 0), 11).ok());
