@@ -118,7 +118,7 @@ class KvServer {
 
   // One turn of the admission loop: waits at most `wait` for bootstrap traffic, admits,
   // releases late half-open connections, reaps connections that failed, refreshes gauges
-  // (every 100 ms of the clock at most).
+  // (embedded: every 100 ms of the clock at most).
   // Never blocks past `wait`. Call from one thread.
   void Poll(absl::Duration wait);
   // Embedded servers only (KvServerOptions::embedding). Admits a client given its encoded
