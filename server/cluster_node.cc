@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "transport/base/buggify.h"
 #include "transport/base/logging.h"
 
 namespace unloadkv::server {
@@ -153,6 +154,8 @@ void ClusterNode::Control() {
 }
 
 void ClusterNode::ControlTick() {
+  // Fault point: a round that does not happen (a slow or starved control thread).
+  if (UNLOADKV_BUGGIFY("cluster: a control round is skipped")) return;
   for (const std::shared_ptr<ShardReplica>& r : shards_->All()) r->Tick();
   // A view read after the node registered again (lease_lost_ cleared after losses_ counted
   // the loss) confirms its replicas once reconciled.

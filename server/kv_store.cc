@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "proto/field_record.h"
+#include "transport/base/buggify.h"
 
 namespace unloadkv::server {
 
@@ -17,6 +18,10 @@ absl::StatusOr<std::vector<KvStore::Grant>> KvStore::GrantSlots(uint64_t client,
   if (count < 1 || count > kMaxGrantsPerRequest) {
     return absl::InvalidArgumentError(
         absl::StrCat("grant count ", count, "; ask for 1..", kMaxGrantsPerRequest));
+  }
+  // Fault point: no room (the client must report it and change nothing).
+  if (UNLOADKV_BUGGIFY("store: the arena is full")) {
+    return absl::ResourceExhaustedError("arena full (injected)");
   }
   MutexLock l(&mu_);
   size_t& held = grants_per_client_[client];

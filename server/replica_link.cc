@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "proto/kv.pb.h"
+#include "transport/base/buggify.h"
 #include "transport/rpc/bootstrap.h"
 
 namespace unloadkv::server {
@@ -111,7 +112,9 @@ void ReplicaLink::Drain() {
     Item item;
     {
       MutexLock l(&mu_);
-      if (queue_.empty() || outstanding_ >= kMaxOutstanding || (cut_ != nullptr && cut_->load())) {
+      // Fault point: as if the window were full; the items wait for the next Flush.
+      if (queue_.empty() || outstanding_ >= kMaxOutstanding || (cut_ != nullptr && cut_->load()) ||
+          UNLOADKV_BUGGIFY("replication: the window is full")) {
         draining_ = false;
         return;
       }

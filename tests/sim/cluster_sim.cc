@@ -36,6 +36,7 @@
 #include "gflags/gflags.h"
 #include "server/sim/cluster_world.h"
 #include "tests/kv/linearizability.h"
+#include "transport/base/buggify.h"
 #include "transport/base/logging.h"
 
 DEFINE_uint64(seed, 1, "the run's seed (everything follows from it)");
@@ -46,6 +47,8 @@ DEFINE_bool(trace, false,
 DEFINE_double(workload_seconds, 20, "virtual seconds of client operations and faults per run");
 DEFINE_int32(clients, 3, "client participants per run (1..16)");
 DEFINE_int32(keys, 64, "keys the clients operate on (1..1000)");
+DEFINE_bool(buggify, true,
+            "switch on the code's fault points (transport/base/buggify.h), drawn from the seed");
 
 namespace unloadkv {
 namespace {
@@ -62,6 +65,7 @@ struct Outcome {
   uint64_t trace_hash = 0;
   size_t ops = 0;
   std::map<std::string, int> faults;
+  std::map<std::string, uint64_t> buggify;  // fault points that fired, by site
   int64_t sim_ns = 0;
   double real_s = 0;
   ClusterWorld::Options shape;
@@ -74,6 +78,11 @@ class SimRun {
 
   Outcome Go() {
     const auto real_start = std::chrono::steady_clock::now();
+    if (FLAGS_buggify) {
+      EnableBuggify(seed_ ^ 0x9e3779b97f4a7c15ULL);
+    } else {
+      DisableBuggify();
+    }
     ClusterWorld::Options o;
     o.nodes = 3 + static_cast<int>(rng_() % 3);
     o.shards = 1 + static_cast<int>(rng_() % 3);
@@ -103,6 +112,8 @@ class SimRun {
       Fail(absl::StrCat("the world stopped: ", st.message()));
     }
     if (out_.ok && !stalled_) CheckHistory();
+    out_.buggify = BuggifyFired();
+    for (const auto& [site, n] : out_.buggify) Note(absl::StrCat("buggify fired ", n, "x: ", site));
     out_.ops = history_.size();
     out_.sim_ns = w_->now_ns();
     out_.real_s =
@@ -570,7 +581,7 @@ class SimRun {
 std::string Command(uint64_t seed) {
   return absl::StrCat("bazel run -c opt //tests/sim:cluster_sim -- --seed=", seed,
                       " --workload_seconds=", FLAGS_workload_seconds, " --clients=", FLAGS_clients,
-                      " --keys=", FLAGS_keys, " --trace");
+                      " --keys=", FLAGS_keys, FLAGS_buggify ? "" : " --buggify=false", " --trace");
 }
 
 int Main(int argc, char** argv) {
@@ -599,6 +610,7 @@ int Main(int argc, char** argv) {
   }
   const bool range = first != last;
   std::map<std::string, int> faults;
+  std::map<std::string, int> buggify_runs;  // runs in which each fault point fired
   std::vector<uint64_t> failed;
   int64_t sim_ns = 0;
   double real_s = 0;
@@ -611,6 +623,7 @@ int Main(int argc, char** argv) {
     const Outcome out = run->Go();
     SetLogSink(nullptr, nullptr);
     for (const auto& [k, n] : out.faults) faults[k] += n;
+    for (const auto& [site, n] : out.buggify) ++buggify_runs[site];
     sim_ns += out.sim_ns;
     real_s += out.real_s;
     ops += out.ops;
@@ -649,6 +662,11 @@ int Main(int argc, char** argv) {
     std::printf("\n%" PRIu64 " runs, %zu failed%s; %zu ops; faults: %s\n", last - first + 1,
                 failed.size(), failed.empty() ? "" : " (seeds listed above)", ops,
                 kinds.empty() ? "none" : kinds.c_str());
+    std::string points;
+    for (const auto& [site, n] : buggify_runs) {
+      absl::StrAppend(&points, points.empty() ? "" : "; ", site, " (", n, " runs)");
+    }
+    std::printf("fault points fired: %s\n", points.empty() ? "none" : points.c_str());
     std::printf(
         "simulated %.1f s of cluster time in %.1f s real (%.0fx): one real hour covers "
         "%.1f simulated cluster-hours\n",

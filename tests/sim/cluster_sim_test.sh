@@ -13,6 +13,11 @@ trap 'rm -rf "$T"' EXIT
 [[ $(grep -c '^seed [0-9]*: ok ' "$T/range") == 4 ]] || fail "not four clean runs: $(cat "$T/range")"
 grep -q '^4 runs, 0 failed; .* ops; faults: ' "$T/range" || fail "no summary: $(cat "$T/range")"
 grep -q 'simulated cluster-hours' "$T/range" || fail "no speed line: $(cat "$T/range")"
+grep -q '^fault points fired: ' "$T/range" || fail "no fault point line: $(cat "$T/range")"
+
+# Without the code's fault points: another run of the same seed (a different trace).
+"$SIM" --seed=3 --workload_seconds=8 --buggify=false >"$T/plain" 2>&1 || fail "--buggify=false: $(cat "$T/plain")"
+grep -q '^seed 3: ok ' "$T/plain" || fail "--buggify=false: $(cat "$T/plain")"
 
 # The same seed, another process: the same shape, operations and trace hash.
 "$SIM" --seed=3 --workload_seconds=8 >"$T/again" 2>&1 || fail "seed 3 again: $(cat "$T/again")"

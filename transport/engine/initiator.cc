@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "transport/base/buggify.h"
 #include "transport/base/logging.h"
 #include "transport/engine/engine.h"
 #include "transport/engine/engine_internal.h"
@@ -133,6 +134,11 @@ std::optional<Route> ChoosePathAndLane(ConnectionState& c, const Op& op)
     }
   }
   Route r{op.decision.path, overlap_lane};
+  // Fault point: the path the policy did not choose (ordering across paths must hold anyway).
+  if (!overlap && !overlap_offload && fits && !c.lanes.empty() &&
+      UNLOADKV_BUGGIFY("engine: a write takes the other path")) {
+    r.path = r.path == Path::kUnload ? Path::kOffload : Path::kUnload;
+  }
   if (overlap && overlap_offload) return std::nullopt;
   if (overlap) {
     if (!fits) return std::nullopt;

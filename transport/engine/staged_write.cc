@@ -5,6 +5,7 @@
 
 #include "absl/base/attributes.h"
 #include "absl/strings/str_cat.h"
+#include "transport/base/buggify.h"
 #include "transport/base/logging.h"
 #include "transport/engine/engine_internal.h"
 
@@ -86,6 +87,9 @@ void AdjustStagingCredits(ConnectionState& c, Lane& lane, bool wanted, bool calm
     --lane.level;
     lane.calm = 0;
   }
+  // Fault point: the pool lends nothing (as when other lanes hold it all): the peer runs out
+  // of credits and waits or offloads.
+  if (UNLOADKV_BUGGIFY("engine: the staging pool lends nothing")) return;
   while (lane.units < lane.level && lane.pool->Borrow()) {
     ++lane.units;
     ++lane.borrowed;
