@@ -25,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,7 @@ struct Outcome {
   std::string failing_key;  // a linearizability failure's key
   uint64_t trace_hash = 0;
   size_t ops = 0;
+  size_t scans = 0;
   std::map<std::string, int> faults;
   std::map<std::string, uint64_t> buggify;  // fault points that fired, by site
   int64_t sim_ns = 0;
@@ -115,6 +117,7 @@ class SimRun {
     out_.buggify = BuggifyFired();
     for (const auto& [site, n] : out_.buggify) Note(absl::StrCat("buggify fired ", n, "x: ", site));
     out_.ops = history_.size();
+    out_.scans = scans_;
     out_.sim_ns = w_->now_ns();
     out_.real_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - real_start).count();
@@ -364,12 +367,14 @@ class SimRun {
         if (workload_done_) break;
         const std::string key = Key(static_cast<int>(rng() % FLAGS_keys));
         const uint64_t dice = rng() % 100;
-        if (dice < 45) {
+        if (dice < 42) {
           Put(**client, c, key, absl::StrCat("c", c, "-", n++));
-        } else if (dice < 85) {
+        } else if (dice < 80) {
           Get(**client, c, key);
-        } else {
+        } else if (dice < 92) {
           Delete(**client, c, key);
+        } else {
+          Scan(**client, c, static_cast<int>(rng() % FLAGS_keys));
         }
       }
     }
@@ -392,6 +397,7 @@ class SimRun {
   }
 
   void Put(Client& client, int c, const std::string& key, const std::string& value) {
+    written_[key].insert(value);
     KvOp op{KvOp::kPut, key, value, true, w_->now_ns(), std::nullopt, c};
     const absl::Status st = client.Put(key, value);
     if (st.ok()) {
@@ -427,6 +433,34 @@ class SimRun {
       return;
     }
     Record(std::move(op), absl::StrCat("delete ", key), st);
+  }
+
+  // A scan of up to 8 keys from key `first`, across shards. Not in the linearizability check
+  // (it covers single keys); checked here: keys in order, in range, and every value one that
+  // a PUT of that key wrote (or tried to). A failed scan has no effect.
+  void Scan(Client& client, int c, int first) {
+    const std::string start = Key(first), end = Key(first + 8);
+    absl::StatusOr<ScanPage> page = client.Scan(start, end, 16);
+    if (!page.ok()) {
+      Note(
+          absl::StrFormat("c%d scan [%s, %s) failed: %s", c, start, end, page.status().ToString()));
+      return;
+    }
+    std::string prev;
+    for (const auto& [key, value] : page->items) {
+      if (key < start || key >= end || (!prev.empty() && key <= prev)) {
+        return void(Fail(absl::StrCat("scan [", start, ", ", end, ") returned ", key,
+                                      " out of order or range")));
+      }
+      auto it = written_.find(key);
+      if (it == written_.end() || it->second.count(value) == 0) {
+        return void(Fail(absl::StrCat("scan [", start, ", ", end, ") returned ", key, " = ", value,
+                                      ", never written")));
+      }
+      prev = key;
+    }
+    ++scans_;
+    Note(absl::StrFormat("c%d scan [%s, %s) -> %d items", c, start, end, page->items.size()));
   }
 
   // A fresh client reads every key once the cluster healed: part of the checked history.
@@ -537,9 +571,20 @@ class SimRun {
         conns += srv->connections() + srv->half_open();
         for (const auto& r : srv->shards().All()) {
           links += r->LinkNodes().size();
-          if (const uint64_t g = r->store().stats().grants_outstanding; g != 0) {
-            *why = absl::StrCat(w_->node_name(i), " shard ", r->id(), ": ", g,
+          const server::KvStore::Stats st = r->store().stats();
+          if (st.grants_outstanding != 0) {
+            *why = absl::StrCat(w_->node_name(i), " shard ", r->id(), ": ", st.grants_outstanding,
                                 " slot grants outstanding");
+            return false;
+          }
+          // With no grant out, the arena holds the live values' slots and nothing else.
+          uint64_t live = 0;
+          for (const server::KvStore::Mutation& m : r->store().Snapshot()) {
+            live += m.slot.capacity;
+          }
+          if (st.arena_used_bytes != live) {
+            *why = absl::StrCat(w_->node_name(i), " shard ", r->id(), ": ", st.arena_used_bytes,
+                                " arena bytes in use, ", live, " of them live values");
             return false;
           }
         }
@@ -574,6 +619,8 @@ class SimRun {
   bool workload_done_ = false;
   int clients_running_ = 0;
   std::vector<KvOp> history_;
+  std::map<std::string, std::set<std::string>> written_;  // every value a PUT tried, by key
+  size_t scans_ = 0;
   std::vector<std::pair<int64_t, std::string>> events_;
   uint64_t hash_ = 0xcbf29ce484222325ULL;
 };
@@ -614,7 +661,7 @@ int Main(int argc, char** argv) {
   std::vector<uint64_t> failed;
   int64_t sim_ns = 0;
   double real_s = 0;
-  size_t ops = 0;
+  size_t ops = 0, scans = 0;
   const auto start = std::chrono::steady_clock::now();
   for (uint64_t seed = first; seed <= last; ++seed) {
     // Kept after a stall: its participants are blocked and the process must end.
@@ -627,6 +674,7 @@ int Main(int argc, char** argv) {
     sim_ns += out.sim_ns;
     real_s += out.real_s;
     ops += out.ops;
+    scans += out.scans;
     std::printf(
         "seed %" PRIu64
         ": %s  %d nodes, %d shards, %s; %zu ops, %d faults, %.1f s "
@@ -659,9 +707,9 @@ int Main(int argc, char** argv) {
   if (range) {
     std::string kinds;
     for (const auto& [k, n] : faults) absl::StrAppend(&kinds, kinds.empty() ? "" : ", ", k, " ", n);
-    std::printf("\n%" PRIu64 " runs, %zu failed%s; %zu ops; faults: %s\n", last - first + 1,
-                failed.size(), failed.empty() ? "" : " (seeds listed above)", ops,
-                kinds.empty() ? "none" : kinds.c_str());
+    std::printf("\n%" PRIu64 " runs, %zu failed%s; %zu ops, %zu scans; faults: %s\n",
+                last - first + 1, failed.size(), failed.empty() ? "" : " (seeds listed above)", ops,
+                scans, kinds.empty() ? "none" : kinds.c_str());
     std::string points;
     for (const auto& [site, n] : buggify_runs) {
       absl::StrAppend(&points, points.empty() ? "" : "; ", site, " (", n, " runs)");

@@ -11,7 +11,7 @@ trap 'rm -rf "$T"' EXIT
 
 "$SIM" --seeds=1..4 --workload_seconds=8 >"$T/range" 2>&1 || fail "seeds 1..4: $(cat "$T/range")"
 [[ $(grep -c '^seed [0-9]*: ok ' "$T/range") == 4 ]] || fail "not four clean runs: $(cat "$T/range")"
-grep -q '^4 runs, 0 failed; .* ops; faults: ' "$T/range" || fail "no summary: $(cat "$T/range")"
+grep -q '^4 runs, 0 failed; .* ops, [0-9]* scans; faults: ' "$T/range" || fail "no summary: $(cat "$T/range")"
 grep -q 'simulated cluster-hours' "$T/range" || fail "no speed line: $(cat "$T/range")"
 grep -q '^fault points fired: ' "$T/range" || fail "no fault point line: $(cat "$T/range")"
 
