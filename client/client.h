@@ -76,6 +76,10 @@ struct ClientEmbedding {
   // Cluster mode only: runs `body` as a thread of the world (lockstep: it may block in
   // `wait`); the router's background work runs there.
   std::function<void(std::function<void()> body)> spawn;
+  // Optional: the engine's check that a completed value write is in place (see
+  // engine::EngineOptions::verify_write).
+  std::function<bool(const void* local, size_t length, uint64_t remote_addr, uint32_t rkey)>
+      verify_write;
   // The world calls `poll` whenever it moved (it processes completions and expired deadlines
   // and returns the work done; never blocks) from add_poller's return until remove_poller.
   std::function<uint64_t(std::function<int()> poll)> add_poller;

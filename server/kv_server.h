@@ -59,6 +59,9 @@ struct KvServerEmbedding {
   // embedder drives cluster_node()'s LeaseTick and ControlTick where they may block in
   // `links.wait`.
   LinkEnv links;
+  // The engine's check that a completed write is in place (EngineOptions::verify_write).
+  std::function<bool(const void* local, size_t length, uint64_t remote_addr, uint32_t rkey)>
+      verify_write;
 };
 
 struct KvServerOptions {

@@ -90,6 +90,11 @@ class ClusterWorld {
   // Incarnations started so far (1 after Create).
   int incarnations(int i) const { return nodes_[i]->incarnations; }
   cluster::MemoryCoordinator& coordinator() { return coordinator_; }
+  // Invariant 1 (completion = visible) on every connection of every engine, nodes' and
+  // clients': writes whose destination was checked when they completed, and those whose
+  // destination did not hold the bytes written (EngineOptions::verify_write).
+  uint64_t writes_verified() const { return writes_verified_; }
+  uint64_t write_violations() const { return write_violations_; }
 
   // Runs `bodies` as participants, with every node's lease and control loop, until all bodies
   // returned. FailedPrecondition when the world stalled or passed max_time (the process must
@@ -167,6 +172,8 @@ class ClusterWorld {
   int64_t last_step_ns_ = -1;
   int steps_at_this_time_ = 0;
   std::string stop_reason_;  // why Step returned false
+  uint64_t writes_verified_ = 0, write_violations_ = 0;
+  bool VerifyWrite(const void* local, size_t length, uint64_t remote_addr, uint32_t rkey);
   sim::Lockstep lockstep_;
 };
 

@@ -58,6 +58,10 @@ TEST(ClusterWorldTest, NodesFormAReplicatedClusterThatServesClients) {
     for (const auto& r : w.server(i)->shards().All()) keys += r->store().stats().keys;
   }
   EXPECT_EQ(keys, 40u * o.replicas);
+  // Every value write (client to primary, primary to backups) was found in place when it
+  // completed: at least 40 x 3.
+  EXPECT_GE(w.writes_verified(), 40u * o.replicas);
+  EXPECT_EQ(w.write_violations(), 0u);
 }
 
 TEST(ClusterWorldTest, ACrashedPrimaryIsReplacedAndItsNodeRejoinsAfterRestart) {

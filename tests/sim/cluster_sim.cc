@@ -66,6 +66,7 @@ struct Outcome {
   uint64_t trace_hash = 0;
   size_t ops = 0;
   size_t scans = 0;
+  uint64_t writes_verified = 0;  // engine invariant 1 checked (ClusterWorld::writes_verified)
   std::map<std::string, int> faults;
   std::map<std::string, uint64_t> buggify;  // fault points that fired, by site
   int64_t sim_ns = 0;
@@ -114,6 +115,13 @@ class SimRun {
       Fail(absl::StrCat("the world stopped: ", st.message()));
     }
     if (out_.ok && !stalled_) CheckHistory();
+    out_.writes_verified = w_->writes_verified();
+    Note(absl::StrCat("writes checked in place at completion: ", w_->writes_verified()));
+    if (w_->write_violations() > 0) {
+      Fail(absl::StrCat(w_->write_violations(),
+                        " writes completed without their bytes at the "
+                        "destination (engine invariant 1; the log lines name the connections)"));
+    }
     out_.buggify = BuggifyFired();
     for (const auto& [site, n] : out_.buggify) Note(absl::StrCat("buggify fired ", n, "x: ", site));
     out_.ops = history_.size();
@@ -662,6 +670,7 @@ int Main(int argc, char** argv) {
   int64_t sim_ns = 0;
   double real_s = 0;
   size_t ops = 0, scans = 0;
+  uint64_t verified = 0;
   const auto start = std::chrono::steady_clock::now();
   for (uint64_t seed = first; seed <= last; ++seed) {
     // Kept after a stall: its participants are blocked and the process must end.
@@ -675,6 +684,7 @@ int Main(int argc, char** argv) {
     real_s += out.real_s;
     ops += out.ops;
     scans += out.scans;
+    verified += out.writes_verified;
     std::printf(
         "seed %" PRIu64
         ": %s  %d nodes, %d shards, %s; %zu ops, %d faults, %.1f s "
@@ -715,6 +725,8 @@ int Main(int argc, char** argv) {
       absl::StrAppend(&points, points.empty() ? "" : "; ", site, " (", n, " runs)");
     }
     std::printf("fault points fired: %s\n", points.empty() ? "none" : points.c_str());
+    std::printf("writes checked in place when they completed (engine invariant 1): %" PRIu64 "\n",
+                verified);
     std::printf(
         "simulated %.1f s of cluster time in %.1f s real (%.0fx): one real hour covers "
         "%.1f simulated cluster-hours\n",

@@ -116,6 +116,13 @@ struct EngineOptions {
   // a client must not (its own pipelining would starve the server's answers).
   bool throttle_when_backlogged = false;
   EngineMetrics* metrics = nullptr;  // optional; must outlive the engine
+  // A simulation's check of invariant 1 (completion = visible) where every peer's memory is in
+  // this process: called, on the thread that completes it, for each write reported
+  // successful that no later write of its connection overlaps, with the bytes it wrote
+  // (`local`, `length`) and its destination; returns false when the destination does not hold
+  // them (the engine then logs an error). Null: no check.
+  std::function<bool(const void* local, size_t length, uint64_t remote_addr, uint32_t rkey)>
+      verify_write;
 };
 
 // What a peer needs to connect to a Connection: plain data, one text line when encoded.

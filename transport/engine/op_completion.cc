@@ -43,10 +43,37 @@ void MarkDone(ConnectionState& c, Op& op, rnic::WcStatus status) {
   }
 }
 
+namespace {
+
+// Invariant 1 in a simulation (EngineOptions::verify_write): a write reported complete is in
+// place, unless a later write of this connection (still in c.ops) may have overwritten it.
+void VerifyWrite(ConnectionState& c, const Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  const uint64_t begin = op.remote_addr, end = op.remote_addr + op.local.length;
+  for (const Op& later : c.ops) {
+    if (later.is_write && later.remote_addr < end &&
+        begin < later.remote_addr + later.local.length) {
+      return;
+    }
+  }
+  if (!c.options.verify_write(reinterpret_cast<const void*>(op.local.addr), op.local.length,
+                              op.remote_addr, op.rkey)) {
+    Log(LogLevel::kError,
+        absl::StrCat("engine: connection ", c.id, ": a ",
+                     op.path == Path::kUnload ? "unloaded" : "offloaded", " write of ",
+                     op.local.length, " bytes completed but its destination does not hold them"));
+  }
+}
+
+}  // namespace
+
 void FinishInOrder(ConnectionState& c, Deferred& out) {
   while (!c.ops.empty() && c.ops.front().done) {
     Op op = std::move(c.ops.front());
     c.ops.pop_front();
+    if (op.is_write && op.status == rnic::WcStatus::kSuccess && !c.reported_failure &&
+        c.options.verify_write) {
+      VerifyWrite(c, op);
+    }
     if (c.first_unposted > 0) --c.first_unposted;
     // A message done without its completion (the connection failed): the NIC may hold its
     // slot until the QP is gone, which is when the slot goes back (~ConnectionState).

@@ -112,6 +112,9 @@ class Fabric {
 NodeStats StatsOf(const rnic::Device& device);
 // The fabric node id of such a device (-1 for any other device).
 int NodeIdOf(const rnic::Device& device);
+// Whether [addr, addr + length) lies in a region registered under `rkey` for remote writes on
+// a live node of `fabric`: memory a check may read (it is mapped while registered).
+bool RemoteWritable(const Fabric& fabric, uint32_t rkey, uint64_t addr, uint64_t length);
 
 }  // namespace unloadkv::sim
 

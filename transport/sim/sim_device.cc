@@ -311,6 +311,12 @@ NodeStats StatsOf(const rnic::Device& device) {
   return d == nullptr ? NodeStats() : d->node()->stats;
 }
 
+bool RemoteWritable(const Fabric& fabric, uint32_t rkey, uint64_t addr, uint64_t length) {
+  const NodeState* n = fabric.node(static_cast<int>(rkey >> 24));  // keys name their node
+  return n != nullptr && n->alive &&
+         n->regions.Check(rkey, addr, length, rnic::kRemoteWrite) == rnic::AccessVerdict::kOk;
+}
+
 int NodeIdOf(const rnic::Device& device) {
   auto* d = dynamic_cast<const SimDevice*>(&device);
   return d == nullptr ? -1 : d->node()->id;
