@@ -356,10 +356,7 @@ T ClusterRouter::Await(StartFn start) {
   return std::move(*s->result);
 }
 
-void ClusterRouter::Block(const std::function<bool()>& done) {
-  if (embedding_ != nullptr) return embedding_->wait(done);
-  while (!done()) absl::SleepFor(absl::Milliseconds(1));
-}
+void ClusterRouter::Block(const std::function<bool()>& done) { embedding_->wait(done); }
 
 void ClusterRouter::SleepUntil(absl::Time due) {
   if (embedding_ != nullptr) return Block([this, due] { return clock_->Now() >= due; });

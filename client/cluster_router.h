@@ -77,8 +77,7 @@ class ClusterRouter {
   void Finished();
   template <typename T, typename Start>
   T Await(Start start);
-  // Blocks until `done()` holds: the world runs meanwhile when embedded; otherwise checks
-  // every millisecond.
+  // Embedded only: blocks until `done()` holds while the world runs.
   void Block(const std::function<bool()>& done);
   void SleepUntil(absl::Time due);
 

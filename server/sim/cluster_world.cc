@@ -219,6 +219,24 @@ bool ClusterWorld::VerifyWrite(const void* local, size_t length, uint64_t remote
   return false;
 }
 
+absl::StatusOr<cluster::ClusterView> ClusterWorld::View() {
+  cluster::MemoryClusterMap map(&coordinator_, kCluster);
+  return map.Read();
+}
+
+bool ClusterWorld::FullyReplicated() {
+  absl::StatusOr<cluster::ClusterView> v = View();
+  if (!v.ok()) return false;
+  for (const cluster::ShardInfo& s : v->shard_list) {
+    if (s.primary.empty() || !v->IsLive(s.primary) || !s.joining.empty()) return false;
+    if (static_cast<int>(s.backups.size()) != v->replicas - 1) return false;
+    for (const std::string& b : s.backups) {
+      if (!v->IsLive(b)) return false;
+    }
+  }
+  return true;
+}
+
 void ClusterWorld::Crash(int i) {
   Node& n = *nodes_[i];
   if (n.server == nullptr) return;

@@ -90,6 +90,10 @@ class ClusterWorld {
   // Incarnations started so far (1 after Create).
   int incarnations(int i) const { return nodes_[i]->incarnations; }
   cluster::MemoryCoordinator& coordinator() { return coordinator_; }
+  // The cluster map as the map service holds it now.
+  absl::StatusOr<cluster::ClusterView> View();
+  // Every shard has a live primary, replicas - 1 live backups and nobody joining.
+  bool FullyReplicated();
   // Invariant 1 (completion = visible) on every connection of every engine, nodes' and
   // clients': writes whose destination was checked when they completed, and those whose
   // destination did not hold the bytes written (EngineOptions::verify_write).

@@ -7,23 +7,26 @@
 namespace unloadkv::server {
 namespace {
 
-// Whether every shard of the map has a primary and replicas - 1 backups, nobody joining.
-bool FullyReplicated(ClusterWorld& w, int replicas) {
-  cluster::MemoryClusterMap map(&w.coordinator(), "sim");
-  absl::StatusOr<cluster::ClusterView> v = map.Read();
-  if (!v.ok()) return false;
-  for (const cluster::ShardInfo& s : v->shard_list) {
-    if (s.primary.empty() || !v->IsLive(s.primary)) return false;
-    if (static_cast<int>(s.backups.size()) != replicas - 1 || !s.joining.empty()) return false;
-  }
-  return true;
-}
-
 std::string PrimaryOf(ClusterWorld& w, uint32_t shard) {
-  cluster::MemoryClusterMap map(&w.coordinator(), "sim");
-  absl::StatusOr<cluster::ClusterView> v = map.Read();
+  absl::StatusOr<cluster::ClusterView> v = w.View();
   if (!v.ok() || v->ShardById(shard) == nullptr) return "";
   return v->ShardById(shard)->primary;
+}
+
+// Puts key0..key<n-1> = value0..value<n-1>; stops at the first failure.
+void PutKeys(Client& c, int n) {
+  for (int k = 0; k < n; ++k) {
+    ASSERT_TRUE(c.Put("key" + std::to_string(k), "value" + std::to_string(k)).ok()) << k;
+  }
+}
+
+// Reads key0..key<n-1> back.
+void ExpectKeys(Client& c, int n) {
+  for (int k = 0; k < n; ++k) {
+    absl::StatusOr<std::string> v = c.Get("key" + std::to_string(k));
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(*v, "value" + std::to_string(k));
+  }
 }
 
 ClientOptions Fast() {
@@ -39,17 +42,12 @@ TEST(ClusterWorldTest, NodesFormAReplicatedClusterThatServesClients) {
   ASSERT_TRUE(world.ok()) << world.status();
   ClusterWorld& w = **world;
   absl::Status run = w.Run({[&] {
-    w.Wait([&] { return FullyReplicated(w, o.replicas); });
+    w.Wait([&] { return w.FullyReplicated(); });
     auto c = w.Connect(Fast());
     ASSERT_TRUE(c.ok()) << c.status();
-    for (int k = 0; k < 40; ++k) {
-      ASSERT_TRUE((*c)->Put("key" + std::to_string(k), "value" + std::to_string(k)).ok());
-    }
-    for (int k = 0; k < 40; ++k) {
-      absl::StatusOr<std::string> v = (*c)->Get("key" + std::to_string(k));
-      ASSERT_TRUE(v.ok()) << v.status();
-      EXPECT_EQ(*v, "value" + std::to_string(k));
-    }
+    PutKeys(**c, 40);
+    if (::testing::Test::HasFatalFailure()) return;
+    ExpectKeys(**c, 40);
   }});
   ASSERT_TRUE(run.ok()) << run;
   // Every replica of a shard holds the keys its primary holds.
@@ -70,12 +68,11 @@ TEST(ClusterWorldTest, ACrashedPrimaryIsReplacedAndItsNodeRejoinsAfterRestart) {
   ASSERT_TRUE(world.ok()) << world.status();
   ClusterWorld& w = **world;
   absl::Status run = w.Run({[&] {
-    w.Wait([&] { return FullyReplicated(w, o.replicas); });
+    w.Wait([&] { return w.FullyReplicated(); });
     auto c = w.Connect(Fast());
     ASSERT_TRUE(c.ok()) << c.status();
-    for (int k = 0; k < 40; ++k) {
-      ASSERT_TRUE((*c)->Put("key" + std::to_string(k), "value" + std::to_string(k)).ok());
-    }
+    PutKeys(**c, 40);
+    if (::testing::Test::HasFatalFailure()) return;
     const std::string primary = PrimaryOf(w, 0);
     int victim = 0;
     while (w.node_name(victim) != primary) ++victim;
@@ -83,16 +80,12 @@ TEST(ClusterWorldTest, ACrashedPrimaryIsReplacedAndItsNodeRejoinsAfterRestart) {
     w.Crash(victim);
     EXPECT_EQ(w.server(victim), nullptr);
     // Reads go on through the failover; nothing acknowledged is lost.
-    for (int k = 0; k < 40; ++k) {
-      absl::StatusOr<std::string> v = (*c)->Get("key" + std::to_string(k));
-      ASSERT_TRUE(v.ok()) << v.status();
-      EXPECT_EQ(*v, "value" + std::to_string(k));
-    }
+    ExpectKeys(**c, 40);
     EXPECT_NE(PrimaryOf(w, 0), primary);
     // The lease had to expire first: no takeover within the TTL.
     EXPECT_GE(w.now_ns() - crashed_at, absl::ToInt64Nanoseconds(o.lease_ttl) / 2);
     w.Restart(victim);
-    w.Wait([&] { return w.server(victim) != nullptr && FullyReplicated(w, o.replicas); });
+    w.Wait([&] { return w.server(victim) != nullptr && w.FullyReplicated(); });
     EXPECT_EQ(w.incarnations(victim), 2);
   }});
   ASSERT_TRUE(run.ok()) << run;
@@ -116,14 +109,14 @@ TEST(ClusterWorldTest, ANodeWhoseLeaseLapsedWhileCutFromTheMapRejoinsWithoutAFig
   ASSERT_TRUE(world.ok()) << world.status();
   ClusterWorld& w = **world;
   absl::Status run = w.Run({[&] {
-    w.Wait([&] { return FullyReplicated(w, o.replicas); });
+    w.Wait([&] { return w.FullyReplicated(); });
     const std::string primary = PrimaryOf(w, 0);
     int backup = 0;
     while (w.node_name(backup) == primary) ++backup;
     w.CutFromMap(backup, true);
     w.SleepUntil(w.now_ns() + absl::ToInt64Nanoseconds(3 * o.lease_ttl));
     w.CutFromMap(backup, false);
-    w.Wait([&] { return FullyReplicated(w, o.replicas); });
+    w.Wait([&] { return w.FullyReplicated(); });
     EXPECT_TRUE(w.server(backup)->cluster_node()->LeaseValid());
   }});
   ASSERT_TRUE(run.ok()) << run;
@@ -154,21 +147,20 @@ TEST(ClusterWorldTest, ABackupReplacedDuringAPartitionLeavesNoConnectionBehind) 
   ASSERT_TRUE(world.ok()) << world.status();
   ClusterWorld& w = **world;
   absl::Status run = w.Run({[&] {
-    w.Wait([&] { return FullyReplicated(w, o.replicas); });
+    w.Wait([&] { return w.FullyReplicated(); });
     w.Wait([&] {
       auto [conns, links] = ConnectionsAndLinks(w);
       return conns == links && links == 2;
     });
-    cluster::MemoryClusterMap map(&w.coordinator(), "sim");
-    const std::string backup = map.Read()->ShardById(0)->backups[0];
+    const std::string backup = w.View()->ShardById(0)->backups[0];
     int b = 0;
     while (w.node_name(b) != backup) ++b;
     w.Partition({b}, true);
     w.CutFromMap(b, true);
     // Replaced by the spare node.
     w.Wait([&] {
-      absl::StatusOr<cluster::ClusterView> v = map.Read();
-      return FullyReplicated(w, o.replicas) && !v->ShardById(0)->HasReplica(backup);
+      absl::StatusOr<cluster::ClusterView> v = w.View();
+      return w.FullyReplicated() && !v->ShardById(0)->HasReplica(backup);
     });
     w.HealPartitions();
     w.CutFromMap(b, false);

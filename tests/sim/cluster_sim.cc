@@ -183,25 +183,8 @@ class SimRun {
     mix(text.data(), text.size());
   }
 
-  absl::StatusOr<cluster::ClusterView> View() {
-    cluster::MemoryClusterMap map(&w_->coordinator(), "sim");
-    return map.Read();
-  }
-
-  // Every shard has a live primary, replicas - 1 backups and nobody joining, and every node
-  // named in it is up.
-  bool FullyReplicated() {
-    absl::StatusOr<cluster::ClusterView> v = View();
-    if (!v.ok()) return false;
-    for (const cluster::ShardInfo& s : v->shard_list) {
-      if (s.primary.empty() || !v->IsLive(s.primary) || !s.joining.empty()) return false;
-      if (static_cast<int>(s.backups.size()) != v->replicas - 1) return false;
-      for (const std::string& b : s.backups) {
-        if (!v->IsLive(b)) return false;
-      }
-    }
-    return true;
-  }
+  absl::StatusOr<cluster::ClusterView> View() { return w_->View(); }
+  bool FullyReplicated() { return w_->FullyReplicated(); }
 
   // Fully replicated, and every node is up, registered and has reconciled with the map since
   // (a node that lost its lease acts again only after that: ClusterNode::LeaseValid).
