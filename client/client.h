@@ -47,7 +47,8 @@ namespace unloadkv {
 class Clock;  // transport/base/clock.h
 
 namespace engine {
-class EngineMetrics;  // transport/engine/metrics.h
+class EngineMetrics;    // transport/engine/metrics.h
+class InvariantChecks;  // transport/engine/invariant_checks.h
 }  // namespace engine
 
 namespace rnic {
@@ -76,10 +77,9 @@ struct ClientEmbedding {
   // Cluster mode only: runs `body` as a thread of the world (lockstep: it may block in
   // `wait`); the router's background work runs there.
   std::function<void(std::function<void()> body)> spawn;
-  // Optional: the engine's check that a completed value write is in place (see
-  // engine::EngineOptions::verify_write).
-  std::function<bool(const void* local, size_t length, uint64_t remote_addr, uint32_t rkey)>
-      verify_write;
+  // Optional: the engine's invariant checks (engine::EngineOptions::checks); must outlive
+  // the client.
+  engine::InvariantChecks* checks = nullptr;
   // The world calls `poll` whenever it moved (it processes completions and expired deadlines
   // and returns the work done; never blocks) from add_poller's return until remove_poller.
   std::function<uint64_t(std::function<int()> poll)> add_poller;

@@ -40,7 +40,7 @@ absl::StatusOr<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const Client
   eo.max_connections_per_worker = 1;  // the client's one connection
   eo.metrics = c->write_count_.get();
   eo.modeled_huge_pages = embedded != nullptr;
-  if (embedded != nullptr) eo.verify_write = embedded->verify_write;
+  if (embedded != nullptr) eo.checks = embedded->checks;
   auto engine = engine::Engine::Create(c->device_, eo);
   if (!engine.ok()) return engine.status();
   c->engine_ = std::move(*engine);

@@ -123,7 +123,7 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
   eo.max_connections_per_worker = static_cast<uint32_t>(budget->max_connections);
   eo.metrics = s->engine_metrics_.get();
   eo.modeled_huge_pages = embedded != nullptr;
-  if (embedded != nullptr) eo.verify_write = embedded->verify_write;
+  if (embedded != nullptr) eo.checks = embedded->checks;
   auto engine = engine::Engine::Create(s->device_, eo);
   if (!engine.ok()) return engine.status();
   s->engine_ = std::move(*engine);

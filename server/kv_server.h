@@ -59,9 +59,8 @@ struct KvServerEmbedding {
   // embedder drives cluster_node()'s LeaseTick and ControlTick where they may block in
   // `links.wait`.
   LinkEnv links;
-  // The engine's check that a completed write is in place (EngineOptions::verify_write).
-  std::function<bool(const void* local, size_t length, uint64_t remote_addr, uint32_t rkey)>
-      verify_write;
+  // Optional: the engine's invariant checks (EngineOptions::checks); must outlive the server.
+  engine::InvariantChecks* checks = nullptr;
 };
 
 struct KvServerOptions {

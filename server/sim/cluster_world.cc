@@ -27,6 +27,7 @@ constexpr uint64_t kMaxTurnsWithoutStep = 1'000'000;
 
 ClusterWorld::ClusterWorld(const Options& options)
     : options_(options),
+      checks_(&fabric_),
       coordinator_(&fabric_.clock()),
       lockstep_([this] { return Step(); }, kMaxTurnsWithoutStep) {}
 
@@ -91,10 +92,7 @@ absl::Status ClusterWorld::StartNode(int i) {
   n.embedding.links.dial = [this, i](const std::string& address, const std::string& info,
                                      absl::Duration) { return Dial(address, info, i); };
   n.embedding.links.wait = [this](const std::function<bool()>& done) { lockstep_.Wait(done); };
-  n.embedding.verify_write = [this](const void* local, size_t length, uint64_t addr,
-                                    uint32_t rkey) {
-    return VerifyWrite(local, length, addr, rkey);
-  };
+  n.embedding.checks = &checks_;
   KvServerOptions so;
   so.embedding = &n.embedding;
   so.cluster_map = n.map.get();
@@ -197,26 +195,13 @@ absl::StatusOr<std::unique_ptr<Client>> ClusterWorld::Connect(ClientOptions opti
     return next_poller_++;
   };
   e->remove_poller = [this](uint64_t id) { pollers_.erase(id); };
-  e->verify_write = [this](const void* local, size_t length, uint64_t addr, uint32_t rkey) {
-    return VerifyWrite(local, length, addr, rkey);
-  };
+  e->checks = &checks_;
   client_maps_.push_back(std::make_unique<cluster::MemoryClusterMap>(&coordinator_, kCluster));
   options.embedding = e.get();
   options.cluster_map = client_maps_.back().get();
   options.etcd.clear();
   client_embeddings_.push_back(std::move(e));
   return Client::Connect(options);
-}
-
-bool ClusterWorld::VerifyWrite(const void* local, size_t length, uint64_t remote_addr,
-                               uint32_t rkey) {
-  // A destination no longer registered (its node crashed, its replica dropped) has nothing to
-  // show; every other one must hold what the write carried.
-  if (!sim::RemoteWritable(fabric_, rkey, remote_addr, length)) return true;
-  ++writes_verified_;
-  if (std::memcmp(reinterpret_cast<const void*>(remote_addr), local, length) == 0) return true;
-  ++write_violations_;
-  return false;
 }
 
 absl::StatusOr<cluster::ClusterView> ClusterWorld::View() {

@@ -53,6 +53,7 @@
 #include "absl/status/statusor.h"
 #include "client/client.h"
 #include "server/kv_server.h"
+#include "server/sim/sim_invariants.h"
 #include "transport/cluster/memory_cluster_map.h"
 #include "transport/sim/fabric.h"
 #include "transport/sim/lockstep.h"
@@ -94,11 +95,9 @@ class ClusterWorld {
   absl::StatusOr<cluster::ClusterView> View();
   // Every shard has a live primary, replicas - 1 live backups and nobody joining.
   bool FullyReplicated();
-  // Invariant 1 (completion = visible) on every connection of every engine, nodes' and
-  // clients': writes whose destination was checked when they completed, and those whose
-  // destination did not hold the bytes written (EngineOptions::verify_write).
-  uint64_t writes_verified() const { return writes_verified_; }
-  uint64_t write_violations() const { return write_violations_; }
+  // The engine invariants, checked on every connection of every engine, nodes' and clients'
+  // (sim_invariants.h): what was checked and what failed.
+  const SimInvariants::Counts& invariants() const { return checks_.counts(); }
 
   // Runs `bodies` as participants, with every node's lease and control loop, until all bodies
   // returned. FailedPrecondition when the world stalled or passed max_time (the process must
@@ -164,6 +163,7 @@ class ClusterWorld {
 
   const Options options_;
   sim::Fabric fabric_;
+  SimInvariants checks_;  // every engine's (outlives them)
   cluster::MemoryCoordinator coordinator_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::set<std::pair<int, int>> cut_pairs_;  // node indices (smaller, larger): Partition
@@ -176,8 +176,6 @@ class ClusterWorld {
   int64_t last_step_ns_ = -1;
   int steps_at_this_time_ = 0;
   std::string stop_reason_;  // why Step returned false
-  uint64_t writes_verified_ = 0, write_violations_ = 0;
-  bool VerifyWrite(const void* local, size_t length, uint64_t remote_addr, uint32_t rkey);
   sim::Lockstep lockstep_;
 };
 

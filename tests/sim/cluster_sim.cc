@@ -66,7 +66,7 @@ struct Outcome {
   uint64_t trace_hash = 0;
   size_t ops = 0;
   size_t scans = 0;
-  uint64_t writes_verified = 0;  // engine invariant 1 checked (ClusterWorld::writes_verified)
+  server::SimInvariants::Counts invariants;  // the engine's, on every connection
   std::map<std::string, int> faults;
   std::map<std::string, uint64_t> buggify;  // fault points that fired, by site
   int64_t sim_ns = 0;
@@ -114,14 +114,14 @@ class SimRun {
       stalled_ = true;
       Fail(absl::StrCat("the world stopped: ", st.message()));
     }
+    CheckInvariants();
     if (out_.ok && !stalled_) CheckHistory();
-    out_.writes_verified = w_->writes_verified();
-    Note(absl::StrCat("writes checked in place at completion: ", w_->writes_verified()));
-    if (w_->write_violations() > 0) {
-      Fail(absl::StrCat(w_->write_violations(),
-                        " writes completed without their bytes at the "
-                        "destination (engine invariant 1; the log lines name the connections)"));
-    }
+    const server::SimInvariants::Counts& inv = w_->invariants();
+    out_.invariants = inv;
+    Note(absl::StrCat("engine invariants: ", inv.writes_verified,
+                      " writes in place at completion, ", inv.messages_checked, " messages after ",
+                      inv.writes_before_checked, " writes issued before them, ",
+                      inv.refusals_checked, " refusals"));
     out_.buggify = BuggifyFired();
     for (const auto& [site, n] : out_.buggify) Note(absl::StrCat("buggify fired ", n, "x: ", site));
     out_.ops = history_.size();
@@ -385,6 +385,18 @@ class SimRun {
                          st.ok() ? "ok" : absl::StatusCodeToString(st.code()),
                          op.response_ns ? "" : " (outcome unknown)"));
     history_.push_back(std::move(op));
+    CheckInvariants();
+  }
+
+  // The engine's invariants are checked as the world runs: a violation fails the run when
+  // first seen, near its events in the trace (the engine's log line names the connection).
+  void CheckInvariants() {
+    const server::SimInvariants::Counts& inv = w_->invariants();
+    if (inv.violations() == 0) return;
+    Fail(absl::StrCat("engine invariants violated: ", inv.write_violations,
+                      " writes completed without their bytes in place (1), ", inv.order_violations,
+                      " messages handed over before a write issued ahead of them (2), ",
+                      inv.refusal_violations, " writes refused where the NIC accepts them (3)"));
   }
 
   void Put(Client& client, int c, const std::string& key, const std::string& value) {
@@ -653,7 +665,7 @@ int Main(int argc, char** argv) {
   int64_t sim_ns = 0;
   double real_s = 0;
   size_t ops = 0, scans = 0;
-  uint64_t verified = 0;
+  server::SimInvariants::Counts inv;  // summed over the runs
   const auto start = std::chrono::steady_clock::now();
   for (uint64_t seed = first; seed <= last; ++seed) {
     // Kept after a stall: its participants are blocked and the process must end.
@@ -667,7 +679,10 @@ int Main(int argc, char** argv) {
     real_s += out.real_s;
     ops += out.ops;
     scans += out.scans;
-    verified += out.writes_verified;
+    inv.writes_verified += out.invariants.writes_verified;
+    inv.messages_checked += out.invariants.messages_checked;
+    inv.writes_before_checked += out.invariants.writes_before_checked;
+    inv.refusals_checked += out.invariants.refusals_checked;
     std::printf(
         "seed %" PRIu64
         ": %s  %d nodes, %d shards, %s; %zu ops, %d faults, %.1f s "
@@ -708,8 +723,12 @@ int Main(int argc, char** argv) {
       absl::StrAppend(&points, points.empty() ? "" : "; ", site, " (", n, " runs)");
     }
     std::printf("fault points fired: %s\n", points.empty() ? "none" : points.c_str());
-    std::printf("writes checked in place when they completed (engine invariant 1): %" PRIu64 "\n",
-                verified);
+    std::printf(
+        "engine invariants checked: %" PRIu64 " writes in place when they completed (1), %" PRIu64
+        " messages handed over after the %" PRIu64
+        " unfinished writes issued before them (2), %" PRIu64
+        " refusals where the NIC refuses (3)\n",
+        inv.writes_verified, inv.messages_checked, inv.writes_before_checked, inv.refusals_checked);
     std::printf(
         "simulated %.1f s of cluster time in %.1f s real (%.0fx): one real hour covers "
         "%.1f simulated cluster-hours\n",

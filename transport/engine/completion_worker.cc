@@ -217,6 +217,7 @@ std::vector<ConnectionState::Held> TakeDeliverable(ConnectionState& c)
     }
     if (!applied) break;
     deliver.push_back(c.held.front());
+    deliver.back().number = c.messages_taken++;
     c.held.pop_front();
   }
   return deliver;
@@ -248,6 +249,13 @@ void ReleaseBuffer(ConnectionState& c, uint32_t buffer, Deferred& out)
 void Deliver(ConnectionState& c, const MessageHandler& handler,
              const std::vector<ConnectionState::Held>& deliver) ABSL_LOCKS_EXCLUDED(c.mu) {
   for (const ConnectionState::Held& m : deliver) {
+    // Written at Connect, before any message can arrive.
+    if (c.options.checks != nullptr &&
+        !c.options.checks->MessageDelivered(c.peer_check_name, m.number)) {
+      Log(LogLevel::kError, absl::StrCat("engine: connection ", c.id, ": message ", m.number,
+                                         " delivered before a write issued ahead of it is "
+                                         "visible"));
+    }
     if (handler) {
       handler(absl::MakeConstSpan(c.pool->buffer(m.buffer) + c.message_header_bytes, m.length));
     }

@@ -172,6 +172,10 @@ absl::Status Connection::Connect(const ConnectionInfo& remote) {
     }
   }
   c.remote = remote;
+  if (c.options.checks != nullptr) {
+    c.check_name = absl::StrCat(c.local.qp.address, "/", c.local.qp.qp_num);
+    c.peer_check_name = absl::StrCat(remote.qp.address, "/", remote.qp.qp_num);
+  }
   c.message_credits = remote.message_credits;
   for (Lane& lane : c.lanes) lane.limit = remote.staging_credits;
   c.connected = true;

@@ -54,6 +54,7 @@
 #include "absl/types/span.h"
 #include "transport/base/clock.h"
 #include "transport/base/mutex.h"
+#include "transport/engine/invariant_checks.h"
 #include "transport/engine/metrics.h"
 #include "transport/engine/policy.h"
 #include "transport/rnic/device.h"
@@ -116,13 +117,9 @@ struct EngineOptions {
   // a client must not (its own pipelining would starve the server's answers).
   bool throttle_when_backlogged = false;
   EngineMetrics* metrics = nullptr;  // optional; must outlive the engine
-  // A simulation's check of invariant 1 (completion = visible) where every peer's memory is in
-  // this process: called, on the thread that completes it, for each write reported
-  // successful that no later write of its connection overlaps, with the bytes it wrote
-  // (`local`, `length`) and its destination; returns false when the destination does not hold
-  // them (the engine then logs an error). Null: no check.
-  std::function<bool(const void* local, size_t length, uint64_t remote_addr, uint32_t rkey)>
-      verify_write;
+  // A simulation's checks of the invariants on every connection (invariant_checks.h); must
+  // outlive the engine. Null: no checks.
+  InvariantChecks* checks = nullptr;
 };
 
 // What a peer needs to connect to a Connection: plain data, one text line when encoded.

@@ -160,6 +160,9 @@ struct ConnectionState {
   std::unique_ptr<PathPolicy> policy ABSL_GUARDED_BY(mu);
   ConnectionInfo local;
   ConnectionInfo remote ABSL_GUARDED_BY(mu);
+  // With EngineOptions::checks: this connection's name for what it sends and its peer's
+  // (invariant_checks.h), set by Connect.
+  std::string check_name, peer_check_name;
   bool connected ABSL_GUARDED_BY(mu) = false;
   bool failed ABSL_GUARDED_BY(mu) = false;
   // Staged writes validated and being copied outside the lock (Connection::Close waits).
@@ -180,7 +183,8 @@ struct ConnectionState {
   // Initiator side.
   std::deque<Op> ops ABSL_GUARDED_BY(mu);  // ops.front().id is the oldest unfinished op
   uint64_t next_op_id ABSL_GUARDED_BY(mu) = 0;
-  uint32_t next_lane ABSL_GUARDED_BY(mu) = 0;  // where the search for a free lane starts
+  uint64_t messages_issued ABSL_GUARDED_BY(mu) = 0;  // Send calls accepted
+  uint32_t next_lane ABSL_GUARDED_BY(mu) = 0;        // where the search for a free lane starts
   uint32_t message_credits ABSL_GUARDED_BY(mu) = 0;
   uint32_t queued_messages ABSL_GUARDED_BY(mu) = 0;      // sent, not yet posted
   std::vector<int> free_send_slots ABSL_GUARDED_BY(mu);  // send_pool slots, free
@@ -211,6 +215,7 @@ struct ConnectionState {
 
   // Target side.
   uint64_t messages_received ABSL_GUARDED_BY(mu) = 0;
+  uint64_t messages_taken ABSL_GUARDED_BY(mu) = 0;  // taken for delivery (Held::number)
   // Message credits (docs/engine.md, "Message credits"). Every unit this connection holds in
   // the pool (min_message_credits + borrowed) backs one credit the peer holds (`granted`), one
   // about to be handed back (`credits_to_return`, its buffer posted) or one message received
@@ -233,6 +238,7 @@ struct ConnectionState {
   struct Held {
     uint32_t buffer, length;
     uint32_t need[kMaxLanes];
+    uint64_t number = 0;  // 0, 1, ... in delivery order; set by TakeDeliverable
   };
   std::deque<Held> held ABSL_GUARDED_BY(mu);
 

@@ -348,6 +348,10 @@ absl::Status Connection::Write(const rnic::ScatterGatherEntry& local, uint64_t r
     op.decision = c.policy->Decide(remote_addr, local.length,
                                    local.length + kStagingHeaderSize <= c.remote.slot_bytes);
     op.path = op.decision.path;
+    if (c.options.checks != nullptr) {
+      c.options.checks->WriteIssued(c.check_name, op.id, reinterpret_cast<const void*>(local.addr),
+                                    local.length, remote_addr, rkey);
+    }
     PostReady(c, out);
     if (posted_path != nullptr) {
       *posted_path = op.posted ? std::optional<Path>(op.path) : std::nullopt;
@@ -376,6 +380,10 @@ absl::Status Connection::Send(absl::Span<const char> message, SendCallback done)
     ++c.queued_messages;
     op.send_done = std::move(done);
     op.submitted = c.engine->clock().Now();
+    if (c.options.checks != nullptr) {
+      c.options.checks->MessageIssued(c.check_name, c.messages_issued, op.id);
+    }
+    ++c.messages_issued;
     PostReady(c, out);
     QueueCallbacks(c, out);
   }

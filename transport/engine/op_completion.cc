@@ -45,9 +45,22 @@ void MarkDone(ConnectionState& c, Op& op, rnic::WcStatus status) {
 
 namespace {
 
-// Invariant 1 in a simulation (EngineOptions::verify_write): a write reported complete is in
-// place, unless a later write of this connection (still in c.ops) may have overwritten it.
-void VerifyWrite(ConnectionState& c, const Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+// Invariants 1 and 3 in a simulation (EngineOptions::checks): a write reported complete is in
+// place, unless a later write of this connection (still in c.ops) may have overwritten it; a
+// write reported refused went where the NIC refuses too.
+void CheckFinishedWrite(ConnectionState& c, const Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  InvariantChecks& checks = *c.options.checks;
+  checks.WriteFinished(c.check_name, op.id);
+  const char* path = op.path == Path::kUnload ? "unloaded" : "offloaded";
+  if (op.status == rnic::WcStatus::kRemoteAccessError) {
+    if (!checks.WriteRefused(op.local.length, op.remote_addr, op.rkey)) {
+      Log(LogLevel::kError,
+          absl::StrCat("engine: connection ", c.id, ": an ", path, " write of ", op.local.length,
+                       " bytes was refused but its destination accepts writes"));
+    }
+    return;
+  }
+  if (op.status != rnic::WcStatus::kSuccess || c.reported_failure) return;
   const uint64_t begin = op.remote_addr, end = op.remote_addr + op.local.length;
   for (const Op& later : c.ops) {
     if (later.is_write && later.remote_addr < end &&
@@ -55,12 +68,11 @@ void VerifyWrite(ConnectionState& c, const Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED
       return;
     }
   }
-  if (!c.options.verify_write(reinterpret_cast<const void*>(op.local.addr), op.local.length,
-                              op.remote_addr, op.rkey)) {
+  if (!checks.WriteCompleted(reinterpret_cast<const void*>(op.local.addr), op.local.length,
+                             op.remote_addr, op.rkey)) {
     Log(LogLevel::kError,
-        absl::StrCat("engine: connection ", c.id, ": a ",
-                     op.path == Path::kUnload ? "unloaded" : "offloaded", " write of ",
-                     op.local.length, " bytes completed but its destination does not hold them"));
+        absl::StrCat("engine: connection ", c.id, ": an ", path, " write of ", op.local.length,
+                     " bytes completed but its destination does not hold them"));
   }
 }
 
@@ -70,10 +82,7 @@ void FinishInOrder(ConnectionState& c, Deferred& out) {
   while (!c.ops.empty() && c.ops.front().done) {
     Op op = std::move(c.ops.front());
     c.ops.pop_front();
-    if (op.is_write && op.status == rnic::WcStatus::kSuccess && !c.reported_failure &&
-        c.options.verify_write) {
-      VerifyWrite(c, op);
-    }
+    if (op.is_write && c.options.checks != nullptr) CheckFinishedWrite(c, op);
     if (c.first_unposted > 0) --c.first_unposted;
     // A message done without its completion (the connection failed): the NIC may hold its
     // slot until the QP is gone, which is when the slot goes back (~ConnectionState).

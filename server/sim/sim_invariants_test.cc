@@ -1,0 +1,92 @@
+#include "server/sim/sim_invariants.h"
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "transport/rnic/device.h"
+
+namespace unloadkv::server {
+namespace {
+
+// One node's region, writable by peers, and the bytes a peer writes into it.
+class SimInvariantsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    device_ = fabric_.CreateDevice();
+    memory_.assign(4096, 0);
+    auto mr = device_->RegisterMemory(memory_.data(), memory_.size(),
+                                      rnic::kLocalWrite | rnic::kRemoteWrite);
+    ASSERT_TRUE(mr.ok()) << mr.status();
+    mr_ = std::move(*mr);
+  }
+  uint64_t At(size_t offset) const { return mr_->address() + offset; }
+  void Place(size_t offset, const std::string& bytes) {
+    std::memcpy(memory_.data() + offset, bytes.data(), bytes.size());
+  }
+
+  sim::Fabric fabric_;
+  std::unique_ptr<rnic::Device> device_;
+  std::vector<char> memory_;
+  std::unique_ptr<rnic::MemoryRegion> mr_;
+  SimInvariants checks_{&fabric_};
+};
+
+TEST_F(SimInvariantsTest, CompletedWriteMustBeInPlace) {
+  const std::string v = "value-1";
+  EXPECT_FALSE(checks_.WriteCompleted(v.data(), v.size(), At(0), mr_->rkey()));
+  Place(0, v);
+  EXPECT_TRUE(checks_.WriteCompleted(v.data(), v.size(), At(0), mr_->rkey()));
+  // A destination no longer registered is not checked.
+  EXPECT_TRUE(checks_.WriteCompleted(v.data(), v.size(), At(4090), mr_->rkey()));
+  EXPECT_EQ(checks_.counts().writes_verified, 2u);
+  EXPECT_EQ(checks_.counts().write_violations, 1u);
+}
+
+TEST_F(SimInvariantsTest, MessageMustFollowTheWritesIssuedBeforeIt) {
+  const std::string a = "aaaa", b = "bbbb";
+  checks_.WriteIssued("n1/7", 0, a.data(), a.size(), At(0), mr_->rkey());
+  checks_.MessageIssued("n1/7", 0, 1);
+  checks_.WriteIssued("n1/7", 2, b.data(), b.size(), At(100), mr_->rkey());
+  checks_.MessageIssued("n1/7", 1, 3);
+  // Message 0 handed over before write 0 landed: a violation. Write 2 (after it) is not
+  // required.
+  EXPECT_FALSE(checks_.MessageDelivered("n1/7", 0));
+  Place(0, a);
+  EXPECT_FALSE(checks_.MessageDelivered("n1/7", 1));  // write 2 missing
+  Place(100, b);
+  checks_.MessageIssued("n1/7", 2, 4);
+  EXPECT_TRUE(checks_.MessageDelivered("n1/7", 2));
+  // Another connection's messages are its own.
+  EXPECT_TRUE(checks_.MessageDelivered("n2/7", 0));
+  EXPECT_EQ(checks_.counts().messages_checked, 3u);
+  EXPECT_EQ(checks_.counts().order_violations, 2u);
+  // Writes 0 and 2 never finished: each message checks every one issued before it.
+  EXPECT_EQ(checks_.counts().writes_before_checked, 1u + 2u + 2u);
+}
+
+TEST_F(SimInvariantsTest, FinishedOrOverwrittenWritesAreNotRequired) {
+  const std::string a = "aaaa", b = "bbbb", c = "cccc";
+  checks_.WriteIssued("n1/7", 0, a.data(), a.size(), At(0), mr_->rkey());
+  checks_.WriteIssued("n1/7", 1, b.data(), b.size(), At(2), mr_->rkey());  // overlaps write 0
+  checks_.WriteIssued("n1/7", 2, c.data(), c.size(), At(200), mr_->rkey());
+  checks_.MessageIssued("n1/7", 0, 3);
+  Place(0, a);
+  Place(2, b);                       // write 1 landed over write 0's last bytes
+  checks_.WriteFinished("n1/7", 2);  // finished (invariant 1 covers it), not in memory here
+  EXPECT_TRUE(checks_.MessageDelivered("n1/7", 0));
+  EXPECT_EQ(checks_.counts().writes_before_checked, 1u);  // write 1 only
+}
+
+TEST_F(SimInvariantsTest, RefusalMustBeWhereTheNicRefuses) {
+  EXPECT_TRUE(checks_.WriteRefused(64, At(4090), mr_->rkey()));      // out of bounds
+  EXPECT_TRUE(checks_.WriteRefused(64, At(0), mr_->rkey() ^ 0xff));  // unknown key
+  EXPECT_FALSE(checks_.WriteRefused(64, At(0), mr_->rkey()));        // writable
+  EXPECT_EQ(checks_.counts().refusals_checked, 3u);
+  EXPECT_EQ(checks_.counts().refusal_violations, 1u);
+}
+
+}  // namespace
+}  // namespace unloadkv::server
