@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "transport/engine/engine.h"
+#include "transport/engine/policy.h"
 
 namespace unloadkv::server {
 namespace {
@@ -180,6 +182,12 @@ void ClusterWorld::SlowCpu(int i, int factor) {
   }
 }
 
+void ClusterWorld::SlowNetwork(int i, absl::Duration max_delay) {
+  if (nodes_[i]->device != nullptr) {
+    fabric_.SetNodeDelay(sim::NodeIdOf(*nodes_[i]->device), absl::ToInt64Nanoseconds(max_delay));
+  }
+}
+
 absl::StatusOr<std::unique_ptr<Client>> ClusterWorld::Connect(ClientOptions options) {
   client_devices_.push_back(fabric_.CreateDevice(options_.client_model));
   auto e = std::make_unique<ClientEmbedding>();
@@ -202,6 +210,89 @@ absl::StatusOr<std::unique_ptr<Client>> ClusterWorld::Connect(ClientOptions opti
   options.etcd.clear();
   client_embeddings_.push_back(std::move(e));
   return Client::Connect(options);
+}
+
+absl::Status ClusterWorld::RogueWrite(int i, engine::Path path, Rogue kind, uint64_t salt,
+                                      engine::Path* took) {
+  constexpr uint32_t kBytes = 64;
+  KvServer* srv = server(i);
+  if (srv == nullptr || paused(i)) return absl::UnavailableError(node_name(i) + " is down");
+  const std::vector<std::shared_ptr<ShardReplica>> replicas = srv->shards().All();
+  if (replicas.empty()) return absl::UnavailableError(node_name(i) + " holds no replica");
+  const std::shared_ptr<ShardReplica>& r = replicas[salt % replicas.size()];
+  const uint64_t arena_end = r->arena_addr() + r->memory().size();
+  uint64_t addr = arena_end - 8;
+  uint32_t rkey = r->arena_rkey();
+  uint64_t in_bounds = 8;  // of the write's bytes, those inside the arena
+  if (kind == Rogue::kUnknownKey) {
+    addr = arena_end - kBytes;
+    rkey |= 0x00ffffff;  // the node's key space (sim keys name their node), its last key
+    in_bounds = kBytes;
+    if (sim::RemoteWritable(fabric_, rkey, addr, kBytes)) {
+      return absl::UnavailableError("the unknown key is in use");
+    }
+  }
+
+  client_devices_.push_back(fabric_.CreateDevice(options_.client_model));
+  engine::EngineOptions eo;
+  eo.max_connections_per_worker = 1;  // it sends no message
+  eo.modeled_huge_pages = true;
+  eo.checks = &checks_;
+  absl::StatusOr<std::unique_ptr<engine::Engine>> e =
+      engine::Engine::Create(client_devices_.back().get(), eo);
+  if (!e.ok()) return e.status();
+  std::unique_ptr<engine::Engine> engine = *std::move(e);
+  std::string bytes(kBytes, '\0');
+  for (uint32_t k = 0; k < kBytes; ++k) {
+    bytes[k] = static_cast<char>((salt * 0x9e3779b97f4a7c15ULL) >> (8 * (k % 8)) ^ (k * 131));
+  }
+  absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> mr =
+      engine->RegisterMemory(bytes.data(), bytes.size(), rnic::kLocalWrite);
+  if (!mr.ok()) return mr.status();
+  std::unique_ptr<engine::PathPolicy> policy;
+  if (path == engine::Path::kUnload) {
+    policy = std::make_unique<engine::UnloadPolicy>();
+  } else {
+    policy = std::make_unique<engine::OffloadPolicy>();
+  }
+  absl::StatusOr<std::unique_ptr<engine::Connection>> c =
+      engine->CreateConnection(std::move(policy));
+  if (!c.ok()) return c.status();
+  std::unique_ptr<engine::Connection> conn = *std::move(c);
+  absl::StatusOr<std::string> answer =
+      Dial(nodes_[i]->address, engine::EncodeConnectionInfo(conn->local_info()), -1);
+  if (!answer.ok()) return answer.status();
+  absl::StatusOr<engine::ConnectionInfo> info = engine::DecodeConnectionInfo(*answer);
+  if (!info.ok()) return info.status();
+  if (absl::Status st = conn->Connect(*info); !st.ok()) return st;
+  const uint64_t poller = next_poller_++;
+  pollers_.emplace(poller, [&engine] { return engine->PollOnce(); });
+
+  std::optional<engine::WriteResult> result;
+  absl::Status st = conn->Write((*mr)->Sge(0, kBytes), addr, rkey,
+                                [&result](const engine::WriteResult& w) { result = w; });
+  if (st.ok()) {
+    const int64_t until = now_ns() + 5'000'000'000;
+    Wait([&] { return result.has_value() || now_ns() >= until; });
+    const char* copied =
+        std::memcmp(reinterpret_cast<const void*>(addr), bytes.data(), in_bounds) == 0
+            ? "copied its in-bounds bytes"
+            : nullptr;
+    if (!result) {
+      st = absl::InternalError("the write did not complete within 5 s");
+    } else if (result->status != rnic::WcStatus::kRemoteAccessError || copied != nullptr) {
+      st = absl::InternalError(
+          absl::StrCat("a write the NIC must refuse, on the ", engine::PathName(result->path),
+                       " path, completed with ", rnic::WcStatusName(result->status),
+                       copied != nullptr ? " and " : "", copied != nullptr ? copied : ""));
+    }
+    if (result && took != nullptr) *took = result->path;
+  }
+  conn->Close();
+  pollers_.erase(poller);
+  conn.reset();
+  mr->reset();
+  return st;
 }
 
 absl::StatusOr<cluster::ClusterView> ClusterWorld::View() {

@@ -23,7 +23,8 @@
 //     timeout), and no replication link opens across; clients reach every node.
 //   * SlowCpu(i, factor): the node's modeled CPU costs times `factor` (slow unload workers
 //     and RPC handling); Jitter(max): every request up to `max` later, so that connections
-//     overtake each other (each QP's order holds).
+//     overtake each other (each QP's order holds); SlowNetwork(i, max): every request the
+//     node sends or receives up to `max` later still (a congested link: milliseconds).
 // Faults are requests: a node's own participant applies crash and restart at its next turn,
 // never while it is inside a tick.
 //
@@ -123,9 +124,23 @@ class ClusterWorld {
   void Partition(const std::vector<int>& side, bool cut);
   void HealPartitions();
   void SlowCpu(int i, int factor);
+  void SlowNetwork(int i, absl::Duration max_delay);
   void Jitter(absl::Duration max, uint64_t seed) {
     fabric_.SetJitter(absl::ToInt64Nanoseconds(max), seed);
   }
+
+  // A rogue peer: connects to node `i` as a client does, then writes 64 bytes drawn from
+  // `salt` where the node's NIC must refuse them, into one of its arenas (the `salt`-th
+  // replica): across the arena's end (kAcrossEnd, the first 8 bytes in bounds) or inside it
+  // under a key no region has (kUnknownKey). Its policy sends the write on `path`. Engine
+  // invariant 3, end to end: OK when the write was refused with kRemoteAccessError and its
+  // in-bounds bytes were not copied (the node then drops the failed connection: the leak
+  // checks see it gone); Unavailable when the node is down or holds no replica; Internal,
+  // naming what happened, otherwise. `took` (optional) gets the path the write took.
+  // Call from a participant; returns within 5 s of virtual time.
+  enum class Rogue { kAcrossEnd, kUnknownKey };
+  absl::Status RogueWrite(int i, engine::Path path, Rogue kind, uint64_t salt,
+                          engine::Path* took = nullptr);
 
  private:
   struct Node {

@@ -181,5 +181,47 @@ TEST(ClusterWorldTest, ABackupReplacedDuringAPartitionLeavesNoConnectionBehind) 
   ASSERT_TRUE(run.ok()) << run;
 }
 
+// Invariant 3 end to end: a peer's write the NIC must refuse (across an arena's end, or under
+// an unknown key) is refused on either path with kRemoteAccessError, copies nothing, and the
+// node drops the failed connection; the cluster keeps serving.
+TEST(ClusterWorldTest, WritesTheNicRefusesAreRefusedOnBothPathsAndCopyNothing) {
+  ClusterWorld::Options o;
+  auto world = ClusterWorld::Create(o);
+  ASSERT_TRUE(world.ok()) << world.status();
+  ClusterWorld& w = **world;
+  absl::Status run = w.Run({[&] {
+    w.Wait([&] { return w.FullyReplicated(); });
+    auto c = w.Connect(Fast());
+    ASSERT_TRUE(c.ok()) << c.status();
+    PutKeys(**c, 10);
+    uint64_t salt = 1;
+    for (engine::Path path : {engine::Path::kOffload, engine::Path::kUnload}) {
+      for (auto kind : {ClusterWorld::Rogue::kAcrossEnd, ClusterWorld::Rogue::kUnknownKey}) {
+        for (int i = 0; i < w.nodes(); ++i) {
+          engine::Path took =
+              path == engine::Path::kOffload ? engine::Path::kUnload : engine::Path::kOffload;
+          EXPECT_TRUE(w.RogueWrite(i, path, kind, salt++, &took).ok()) << i;
+          EXPECT_EQ(took, path);
+        }
+      }
+    }
+    ExpectKeys(**c, 10);
+    c = absl::UnavailableError("closed");
+    // Only the replication links are left: a backup's inbound end each, 2 shards x 2.
+    const int64_t until = w.now_ns() + 10'000'000'000;
+    auto conns = [&] {
+      size_t n = 0;
+      for (int i = 0; i < w.nodes(); ++i)
+        n += w.server(i)->connections() + w.server(i)->half_open();
+      return n;
+    };
+    w.Wait([&] { return conns() == 4u || w.now_ns() >= until; });
+    EXPECT_EQ(conns(), 4u);
+  }});
+  ASSERT_TRUE(run.ok()) << run;
+  EXPECT_EQ(w.invariants().refusals_checked, 2u * 2u * 3u);
+  EXPECT_EQ(w.invariants().violations(), 0u);
+}
+
 }  // namespace
 }  // namespace unloadkv::server

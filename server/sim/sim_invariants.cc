@@ -1,15 +1,53 @@
 #include "server/sim/sim_invariants.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
 namespace unloadkv::server {
 
-bool SimInvariants::WriteCompleted(const void* local, size_t length, uint64_t remote_addr,
-                                   uint32_t rkey) {
-  if (!sim::RemoteWritable(*fabric_, rkey, remote_addr, length)) return true;
+SimInvariants::Sender& SimInvariants::SenderOf(const std::string& connection) {
+  auto [it, added] = senders_.try_emplace(connection);
+  if (added) it->second.id = static_cast<uint32_t>(senders_.size());
+  return it->second;
+}
+
+bool SimInvariants::OverwrittenSince(uint32_t sender, uint64_t seq, uint64_t addr,
+                                     uint64_t length) const {
+  const uint64_t from = addr > longest_ ? addr - longest_ : 0;
+  for (auto it = issued_.lower_bound(from); it != issued_.end() && it->first < addr + length;
+       ++it) {
+    const Issued& i = it->second;
+    if (i.end > addr && i.seq > seq && i.sender != sender) return true;
+  }
+  return false;
+}
+
+SimInvariants::Verdict SimInvariants::Examine(uint32_t sender, const Write& w) {
+  if (!sim::RemoteWritable(*fabric_, w.rkey, w.addr, w.bytes.size())) {
+    return Verdict::kNothingToShow;
+  }
+  if (OverwrittenSince(sender, w.seq, w.addr, w.bytes.size())) {
+    ++counts_.overwritten;
+    return Verdict::kNothingToShow;
+  }
+  return std::memcmp(reinterpret_cast<const void*>(w.addr), w.bytes.data(), w.bytes.size()) == 0
+             ? Verdict::kHeld
+             : Verdict::kMissing;
+}
+
+bool SimInvariants::WriteCompleted(const std::string& connection, uint64_t op, const void* local,
+                                   size_t length, uint64_t remote_addr, uint32_t rkey) {
+  Sender& s = SenderOf(connection);
+  auto w =
+      std::find_if(s.writes.begin(), s.writes.end(), [op](const Write& x) { return x.op == op; });
+  // Every write is issued before it completes; one that was not is checked as of now.
+  const Write unissued{op, next_seq_, remote_addr, rkey,
+                       std::string(static_cast<const char*>(local), length)};
+  const Verdict v = Examine(s.id, w != s.writes.end() ? *w : unissued);
+  if (v == Verdict::kNothingToShow) return true;
   ++counts_.writes_verified;
-  if (std::memcmp(reinterpret_cast<const void*>(remote_addr), local, length) == 0) return true;
+  if (v == Verdict::kHeld) return true;
   ++counts_.write_violations;
   return false;
 }
@@ -23,14 +61,16 @@ bool SimInvariants::WriteRefused(size_t length, uint64_t remote_addr, uint32_t r
 
 void SimInvariants::WriteIssued(const std::string& connection, uint64_t op, const void* local,
                                 size_t length, uint64_t remote_addr, uint32_t rkey) {
-  senders_[connection].writes.push_back(
-      Write{op, remote_addr, rkey, std::string(static_cast<const char*>(local), length)});
+  Sender& s = SenderOf(connection);
+  const uint64_t seq = ++next_seq_;
+  s.writes.push_back(
+      Write{op, seq, remote_addr, rkey, std::string(static_cast<const char*>(local), length)});
+  issued_.emplace(remote_addr, Issued{remote_addr + length, seq, s.id});
+  longest_ = std::max<uint64_t>(longest_, length);
 }
 
 void SimInvariants::WriteFinished(const std::string& connection, uint64_t op) {
-  auto it = senders_.find(connection);
-  if (it == senders_.end()) return;
-  std::deque<Write>& writes = it->second.writes;
+  std::deque<Write>& writes = SenderOf(connection).writes;
   // Writes finish in issue order (callbacks fire in post order): this is the oldest.
   for (auto w = writes.begin(); w != writes.end(); ++w) {
     if (w->op == op) {
@@ -38,11 +78,10 @@ void SimInvariants::WriteFinished(const std::string& connection, uint64_t op) {
       break;
     }
   }
-  if (writes.empty() && it->second.messages.empty()) senders_.erase(it);
 }
 
 void SimInvariants::MessageIssued(const std::string& connection, uint64_t message, uint64_t op) {
-  senders_[connection].messages.emplace(message, op);
+  SenderOf(connection).messages.emplace(message, op);
 }
 
 bool SimInvariants::MessageDelivered(const std::string& connection, uint64_t message) {
@@ -64,14 +103,15 @@ bool SimInvariants::MessageDelivered(const std::string& connection, uint64_t mes
       const Write& later = s.writes[j];
       overlapped = later.addr < end && w.addr < later.addr + later.bytes.size();
     }
-    if (overlapped || !sim::RemoteWritable(*fabric_, w.rkey, w.addr, w.bytes.size())) continue;
+    if (overlapped) continue;
+    const Verdict v = Examine(s.id, w);
+    if (v == Verdict::kNothingToShow) continue;
     ++counts_.writes_before_checked;
-    if (std::memcmp(reinterpret_cast<const void*>(w.addr), w.bytes.data(), w.bytes.size()) != 0) {
+    if (v == Verdict::kMissing) {
       ++counts_.order_violations;
       ok = false;
     }
   }
-  if (s.writes.empty() && s.messages.empty()) senders_.erase(it);
   return ok;
 }
 

@@ -8,9 +8,11 @@
 //      connection overlaps is skipped, since the later one may already have landed);
 //   3. refusals: a write reported refused (kRemoteAccessError, on either path) went where the
 //      NIC refuses too.
-// Destinations no longer registered (their node crashed, their replica was dropped) have
-// nothing to show and are skipped. Each check is counted, and so is each violation (the engine
-// logs the connection).
+// Skipped, having nothing to show: destinations no longer registered (their node crashed,
+// their replica was dropped), and destinations another connection wrote to after the write
+// was issued (a slot freed and granted again may be rewritten before the first writer learns
+// its write completed: its ack can trail the answer that let the slot go). Each check is
+// counted, and so is each violation (the engine logs the connection).
 //
 // Thread-safety: none; a simulation runs one thread at a time (Lockstep).
 #ifndef UNLOADKV_SERVER_SIM_SIM_INVARIANTS_H_
@@ -36,12 +38,13 @@ class SimInvariants : public engine::InvariantChecks {
     uint64_t messages_checked = 0, writes_before_checked = 0;  // invariant 2
     uint64_t order_violations = 0;
     uint64_t refusals_checked = 0, refusal_violations = 0;  // invariant 3
+    uint64_t overwritten = 0;  // checks of 1 and 2 skipped: another connection wrote there
     uint64_t violations() const { return write_violations + order_violations + refusal_violations; }
   };
   const Counts& counts() const { return counts_; }
 
-  bool WriteCompleted(const void* local, size_t length, uint64_t remote_addr,
-                      uint32_t rkey) override;
+  bool WriteCompleted(const std::string& connection, uint64_t op, const void* local, size_t length,
+                      uint64_t remote_addr, uint32_t rkey) override;
   bool WriteRefused(size_t length, uint64_t remote_addr, uint32_t rkey) override;
   void WriteIssued(const std::string& connection, uint64_t op, const void* local, size_t length,
                    uint64_t remote_addr, uint32_t rkey) override;
@@ -52,17 +55,36 @@ class SimInvariants : public engine::InvariantChecks {
  private:
   struct Write {
     uint64_t op;
+    uint64_t seq;  // issue order among every connection's writes
     uint64_t addr;
     uint32_t rkey;
     std::string bytes;  // what it carries, copied when issued
   };
   struct Sender {
+    uint32_t id = 0;                        // dense, for `issued_`
     std::deque<Write> writes;               // issued, not finished, by op
     std::map<uint64_t, uint64_t> messages;  // issued, not delivered: number -> op
   };
+  struct Issued {
+    uint64_t end;
+    uint64_t seq;
+    uint32_t sender;
+  };
+
+  Sender& SenderOf(const std::string& connection);
+  // Whether a connection other than `sender` issued a write overlapping [addr, addr + length)
+  // after issue number `seq`.
+  bool OverwrittenSince(uint32_t sender, uint64_t seq, uint64_t addr, uint64_t length) const;
+  // Whether write `w` of `sender` is in place; kNothingToShow when its destination is gone or
+  // another connection wrote there since it was issued (counted in `overwritten`).
+  enum class Verdict { kHeld, kMissing, kNothingToShow };
+  Verdict Examine(uint32_t sender, const Write& w);
 
   const sim::Fabric* fabric_;
-  std::map<std::string, Sender> senders_;
+  std::map<std::string, Sender> senders_;   // kept for the world's life: ids stay unique
+  std::multimap<uint64_t, Issued> issued_;  // every write issued, by start address
+  uint64_t longest_ = 0;                    // longest write issued
+  uint64_t next_seq_ = 0;
   Counts counts_;
 };
 

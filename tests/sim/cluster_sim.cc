@@ -69,6 +69,7 @@ struct Outcome {
   server::SimInvariants::Counts invariants;  // the engine's, on every connection
   std::map<std::string, int> faults;
   std::map<std::string, uint64_t> buggify;  // fault points that fired, by site
+  std::map<std::string, int> refused;       // rogue writes refused, by path
   int64_t sim_ns = 0;
   double real_s = 0;
   ClusterWorld::Options shape;
@@ -121,7 +122,8 @@ class SimRun {
     Note(absl::StrCat("engine invariants: ", inv.writes_verified,
                       " writes in place at completion, ", inv.messages_checked, " messages after ",
                       inv.writes_before_checked, " writes issued before them, ",
-                      inv.refusals_checked, " refusals"));
+                      inv.refusals_checked, " refusals; ", inv.overwritten,
+                      " skipped (written since by another connection)"));
     out_.buggify = BuggifyFired();
     for (const auto& [site, n] : out_.buggify) Note(absl::StrCat("buggify fired ", n, "x: ", site));
     out_.ops = history_.size();
@@ -247,9 +249,19 @@ class SimRun {
   }
 
   void InjectOne(int64_t end) {
-    enum Kind { kCrash, kPause, kCutCluster, kCutMap, kPartition, kSlowCpu, kKinds };
-    static const char* const kNames[] = {"crash",   "pause",     "cut_cluster",
-                                         "cut_map", "partition", "slow_cpu"};
+    enum Kind {
+      kCrash,
+      kPause,
+      kCutCluster,
+      kCutMap,
+      kPartition,
+      kSlowCpu,
+      kSlowNet,
+      kRogueWrite,
+      kKinds
+    };
+    static const char* const kNames[] = {"crash",     "pause",    "cut_cluster", "cut_map",
+                                         "partition", "slow_cpu", "slow_net",    "rogue_write"};
     const Kind kind = static_cast<Kind>(rng_() % kKinds);
     const int victim = static_cast<int>(rng_() % static_cast<uint64_t>(w_->nodes()));
     std::uniform_int_distribution<int64_t> length(300'000'000, 6 * kSecond);
@@ -278,8 +290,31 @@ class SimRun {
     } else if (kind == kSlowCpu) {
       factor = 2 + static_cast<int>(rng_() % 30);
       absl::StrAppend(&who, " x", factor);
+    } else if (kind == kSlowNet) {
+      factor = 1 + static_cast<int>(rng_() % 100);  // milliseconds
+      absl::StrAppend(&who, " up to ", factor, " ms");
+    } else if (kind == kRogueWrite) {
+      return RogueWrite(victim);
     }
     Note(absl::StrFormat("fault %s %s for %.3f s", kNames[kind], who, hold / 1e9));
+    // A third of the faults come with a slow CPU or a slow network on another node (or the
+    // same) for as long: faults that lose nothing may overlap any other.
+    std::optional<std::pair<Kind, int>> companion;
+    if (rng_() % 3 == 0) {
+      const int other = static_cast<int>(rng_() % static_cast<uint64_t>(w_->nodes()));
+      if (rng_() % 2 == 0) {
+        const int x = 2 + static_cast<int>(rng_() % 30);
+        companion.emplace(kSlowCpu, other);
+        w_->SlowCpu(other, x);
+        Note(absl::StrFormat("fault slow_cpu %s x%d alongside", w_->node_name(other), x));
+      } else {
+        const int ms = 1 + static_cast<int>(rng_() % 100);
+        companion.emplace(kSlowNet, other);
+        w_->SlowNetwork(other, absl::Milliseconds(ms));
+        Note(absl::StrFormat("fault slow_net %s up to %d ms alongside", w_->node_name(other), ms));
+      }
+      ++out_.faults[kNames[companion->first]];
+    }
     switch (kind) {
       case kCrash:
         w_->Crash(victim);
@@ -314,14 +349,54 @@ class SimRun {
         w_->SleepUntil(w_->now_ns() + hold);
         w_->SlowCpu(victim, 1);
         break;
+      case kSlowNet:
+        w_->SlowNetwork(victim, absl::Milliseconds(factor));
+        w_->SleepUntil(w_->now_ns() + hold);
+        w_->SlowNetwork(victim, absl::ZeroDuration());
+        break;
+      case kRogueWrite:
       case kKinds:
         break;
     }
     Note(absl::StrFormat("healed %s %s", kNames[kind], who));
+    if (companion) {
+      const int other = companion->second;
+      if (companion->first == kSlowCpu) {
+        w_->SlowCpu(other, 1);
+      } else {
+        w_->SlowNetwork(other, absl::ZeroDuration());
+      }
+      Note(absl::StrFormat("healed %s %s", kNames[companion->first], w_->node_name(other)));
+    }
     // A restarted node is back once its new incarnation runs.
     if (kind == kCrash && !WaitFor([&] { return w_->server(victim) != nullptr; }, 30 * kSecond)) {
       Fail(absl::StrCat(who, " did not restart within 30 s"));
     }
+  }
+
+  // A peer writes where the victim's NIC must refuse, on a path and in a way drawn from the
+  // seed (ClusterWorld::RogueWrite): refused the same on both paths, nothing copied.
+  void RogueWrite(int victim) {
+    // The first node from the victim on that holds a replica (some hold none).
+    for (int k = 0; k < w_->nodes(); ++k) {
+      const int i = (victim + k) % w_->nodes();
+      if (w_->server(i) != nullptr && !w_->server(i)->shards().All().empty()) {
+        victim = i;
+        break;
+      }
+    }
+    const engine::Path path = rng_() % 2 == 0 ? engine::Path::kOffload : engine::Path::kUnload;
+    const auto kind =
+        rng_() % 2 == 0 ? ClusterWorld::Rogue::kAcrossEnd : ClusterWorld::Rogue::kUnknownKey;
+    const char* what =
+        kind == ClusterWorld::Rogue::kAcrossEnd ? "across an arena's end" : "under an unknown key";
+    engine::Path took = path;
+    const absl::Status st = w_->RogueWrite(victim, path, kind, rng_(), &took);
+    Note(absl::StrFormat("fault rogue_write %s: %s on the %s path -> %s", w_->node_name(victim),
+                         what, engine::PathName(path), st.ToString()));
+    if (absl::IsUnavailable(st)) return;
+    if (!st.ok()) return void(Fail(absl::StrCat("rogue write ", what, ": ", st.message())));
+    ++out_.refused[engine::PathName(took)];
   }
 
   void Heal() {
@@ -330,6 +405,7 @@ class SimRun {
       w_->CutFromCluster(i, false);
       w_->CutFromMap(i, false);
       w_->SlowCpu(i, 1);
+      w_->SlowNetwork(i, absl::ZeroDuration());
       if (w_->server(i) == nullptr) w_->Restart(i);
     }
   }
@@ -665,7 +741,8 @@ int Main(int argc, char** argv) {
   int64_t sim_ns = 0;
   double real_s = 0;
   size_t ops = 0, scans = 0;
-  server::SimInvariants::Counts inv;  // summed over the runs
+  server::SimInvariants::Counts inv;   // summed over the runs
+  std::map<std::string, int> refused;  // rogue writes refused as they must be, by path
   const auto start = std::chrono::steady_clock::now();
   for (uint64_t seed = first; seed <= last; ++seed) {
     // Kept after a stall: its participants are blocked and the process must end.
@@ -675,6 +752,7 @@ int Main(int argc, char** argv) {
     SetLogSink(nullptr, nullptr);
     for (const auto& [k, n] : out.faults) faults[k] += n;
     for (const auto& [site, n] : out.buggify) ++buggify_runs[site];
+    for (const auto& [path, n] : out.refused) refused[path] += n;
     sim_ns += out.sim_ns;
     real_s += out.real_s;
     ops += out.ops;
@@ -683,6 +761,7 @@ int Main(int argc, char** argv) {
     inv.messages_checked += out.invariants.messages_checked;
     inv.writes_before_checked += out.invariants.writes_before_checked;
     inv.refusals_checked += out.invariants.refusals_checked;
+    inv.overwritten += out.invariants.overwritten;
     std::printf(
         "seed %" PRIu64
         ": %s  %d nodes, %d shards, %s; %zu ops, %d faults, %.1f s "
@@ -727,8 +806,10 @@ int Main(int argc, char** argv) {
         "engine invariants checked: %" PRIu64 " writes in place when they completed (1), %" PRIu64
         " messages handed over after the %" PRIu64
         " unfinished writes issued before them (2), %" PRIu64
-        " refusals where the NIC refuses (3)\n",
-        inv.writes_verified, inv.messages_checked, inv.writes_before_checked, inv.refusals_checked);
+        " refusals where the NIC refuses (3); rogue writes refused as the NIC would: offload %d, "
+        "unload %d; %" PRIu64 " checks skipped (another connection wrote there since)\n",
+        inv.writes_verified, inv.messages_checked, inv.writes_before_checked, inv.refusals_checked,
+        refused["offload"], refused["unload"], inv.overwritten);
     std::printf(
         "simulated %.1f s of cluster time in %.1f s real (%.0fx): one real hour covers "
         "%.1f simulated cluster-hours\n",

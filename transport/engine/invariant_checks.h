@@ -22,12 +22,13 @@ class InvariantChecks {
  public:
   virtual ~InvariantChecks() = default;
 
-  // Invariant 1 (completion = visible): write `op` of `connection` was reported successful and
-  // no later write of its connection overlaps it, so its `length` bytes at `local` must now be
-  // at [remote_addr, remote_addr + length) of region `rkey`. Returns false when they are not
-  // (the engine logs an error naming the connection).
-  virtual bool WriteCompleted(const void* local, size_t length, uint64_t remote_addr,
-                              uint32_t rkey) = 0;
+  // Invariant 1 (completion = visible): write `op` of `connection` (reported to WriteIssued)
+  // was reported successful and no later write of its connection overlaps it, so its `length`
+  // bytes at `local` must now be at [remote_addr, remote_addr + length) of region `rkey`,
+  // unless another connection wrote there since. Returns false when they are not (the engine
+  // logs an error naming the connection). Called before WriteFinished for the write.
+  virtual bool WriteCompleted(const std::string& connection, uint64_t op, const void* local,
+                              size_t length, uint64_t remote_addr, uint32_t rkey) = 0;
   // Invariant 3 (same refusals): a write was reported refused with kRemoteAccessError, on
   // either path; the target NIC must refuse that destination too. Returns false when the
   // destination is writable (the engine logs an error).

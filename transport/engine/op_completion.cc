@@ -50,13 +50,14 @@ namespace {
 // write reported refused went where the NIC refuses too.
 void CheckFinishedWrite(ConnectionState& c, const Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   InvariantChecks& checks = *c.options.checks;
-  checks.WriteFinished(c.check_name, op.id);
   const char* path = op.path == Path::kUnload ? "unloaded" : "offloaded";
   if (op.status == rnic::WcStatus::kRemoteAccessError) {
     if (!checks.WriteRefused(op.local.length, op.remote_addr, op.rkey)) {
       Log(LogLevel::kError,
-          absl::StrCat("engine: connection ", c.id, ": an ", path, " write of ", op.local.length,
-                       " bytes was refused but its destination accepts writes"));
+          absl::StrCat("engine: connection ", c.id, " (", c.check_name, " to ", c.peer_check_name,
+                       "): an ", path, " write of ", op.local.length, " bytes (op ", op.id,
+                       ") was refused but its destination accepts writes (address ",
+                       absl::Hex(op.remote_addr), ", key ", absl::Hex(op.rkey), ")"));
     }
     return;
   }
@@ -68,11 +69,13 @@ void CheckFinishedWrite(ConnectionState& c, const Op& op) ABSL_EXCLUSIVE_LOCKS_R
       return;
     }
   }
-  if (!checks.WriteCompleted(reinterpret_cast<const void*>(op.local.addr), op.local.length,
-                             op.remote_addr, op.rkey)) {
+  if (!checks.WriteCompleted(c.check_name, op.id, reinterpret_cast<const void*>(op.local.addr),
+                             op.local.length, op.remote_addr, op.rkey)) {
     Log(LogLevel::kError,
-        absl::StrCat("engine: connection ", c.id, ": an ", path, " write of ", op.local.length,
-                     " bytes completed but its destination does not hold them"));
+        absl::StrCat("engine: connection ", c.id, " (", c.check_name, " to ", c.peer_check_name,
+                     "): an ", path, " write of ", op.local.length, " bytes (op ", op.id,
+                     ") completed but its destination does not hold them (address ",
+                     absl::Hex(op.remote_addr), ", key ", absl::Hex(op.rkey), ")"));
   }
 }
 
@@ -82,7 +85,10 @@ void FinishInOrder(ConnectionState& c, Deferred& out) {
   while (!c.ops.empty() && c.ops.front().done) {
     Op op = std::move(c.ops.front());
     c.ops.pop_front();
-    if (op.is_write && c.options.checks != nullptr) CheckFinishedWrite(c, op);
+    if (op.is_write && c.options.checks != nullptr) {
+      CheckFinishedWrite(c, op);
+      c.options.checks->WriteFinished(c.check_name, op.id);
+    }
     if (c.first_unposted > 0) --c.first_unposted;
     // A message done without its completion (the connection failed): the NIC may hold its
     // slot until the QP is gone, which is when the slot goes back (~ConnectionState).

@@ -414,7 +414,7 @@ absl::Status PostSend(Fabric& f, NodeState& n, SimQpState& qp,
     fetched = std::max(fetched, qp.tx_ready_ns);
     qp.tx_ready_ns = fetched;
     int64_t arrive = Transmit(n, fetched, kHeaderBytes + r.payload.size());
-    arrive = std::max(arrive + f.DrawJitter(), qp.last_arrival_ns);
+    arrive = std::max(arrive + f.DrawDelay(n.id, qp.peer_node), qp.last_arrival_ns);
     qp.last_arrival_ns = arrive;
     qp.outstanding.push_back(o);
     int src_node = n.id;

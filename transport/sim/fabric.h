@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <queue>
 #include <random>
@@ -74,7 +75,13 @@ class Fabric {
   // `seed`), never ahead of an earlier request of its QP: connections overtake each other,
   // a QP's order holds. 0: off (the default).
   void SetJitter(int64_t max_ns, uint64_t seed);
-  int64_t DrawJitter();
+  // Every request node `id` sends or receives leaves up to `max_ns` later still (uniform,
+  // drawn with the jitter): a congested link, where requests wait milliseconds and overtake
+  // those of other QPs. 0: off (the default).
+  void SetNodeDelay(int id, int64_t max_ns);
+  // How much later than the model a request from node `from` to node `to` leaves: the jitter
+  // and both nodes' delays, drawn.
+  int64_t DrawDelay(int from, int to);
   // Multiplies node `id`'s CPU costs (polling, messages, staged copies) by `factor` >= 1: a
   // slow or overloaded host, whose unload workers fall behind.
   void SetCpuSlowdown(int id, int factor);
@@ -105,6 +112,7 @@ class Fabric {
   std::set<std::pair<int, int>> cut_links_;  // (smaller id, larger id)
   int64_t jitter_max_ns_ = 0;
   std::mt19937_64 jitter_rng_;
+  std::map<int, int64_t> node_delay_ns_;  // SetNodeDelay, nodes with one only
   VirtualClock clock_{this};
 };
 

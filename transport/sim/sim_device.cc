@@ -40,9 +40,24 @@ void Fabric::SetJitter(int64_t max_ns, uint64_t seed) {
   jitter_rng_.seed(seed);
 }
 
-int64_t Fabric::DrawJitter() {
-  if (jitter_max_ns_ == 0) return 0;
-  return static_cast<int64_t>(jitter_rng_() % static_cast<uint64_t>(jitter_max_ns_ + 1));
+void Fabric::SetNodeDelay(int id, int64_t max_ns) {
+  if (max_ns > 0) {
+    node_delay_ns_[id] = max_ns;
+  } else {
+    node_delay_ns_.erase(id);
+  }
+}
+
+int64_t Fabric::DrawDelay(int from, int to) {
+  int64_t max_ns = jitter_max_ns_;
+  if (!node_delay_ns_.empty()) {
+    for (int id : {from, to}) {
+      auto it = node_delay_ns_.find(id);
+      if (it != node_delay_ns_.end()) max_ns += it->second;
+    }
+  }
+  if (max_ns == 0) return 0;
+  return static_cast<int64_t>(jitter_rng_() % static_cast<uint64_t>(max_ns + 1));
 }
 
 void Fabric::SetCpuSlowdown(int id, int factor) {

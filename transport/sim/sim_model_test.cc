@@ -205,6 +205,41 @@ TEST(SimModelTest, JitterReordersAcrossQpsButNeverWithinOne) {
   }
 }
 
+// A node's delay holds back the requests it sends and receives (up to the delay each), a
+// QP's still in order; once lifted, requests go at model speed again.
+TEST(SimModelTest, ANodeDelayHoldsItsRequestsBackInOrder) {
+  Fabric f;
+  Pair p = Connect(f);
+  std::vector<char> buf(4096, 'm');
+  auto smr = *p.a->RegisterMemory(buf.data(), 64, 0);
+  auto dmr = *p.b->RegisterMemory(buf.data() + 1024, 64, rnic::kLocalWrite);
+  // The virtual time `n` sends from a to b take to arrive, checking their order.
+  auto send = [&](int n) {
+    const int64_t start = f.now_ns();
+    for (int i = 0; i < n; ++i) {
+      EXPECT_TRUE(p.bqp->PostRecv(rnic::MakeRecv(0, dmr->Sge(0, 64))).ok());
+      EXPECT_TRUE(p.aqp->PostSend(rnic::MakeSendWithImm(0, smr->Sge(0, 8), i)).ok());
+    }
+    for (int i = 0; i < n; ++i) {
+      auto wc = rnic::WaitForCompletion(*p.b, *p.bcq, absl::Seconds(1));
+      if (!wc.ok()) return int64_t{-1};
+      EXPECT_EQ(wc->imm, static_cast<uint32_t>(i)) << "reordered";
+    }
+    return f.now_ns() - start;
+  };
+  send(20);  // warms the translation caches
+  const int64_t plain = send(20);
+  f.SetNodeDelay(NodeIdOf(*p.b), 10'000'000);  // the receiver's: requests to it wait too
+  const int64_t delayed = send(20);
+  f.SetNodeDelay(NodeIdOf(*p.b), 0);
+  const int64_t again = send(20);
+  ASSERT_GT(plain, 0);
+  // 20 draws of up to 10 ms: the last of them is past 5 ms but for a 2^-20 chance.
+  EXPECT_GT(delayed, plain + 5'000'000);
+  EXPECT_LE(delayed, plain + 10'000'000 + 1'000'000);
+  EXPECT_EQ(again, plain);
+}
+
 // A slowed node's CPU is charged `factor` times its model costs.
 TEST(SimModelTest, ACpuSlowdownMultipliesTheNodesCpuCosts) {
   auto busy = [](int factor) {
