@@ -189,36 +189,29 @@ void ClusterRouter::Post(std::function<void(bool)> task) {
   task(true);  // closing: fail on the caller's thread
 }
 
-void ClusterRouter::Background() {
+std::function<void(bool)> ClusterRouter::NextTask() {
+  auto ready = [this] { return stop_ || !tasks_.empty(); };  // under tasks_mu_
   if (embedding_ != nullptr) {
-    while (true) {
-      Block([this] {
-        std::lock_guard<std::mutex> l(tasks_mu_);
-        return stop_ || !tasks_.empty();
-      });
-      std::function<void(bool)> task;
-      {
-        std::lock_guard<std::mutex> l(tasks_mu_);
-        if (stop_) {
-          background_done_ = true;
-          return;
-        }
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-      }
-      task(false);
-    }
+    // The world runs until there is work (the wait below then returns at once: only this
+    // loop takes tasks, and stop_ is never reset).
+    Block([&] {
+      std::lock_guard<std::mutex> l(tasks_mu_);
+      return ready();
+    });
   }
   std::unique_lock<std::mutex> l(tasks_mu_);
-  while (true) {
-    tasks_cv_.wait(l, [this] { return stop_ || !tasks_.empty(); });
-    if (stop_) return;
-    std::function<void(bool)> task = std::move(tasks_.front());
-    tasks_.pop_front();
-    l.unlock();
-    task(false);
-    l.lock();
+  tasks_cv_.wait(l, ready);
+  if (stop_) {
+    background_done_ = true;
+    return nullptr;
   }
+  std::function<void(bool)> task = std::move(tasks_.front());
+  tasks_.pop_front();
+  return task;
+}
+
+void ClusterRouter::Background() {
+  while (std::function<void(bool)> task = NextTask()) task(false);
 }
 
 void ClusterRouter::Finished() {

@@ -71,6 +71,8 @@ class ClusterRouter {
   void Attempt(std::shared_ptr<Op> op, bool may_block);
   void Retry(std::shared_ptr<Op> op, absl::Status why);
   void Background();
+  // The next task for Background, or null once stopping (background_done_ then holds).
+  std::function<void(bool)> NextTask();
   // Runs `task(false)` on the router's thread, or `task(true)` (fail, do not block) when the
   // router is closing.
   void Post(std::function<void(bool closing)> task);

@@ -190,19 +190,12 @@ void ClusterWorld::SlowNetwork(int i, absl::Duration max_delay) {
 
 absl::StatusOr<std::unique_ptr<Client>> ClusterWorld::Connect(ClientOptions options) {
   client_devices_.push_back(fabric_.CreateDevice(options_.client_model));
-  auto e = std::make_unique<ClientEmbedding>();
-  e->device = client_devices_.back().get();
-  e->clock = &fabric_.clock();
+  std::unique_ptr<ClientEmbedding> e =
+      SimClientEmbedding(client_devices_.back().get(), fabric_, lockstep_, pollers_);
   e->bootstrap = [this](const std::string& server, const std::string& info) {
     return Dial(server, info, -1);
   };
-  e->wait = [this](const std::function<bool()>& done) { lockstep_.Wait(done); };
   e->spawn = [this](std::function<void()> body) { lockstep_.Spawn(std::move(body)); };
-  e->add_poller = [this](std::function<int()> poll) {
-    pollers_.emplace(next_poller_, std::move(poll));
-    return next_poller_++;
-  };
-  e->remove_poller = [this](uint64_t id) { pollers_.erase(id); };
   e->checks = &checks_;
   client_maps_.push_back(std::make_unique<cluster::MemoryClusterMap>(&coordinator_, kCluster));
   options.embedding = e.get();
@@ -265,8 +258,7 @@ absl::Status ClusterWorld::RogueWrite(int i, engine::Path path, Rogue kind, uint
   absl::StatusOr<engine::ConnectionInfo> info = engine::DecodeConnectionInfo(*answer);
   if (!info.ok()) return info.status();
   if (absl::Status st = conn->Connect(*info); !st.ok()) return st;
-  const uint64_t poller = next_poller_++;
-  pollers_.emplace(poller, [&engine] { return engine->PollOnce(); });
+  const uint64_t poller = pollers_.Add([&engine] { return engine->PollOnce(); });
 
   std::optional<engine::WriteResult> result;
   absl::Status st = conn->Write((*mr)->Sge(0, kBytes), addr, rkey,
@@ -289,7 +281,7 @@ absl::Status ClusterWorld::RogueWrite(int i, engine::Path path, Rogue kind, uint
     if (result && took != nullptr) *took = result->path;
   }
   conn->Close();
-  pollers_.erase(poller);
+  pollers_.Remove(poller);
   conn.reset();
   mr->reset();
   return st;
@@ -401,7 +393,7 @@ bool ClusterWorld::Step() {
       work += n->server->DriveOnce();
     }
   }
-  for (auto& [id, poll] : pollers_) work += poll();
+  work += pollers_.PollAll();
   coordinator_.ExpireLeases();
   if (fabric_.now_ns() > absl::ToInt64Nanoseconds(options_.max_time)) {
     stop_reason_ = absl::StrCat("virtual time passed max_time (",

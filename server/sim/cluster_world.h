@@ -54,6 +54,7 @@
 #include "absl/status/statusor.h"
 #include "client/client.h"
 #include "server/kv_server.h"
+#include "server/sim/sim_clients.h"
 #include "server/sim/sim_invariants.h"
 #include "transport/cluster/memory_cluster_map.h"
 #include "transport/sim/fabric.h"
@@ -185,8 +186,7 @@ class ClusterWorld {
   std::vector<std::unique_ptr<rnic::Device>> client_devices_;
   std::vector<std::unique_ptr<ClientEmbedding>> client_embeddings_;
   std::vector<std::unique_ptr<cluster::MemoryClusterMap>> client_maps_;
-  std::map<uint64_t, std::function<int()>> pollers_;  // by handle: polled in creation order
-  uint64_t next_poller_ = 1;
+  Pollers pollers_;  // the clients' engines and deadlines (ClientEmbedding::add_poller)
   int bodies_left_ = 0;
   int64_t last_step_ns_ = -1;
   int steps_at_this_time_ = 0;

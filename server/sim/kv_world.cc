@@ -36,18 +36,11 @@ KvWorld::~KvWorld() {
 
 absl::StatusOr<std::unique_ptr<Client>> KvWorld::Connect(ClientOptions options) {
   client_devices_.push_back(fabric_.CreateDevice(client_model_));
-  auto e = std::make_unique<ClientEmbedding>();
-  e->device = client_devices_.back().get();
-  e->clock = &fabric_.clock();
+  std::unique_ptr<ClientEmbedding> e =
+      SimClientEmbedding(client_devices_.back().get(), fabric_, lockstep_, pollers_);
   e->bootstrap = [this](const std::string&, const std::string& info) {
     return server_->Admit(info);
   };
-  e->wait = [this](const std::function<bool()>& done) { lockstep_.Wait(done); };
-  e->add_poller = [this](std::function<int()> poll) {
-    pollers_.emplace(next_poller_, std::move(poll));
-    return next_poller_++;
-  };
-  e->remove_poller = [this](uint64_t id) { pollers_.erase(id); };
   options.embedding = e.get();
   options.server = "the simulated kvserver";  // names it in the SDK's errors
   client_embeddings_.push_back(std::move(e));
@@ -61,7 +54,7 @@ absl::Status KvWorld::RunThreads(std::vector<std::function<void()>> bodies) {
 
 bool KvWorld::Step() {
   int work = server_->DriveOnce();
-  for (auto& [id, poll] : pollers_) work += poll();
+  work += pollers_.PollAll();
   if (work > 0) {
     idle_since_ns_ = -1;
     return true;

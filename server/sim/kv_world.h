@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "client/client.h"
 #include "server/kv_server.h"
+#include "server/sim/sim_clients.h"
 #include "transport/sim/fabric.h"
 #include "transport/sim/lockstep.h"
 #include "transport/sim/model.h"
@@ -88,8 +89,7 @@ class KvWorld {
   sim::NodeModel client_model_;
   std::vector<std::unique_ptr<rnic::Device>> client_devices_;
   std::vector<std::unique_ptr<ClientEmbedding>> client_embeddings_;
-  std::map<uint64_t, std::function<int()>> pollers_;  // by handle: polled in creation order
-  uint64_t next_poller_ = 1;
+  Pollers pollers_;  // the clients' engines and deadlines (ClientEmbedding::add_poller)
   sim::Lockstep lockstep_;
 };
 
