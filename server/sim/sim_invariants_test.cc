@@ -47,6 +47,18 @@ TEST_F(SimInvariantsTest, CompletedWriteMustBeInPlace) {
   EXPECT_EQ(checks_.counts().write_violations, 1u);
 }
 
+// The writer may reuse its buffer before the write completes (the SDK does once the PUT behind
+// it is answered, which an unloaded write's ack can trail): the write is judged by the bytes
+// it carried when issued (seeds 42 and 76 reported a false violation when it was not).
+TEST_F(SimInvariantsTest, AWriteIsJudgedByTheBytesItCarriedWhenIssued) {
+  std::string buffer = "first";
+  checks_.WriteIssued("n1/7", 0, buffer.data(), buffer.size(), At(8), mr_->rkey());
+  Place(8, buffer);
+  buffer = "reuse";
+  EXPECT_TRUE(checks_.WriteCompleted("n1/7", 0, buffer.data(), buffer.size(), At(8), mr_->rkey()));
+  EXPECT_EQ(checks_.counts().write_violations, 0u);
+}
+
 // A slot rewritten by another connection after the write was issued (freed and granted again
 // before the first writer learned its write completed) has nothing to show; one rewritten by
 // a write issued before it does.
