@@ -100,6 +100,52 @@ TEST(ClusterWorldTest, ACrashedPrimaryIsReplacedAndItsNodeRejoinsAfterRestart) {
   }
 }
 
+// Regression (cluster_sim seed 216): a backup cut off from the cluster for half a second lost
+// a REPLICATE request on a live connection. A later record would have exposed the gap (the
+// backup refuses it out of sequence, failing the link), but with none the write waited for
+// the lost request's deadline, 30 s then, and the shard's state with it. Now the primary
+// drops the silent backup after ReplicaLink::kRequestTimeout and the backup rejoins.
+TEST(ClusterWorldTest, ABackupThatStopsAnsweringHoldsTheShardsWritesUpForSecondsOnly) {
+  ClusterWorld::Options o;
+  o.shards = 1;
+  auto world = ClusterWorld::Create(o);
+  ASSERT_TRUE(world.ok()) << world.status();
+  ClusterWorld& w = **world;
+  absl::Status run = w.Run({[&] {
+    w.Wait([&] { return w.FullyReplicated(); });
+    ClientOptions quick = Fast();
+    quick.failover_timeout = absl::Seconds(1);
+    auto c = w.Connect(quick);
+    ASSERT_TRUE(c.ok()) << c.status();
+    PutKeys(**c, 5);
+    if (::testing::Test::HasFatalFailure()) return;
+    absl::StatusOr<cluster::ClusterView> v = w.View();
+    ASSERT_TRUE(v.ok()) << v.status();
+    const cluster::ShardInfo& shard = *v->ShardById(0);
+    int primary = 0, backup = 0;
+    while (w.node_name(primary) != shard.primary) ++primary;
+    while (w.node_name(backup) != shard.backups[0]) ++backup;
+    w.CutFromCluster(backup, true);
+    // Its record to the cut backup is lost; the client gives up after a second.
+    EXPECT_FALSE((*c)->Put("during", "the cut").ok());
+    w.CutFromCluster(backup, false);
+    const int64_t healed = w.now_ns();
+    std::shared_ptr<ShardReplica> r = w.server(primary)->shards().Get(0);
+    ASSERT_NE(r, nullptr);
+    // Seconds, not half a minute: the deadline (5 s), a control round, the state transfer.
+    const int64_t limit = healed + 8'000'000'000;
+    w.Wait([&] {
+      return (r->pending() == 0 && r->FailedLinks().empty() && w.FullyReplicated()) ||
+             w.now_ns() >= limit;
+    });
+    EXPECT_EQ(r->pending(), 0u) << "writes still held up " << (w.now_ns() - healed) / 1e9
+                                << " s after the cut healed";
+    EXPECT_TRUE(w.FullyReplicated());
+    EXPECT_TRUE((*c)->Put("after", "the cut").ok());
+  }});
+  ASSERT_TRUE(run.ok()) << run;
+}
+
 // Regression (cluster_sim seed 4): a backup cut off from the map service for longer than its
 // lease still ran its control loop when the cut healed, before its lease tick had found the
 // lease gone; it re-joined the shard, the primary removed the unregistered node at once, and

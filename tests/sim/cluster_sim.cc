@@ -188,8 +188,9 @@ class SimRun {
   absl::StatusOr<cluster::ClusterView> View() { return w_->View(); }
   bool FullyReplicated() { return w_->FullyReplicated(); }
 
-  // Fully replicated, and every node is up, registered and has reconciled with the map since
-  // (a node that lost its lease acts again only after that: ClusterNode::LeaseValid).
+  // Fully replicated, every node up, registered and reconciled with the map since (a node
+  // that lost its lease acts again only after that: ClusterNode::LeaseValid), and no write in
+  // flight on any primary.
   bool Quiesced() {
     if (!FullyReplicated()) return false;
     absl::StatusOr<cluster::ClusterView> v = View();
@@ -199,6 +200,12 @@ class SimRun {
       if (srv == nullptr || w_->paused(i) || !v->IsLive(w_->node_name(i)) ||
           !srv->cluster_node()->LeaseValid()) {
         return false;
+      }
+      // Nothing in flight: a backup applies a record before its primary commits it, so a
+      // write still waiting for another backup's ack (or for a failed link to be dropped)
+      // leaves the group briefly unequal.
+      for (const auto& r : srv->shards().All()) {
+        if (r->pending() > 0 || !r->FailedLinks().empty()) return false;
       }
     }
     return true;
