@@ -7,8 +7,10 @@
 //
 // A seed fixes everything: the cluster's shape (nodes, shards, path policy), the clients'
 // operations and think times, and the faults (crash and restart, pause, cut from the cluster,
-// cut from the map service) with their times and victims. After the workload every fault is
-// healed and the cluster must come back to full replication; then the checks:
+// cut from the map service, partition, slow CPU, slow network, rogue write) with their times
+// and victims. The engine's invariants are checked on every connection as the world runs
+// (server/sim/sim_invariants.h). After the workload every fault is healed and the cluster
+// must come back to full replication with nothing in flight; then the checks:
 //   1. the history (every PUT/GET/DELETE with its virtual invoke and response times, plus a
 //      final read of every key) is linearizable, key by key: no acknowledged write is lost,
 //      no read sees a value that was never written or was overwritten;
