@@ -3,6 +3,7 @@
 //
 //   bazel run -c opt //tests/sim:cluster_sim -- --seed=7           # one run; replays exactly
 //   bazel run -c opt //tests/sim:cluster_sim -- --seeds=1..100     # a range, summarized
+//   bazel run -c opt //tests/sim:cluster_sim -- --seeds=1..100,216 # ranges and seeds
 //   bazel run -c opt //tests/sim:cluster_sim -- --seed=7 --trace   # the events of a failure
 //
 // A seed fixes everything: the cluster's shape (nodes, shards, path policy), the clients'
@@ -43,7 +44,9 @@
 #include "transport/base/logging.h"
 
 DEFINE_uint64(seed, 1, "the run's seed (everything follows from it)");
-DEFINE_string(seeds, "", "A..B: run seeds A to B (inclusive) and summarize; overrides --seed");
+DEFINE_string(seeds, "",
+              "seeds to run and summarize, comma-separated ranges A..B (inclusive) and single "
+              "seeds, e.g. 1..100,216; overrides --seed");
 DEFINE_bool(trace, false,
             "print the run's events: faults, operations and the servers' log lines (all of "
             "them, or those around a failure)");
@@ -719,6 +722,25 @@ std::string Command(uint64_t seed) {
                       " --keys=", FLAGS_keys, FLAGS_buggify ? "" : " --buggify=false", " --trace");
 }
 
+// Parses "1..100,216": ranges A..B (inclusive, A <= B) and single seeds, in order.
+bool ParseSeeds(absl::string_view text, std::vector<uint64_t>* seeds) {
+  constexpr uint64_t kMaxSeeds = 1000000;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    std::vector<absl::string_view> ab = absl::StrSplit(item, "..");
+    uint64_t a = 0, b = 0;
+    if (ab.size() == 1) {
+      if (!absl::SimpleAtoi(ab[0], &a)) return false;
+      b = a;
+    } else if (ab.size() != 2 || !absl::SimpleAtoi(ab[0], &a) || !absl::SimpleAtoi(ab[1], &b) ||
+               a > b) {
+      return false;
+    }
+    if (b - a >= kMaxSeeds - seeds->size()) return false;
+    for (uint64_t seed = a; seed <= b; ++seed) seeds->push_back(seed);
+  }
+  return true;
+}
+
 int Main(int argc, char** argv) {
   gflags::SetUsageMessage("whole-cluster deterministic simulation with fault injection");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
@@ -733,17 +755,18 @@ int Main(int argc, char** argv) {
                  "--workload_seconds in (0, 3600]\n");
     return 2;
   }
-  uint64_t first = FLAGS_seed, last = FLAGS_seed;
+  std::vector<uint64_t> seeds = {FLAGS_seed};
   if (!FLAGS_seeds.empty()) {
-    std::vector<std::string> ab = absl::StrSplit(FLAGS_seeds, "..");
-    if (ab.size() != 2 || !absl::SimpleAtoi(ab[0], &first) || !absl::SimpleAtoi(ab[1], &last) ||
-        first > last || last - first >= 1000000) {
-      std::fprintf(stderr, "cluster_sim: --seeds must be A..B with A <= B (got '%s')\n",
+    seeds.clear();
+    if (!ParseSeeds(FLAGS_seeds, &seeds)) {
+      std::fprintf(stderr,
+                   "cluster_sim: --seeds must be ranges A..B (A <= B) or seeds, comma-separated, "
+                   "a million at most (got '%s')\n",
                    FLAGS_seeds.c_str());
       return 2;
     }
   }
-  const bool range = first != last;
+  const bool range = seeds.size() > 1;
   std::map<std::string, int> faults;
   std::map<std::string, int> buggify_runs;  // runs in which each fault point fired
   std::vector<uint64_t> failed;
@@ -753,7 +776,7 @@ int Main(int argc, char** argv) {
   server::SimInvariants::Counts inv;   // summed over the runs
   std::map<std::string, int> refused;  // rogue writes refused as they must be, by path
   const auto start = std::chrono::steady_clock::now();
-  for (uint64_t seed = first; seed <= last; ++seed) {
+  for (const uint64_t seed : seeds) {
     // Kept after a stall: its participants are blocked and the process must end.
     auto* run = new SimRun(seed);
     SetLogSink(&SimRun::LogToTrace, run);
@@ -803,9 +826,9 @@ int Main(int argc, char** argv) {
   if (range) {
     std::string kinds;
     for (const auto& [k, n] : faults) absl::StrAppend(&kinds, kinds.empty() ? "" : ", ", k, " ", n);
-    std::printf("\n%" PRIu64 " runs, %zu failed%s; %zu ops, %zu scans; faults: %s\n",
-                last - first + 1, failed.size(), failed.empty() ? "" : " (seeds listed above)", ops,
-                scans, kinds.empty() ? "none" : kinds.c_str());
+    std::printf("\n%zu runs, %zu failed%s; %zu ops, %zu scans; faults: %s\n", seeds.size(),
+                failed.size(), failed.empty() ? "" : " (seeds listed above)", ops, scans,
+                kinds.empty() ? "none" : kinds.c_str());
     std::string points;
     for (const auto& [site, n] : buggify_runs) {
       absl::StrAppend(&points, points.empty() ? "" : "; ", site, " (", n, " runs)");

@@ -9,7 +9,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
-"$SIM" --seeds=1..4 --workload_seconds=8 >"$T/range" 2>&1 || fail "seeds 1..4: $(cat "$T/range")"
+"$SIM" --seeds=1..3,4 --workload_seconds=8 >"$T/range" 2>&1 || fail "seeds 1..3,4: $(cat "$T/range")"
 [[ $(grep -c '^seed [0-9]*: ok ' "$T/range") == 4 ]] || fail "not four clean runs: $(cat "$T/range")"
 grep -q '^4 runs, 0 failed; .* ops, [0-9]* scans; faults: ' "$T/range" || fail "no summary: $(cat "$T/range")"
 grep -q 'simulated cluster-hours' "$T/range" || fail "no speed line: $(cat "$T/range")"
@@ -43,8 +43,10 @@ bad() {  # expected-text flags...
   grep -q -- "$want" "$T/bad" || fail "$*: message lacks '$want': $(cat "$T/bad")"
   ! grep -q '^seed ' "$T/bad" || fail "$*: ran anyway"
 }
-bad "--seeds must be A..B" --seeds=5..1
-bad "--seeds must be A..B" --seeds=abc
+bad "--seeds must be ranges A..B" --seeds=5..1
+bad "--seeds must be ranges A..B" --seeds=abc
+bad "--seeds must be ranges A..B" --seeds=1..4,
+bad "--seeds must be ranges A..B" --seeds=0..1000000
 bad "--clients must be in 1..16" --clients=0
 bad "--workload_seconds" --workload_seconds=-1
 bad "unexpected argument" extra
