@@ -252,9 +252,11 @@ void Deliver(ConnectionState& c, const MessageHandler& handler,
     // Written at Connect, before any message can arrive.
     if (c.options.checks != nullptr &&
         !c.options.checks->MessageDelivered(c.peer_check_name, m.number)) {
-      Log(LogLevel::kError, absl::StrCat("engine: connection ", c.id, ": message ", m.number,
-                                         " delivered before a write issued ahead of it is "
-                                         "visible"));
+      Log(LogLevel::kError,
+          absl::StrCat("engine: connection ", c.id, " (", c.peer_check_name, " to ", c.check_name,
+                       "): message ", m.number,
+                       " reached the handler before a write its peer issued ahead of it was "
+                       "visible"));
     }
     if (handler) {
       handler(absl::MakeConstSpan(c.pool->buffer(m.buffer) + c.message_header_bytes, m.length));

@@ -5,9 +5,12 @@
 
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -144,6 +147,7 @@ class EngineTest : public ::testing::TestWithParam<Setup> {
     o.unload_workers = lanes();
     o.metrics = &metrics_;
     o.modeled_huge_pages = std::string(GetParam().backend) == "sim";
+    o.checks = checks_;
     ea_ = std::move(*Engine::Create(&h_->a(), o));
     eb_ = std::move(*Engine::Create(&h_->b(), o));
     src_.assign(kBytes, 0);
@@ -194,6 +198,7 @@ class EngineTest : public ::testing::TestWithParam<Setup> {
 
   std::unique_ptr<Harness> h_;
   CountingMetrics metrics_;
+  InvariantChecks* checks_ = nullptr;  // EngineOptions::checks of both engines
   std::unique_ptr<Engine> ea_, eb_;
   std::vector<char> src_, dst_;
   std::unique_ptr<rnic::MemoryRegion> src_mr_, dst_mr_;
@@ -341,6 +346,116 @@ TEST_P(EngineTest, MessageAfterWriteIsDeliveredAfterTheWriteIsVisible) {
       ASSERT_TRUE(h_->WaitUntil([&] { return delivered.load() == i + 1; }, absl::Seconds(10)));
     }
     EXPECT_EQ(stale.load(), 0) << "a message overtook the write posted before it";
+  }
+}
+
+// Records what the engines report to EngineOptions::checks, and at each delivery whether the
+// writes issued before the message (and not yet finished) hold their bytes: the hooks a
+// simulation's invariant checks rely on (server/sim/sim_invariants.h). Any thread.
+class RecordingChecks : public InvariantChecks {
+ public:
+  bool WriteCompleted(const std::string& connection, uint64_t op, const void*, size_t, uint64_t,
+                      uint32_t) override {
+    MutexLock l(&mu_);
+    events_.push_back(absl::StrCat("completed ", connection, " op ", op));
+    return true;
+  }
+  bool WriteRefused(size_t, uint64_t, uint32_t) override { return true; }
+  void WriteIssued(const std::string& connection, uint64_t op, const void* local, size_t length,
+                   uint64_t remote_addr, uint32_t) override {
+    MutexLock l(&mu_);
+    events_.push_back(absl::StrCat("write ", connection, " op ", op));
+    pending_[{connection, op}] = {remote_addr,
+                                  std::string(static_cast<const char*>(local), length)};
+  }
+  void WriteFinished(const std::string& connection, uint64_t op) override {
+    MutexLock l(&mu_);
+    events_.push_back(absl::StrCat("finished ", connection, " op ", op));
+    pending_.erase({connection, op});
+  }
+  void MessageIssued(const std::string& connection, uint64_t message, uint64_t op) override {
+    MutexLock l(&mu_);
+    events_.push_back(absl::StrCat("message ", connection, " #", message, " op ", op));
+    message_op_[{connection, message}] = op;
+  }
+  bool MessageDelivered(const std::string& connection, uint64_t message) override {
+    MutexLock l(&mu_);
+    int missing = 0;
+    const uint64_t before = message_op_[{connection, message}];
+    for (const auto& [key, w] : pending_) {
+      if (key.first == connection && key.second < before &&
+          std::memcmp(reinterpret_cast<const void*>(w.first), w.second.data(), w.second.size()) !=
+              0) {
+        ++missing;
+      }
+    }
+    events_.push_back(absl::StrCat("delivered ", connection, " #", message, " missing ", missing));
+    return missing == 0;
+  }
+  std::vector<std::string> events() {
+    MutexLock l(&mu_);
+    return events_;
+  }
+
+ private:
+  Mutex mu_;
+  std::vector<std::string> events_ ABSL_GUARDED_BY(mu_);
+  using Key = std::pair<std::string, uint64_t>;  // (connection, op or message number)
+  std::map<Key, std::pair<uint64_t, std::string>> pending_ ABSL_GUARDED_BY(mu_);  // addr, bytes
+  std::map<Key, uint64_t> message_op_ ABSL_GUARDED_BY(mu_);
+};
+
+// The fixture's engines report to a RecordingChecks.
+class EngineChecksTest : public EngineTest {
+ protected:
+  void SetUp() override {
+    checks_ = &recording_;
+    EngineTest::SetUp();
+  }
+  // This connection's events of `kind` ("write", "message", ...), its name replaced by "c".
+  std::vector<std::string> Events(const std::string& kind) {
+    const rnic::QpAttributes& qp = ca_->local_info().qp;
+    const std::string name = absl::StrCat(" ", qp.address, "/", qp.qp_num, " ");
+    std::vector<std::string> out;
+    for (std::string e : recording_.events()) {
+      const size_t at = e.find(name);
+      if (e.rfind(kind + " ", 0) != 0 || at == std::string::npos) continue;
+      out.push_back(e.replace(at, name.size(), " c "));
+    }
+    return out;
+  }
+  RecordingChecks recording_;  // outlives the engines (TearDown)
+};
+
+TEST_P(EngineChecksTest, EveryWriteAndMessageIsReportedUnderOneConnectionName) {
+  for (Path path : {Path::kUnload, Path::kOffload}) {
+    SCOPED_TRACE(PathName(path));
+    Connect(Only(path));
+    std::atomic<int> delivered{0};
+    cb_->SetMessageHandler([&](absl::Span<const char>) { ++delivered; });
+    // Write, write, message, write, message (ops 0..4), and a signaled message (op 5), whose
+    // completion retires every write before it.
+    for (int i = 0; i < 3; ++i) {
+      const uint64_t off = uint64_t(i) * 4096;
+      std::memset(&src_[off], 'a' + i + (path == Path::kOffload ? 10 : 0), 64);
+      ASSERT_TRUE(ca_->Write(src_mr_->Sge(off, 64), Dst(off), dst_mr_->rkey(), nullptr).ok());
+      if (i >= 1) ASSERT_TRUE(ca_->Send(absl::MakeConstSpan("m", 1), nullptr).ok());
+    }
+    std::atomic<bool> sent{false};
+    ASSERT_TRUE(ca_->Send(absl::MakeConstSpan("m", 1), [&](rnic::WcStatus) { sent = true; }).ok());
+    ASSERT_TRUE(
+        h_->WaitUntil([&] { return delivered.load() == 3 && sent.load(); }, absl::Seconds(10)));
+    EXPECT_EQ(Events("write"),
+              (std::vector<std::string>{"write c op 0", "write c op 1", "write c op 3"}));
+    EXPECT_EQ(Events("message"), (std::vector<std::string>{"message c #0 op 2", "message c #1 op 4",
+                                                           "message c #2 op 5"}));
+    EXPECT_EQ(Events("finished"),
+              (std::vector<std::string>{"finished c op 0", "finished c op 1", "finished c op 3"}));
+    // The receiving end names the sender's connection, and the writes issued before each
+    // message were in place when it reached the handler.
+    EXPECT_EQ(Events("delivered"),
+              (std::vector<std::string>{"delivered c #0 missing 0", "delivered c #1 missing 0",
+                                        "delivered c #2 missing 0"}));
   }
 }
 
@@ -1244,6 +1359,13 @@ TEST(EngineIdleTest, AnIdleWorkerSleepsUntilStopWakesIt) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, EngineTest,
+                         ::testing::Values(Setup{"soft", 1}, Setup{"sim", 1}, Setup{"soft", 2},
+                                           Setup{"sim", 2}),
+                         [](const auto& info) {
+                           return absl::StrCat(info.param.backend, "_", info.param.lanes,
+                                               info.param.lanes == 1 ? "lane" : "lanes");
+                         });
+INSTANTIATE_TEST_SUITE_P(Backends, EngineChecksTest,
                          ::testing::Values(Setup{"soft", 1}, Setup{"sim", 1}, Setup{"soft", 2},
                                            Setup{"sim", 2}),
                          [](const auto& info) {
