@@ -42,9 +42,11 @@ bool SimInvariants::WriteCompleted(const std::string& connection, uint64_t op, c
   auto w =
       std::find_if(s.writes.begin(), s.writes.end(), [op](const Write& x) { return x.op == op; });
   // Every write is issued before it completes; one that was not is checked as of now.
-  const Write unissued{op, next_seq_, remote_addr, rkey,
-                       std::string(static_cast<const char*>(local), length)};
-  const Verdict v = Examine(s.id, w != s.writes.end() ? *w : unissued);
+  const Verdict v =
+      w != s.writes.end()
+          ? Examine(s.id, *w)
+          : Examine(s.id, Write{op, next_seq_, remote_addr, rkey,
+                                std::string(static_cast<const char*>(local), length)});
   if (v == Verdict::kNothingToShow) return true;
   ++counts_.writes_verified;
   if (v == Verdict::kHeld) return true;

@@ -1358,20 +1358,14 @@ TEST(EngineIdleTest, AnIdleWorkerSleepsUntilStopWakesIt) {
   EXPECT_LT(absl::Now() - t0, kIdleWait / 2) << "Stop waited for the idle wait to run out";
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, EngineTest,
-                         ::testing::Values(Setup{"soft", 1}, Setup{"sim", 1}, Setup{"soft", 2},
-                                           Setup{"sim", 2}),
-                         [](const auto& info) {
-                           return absl::StrCat(info.param.backend, "_", info.param.lanes,
-                                               info.param.lanes == 1 ? "lane" : "lanes");
-                         });
-INSTANTIATE_TEST_SUITE_P(Backends, EngineChecksTest,
-                         ::testing::Values(Setup{"soft", 1}, Setup{"sim", 1}, Setup{"soft", 2},
-                                           Setup{"sim", 2}),
-                         [](const auto& info) {
-                           return absl::StrCat(info.param.backend, "_", info.param.lanes,
-                                               info.param.lanes == 1 ? "lane" : "lanes");
-                         });
+const auto kBackends =
+    ::testing::Values(Setup{"soft", 1}, Setup{"sim", 1}, Setup{"soft", 2}, Setup{"sim", 2});
+std::string BackendName(const ::testing::TestParamInfo<Setup>& info) {
+  return absl::StrCat(info.param.backend, "_", info.param.lanes,
+                      info.param.lanes == 1 ? "lane" : "lanes");
+}
+INSTANTIATE_TEST_SUITE_P(Backends, EngineTest, kBackends, BackendName);
+INSTANTIATE_TEST_SUITE_P(Backends, EngineChecksTest, kBackends, BackendName);
 
 }  // namespace
 }  // namespace unloadkv::engine
