@@ -30,8 +30,8 @@ absl::StatusOr<ConnectionBudget> ResolveConnectionBudget(int requested,
         "--max_connections=", requested, ": must be in 1..65536, or 0 for what the node holds"));
   }
   ConnectionBudget b;
-  const uint64_t qps = 1 + static_cast<uint64_t>(eo.staging_lanes);
-  b.bytes_per_connection = engine::Engine::MaxConnectionBytes(eo) + qps * limits.host_bytes_per_qp;
+  // At worst every connection comes from a peer device of its own.
+  b.bytes_per_connection = engine::Engine::MaxConnectionBytes(eo) + limits.host_bytes_per_peer;
   const uint64_t srq_bound = engine::Engine::MaxConnectionsPerWorker(eo, limits);
   const uint64_t shared = engine::Engine::SharedBufferBytes(eo);
   const uint64_t budget = available_bytes / 2;

@@ -25,12 +25,12 @@ TEST(ConnectionBudgetTest, TheDefaultIsWhatTheSharedReceiveQueueHoldsWhenMemoryI
 
 TEST(ConnectionBudgetTest, TheDefaultFitsTheWorstCaseInHalfOfMemAvailable) {
   rnic::DeviceLimits limits;
-  limits.host_bytes_per_qp = 256 << 10;
+  limits.host_bytes_per_peer = 512 << 10;
   const engine::EngineOptions eo = KvOptions();
   const uint64_t available = uint64_t{4} << 30;
   absl::StatusOr<ConnectionBudget> b = ResolveConnectionBudget(0, eo, limits, available);
   ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ(b->bytes_per_connection, engine::Engine::MaxConnectionBytes(eo) + 2 * (256 << 10));
+  EXPECT_EQ(b->bytes_per_connection, engine::Engine::MaxConnectionBytes(eo) + (512 << 10));
   const uint64_t worst = uint64_t(b->max_connections) * b->bytes_per_connection +
                          engine::Engine::SharedBufferBytes(eo);
   EXPECT_LE(worst, available / 2);

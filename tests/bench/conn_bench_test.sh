@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # conn_bench runs end to end (a behavior check, not its targets): a short run at 1 and 20
 # connections from two client processes prints a row for each policy and count, every
-# connection was held and served without errors, and nothing reports a failure. (It once
+# connection was held and served without errors, the server's sockets do not grow with the
+# connections, and nothing reports a failure. (It once
 # printed only client errors after an engine option changed, and nothing noticed.)
 set -euo pipefail
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -16,7 +17,12 @@ for policy in offload unload; do
     # policy conns | idle active sockets | ops/s p50 p99 errors
     read -r _ _ _ idle active sockets _ ops _ _ errors <<<"$row"
     [[ "$errors" == 0 ]] || fail "$policy $conns: $errors errors: $row"
-    [[ "$sockets" == 2.00 ]] || fail "$policy $conns: $sockets sockets per connection: $row"
+    # The soft RNIC carries all QPs between two devices on at most two streams: the server holds
+    # at least one and at most two sockets per client process that has a connection, whatever
+    # the count (docs/wire-soft.md).
+    awk -v s="$sockets" -v c="$conns" 'BEGIN { p = c < 2 ? c : 2; t = s * c;
+      exit !(t >= 0.99 && t <= 2 * p + 0.01) }' ||
+      fail "$policy $conns: $sockets sockets per connection: $row"
     awk -v o="$ops" 'BEGIN { exit !(o > 0) }' || fail "$policy $conns: no operations: $row"
   done
 done

@@ -44,6 +44,22 @@ struct Endpoint {
   }
 };
 
+// One device with several QPs, each with CQs of its own, and one registered buffer.
+struct MultiEndpoint {
+  std::unique_ptr<Device> device;
+  std::vector<char> buffer;
+  std::unique_ptr<MemoryRegion> mr;
+  std::vector<std::unique_ptr<CompletionQueue>> send_cqs, recv_cqs;
+  std::vector<std::unique_ptr<QueuePair>> qps;
+
+  absl::StatusOr<WorkCompletion> NextSend(int q, absl::Duration t = absl::Seconds(10)) {
+    return WaitForCompletion(*device, *send_cqs[q], t);
+  }
+  absl::StatusOr<WorkCompletion> NextRecv(int q, absl::Duration t = absl::Seconds(10)) {
+    return WaitForCompletion(*device, *recv_cqs[q], t);
+  }
+};
+
 template <typename B>
 class RnicConformanceTest : public ::testing::Test {
  protected:
@@ -120,6 +136,37 @@ class RnicConformanceTest : public ::testing::Test {
       initiators_.push_back(std::move(e));
     }
   }
+  // Two devices, `pairs` QPs on each, QP i of one connected to QP i of the other (x_ and y_).
+  void ConnectPairsBetweenTwoDevices(int pairs, absl::Duration rnr_timeout) {
+    x_ = std::make_unique<MultiEndpoint>();
+    y_ = std::make_unique<MultiEndpoint>();
+    for (MultiEndpoint* e : {x_.get(), y_.get()}) {
+      absl::StatusOr<std::unique_ptr<Device>> dev = B::NewDevice();
+      ASSERT_TRUE(dev.ok()) << dev.status();
+      e->device = std::move(*dev);
+      e->buffer.assign(1 << 20, 0);
+      absl::StatusOr<std::unique_ptr<MemoryRegion>> mr = e->device->RegisterMemory(
+          e->buffer.data(), e->buffer.size(), kLocalWrite | kRemoteWrite | kRemoteRead);
+      ASSERT_TRUE(mr.ok()) << mr.status();
+      e->mr = std::move(*mr);
+      for (int i = 0; i < pairs; ++i) {
+        e->send_cqs.push_back(*e->device->CreateCompletionQueue(256));
+        e->recv_cqs.push_back(*e->device->CreateCompletionQueue(256));
+        QpConfig cfg;
+        cfg.send_cq = e->send_cqs.back().get();
+        cfg.recv_cq = e->recv_cqs.back().get();
+        cfg.rnr_timeout = rnr_timeout;
+        absl::StatusOr<std::unique_ptr<QueuePair>> qp = e->device->CreateQueuePair(cfg);
+        ASSERT_TRUE(qp.ok()) << qp.status();
+        e->qps.push_back(std::move(*qp));
+      }
+    }
+    for (int i = 0; i < pairs; ++i) {
+      ASSERT_TRUE(x_->qps[i]->Connect(y_->qps[i]->local_attributes()).ok());
+      ASSERT_TRUE(y_->qps[i]->Connect(x_->qps[i]->local_attributes()).ok());
+    }
+  }
+
   // A receive of the SRQ: `bytes` at slot `k` (of that size) of srq_buffer_, wr_id `id`.
   RecvWorkRequest SharedRecv(uint64_t id, size_t k, uint32_t bytes = 64) {
     return MakeRecv(id, srq_mr_->Sge(k * bytes, bytes));
@@ -135,6 +182,7 @@ class RnicConformanceTest : public ::testing::Test {
   uint64_t BAddr(size_t offset) const { return b_->mr->address() + offset; }
 
   std::unique_ptr<Endpoint> a_, b_;
+  std::unique_ptr<MultiEndpoint> x_, y_;  // ConnectPairsBetweenTwoDevices
   // ConnectShared. Destroyed in reverse: QPs before the SRQ and CQs, then the device.
   std::unique_ptr<Device> target_;
   std::unique_ptr<SharedReceiveQueue> srq_;
@@ -436,7 +484,7 @@ TYPED_TEST_P(RnicConformanceTest, CloseFlushesPostedWork) {
 
 TYPED_TEST_P(RnicConformanceTest, VanishedPeerTurnsOutstandingWorkIntoErrors) {
   // A SEND with no receive posted (and a long RNR timeout) holds every later request of the
-  // stream behind it, so all of them are still outstanding when the peer disappears.
+  // QP behind it, so all of them are still outstanding when the peer disappears.
   this->Connect(absl::Seconds(60));
   Endpoint &a = *this->a_, &b = *this->b_;
   constexpr int kRequests = 8;
@@ -663,21 +711,88 @@ TYPED_TEST_P(RnicConformanceTest, SharedReceiveQueueRefusesBadConfigsAndPosts) {
   }
 }
 
-REGISTER_TYPED_TEST_SUITE_P(RnicConformanceTest, WriteIsVisibleAtTargetWhenItCompletes,
-                            MixedOperationsExecuteInPostOrder,
-                            ManyWritesToOneAddressLandInPostOrder, ImmediateAndByteLenAreDelivered,
-                            EachAccessErrorWritesNothingAndFailsTheConnection,
-                            BadLocalKeyIsALocalProtectionError, ZeroLengthTransfersComplete,
-                            SixteenMebibyteTransfersArriveIntact, ReceiveTooSmallFailsBothSides,
-                            SendWithNoReceivePostedFailsAfterRnrTimeout,
-                            SendWaitsForAReceivePostedLate, CloseFlushesPostedWork,
-                            VanishedPeerTurnsOutstandingWorkIntoErrors,
-                            MalformedRequestsAreRejectedAtPost,
-                            SharedReceiveQueueFeedsItsQpsOldestReceiveFirst,
-                            ConcurrentSendsOnTwoQpsTakeDistinctSharedReceives,
-                            EmptySharedReceiveQueueIsRnrAndAFailedQpLeavesItsReceives,
-                            SharedReceiveQueueLimitEventFiresOnceBelowTheWatermark,
-                            SharedReceiveQueueRefusesBadConfigsAndPosts);
+TYPED_TEST_P(RnicConformanceTest, QpPairsBetweenTheSameDevicesWaitAndFailAlone) {
+  // Three pairs between the same two devices (the soft RNIC carries them on one stream).
+  this->ConnectPairsBetweenTwoDevices(3, absl::Seconds(10));
+  MultiEndpoint &x = *this->x_, &y = *this->y_;
+  const uint64_t y_base = y.mr->address();
+  // Pair 0 waits for a receive (RNR)...
+  ASSERT_TRUE(x.qps[0]->PostSend(MakeSend(1, x.mr->Sge(0, 16))).ok());
+  // ...while pair 1 writes, reads back and is answered, and pair 2 is refused.
+  auto pair1_round = [&](char seed) {
+    for (int i = 0; i < 32; ++i) {
+      std::memset(&x.buffer[4096 + i * 64], seed + i, 64);
+      SendWorkRequest wr =
+          MakeWrite(100 + i, x.mr->Sge(4096 + i * 64, 64), y_base + 4096 + i * 64, y.mr->rkey());
+      wr.signaled = i == 31;
+      ASSERT_TRUE(x.qps[1]->PostSend(wr).ok());
+    }
+    ASSERT_TRUE(
+        x.qps[1]
+            ->PostSend(MakeRead(200, x.mr->Sge(65536, 64), y_base + 4096 + 31 * 64, y.mr->rkey()))
+            .ok());
+    ASSERT_TRUE(x.qps[1]->PostRecv(MakeRecv(300, x.mr->Sge(131072, 64))).ok());
+    ASSERT_TRUE(y.qps[1]->PostSend(MakeSend(301, y.mr->Sge(4096, 8))).ok());
+    for (uint64_t id : {131u, 200u}) {
+      absl::StatusOr<WorkCompletion> wc = x.NextSend(1);
+      ASSERT_TRUE(wc.ok()) << wc.status();
+      ASSERT_EQ(wc->status, WcStatus::kSuccess) << wc->DebugString();
+      EXPECT_EQ(wc->wr_id, id);
+    }
+    EXPECT_EQ(std::memcmp(&x.buffer[65536], &x.buffer[4096 + 31 * 64], 64), 0);
+    EXPECT_EQ(std::memcmp(&y.buffer[4096], &x.buffer[4096], 32 * 64), 0);
+    absl::StatusOr<WorkCompletion> r = x.NextRecv(1);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, WcStatus::kSuccess);
+    absl::StatusOr<WorkCompletion> s = y.NextSend(1);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->status, WcStatus::kSuccess);
+  };
+  pair1_round('a');
+  ASSERT_TRUE(y.qps[2]->PostRecv(MakeRecv(400, y.mr->Sge(8192, 64))).ok());
+  ASSERT_TRUE(
+      x.qps[2]->PostSend(MakeWrite(401, x.mr->Sge(0, 64), y_base, y.mr->rkey() ^ 0x5a5a)).ok());
+  absl::StatusOr<WorkCompletion> refused = x.NextSend(2);
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->status, WcStatus::kRemoteAccessError);
+  absl::StatusOr<WorkCompletion> flushed = y.NextRecv(2);
+  ASSERT_TRUE(flushed.ok()) << flushed.status();
+  EXPECT_EQ(flushed->status, WcStatus::kFlushed);
+  pair1_round('k');  // the refusal failed pair 2 only
+  // Pair 0 is still waiting, and goes on once its receive is posted.
+  EXPECT_EQ(x.qps[0]->state(), QpState::kReadyToSend);
+  WorkCompletion none;
+  EXPECT_EQ(x.send_cqs[0]->Poll({&none, 1}), 0) << "the SEND completed unreceived";
+  ASSERT_TRUE(y.qps[0]->PostRecv(MakeRecv(500, y.mr->Sge(16384, 64))).ok());
+  absl::StatusOr<WorkCompletion> got = y.NextRecv(0);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->status, WcStatus::kSuccess);
+  EXPECT_EQ(got->byte_len, 16u);
+  absl::StatusOr<WorkCompletion> sent = x.NextSend(0);
+  ASSERT_TRUE(sent.ok()) << sent.status();
+  EXPECT_EQ(sent->status, WcStatus::kSuccess);
+  // One end of pair 0 going away fails its peer's next request, and nothing else.
+  y.qps[0]->SetError();
+  ASSERT_TRUE(x.qps[0]->PostSend(MakeWrite(600, x.mr->Sge(0, 8), y_base, y.mr->rkey())).ok());
+  absl::StatusOr<WorkCompletion> lost = x.NextSend(0);
+  ASSERT_TRUE(lost.ok()) << lost.status();
+  EXPECT_NE(lost->status, WcStatus::kSuccess);
+  pair1_round('u');
+}
+
+REGISTER_TYPED_TEST_SUITE_P(
+    RnicConformanceTest, WriteIsVisibleAtTargetWhenItCompletes, MixedOperationsExecuteInPostOrder,
+    ManyWritesToOneAddressLandInPostOrder, ImmediateAndByteLenAreDelivered,
+    EachAccessErrorWritesNothingAndFailsTheConnection, BadLocalKeyIsALocalProtectionError,
+    ZeroLengthTransfersComplete, SixteenMebibyteTransfersArriveIntact,
+    ReceiveTooSmallFailsBothSides, SendWithNoReceivePostedFailsAfterRnrTimeout,
+    SendWaitsForAReceivePostedLate, CloseFlushesPostedWork,
+    VanishedPeerTurnsOutstandingWorkIntoErrors, MalformedRequestsAreRejectedAtPost,
+    SharedReceiveQueueFeedsItsQpsOldestReceiveFirst,
+    ConcurrentSendsOnTwoQpsTakeDistinctSharedReceives,
+    EmptySharedReceiveQueueIsRnrAndAFailedQpLeavesItsReceives,
+    SharedReceiveQueueLimitEventFiresOnceBelowTheWatermark,
+    SharedReceiveQueueRefusesBadConfigsAndPosts, QpPairsBetweenTheSameDevicesWaitAndFailAlone);
 
 }  // namespace unloadkv::rnic
 

@@ -22,9 +22,10 @@ struct DeviceLimits {
   uint32_t max_qp_wr = 16384;               // max_send_wr / max_recv_wr / SRQ max_wr bound
   int max_cqe = INT32_MAX;                  // entries one completion queue holds at most
   int max_sge = kMaxSge;
-  // Host memory the device's own buffers may take per connected QP, bytes (the soft RNIC's
-  // stream read buffer; 0 where the NIC buffers in its own memory). Informational.
-  uint64_t host_bytes_per_qp = 0;
+  // Host memory the device's own buffers may take per peer device its QPs connect to, bytes
+  // (the soft RNIC's stream read buffers, shared by every QP pair between the two devices; 0
+  // where the NIC buffers in its own memory). Informational.
+  uint64_t host_bytes_per_peer = 0;
 };
 
 // Thread-safety: all methods may be called from any thread. Objects created by a device must be

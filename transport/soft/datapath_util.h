@@ -23,6 +23,10 @@ inline constexpr int kMaxIov = 64;
 inline constexpr absl::Duration kDelayedAck = absl::Milliseconds(5);
 // A requester asks for an ACK at least every this many requests.
 inline constexpr uint32_t kAckRequestInterval = 16;
+// After an RNR NAK a requester resends this long later, doubling the wait on each NAK for the
+// same request up to kRnrMaxRetry (until its QP's rnr_timeout has passed since the first).
+inline constexpr absl::Duration kRnrFirstRetry = absl::Microseconds(100);
+inline constexpr absl::Duration kRnrMaxRetry = absl::Milliseconds(20);
 
 // Serial-number comparison of 32-bit PSNs.
 inline bool PsnLess(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
@@ -68,9 +72,9 @@ inline PayloadPlan PlaceInto(const Wr& wr, uint64_t len) {
   return p;
 }
 
-inline PayloadPlan Stall() {
+inline PayloadPlan Discard() {
   PayloadPlan p;
-  p.kind = PayloadPlan::kStall;
+  p.kind = PayloadPlan::kDiscard;
   return p;
 }
 

@@ -10,7 +10,7 @@
 namespace unloadkv::soft {
 namespace {
 
-bool KnownType(uint8_t t) { return (t >= 1 && t <= 6) || (t >= 16 && t <= 18); }
+bool KnownType(uint8_t t) { return (t >= 1 && t <= 9) || (t >= 16 && t <= 19); }
 
 }  // namespace
 
@@ -28,6 +28,8 @@ void EncodeFrameHeader(const FrameHeader& h, char* out) {
   StoreLittleEndian<uint64_t>(out, 16, h.remote_addr);
   StoreLittleEndian<uint32_t>(out, 24, h.rkey);
   StoreLittleEndian<uint32_t>(out, 28, h.aux);
+  StoreLittleEndian<uint32_t>(out, 32, h.qp);
+  StoreLittleEndian<uint32_t>(out, 36, h.src_qp);
 }
 
 absl::StatusOr<FrameHeader> DecodeFrameHeader(const char* in, uint64_t max_payload) {
@@ -49,13 +51,25 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(const char* in, uint64_t max_paylo
   h.remote_addr = LoadLittleEndian<uint64_t>(in, 16);
   h.rkey = LoadLittleEndian<uint32_t>(in, 24);
   h.aux = LoadLittleEndian<uint32_t>(in, 28);
+  h.qp = LoadLittleEndian<uint32_t>(in, 32);
+  h.src_qp = LoadLittleEndian<uint32_t>(in, 36);
   if (h.payload_len > max_payload) {
     return absl::DataLossError(
         absl::StrCat("frame: payload_len ", h.payload_len, " exceeds the limit ", max_payload));
   }
+  const bool hello = h.type == FrameType::kHello;
+  if (hello != (h.qp == 0) || hello != (h.src_qp == 0)) {
+    return absl::DataLossError(absl::StrCat("frame: type ", type, " names QPs ", h.qp, " and ",
+                                            h.src_qp,
+                                            hello ? ", expected none" : ", expected two"));
+  }
   switch (h.type) {
     case FrameType::kHello:
+    case FrameType::kConnect:
+    case FrameType::kConnectAck:
+    case FrameType::kDisconnect:
     case FrameType::kAck:
+    case FrameType::kRnrNak:
       if (h.payload_len != 0) {
         return absl::DataLossError(absl::StrCat("frame: type ", type, " carries payload_len ",
                                                 h.payload_len, ", expected 0"));
@@ -74,8 +88,7 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(const char* in, uint64_t max_paylo
       if (h.payload_len != 0) return absl::DataLossError("frame: NAK carries a payload");
       auto s = static_cast<rnic::WcStatus>(h.aux);
       if (h.aux > 255 ||
-          (s != rnic::WcStatus::kRemoteAccessError && s != rnic::WcStatus::kRemoteInvalidRequest &&
-           s != rnic::WcStatus::kRnrRetryExceeded)) {
+          (s != rnic::WcStatus::kRemoteAccessError && s != rnic::WcStatus::kRemoteInvalidRequest)) {
         return absl::DataLossError(absl::StrCat("frame: NAK status ", h.aux, " is not valid"));
       }
       break;

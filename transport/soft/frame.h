@@ -1,4 +1,4 @@
-// Wire format of the soft RNIC: every message on a soft TCP stream is a 32-byte header,
+// Wire format of the soft RNIC: every message on a soft TCP stream is a 40-byte header,
 // little-endian, followed by payload_len bytes. docs/wire-soft.md describes each type.
 #ifndef UNLOADKV_TRANSPORT_SOFT_FRAME_H_
 #define UNLOADKV_TRANSPORT_SOFT_FRAME_H_
@@ -11,13 +11,13 @@
 namespace unloadkv::soft {
 
 inline constexpr uint16_t kFrameMagic = 0x4B55;  // "UK"
-// 2: one stream per QP pair carrying both directions (1 used a stream per direction).
-inline constexpr uint8_t kFrameVersion = 2;
-inline constexpr size_t kFrameHeaderSize = 32;
+// 3: one stream per pair of devices, every frame naming its QPs (2 used one stream per QP
+// pair, 1 one stream per direction).
+inline constexpr uint8_t kFrameVersion = 3;
+inline constexpr size_t kFrameHeaderSize = 40;
 
 enum class FrameType : uint8_t {
-  // Dialer -> listener, first frame of a stream. rkey = destination QP number,
-  // aux = source QP number, psn = first request PSN the dialer will use.
+  // Dialer -> listener, first frame of a stream; names no QP.
   kHello = 1,
   // Requests (requester -> responder), each with the next PSN of the stream. For WRITE,
   // WRITE_WITH_IMM, SEND and SEND_WITH_IMM, aux holds flags: kAckRequested or nothing.
@@ -26,10 +26,15 @@ enum class FrameType : uint8_t {
   kSend = 4,          // payload = data; consumes a receive
   kSendWithImm = 5,   // + imm
   kReadRequest = 6,   // remote_addr, rkey, aux = length to read; no payload
+  // QP set-up and teardown, each naming the destination QP (qp) and the sender's (src_qp).
+  kConnect = 7,     // dialer -> listener: psn = first request PSN the dialer will use
+  kConnectAck = 8,  // listener -> dialer: both ends are connected; requests may flow
+  kDisconnect = 9,  // the sender's QP is gone or in error (or refuses the CONNECT)
   // Responses (responder -> requester).
   kAck = 16,           // every request with PSN <= psn (other than READs) succeeded
   kNak = 17,           // request `psn` failed with status aux (a WcStatus); QP is now in error
   kReadResponse = 18,  // payload = the data READ request `psn` asked for
+  kRnrNak = 19,        // request `psn` found no receive: dropped with every later one, resend
 };
 
 // Request flag (in aux): acknowledge at once. Without it the responder may delay the ACK
@@ -44,6 +49,8 @@ struct FrameHeader {
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
   uint32_t aux = 0;
+  uint32_t qp = 0;      // destination QP number at the receiving device (0 only on HELLO)
+  uint32_t src_qp = 0;  // the sending device's QP (0 only on HELLO)
 };
 
 bool IsRequest(FrameType t);
@@ -53,8 +60,9 @@ bool IsResponse(FrameType t);
 void EncodeFrameHeader(const FrameHeader& h, char* out);
 
 // Parses and validates kFrameHeaderSize bytes: magic, version, a known type, payload_len at
-// most `max_payload`, and the per-type rules (no payload on HELLO/READ request/ACK/NAK, READ
-// length at most `max_payload`, NAK status a remote error code). Error messages name the field.
+// most `max_payload`, and the per-type rules (payload only on WRITE, SEND and READ response,
+// READ length at most `max_payload`, NAK status a remote error code, QP numbers zero exactly on
+// HELLO). Error messages name the field.
 absl::StatusOr<FrameHeader> DecodeFrameHeader(const char* in, uint64_t max_payload);
 
 }  // namespace unloadkv::soft

@@ -29,9 +29,8 @@ class FuzzSink : public FrameSink {
   }
   PayloadPlan OnHeader(const FrameHeader& h) override {
     PayloadPlan p;
-    if ((h.imm & 0xff) == 0x5a && !stalled_once_) {
-      stalled_once_ = true;
-      p.kind = PayloadPlan::kStall;
+    if ((h.imm & 0xff) == 0x5a) {  // a frame for a QP that is gone
+      p.kind = PayloadPlan::kDiscard;
       return p;
     }
     switch (h.type) {
@@ -67,12 +66,10 @@ class FuzzSink : public FrameSink {
     }
   }
   void OnFrame(const FrameHeader& h) override { ++frames_; }
-  void Unstall() { stalled_once_ = true; }
 
  private:
   RegionTable table_;
   std::vector<char> arena_, recv_, recv2_;
-  bool stalled_once_ = false;
   int frames_ = 0;
 };
 
@@ -99,13 +96,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     size_t consumed = 0;
     absl::Status st = reader.Feed(p, std::min(chunk, left), &consumed);
     if (!st.ok()) return 0;
-    if (consumed > std::min(chunk, left)) __builtin_trap();
+    if (consumed != std::min(chunk, left)) __builtin_trap();  // ok means everything consumed
     p += consumed;
     left -= consumed;
-    if (reader.stalled())
-      reader.Resume();
-    else if (consumed == 0)
-      break;
+    if (consumed == 0) break;
+    // A placement cut short (its QP failed meanwhile) skips the rest.
+    if ((data[0] & 0x40) && !reader.DirectTarget().empty()) reader.DiscardRest();
   }
   return 0;
 }
@@ -115,6 +111,10 @@ extern "C" void FuzzSeeds(std::vector<std::string>* seeds) {
   auto frame = [](FrameType t, uint32_t len, uint32_t rkey, uint64_t addr, uint32_t aux) {
     FrameHeader h;
     h.type = t;
+    if (t != FrameType::kHello) {
+      h.qp = 3;
+      h.src_qp = 4;
+    }
     h.payload_len = len;
     h.rkey = rkey;
     h.remote_addr = addr;
@@ -125,7 +125,9 @@ extern "C" void FuzzSeeds(std::vector<std::string>* seeds) {
   };
   for (char chunk : {'\x00', '\x07', '\x83'}) {
     std::string s(1, chunk);
-    s += frame(FrameType::kHello, 0, 1, 0, 2);
+    s += frame(FrameType::kHello, 0, 0, 0, 0);
+    s += frame(FrameType::kConnect, 0, 0, 0, 0);
+    s += frame(FrameType::kConnectAck, 0, 0, 0, 0);
     s += frame(FrameType::kWrite, 100, 7, 16, 0);
     s += frame(FrameType::kWriteWithImm, 4000, 7, 0, 0);
     s += frame(FrameType::kSend, 600, 0, 0, 0);
@@ -133,6 +135,8 @@ extern "C" void FuzzSeeds(std::vector<std::string>* seeds) {
     s += frame(FrameType::kAck, 0, 0, 0, 0);
     s += frame(FrameType::kNak, 0, 0, 0, 3);
     s += frame(FrameType::kReadResponse, 64, 0, 0, 0);
+    s += frame(FrameType::kRnrNak, 0, 0, 0, 0);
+    s += frame(FrameType::kDisconnect, 0, 0, 0, 0);
     seeds->push_back(s);
   }
 }

@@ -8,23 +8,44 @@
 namespace unloadkv::soft {
 
 void FrameReader::FinishFrameIfDone() {
+  if (discarding_) {
+    if (discard_left_ > 0) return;
+    discarding_ = false;
+    in_payload_ = false;
+    header_fill_ = 0;
+    return;
+  }
   while (iov_index_ < plan_.iovcnt && plan_.iov[iov_index_].iov_len == iov_offset_) {
     ++iov_index_;
     iov_offset_ = 0;
   }
   if (iov_index_ < plan_.iovcnt) return;
   in_payload_ = false;
-  have_header_ = false;
   header_fill_ = 0;
   sink_->OnFrame(header_);
+}
+
+void FrameReader::DiscardRest() {
+  if (!in_payload_ || discarding_) return;
+  uint64_t placed = iov_offset_;
+  for (int i = 0; i < iov_index_; ++i) placed += plan_.iov[i].iov_len;
+  discarding_ = true;
+  discard_left_ = header_.payload_len - placed;
 }
 
 absl::Status FrameReader::Feed(const char* data, size_t size, size_t* consumed) {
   size_t pos = 0;
   *consumed = 0;
-  while (!stalled_) {
+  for (;;) {
     if (in_payload_) {
       if (pos == size) break;
+      if (discarding_) {
+        size_t n = static_cast<size_t>(std::min<uint64_t>(size - pos, discard_left_));
+        discard_left_ -= n;
+        pos += n;
+        FinishFrameIfDone();
+        continue;
+      }
       iovec& v = plan_.iov[iov_index_];
       size_t n = std::min(size - pos, v.iov_len - iov_offset_);
       std::memcpy(static_cast<char*>(v.iov_base) + iov_offset_, data + pos, n);
@@ -33,29 +54,31 @@ absl::Status FrameReader::Feed(const char* data, size_t size, size_t* consumed) 
       FinishFrameIfDone();
       continue;
     }
-    if (!have_header_) {
-      if (pos == size) break;
-      size_t n = std::min(size - pos, kFrameHeaderSize - header_fill_);
-      std::memcpy(header_bytes_ + header_fill_, data + pos, n);
-      header_fill_ += n;
-      pos += n;
-      if (header_fill_ < kFrameHeaderSize) break;
-      absl::StatusOr<FrameHeader> h = DecodeFrameHeader(header_bytes_, max_payload_);
-      if (!h.ok()) {
-        *consumed = pos;
-        return h.status();
-      }
-      header_ = *h;
-      have_header_ = true;
+    if (pos == size) break;
+    size_t n = std::min(size - pos, kFrameHeaderSize - header_fill_);
+    std::memcpy(header_bytes_ + header_fill_, data + pos, n);
+    header_fill_ += n;
+    pos += n;
+    if (header_fill_ < kFrameHeaderSize) break;
+    absl::StatusOr<FrameHeader> h = DecodeFrameHeader(header_bytes_, max_payload_);
+    if (!h.ok()) {
+      *consumed = pos;
+      return h.status();
     }
+    header_ = *h;
     plan_ = sink_->OnHeader(header_);
-    if (plan_.kind == PayloadPlan::kStall) {
-      stalled_ = true;
-      break;
-    }
     if (plan_.kind == PayloadPlan::kClose) {
       *consumed = pos;
       return absl::FailedPreconditionError("frame refused by the receiver");
+    }
+    in_payload_ = true;
+    iov_index_ = 0;
+    iov_offset_ = 0;
+    if (plan_.kind == PayloadPlan::kDiscard) {
+      discarding_ = true;
+      discard_left_ = header_.payload_len;
+      FinishFrameIfDone();
+      continue;
     }
     uint64_t total = 0;
     for (int i = 0; i < plan_.iovcnt; ++i) total += plan_.iov[i].iov_len;
@@ -64,9 +87,6 @@ absl::Status FrameReader::Feed(const char* data, size_t size, size_t* consumed) 
       return absl::InternalError(
           absl::StrCat("payload plan covers ", total, " bytes, frame has ", header_.payload_len));
     }
-    in_payload_ = true;
-    iov_index_ = 0;
-    iov_offset_ = 0;
     FinishFrameIfDone();
   }
   *consumed = pos;
@@ -74,7 +94,7 @@ absl::Status FrameReader::Feed(const char* data, size_t size, size_t* consumed) 
 }
 
 absl::Span<char> FrameReader::DirectTarget() const {
-  if (!in_payload_ || stalled_ || iov_index_ >= plan_.iovcnt) return {};
+  if (!in_payload_ || discarding_ || iov_index_ >= plan_.iovcnt) return {};
   const iovec& v = plan_.iov[iov_index_];
   return absl::MakeSpan(static_cast<char*>(v.iov_base) + iov_offset_, v.iov_len - iov_offset_);
 }

@@ -19,9 +19,9 @@ namespace unloadkv::soft {
 // The sink's answer to a decoded header.
 struct PayloadPlan {
   enum Kind {
-    kPlace,  // the payload goes to iov[0..iovcnt), whose lengths sum to payload_len
-    kStall,  // not now (e.g. no receive posted): keep the frame, ask again after Resume()
-    kClose,  // refuse the frame; the stream must be closed (the sink already recorded why)
+    kPlace,    // the payload goes to iov[0..iovcnt), whose lengths sum to payload_len
+    kDiscard,  // skip the payload; OnFrame is not called for this frame
+    kClose,    // refuse the frame; the stream must be closed (the sink already recorded why)
   };
   Kind kind = kPlace;
   std::array<iovec, rnic::kMaxSge> iov{};
@@ -32,7 +32,7 @@ struct PayloadPlan {
 class FrameSink {
  public:
   virtual ~FrameSink() = default;
-  // A header was decoded and validated. Called again for the same header after a kStall.
+  // A header was decoded and validated.
   virtual PayloadPlan OnHeader(const FrameHeader& header) = 0;
   // The payload of the frame last planned with kPlace is completely placed.
   virtual void OnFrame(const FrameHeader& header) = 0;
@@ -43,21 +43,21 @@ class FrameReader {
  public:
   FrameReader(FrameSink* sink, uint64_t max_payload) : sink_(sink), max_payload_(max_payload) {}
 
-  // Consumes bytes from `data` and sets *consumed. Stops early when the sink stalls (stalled()
-  // becomes true) or refuses (returns FailedPrecondition). Returns DataLoss for a malformed
+  // Consumes bytes from `data` and sets *consumed (all of them unless an error is returned).
+  // Returns FailedPrecondition when the sink refuses a frame and DataLoss for a malformed
   // header. After an error the reader must not be fed again.
   absl::Status Feed(const char* data, size_t size, size_t* consumed);
 
-  // During a payload: the remaining bytes of the current destination buffer, so the caller may
-  // read from the socket straight into it and then call AdvanceDirect. Empty otherwise.
+  // During a placed payload: the remaining bytes of the current destination buffer, so the
+  // caller may read from the socket straight into it and then call AdvanceDirect. Empty
+  // otherwise (a discarded payload goes through Feed).
   absl::Span<char> DirectTarget() const;
   void AdvanceDirect(size_t n);
 
-  // Clears a stall; the next Feed asks the sink again.
-  void Resume() { stalled_ = false; }
-  bool stalled() const { return stalled_; }
-  // The header the sink stalled on; valid while stalled().
-  const FrameHeader& pending_header() const { return header_; }
+  // The rest of the payload being placed is skipped instead, and OnFrame is not called for it
+  // (its destination went away). No effect between frames.
+  void DiscardRest();
+
   // True between frames (no partial header or payload pending).
   bool at_frame_boundary() const { return !in_payload_ && header_fill_ == 0; }
 
@@ -68,9 +68,9 @@ class FrameReader {
   uint64_t max_payload_;
   char header_bytes_[kFrameHeaderSize];
   size_t header_fill_ = 0;
-  bool have_header_ = false;  // decoded header waiting for a plan (stalled)
   bool in_payload_ = false;
-  bool stalled_ = false;
+  bool discarding_ = false;  // in_payload_: skipping discard_left_ more bytes
+  uint64_t discard_left_ = 0;
   FrameHeader header_;
   PayloadPlan plan_;
   int iov_index_ = 0;

@@ -1,5 +1,6 @@
 #include "transport/soft/frame.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -11,7 +12,12 @@
 namespace unloadkv::soft {
 namespace {
 
-std::string Encode(const FrameHeader& h, const std::string& payload = "") {
+// Frames other than HELLO name QPs 1 and 2 unless the test set others.
+std::string Encode(FrameHeader h, const std::string& payload = "") {
+  if (h.type != FrameType::kHello && h.qp == 0) {
+    h.qp = 1;
+    h.src_qp = 2;
+  }
   std::string out(kFrameHeaderSize, '\0');
   EncodeFrameHeader(h, out.data());
   return out + payload;
@@ -26,6 +32,8 @@ TEST(FrameHeaderTest, RoundTripsEveryField) {
   h.remote_addr = 0x1122334455667788ull;
   h.rkey = 0xdeadbeef;
   h.aux = kAckRequested;
+  h.qp = 0x0a0b0c0d;
+  h.src_qp = 0x01020304;
   std::string bytes = Encode(h);
   absl::StatusOr<FrameHeader> d = DecodeFrameHeader(bytes.data(), 1 << 20);
   ASSERT_TRUE(d.ok()) << d.status();
@@ -36,6 +44,8 @@ TEST(FrameHeaderTest, RoundTripsEveryField) {
   EXPECT_EQ(d->remote_addr, h.remote_addr);
   EXPECT_EQ(d->rkey, h.rkey);
   EXPECT_EQ(d->aux, h.aux);
+  EXPECT_EQ(d->qp, h.qp);
+  EXPECT_EQ(d->src_qp, h.src_qp);
 }
 
 TEST(FrameHeaderTest, RejectsMalformedHeadersNamingTheProblem) {
@@ -47,14 +57,23 @@ TEST(FrameHeaderTest, RejectsMalformedHeadersNamingTheProblem) {
   } cases[] = {
       {[](std::string& b) { b[0] ^= 1; }, "magic"},
       {[](std::string& b) { b[2] = 9; }, "version"},
-      {[](std::string& b) { b[3] = 7; }, "unknown type"},
+      {[](std::string& b) { b[3] = 10; }, "unknown type"},
       {[](std::string& b) { b[3] = 0; }, "unknown type"},
       {[](std::string& b) { b[7] = 0x7f; }, "exceeds the limit"},
       {[](std::string& b) {
          b[3] = 1;
+         std::fill(b.begin() + 32, b.end(), 0);
          b[4] = 1;
        },
-       "payload_len"},  // HELLO with payload
+       "payload_len"},                                      // HELLO with payload
+      {[](std::string& b) { b[3] = 1; }, "expected none"},  // HELLO naming QPs
+      {[](std::string& b) { std::fill(b.begin() + 32, b.end(), 0); }, "expected two"},
+      {[](std::string& b) { b[36] = 0; }, "expected two"},  // no source QP
+      {[](std::string& b) {
+         b[3] = 9;
+         b[4] = 1;
+       },
+       "payload_len"},  // DISCONNECT with payload
       {[](std::string& b) {
          b[3] = 6;
          b[4] = 1;
@@ -70,6 +89,11 @@ TEST(FrameHeaderTest, RejectsMalformedHeadersNamingTheProblem) {
          b[28] = 0;
        },
        "NAK status"},  // NAK with "success"
+      {[](std::string& b) {
+         b[3] = 17;
+         b[28] = static_cast<char>(rnic::WcStatus::kRnrRetryExceeded);
+       },
+       "NAK status"},  // RNR is an RNR NAK (type 19), decided by the requester
       {[](std::string& b) { b[28] = 2; }, "unknown request flags"},
   };
   for (const Case& c : cases) {
@@ -81,14 +105,13 @@ TEST(FrameHeaderTest, RejectsMalformedHeadersNamingTheProblem) {
   }
 }
 
-// Records frames and places payloads into a buffer; can be told to stall once.
+// Records frames and places payloads into a buffer; discards frames with rkey 555.
 class RecordingSink : public FrameSink {
  public:
   PayloadPlan OnHeader(const FrameHeader& h) override {
-    if (stall_next_) {
-      stall_next_ = false;
+    if (h.rkey == 555) {
       PayloadPlan p;
-      p.kind = PayloadPlan::kStall;
+      p.kind = PayloadPlan::kDiscard;
       return p;
     }
     if (h.rkey == 666) {
@@ -112,7 +135,6 @@ class RecordingSink : public FrameSink {
   std::vector<FrameHeader> frames;
   char dest_[4096] = {};
   size_t used_ = 0;
-  bool stall_next_ = false;
 };
 
 TEST(FrameReaderTest, ReassemblesFramesFedOneByteAtATime) {
@@ -139,25 +161,51 @@ TEST(FrameReaderTest, ReassemblesFramesFedOneByteAtATime) {
   EXPECT_TRUE(reader.at_frame_boundary());
 }
 
-TEST(FrameReaderTest, StallKeepsTheFrameUntilResumed) {
+TEST(FrameReaderTest, DiscardedPayloadsAreSkippedWhole) {
   FrameHeader a;
-  a.type = FrameType::kSend;
-  a.payload_len = 4;
-  std::string stream = Encode(a, "wxyz");
+  a.type = FrameType::kWrite;
+  a.rkey = 555;
+  a.payload_len = 6;
+  FrameHeader b;
+  b.type = FrameType::kSend;
+  b.payload_len = 4;
+  std::string stream = Encode(a, "dropme") + Encode(b, "wxyz");
+  for (size_t chunk : {size_t{1}, size_t{7}, stream.size()}) {
+    RecordingSink sink;
+    FrameReader reader(&sink, 1 << 20);
+    for (size_t at = 0; at < stream.size(); at += chunk) {
+      size_t n = std::min(chunk, stream.size() - at), consumed = 0;
+      ASSERT_TRUE(reader.Feed(stream.data() + at, n, &consumed).ok());
+      ASSERT_EQ(consumed, n);
+      if (at + n == kFrameHeaderSize) {
+        EXPECT_TRUE(reader.DirectTarget().empty()) << "a discarded payload as a direct target";
+      }
+    }
+    ASSERT_EQ(sink.frames.size(), 1u) << "chunk " << chunk;
+    EXPECT_EQ(sink.frames[0].type, FrameType::kSend);
+    EXPECT_EQ(std::string(sink.dest_, 4), "wxyz");
+  }
+}
+
+TEST(FrameReaderTest, DiscardRestSkipsWhatIsLeftOfAPlacedPayload) {
+  FrameHeader a;
+  a.type = FrameType::kWrite;
+  a.payload_len = 8;
+  FrameHeader b;
+  b.type = FrameType::kAck;
+  b.psn = 3;
+  std::string stream = Encode(a, "abcdefgh") + Encode(b);
   RecordingSink sink;
-  sink.stall_next_ = true;
   FrameReader reader(&sink, 1 << 20);
   size_t consumed = 0;
-  ASSERT_TRUE(reader.Feed(stream.data(), stream.size(), &consumed).ok());
-  EXPECT_TRUE(reader.stalled());
-  EXPECT_EQ(consumed, kFrameHeaderSize) << "payload must stay unconsumed while stalled";
-  EXPECT_TRUE(sink.frames.empty());
-  reader.Resume();
-  size_t more = 0;
-  ASSERT_TRUE(reader.Feed(stream.data() + consumed, stream.size() - consumed, &more).ok());
-  EXPECT_EQ(consumed + more, stream.size());
-  ASSERT_EQ(sink.frames.size(), 1u);
-  EXPECT_EQ(std::string(sink.dest_, 4), "wxyz");
+  ASSERT_TRUE(reader.Feed(stream.data(), kFrameHeaderSize + 3, &consumed).ok());
+  reader.DiscardRest();
+  EXPECT_TRUE(reader.DirectTarget().empty());
+  ASSERT_TRUE(reader.Feed(stream.data() + consumed, stream.size() - consumed, &consumed).ok());
+  ASSERT_EQ(sink.frames.size(), 1u) << "the cut-off frame was reported";
+  EXPECT_EQ(sink.frames[0].psn, 3u);
+  EXPECT_EQ(std::string(sink.dest_, 8), std::string("abc") + std::string(5, '\0'));
+  EXPECT_TRUE(reader.at_frame_boundary());
 }
 
 TEST(FrameReaderTest, RefusedFrameAndGarbageAreErrors) {

@@ -1,8 +1,8 @@
 // Internal state of the soft RNIC, shared by the control path (soft_device.cc: set-up, QPs,
-// Connect) and the data path: stream_io.cc (frames in and out of TCP), requester.cc (posting,
-// responses), responder.cc (requests, refusals, ACKs), progress.cc (the event loop and its
-// timer), qp_teardown.cc (errors, closing); the CQ is cq_core.h. Not part of the public
-// interface.
+// Connect) and the data path: stream_io.cc (frames in and out of TCP), qp_handshake.cc
+// (CONNECT, CONNECT_ACK, DISCONNECT), requester.cc (posting, responses, RNR retries),
+// responder.cc (requests, refusals, ACKs), progress.cc (the event loop and its timer),
+// qp_teardown.cc (errors, closing); the CQ is cq_core.h. Not part of the public interface.
 #ifndef UNLOADKV_TRANSPORT_SOFT_NIC_H_
 #define UNLOADKV_TRANSPORT_SOFT_NIC_H_
 
@@ -36,17 +36,25 @@ namespace unloadkv::soft {
 
 struct QpCore;
 
-// One byte of output: a header held inline or a run of bytes held elsewhere.
+// A run of output bytes: a header held inline, or bytes held elsewhere (a request's SGE, a
+// READ response's copy). `owner` is the QP whose request the segment belongs to (null for
+// responses and set-up frames): a QP that fails takes its unsent requests off the stream.
 struct OutSegment {
+  const char* data() const { return inline_len > 0 ? inline_bytes : ptr; }
+
   const char* ptr = nullptr;
   size_t len = 0;
+  size_t inline_len = 0;  // len when the bytes are inline_bytes
   char inline_bytes[kFrameHeaderSize];
-  std::unique_ptr<char[]> owned;  // READ response data
+  std::unique_ptr<char[]> owned;  // a copy: READ response data, or a purged frame's rest
+  QpCore* owner = nullptr;
+  bool frame_start = false;  // the first segment of a frame
 };
 
-// The one TCP connection of a connected QP pair (docs/wire-soft.md): it carries both ends'
-// requests and both ends' responses. Outbound: this device dialed it (and sent the HELLO).
-// Inbound: the peer dialed it; until its HELLO names a QP, it belongs to none.
+// A TCP connection between this device and a peer device (docs/wire-soft.md). It carries the
+// requests and responses of every QP pair attached to it, each frame naming its QPs.
+// Outbound: this device dialed it (and sent the HELLO) and is the dialing end of its QP pairs.
+// Inbound: the peer dialed it; QPs attach to it as the peer's CONNECTs name them.
 struct Stream : public FrameSink {
   Stream(class Nic* nic, int fd, bool outbound);
   ~Stream() override;
@@ -57,16 +65,20 @@ struct Stream : public FrameSink {
   Nic* nic;
   int fd;
   bool outbound;
+  std::string peer;       // outbound: the address dialed (its key in Nic::outbound_)
+  bool hello_seen;        // inbound: the HELLO arrived (outbound: true)
   bool dead = false;      // closed; freed at the end of the current Progress
-  bool draining = false;  // closing: no more input, flushing what is queued (a NAK, say)
+  bool draining = false;  // closing: no more input, flushing what is queued (a DISCONNECT)
   bool in_dirty = false;  // listed in Nic::dirty_
   // Outbound: the TCP connect has not completed yet (output waits for it).
   bool connecting = false;
-  // Outbound while connecting: when the dial gives up. Inbound until its HELLO: when the
-  // stream is closed unless the HELLO arrived. InfiniteFuture() otherwise.
+  // Outbound while connecting: when the dial gives up. Inbound while no QP is attached: when
+  // the stream is closed unless a QP attaches. InfiniteFuture() otherwise.
   absl::Time handshake_deadline = absl::InfiniteFuture();
   absl::Time drain_deadline;
-  QpCore* qp = nullptr;  // null on an inbound stream until its HELLO arrives
+  size_t attached = 0;  // QPs whose `stream` is this one
+  // The QP of the frame whose payload is being placed (between OnHeader and OnFrame).
+  QpCore* current = nullptr;
   FrameReader reader;
   // Mapped on the first read (a silent stream holds none); reads restart at its start whenever
   // it drains, so only the pages that bursts of input reached are resident.
@@ -75,13 +87,6 @@ struct Stream : public FrameSink {
   std::deque<OutSegment> out;
   size_t out_front_offset = 0;
   bool want_write = false;
-  bool reading_paused = false;
-  bool ack_pending = false;  // responder: requests processed since the last ACK
-  bool ack_now = false;      // responder: one of them asked for an immediate ACK
-  bool in_ack_soon = false;  // listed in Nic::ack_soon_
-  absl::Time ack_deadline = absl::InfiniteFuture();  // responder: delayed ACK due
-  uint32_t expected_psn = 0;                         // responder: PSN of the next request
-  absl::Time stall_since;
 };
 
 // A send request between post and completion.
@@ -108,21 +113,40 @@ struct QpCore {
   rnic::QpAttributes remote;
   uint32_t first_psn = 0;
   uint32_t next_psn = 0;
-  // The pair's stream: dialed by this device (dials), or accepted with the peer's HELLO.
-  // Null until then; requests posted meanwhile wait in `outstanding` and are sent when it
-  // arrives.
+  // The stream to the peer's device the pair uses: the dialing end attaches at Connect, the
+  // other when the peer's CONNECT arrives. Null before, and once the QP failed.
   Stream* stream = nullptr;
-  bool dials = false;         // set by Connect: this end dials, the peer accepts
-  uint32_t hello_src_qp = 0;  // the QP an inbound HELLO claimed (before Connect)
-  absl::Time peer_deadline = absl::InfiniteFuture();  // accepting end: fail without a HELLO
+  bool dials = false;        // set by Connect: this end sends the CONNECT
+  uint32_t peer_qp = 0;      // the peer's QP number, once Connect or a CONNECT named it
+  bool established = false;  // CONNECT and CONNECT_ACK exchanged: requests may be sent
+  // Connected but not established: fails unless the handshake completes by then.
+  absl::Time peer_deadline = absl::InfiniteFuture();
   std::deque<Outstanding> outstanding;
   std::deque<rnic::RecvWorkRequest> recvs;  // without an SRQ
-  // With an SRQ: the receive taken from it for the request at the head of the stream (taken at
-  // its header, so that no other QP's request uses it too), until that request is done.
+  // With an SRQ: the receive taken from it for the request being placed (taken at its header,
+  // so that no other QP's request uses it too), until that request is done.
   std::shared_ptr<SrqCore> srq;
   std::optional<rnic::RecvWorkRequest> taken;
   bool poisoned = false;  // a local_error request is queued: send nothing more
   uint32_t last_ack_request_psn = 0;
+
+  // Responder state.
+  uint32_t expected_psn = 0;    // PSN of the next request
+  bool rnr_dropping = false;    // an RNR NAK went out for expected_psn: drop until it comes again
+  bool ack_pending = false;     // requests processed since the last ACK
+  bool ack_now = false;         // one of them asked for an immediate ACK
+  bool in_ack_soon = false;     // listed in Nic::ack_soon_
+  bool in_ack_touched = false;  // listed in Nic::ack_touched_
+  absl::Time ack_deadline = absl::InfiniteFuture();  // delayed ACK due
+
+  // Requester state after an RNR NAK: nothing is sent until rnr_retry_at, then every
+  // outstanding request from rnr_psn again. Fails once rnr_since + rnr_timeout passes.
+  bool rnr_wait = false;
+  uint32_t rnr_psn = 0;
+  bool rnr_seen = false;  // rnr_psn/rnr_since/rnr_backoff describe an RNR episode
+  absl::Time rnr_since;
+  absl::Time rnr_retry_at = absl::InfiniteFuture();
+  absl::Duration rnr_backoff;
 };
 
 // The device's shared state. Every field is guarded by mu_; handles hold a shared_ptr so any
@@ -174,53 +198,73 @@ class Nic : public std::enable_shared_from_this<Nic> {
   void Accept() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int ProgressHeld(absl::Duration max_wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_mu_)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The live outbound stream to `address`, dialing one (and queuing its HELLO) if there is
+  // none.
+  absl::StatusOr<Stream*> StreamTo(const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // An outbound stream's connect finished (it became writable or failed).
   void FinishConnect(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Closes streams whose handshake deadline passed.
+  // Fails QPs and closes streams whose handshake deadline passed.
   void ExpireHandshakes(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReadStream(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FeedBuffered(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FlushStream(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FlushDirty() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateInterest(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues a frame; `owner` marks a request of that QP (see OutSegment).
   void Enqueue(Stream* s, const FrameHeader& h, const char* payload, size_t payload_len,
-               bool copy_payload) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EnqueueGather(Stream* s, const FrameHeader& h, const rnic::SendWorkRequest& wr)
+               bool copy_payload, QpCore* owner = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EnqueueGather(Stream* s, const FrameHeader& h, const rnic::SendWorkRequest& wr,
+                     QpCore* owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues a frame of `qp`'s pair with no payload: `type` from qp to its peer QP.
+  void EnqueueControl(QpCore* qp, FrameType type, uint32_t psn = 0, uint32_t aux = 0)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes `qp`'s requests that have not started leaving off its stream; the one partly sent
+  // goes on, its bytes copied (their buffers are the caller's again once the QP failed).
+  void PurgeRequests(Stream* s, QpCore* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues the frame of request `o` on the QP's stream.
   void EnqueueRequest(QpCore* qp, const Outstanding& o) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The accepting end's stream arrived (HELLO) and the QP is connected: sends the requests
-  // posted meanwhile and resumes reading.
-  void StartAccepted(QpCore* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SendAck(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The receive the request at the head of `qp`'s stream uses (from the QP's queue, or taken
-  // from its SRQ), or null when none is posted.
+  // Sends every outstanding request of `qp` not known to have arrived, in order (after the
+  // handshake, or again after an RNR NAK).
+  void SendOutstanding(QpCore* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The listening end has the peer's CONNECT and is connected: acknowledges it and starts.
+  void Establish(QpCore* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendAck(QpCore* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The receive the request being placed for `qp` uses (from the QP's queue, or taken from
+  // its SRQ), or null when none is posted.
   const rnic::RecvWorkRequest* ReceiveFor(QpCore* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes and returns the receive ReceiveFor returned.
   rnic::RecvWorkRequest ConsumeReceive(QpCore* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends the ACKs in ack_soon_ still owed, and empties it.
   void SendOwedAcks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // After a batch of requests: ACK now if asked to, else schedule a delayed ACK.
-  void AckOrDelay(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CheckStalls() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a batch of requests read from a stream: for each QP they were for, ACK now if
+  // asked to, else schedule a delayed ACK.
+  void AckTouched() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AckOrDelay(QpCore* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Timer work: delayed ACKs, RNR retries, handshake and drain deadlines.
+  void CheckTimers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Arms the timer for the earliest deadline of every stream and QP (a scan of them all).
   void ArmStallTimer() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One new deadline: re-arms only when it is earlier than the armed one. A later one needs
-  // nothing: the armed timer fires first and its CheckStalls rescans (ArmStallTimer), so a
-  // request's delayed ACK costs no scan of every stream (which, with thousands of streams,
-  // took 12% of a kvserver's CPU at 1000 connections).
+  // nothing: the armed timer fires first and its CheckTimers rescans (ArmStallTimer), so a
+  // request's delayed ACK costs no scan of every QP (which, with thousands of them, took 12%
+  // of a kvserver's CPU at 1000 connections).
   void ArmTimerFor(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ResumeStream(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Closes the stream (after a best-effort flush) and fails its QP with `head_status` for the
-  // oldest outstanding request. `reason` is logged.
+  // Closes the stream (no flush) and fails every QP on it with `head_status` for its oldest
+  // outstanding request, as a NIC that lost its link. `reason` is logged.
   void KillStream(Stream* s, rnic::WcStatus head_status, absl::string_view reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The peer closed `s` or it broke.
   void PeerClosed(Stream* s, absl::string_view reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FailQp(QpCore* qp, rnic::WcStatus head_status, absl::string_view reason)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Detaches the stream from its QP and closes it; with `drain`, queued output (a NAK) is sent
-  // first, for at most one second.
+  // Moves `qp` to the error state: its work completes (the head with `head_status`), it
+  // leaves its stream, and, with `tell_peer`, a DISCONNECT tells the peer QP (not needed
+  // when the peer's NAK or DISCONNECT, or a broken stream, is why).
+  void FailQp(QpCore* qp, rnic::WcStatus head_status, absl::string_view reason,
+              bool tell_peer = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes `qp` off its stream; the stream closes once its last QP leaves (outbound) or waits
+  // kHelloTimeout for another (inbound).
+  void Detach(QpCore* qp, bool tell_peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes the stream; with `drain`, queued output (a NAK, a DISCONNECT) is sent first, for
+  // at most one second. Every QP must have left it.
   void CloseStream(Stream* s, bool drain) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishClose(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Reap() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -229,17 +273,25 @@ class Nic : public std::enable_shared_from_this<Nic> {
   void CompleteSend(QpCore* qp, const Outstanding& o, rnic::WcStatus status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Pushes `wc` to `cq`. Pushed outside a Progress (a post that fails at once, a QP failed
-  // from another thread, a stalled stream resumed by PostRecv), it also wakes a caller-driven
-  // owner waiting in Progress: nothing on the network would.
+  // from another thread), it also wakes a caller-driven owner waiting in Progress: nothing on
+  // the network would.
   void Deliver(CqCore& cq, const rnic::WorkCompletion& wc) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The QP a frame on `s` is for: it exists, is attached to `s`, is ready to send and paired
+  // with the frame's source QP. Null otherwise (the frame is dropped: a QP that failed or
+  // went away meanwhile, or a peer naming a QP it has no pair with).
+  QpCore* QpFor(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frame handlers, called from Stream's FrameSink methods.
   PayloadPlan OnRequestHeader(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnRequestDone(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnRequestDone(QpCore* qp, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   PayloadPlan OnResponseHeader(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnResponseDone(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  PayloadPlan OnHello(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Refuses the request `h` with `status`: NAK to the requester, then fail the QP.
-  PayloadPlan Refuse(Stream* s, const FrameHeader& h, rnic::WcStatus status,
+  void OnResponseDone(QpCore* qp, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnRnrNak(QpCore* qp, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // QP set-up frames (qp_handshake.cc).
+  PayloadPlan OnConnect(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  PayloadPlan OnConnectAck(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  PayloadPlan OnDisconnect(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Refuses the request `h` of `qp` with `status`: NAK to the requester, then fail the QP.
+  PayloadPlan Refuse(QpCore* qp, const FrameHeader& h, rnic::WcStatus status,
                      absl::string_view reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Serializes Progress calls, so that events fetched by epoll_wait (outside mu_) refer to
@@ -273,13 +325,14 @@ class Nic : public std::enable_shared_from_this<Nic> {
   uint32_t next_qp_num_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint32_t, std::unique_ptr<QpCore>> qps_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
+  // Live (not draining) outbound streams by the address dialed.
+  absl::flat_hash_map<std::string, Stream*> outbound_ ABSL_GUARDED_BY(mu_);
   std::vector<Stream*> dirty_ ABSL_GUARDED_BY(mu_);  // streams with output to flush
-  std::vector<Stream*> stalled_ ABSL_GUARDED_BY(mu_);
-  // defer_acks: streams owing an ACK their peer asked for, held back for FlushDeferred (or
-  // the next Progress) unless a request of ours carries it first.
-  std::vector<Stream*> ack_soon_ ABSL_GUARDED_BY(mu_);
-  // QPs (by number) whose Connect left them waiting for the peer's HELLO; pruned lazily.
-  std::vector<uint32_t> awaiting_peer_ ABSL_GUARDED_BY(mu_);
+  // defer_acks: QPs owing an ACK their peer asked for, held back for FlushDeferred (or the
+  // next Progress) unless a request of ours carries it first.
+  std::vector<QpCore*> ack_soon_ ABSL_GUARDED_BY(mu_);
+  // QPs that received requests in the read under way (ReadStream), for AckTouched.
+  std::vector<QpCore*> ack_touched_ ABSL_GUARDED_BY(mu_);
   absl::Time timer_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   // A Progress is handling events (between its epoll_wait and its return).
   bool in_progress_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,5 +1,6 @@
 // The soft RNIC's progress loop: epoll events dispatched to streams, new connections
-// accepted, dials finished, and the timer for RNR waits, delayed ACKs and handshake deadlines.
+// accepted, dials finished, and the timer for RNR retries, delayed ACKs and handshake
+// deadlines.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -63,7 +64,7 @@ int Nic::ProgressHeld(absl::Duration max_wait) {
       uint64_t expirations;
       (void)!read(timer_fd_, &expirations, sizeof(expirations));
       timer_deadline_ = absl::InfiniteFuture();
-      CheckStalls();
+      CheckTimers();
       continue;
     }
     auto* s = static_cast<Stream*>(tag);
@@ -77,6 +78,7 @@ int Nic::ProgressHeld(absl::Duration max_wait) {
       ReadStream(s);
     }
   }
+  AckTouched();
   FlushDirty();
   Reap();
   in_progress_ = false;
@@ -100,7 +102,7 @@ void Nic::Accept() {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     auto awaiting_hello = [](const Stream& s) {
-      return !s.outbound && s.qp == nullptr && !s.dead && !s.draining;
+      return !s.outbound && s.attached == 0 && !s.dead && !s.draining;
     };
     size_t awaiting = 0;
     Stream* oldest = nullptr;
@@ -110,9 +112,9 @@ void Nic::Accept() {
       ++awaiting;
     }
     if (awaiting >= kMaxStreamsAwaitingHello) {
-      peer_log_.Log(
-          LogLevel::kWarning,
-          absl::StrCat("soft: ", awaiting, " inbound streams without a HELLO; closing the oldest"));
+      peer_log_.Log(LogLevel::kWarning,
+                    absl::StrCat("soft: ", awaiting,
+                                 " inbound streams without a connected QP; closing the oldest"));
       FinishClose(oldest);
     }
     auto stream = std::make_unique<Stream>(this, fd, /*outbound=*/false);
@@ -131,10 +133,9 @@ void Nic::FinishConnect(Stream* s) {
   socklen_t len = sizeof(err);
   if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
   if (err != 0) {
-    const std::string peer = s->qp != nullptr ? s->qp->remote.address : "the peer";
     s->connecting = false;  // nothing was sent: close without draining
     KillStream(s, rnic::WcStatus::kRetryExceeded,
-               absl::StrCat("no soft device answers at ", peer, ": ", std::strerror(err)));
+               absl::StrCat("no soft device answers at ", s->peer, ": ", std::strerror(err)));
     return;
   }
   s->connecting = false;
@@ -143,35 +144,28 @@ void Nic::FinishConnect(Stream* s) {
 }
 
 void Nic::ExpireHandshakes(absl::Time now) {
-  std::vector<uint32_t> still;
-  for (uint32_t num : awaiting_peer_) {
-    auto it = qps_.find(num);
-    if (it == qps_.end()) continue;
-    QpCore* qp = it->second.get();
-    if (qp->peer_deadline == absl::InfiniteFuture()) continue;
-    if (qp->peer_deadline > now) {
-      still.push_back(num);
-      continue;
-    }
-    FailQp(qp, rnic::WcStatus::kRetryExceeded,
-           absl::StrCat("the soft device at ", qp->remote.address, " did not dial in within ",
-                        absl::FormatDuration(kConnectTimeout)));
+  std::vector<QpCore*> late;
+  for (const auto& [num, qp] : qps_) {
+    if (qp->peer_deadline <= now) late.push_back(qp.get());
   }
-  awaiting_peer_.swap(still);
-  for (const auto& t : streams_) {
-    Stream* s = t.get();
+  for (QpCore* qp : late) {
+    FailQp(
+        qp, rnic::WcStatus::kRetryExceeded,
+        absl::StrCat("the QP at ", qp->remote.address, " did not complete the connection within ",
+                     absl::FormatDuration(kConnectTimeout)));
+  }
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    Stream* s = streams_[i].get();
     if (s->dead || s->handshake_deadline > now) continue;
     s->handshake_deadline = absl::InfiniteFuture();
     if (s->outbound) {
-      const std::string peer = s->qp != nullptr ? s->qp->remote.address : "the peer";
       s->connecting = false;
       KillStream(s, rnic::WcStatus::kRetryExceeded,
-                 absl::StrCat("no soft device answers at ", peer, " within ",
+                 absl::StrCat("no soft device answers at ", s->peer, " within ",
                               absl::FormatDuration(kConnectTimeout)));
-      if (!s->dead) FinishClose(s);
-    } else if (s->qp == nullptr) {
+    } else if (s->attached == 0) {
       peer_log_.Log(LogLevel::kInfo,
-                    absl::StrCat("soft: an inbound stream sent no HELLO within ",
+                    absl::StrCat("soft: an inbound stream connected no QP within ",
                                  absl::FormatDuration(kHelloTimeout), "; closing it"));
       FinishClose(s);
     }
@@ -180,23 +174,16 @@ void Nic::ExpireHandshakes(absl::Time now) {
 
 void Nic::ArmStallTimer() {
   absl::Time earliest = absl::InfiniteFuture();
-  for (Stream* s : stalled_) {
-    if (s->dead || !s->reading_paused || s->qp == nullptr) continue;
-    if (s->qp->state != rnic::QpState::kReadyToSend) continue;  // waits for Connect
-    earliest = std::min(earliest, s->stall_since + s->qp->config.rnr_timeout);
-  }
-  for (uint32_t num : awaiting_peer_) {
-    auto it = qps_.find(num);
-    if (it != qps_.end()) earliest = std::min(earliest, it->second->peer_deadline);
+  for (const auto& [num, qp] : qps_) {
+    earliest = std::min({earliest, qp->peer_deadline, qp->ack_deadline, qp->rnr_retry_at});
   }
   for (const auto& s : streams_) {
     if (s->dead) continue;
     earliest = std::min(earliest, s->handshake_deadline);
     if (s->draining) earliest = std::min(earliest, s->drain_deadline);
-    if (s->ack_pending) earliest = std::min(earliest, s->ack_deadline);
   }
   // Re-arming costs a system call: skip it when the armed deadline is already the earliest
-  // (a timer firing early is harmless; CheckStalls re-arms for what is left).
+  // (a timer firing early is harmless; CheckTimers re-arms for what is left).
   absl::Time now = absl::Now();
   if (earliest == timer_deadline_ || (earliest > timer_deadline_ && timer_deadline_ > now)) {
     return;
@@ -217,26 +204,29 @@ void Nic::ArmTimerFor(absl::Time deadline) {
   timer_deadline_ = deadline;
 }
 
-void Nic::CheckStalls() {
+void Nic::CheckTimers() {
   absl::Time now = absl::Now();
-  std::vector<Stream*> expired;
-  for (Stream* s : stalled_) {
-    if (s->dead || !s->reading_paused || s->qp == nullptr) continue;
-    if (s->qp->state != rnic::QpState::kReadyToSend) continue;
-    if (now - s->stall_since >= s->qp->config.rnr_timeout) expired.push_back(s);
+  std::vector<QpCore*> due;
+  for (const auto& [num, qp] : qps_) {
+    if (qp->stream == nullptr) continue;
+    if (qp->ack_pending && now >= qp->ack_deadline) SendAck(qp.get());
+    if (qp->rnr_wait && now >= qp->rnr_retry_at) due.push_back(qp.get());
   }
-  for (Stream* s : expired) {
-    Refuse(s, s->reader.pending_header(), rnic::WcStatus::kRnrRetryExceeded,
-           "no receive posted within rnr_timeout");
+  for (QpCore* qp : due) {
+    qp->rnr_wait = false;
+    qp->rnr_retry_at = absl::InfiniteFuture();
+    if (now - qp->rnr_since >= qp->config.rnr_timeout) {
+      FailQp(qp, rnic::WcStatus::kRnrRetryExceeded,
+             absl::StrCat("request psn ", qp->rnr_psn, " found no receive within rnr_timeout (",
+                          absl::FormatDuration(qp->config.rnr_timeout), ")"));
+    } else {
+      SendOutstanding(qp);
+    }
   }
   ExpireHandshakes(now);
-  for (const auto& s : streams_) {
-    if (s->dead) continue;
-    if (s->draining && now >= s->drain_deadline) {
-      FinishClose(s.get());
-    } else if (s->ack_pending && now >= s->ack_deadline) {
-      SendAck(s.get());
-    }
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    Stream* s = streams_[i].get();
+    if (!s->dead && s->draining && now >= s->drain_deadline) FinishClose(s);
   }
   ArmStallTimer();
 }

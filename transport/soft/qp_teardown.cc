@@ -1,5 +1,6 @@
 // Errors and teardown in the soft RNIC: completing a QP's outstanding work with the RC error
-// rules, closing and draining streams, freeing them. Runs with Nic::mu_ held.
+// rules, taking a QP off its stream (telling the peer QP), closing and draining streams,
+// freeing them. Runs with Nic::mu_ held.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -34,7 +35,7 @@ void Nic::CompleteSend(QpCore* qp, const Outstanding& o, rnic::WcStatus status) 
   Deliver(*qp->send_cq, wc);
 }
 
-void Nic::FailQp(QpCore* qp, rnic::WcStatus head_status, absl::string_view reason) {
+void Nic::FailQp(QpCore* qp, rnic::WcStatus head_status, absl::string_view reason, bool tell_peer) {
   if (qp->state == rnic::QpState::kError) return;
   if (qp->state != rnic::QpState::kReset || !qp->outstanding.empty()) {
     // A peer that closes with nothing outstanding is an ordinary disconnect.
@@ -43,6 +44,9 @@ void Nic::FailQp(QpCore* qp, rnic::WcStatus head_status, absl::string_view reaso
         absl::StrCat("soft qp ", qp->qp_num, " -> error: ", reason));
   }
   qp->state = rnic::QpState::kError;
+  // Off the stream first: its requests not yet sent must not leave once their buffers are the
+  // caller's again (the completions below hand them back).
+  Detach(qp, tell_peer);
   bool head = true;
   for (const Outstanding& o : qp->outstanding) {
     rnic::WcStatus st = o.local_error != rnic::WcStatus::kSuccess ? o.local_error
@@ -71,17 +75,43 @@ void Nic::FailQp(QpCore* qp, rnic::WcStatus head_status, absl::string_view reaso
     qp->taken.reset();
   }
   qp->peer_deadline = absl::InfiniteFuture();
-  if (qp->stream != nullptr) CloseStream(qp->stream, /*drain=*/true);
+  qp->rnr_wait = false;
+  qp->rnr_retry_at = absl::InfiniteFuture();
+  qp->ack_pending = qp->ack_now = false;
+  qp->ack_deadline = absl::InfiniteFuture();
+}
+
+void Nic::Detach(QpCore* qp, bool tell_peer) {
+  Stream* s = qp->stream;
+  if (s == nullptr) return;
+  PurgeRequests(s, qp);
+  if (s->current == qp) {  // a payload of this QP's is being placed: the rest is skipped
+    s->reader.DiscardRest();
+    s->current = nullptr;
+  }
+  if (tell_peer && !s->dead && !s->draining) EnqueueControl(qp, FrameType::kDisconnect);
+  qp->stream = nullptr;
+  --s->attached;
+  if (s->attached > 0 || s->dead) return;
+  if (s->outbound) {
+    CloseStream(s, /*drain=*/true);
+  } else {
+    s->handshake_deadline = absl::Now() + kHelloTimeout;
+    ArmTimerFor(s->handshake_deadline);
+  }
 }
 
 void Nic::KillStream(Stream* s, rnic::WcStatus head_status, absl::string_view reason) {
-  if (s->dead || s->draining) return;
-  if (s->qp != nullptr) {
-    FailQp(s->qp, head_status, reason);
-  } else {
+  if (s->dead) return;
+  std::vector<QpCore*> on_it;
+  for (const auto& [num, qp] : qps_) {
+    if (qp->stream == s) on_it.push_back(qp.get());
+  }
+  if (on_it.empty()) {
     peer_log_.Log(LogLevel::kWarning, absl::StrCat("soft stream closed: ", reason));
   }
-  if (!s->dead) FinishClose(s);  // a broken stream is not drained
+  FinishClose(s);  // a broken stream is not drained
+  for (QpCore* qp : on_it) FailQp(qp, head_status, reason, /*tell_peer=*/false);
 }
 
 void Nic::PeerClosed(Stream* s, absl::string_view reason) {
@@ -92,9 +122,9 @@ void Nic::PeerClosed(Stream* s, absl::string_view reason) {
 
 void Nic::CloseStream(Stream* s, bool drain) {
   if (s->dead) return;
-  if (s->qp != nullptr) {
-    if (s->qp->stream == s) s->qp->stream = nullptr;
-    s->qp = nullptr;
+  if (s->outbound) {
+    auto it = outbound_.find(s->peer);
+    if (it != outbound_.end() && it->second == s) outbound_.erase(it);
   }
   if (drain && !s->out.empty()) {
     s->draining = true;
@@ -109,20 +139,21 @@ void Nic::CloseStream(Stream* s, bool drain) {
 
 void Nic::FinishClose(Stream* s) {
   if (s->dead) return;
-  if (s->qp != nullptr) CloseStream(s, false);  // detaches, then re-enters here
-  if (s->dead) return;
+  if (s->outbound) {
+    auto it = outbound_.find(s->peer);
+    if (it != outbound_.end() && it->second == s) outbound_.erase(it);
+  }
   s->dead = true;
   epoll_ctl(epfd_, EPOLL_CTL_DEL, s->fd, nullptr);
   close(s->fd);
   s->fd = -1;
   s->out.clear();
+  s->current = nullptr;
 }
 
 void Nic::Reap() {
   auto is_dead = [](Stream* s) { return s->dead; };
   dirty_.erase(std::remove_if(dirty_.begin(), dirty_.end(), is_dead), dirty_.end());
-  ack_soon_.erase(std::remove_if(ack_soon_.begin(), ack_soon_.end(), is_dead), ack_soon_.end());
-  stalled_.erase(std::remove_if(stalled_.begin(), stalled_.end(), is_dead), stalled_.end());
   streams_.erase(std::remove_if(streams_.begin(), streams_.end(),
                                 [](const std::unique_ptr<Stream>& s) { return s->dead; }),
                  streams_.end());

@@ -1,5 +1,5 @@
-// The requester side of the soft RNIC: posting sends and receives, and the responses (ACK,
-// NAK, READ data) that complete them. Runs with Nic::mu_ held.
+// The requester side of the soft RNIC: posting sends and receives, the responses (ACK, NAK,
+// READ data) that complete them, and resending after an RNR NAK. Runs with Nic::mu_ held.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -64,8 +64,9 @@ absl::Status Nic::PostSend(QpCore* qp, absl::Span<const rnic::SendWorkRequest> w
       o.ack_requested = true;
       qp->last_ack_request_psn = o.psn;
     }
-    // The accepting end sends nothing before the peer's HELLO: StartAccepted sends it then.
-    if (qp->stream != nullptr) EnqueueRequest(qp, o);
+    // Nothing leaves before the handshake completes (SendOutstanding sends it then), nor
+    // while an RNR NAK holds the QP back (the retry sends it).
+    if (qp->established && !qp->rnr_wait) EnqueueRequest(qp, o);
     qp->outstanding.push_back(o);
   }
   FlushDirty();
@@ -75,7 +76,7 @@ absl::Status Nic::PostSend(QpCore* qp, absl::Span<const rnic::SendWorkRequest> w
 void Nic::EnqueueRequest(QpCore* qp, const Outstanding& o) {
   // An ACK this end owes the peer (a delayed one) rides in front of the request, in the same
   // packet, instead of waiting for its timer.
-  if (qp->stream->ack_pending) SendAck(qp->stream);
+  if (qp->ack_pending) SendAck(qp);
   const rnic::SendWorkRequest& wr = o.wr;
   FrameHeader h;
   h.type = FrameTypeOf(wr.opcode);
@@ -83,24 +84,52 @@ void Nic::EnqueueRequest(QpCore* qp, const Outstanding& o) {
   h.imm = wr.imm;
   h.remote_addr = wr.remote_addr;
   h.rkey = wr.rkey;
+  h.qp = qp->peer_qp;
+  h.src_qp = qp->qp_num;
   if (wr.opcode == rnic::Opcode::kRead) {
     h.aux = static_cast<uint32_t>(wr.TotalLength());
   } else {
     h.payload_len = static_cast<uint32_t>(wr.TotalLength());
     if (o.ack_requested) h.aux = kAckRequested;
   }
-  EnqueueGather(qp->stream, h, wr);
+  EnqueueGather(qp->stream, h, wr, qp);
 }
 
-void Nic::StartAccepted(QpCore* qp) {
-  qp->peer_deadline = absl::InfiniteFuture();
+void Nic::SendOutstanding(QpCore* qp) {
   for (const Outstanding& o : qp->outstanding) {
     // A request that failed its local check is never sent, nor anything posted after it (the
-    // QP is poisoned: those wait to be flushed), as PostSend does with a stream at hand.
+    // QP is poisoned: those wait to be flushed), as PostSend does.
     if (o.local_error != rnic::WcStatus::kSuccess) break;
     EnqueueRequest(qp, o);
   }
-  ResumeStream(qp->stream);  // requests that arrived before Connect
+}
+
+void Nic::OnRnrNak(QpCore* qp, const FrameHeader& h) {
+  CompleteAckedThrough(qp, h.psn, /*inclusive=*/false);
+  if (qp->state == rnic::QpState::kError) return;
+  if (qp->outstanding.empty() || qp->outstanding.front().psn != h.psn || qp->rnr_wait) {
+    FailQp(qp, rnic::WcStatus::kRetryExceeded,
+           absl::StrCat("RNR NAK for psn ", h.psn, ", which is not the oldest outstanding"));
+    return;
+  }
+  const absl::Time now = absl::Now();
+  if (!qp->rnr_seen || qp->rnr_psn != h.psn) {
+    qp->rnr_seen = true;
+    qp->rnr_psn = h.psn;
+    qp->rnr_since = now;
+    qp->rnr_backoff = kRnrFirstRetry;
+  } else {
+    qp->rnr_backoff = std::min(qp->rnr_backoff * 2, kRnrMaxRetry);
+  }
+  // The responder drops every later request until this one comes again: the frames not sent
+  // yet need not go.
+  PurgeRequests(qp->stream, qp);
+  qp->rnr_wait = true;
+  qp->rnr_retry_at = now + qp->rnr_backoff;
+  if (qp->config.rnr_timeout != absl::InfiniteDuration()) {
+    qp->rnr_retry_at = std::min(qp->rnr_retry_at, qp->rnr_since + qp->config.rnr_timeout);
+  }
+  ArmTimerFor(qp->rnr_retry_at);
 }
 
 absl::Status Nic::PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> wrs) {
@@ -135,27 +164,13 @@ absl::Status Nic::PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> w
     }
     qp->recvs.push_back(wr);
   }
-  if (qp->stream != nullptr && qp->stream->reading_paused) ResumeStream(qp->stream);
   FlushDirty();
   return absl::OkStatus();
 }
 
 absl::Status Nic::PostSrqRecv(SrqCore* srq, absl::Span<const rnic::RecvWorkRequest> wrs) {
   MutexLock l(&mu_);
-  const size_t before = srq->state.size();
-  absl::Status st = srq->state.Post(wrs, regions_);
-  if (srq->state.size() > before) {
-    // Streams of its QPs waiting for a receive (RNR) go on.
-    std::vector<Stream*> waiting;
-    for (Stream* s : stalled_) {
-      if (!s->dead && s->reading_paused && s->qp != nullptr && s->qp->srq.get() == srq) {
-        waiting.push_back(s);
-      }
-    }
-    for (Stream* s : waiting) ResumeStream(s);
-    FlushDirty();
-  }
-  return st;
+  return srq->state.Post(wrs, regions_);
 }
 
 absl::Status Nic::ArmSrqLimit(SrqCore* srq, uint32_t limit) {
@@ -187,29 +202,31 @@ void Nic::CompleteAckedThrough(QpCore* qp, uint32_t psn, bool inclusive) {
 }
 
 PayloadPlan Nic::OnResponseHeader(Stream* s, const FrameHeader& h) {
-  QpCore* qp = s->qp;
-  if (qp == nullptr || qp->state == rnic::QpState::kError) return Close();
-  if (h.type != FrameType::kReadResponse) return PlaceNothing();
+  QpCore* qp = QpFor(s, h);
+  if (qp == nullptr) return Discard();
+  if (h.type != FrameType::kReadResponse) {
+    s->current = qp;
+    return PlaceNothing();
+  }
   CompleteAckedThrough(qp, h.psn, /*inclusive=*/false);
-  if (qp->state == rnic::QpState::kError) return Close();
+  if (qp->state == rnic::QpState::kError) return Discard();
   if (qp->outstanding.empty() || qp->outstanding.front().psn != h.psn ||
       qp->outstanding.front().wr.opcode != rnic::Opcode::kRead ||
       qp->outstanding.front().wr.TotalLength() != h.payload_len) {
-    KillStream(s, rnic::WcStatus::kRetryExceeded,
-               absl::StrCat("READ response psn ", h.psn, " matches no outstanding READ"));
-    return Close();
+    FailQp(qp, rnic::WcStatus::kRetryExceeded,
+           absl::StrCat("READ response psn ", h.psn, " matches no outstanding READ"));
+    return Discard();
   }
+  s->current = qp;
   return PlaceInto(qp->outstanding.front().wr, h.payload_len);
 }
 
-void Nic::OnResponseDone(Stream* s, const FrameHeader& h) {
-  QpCore* qp = s->qp;
-  if (qp == nullptr) return;
+void Nic::OnResponseDone(QpCore* qp, const FrameHeader& h) {
   switch (h.type) {
     case FrameType::kAck:
       if (!qp->outstanding.empty() && qp->outstanding.front().wr.opcode == rnic::Opcode::kRead &&
           PsnLessEq(qp->outstanding.front().psn, h.psn)) {
-        KillStream(s, rnic::WcStatus::kRetryExceeded, "ACK covers an unanswered READ");
+        FailQp(qp, rnic::WcStatus::kRetryExceeded, "ACK covers an unanswered READ");
         return;
       }
       CompleteAckedThrough(qp, h.psn, /*inclusive=*/true);
@@ -218,7 +235,11 @@ void Nic::OnResponseDone(Stream* s, const FrameHeader& h) {
       CompleteAckedThrough(qp, h.psn, /*inclusive=*/false);
       FailQp(qp, static_cast<rnic::WcStatus>(h.aux),
              absl::StrCat("peer refused request psn ", h.psn, ": ",
-                          rnic::WcStatusName(static_cast<rnic::WcStatus>(h.aux))));
+                          rnic::WcStatusName(static_cast<rnic::WcStatus>(h.aux))),
+             /*tell_peer=*/false);
+      return;
+    case FrameType::kRnrNak:
+      OnRnrNak(qp, h);
       return;
     case FrameType::kReadResponse:
       CompleteSend(qp, qp->outstanding.front(), rnic::WcStatus::kSuccess);

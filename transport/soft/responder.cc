@@ -1,5 +1,5 @@
-// The responder side of the soft RNIC: HELLO, requests checked exactly as a NIC checks them
-// (WRITE, WRITE_WITH_IMM, SEND, READ), refusals, and ACK pacing. Runs with Nic::mu_ held.
+// The responder side of the soft RNIC: requests checked exactly as a NIC checks them (WRITE,
+// WRITE_WITH_IMM, SEND, READ), refusals, RNR NAKs, and ACK pacing. Runs with Nic::mu_ held.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -21,63 +21,49 @@
 
 namespace unloadkv::soft {
 
-PayloadPlan Nic::OnHello(Stream* s, const FrameHeader& h) {
-  if (h.type != FrameType::kHello) {
-    peer_log_.Log(LogLevel::kWarning, "soft: inbound stream did not start with HELLO; closing it");
-    return Close();
-  }
-  auto it = qps_.find(h.rkey);
-  if (it == qps_.end() || it->second->state == rnic::QpState::kError ||
-      it->second->stream != nullptr || it->second->dials) {
-    peer_log_.Log(LogLevel::kWarning,
-                  absl::StrCat("soft: HELLO for QP ", h.rkey,
-                               " which does not exist, is taken, or dials its peer itself"));
-    return Close();
-  }
+QpCore* Nic::QpFor(Stream* s, const FrameHeader& h) {
+  auto it = qps_.find(h.qp);
+  if (it == qps_.end()) return nullptr;
   QpCore* qp = it->second.get();
-  const bool connected = qp->state == rnic::QpState::kReadyToSend;
-  if (connected && (qp->remote.qp_num != h.aux || qp->remote.psn != h.psn)) {
-    peer_log_.Log(
-        LogLevel::kWarning,
-        absl::StrCat("soft: HELLO from QP ", h.aux, " (psn ", h.psn, ") but QP ", qp->qp_num,
-                     " is connected to QP ", qp->remote.qp_num, " (psn ", qp->remote.psn, ")"));
-    return Close();
+  if (qp->stream != s || qp->state != rnic::QpState::kReadyToSend || qp->peer_qp != h.src_qp) {
+    return nullptr;
   }
-  s->qp = qp;
-  s->handshake_deadline = absl::InfiniteFuture();
-  s->expected_psn = h.psn;
-  qp->stream = s;
-  qp->hello_src_qp = h.aux;
-  if (connected) StartAccepted(qp);
-  return PlaceNothing();
+  return qp;
 }
 
-PayloadPlan Nic::Refuse(Stream* s, const FrameHeader& h, rnic::WcStatus status,
+PayloadPlan Nic::Refuse(QpCore* qp, const FrameHeader& h, rnic::WcStatus status,
                         absl::string_view reason) {
-  FrameHeader nak;
-  nak.type = FrameType::kNak;
-  nak.psn = h.psn;
-  nak.aux = static_cast<uint32_t>(status);
-  if (s->ack_pending) SendAck(s);
-  Enqueue(s, nak, nullptr, 0, false);
-  QpCore* qp = s->qp;
-  if (qp != nullptr) {
-    FailQp(qp, rnic::WcStatus::kFlushed,
-           absl::StrCat("refused request psn ", h.psn, " (", rnic::WcStatusName(status),
-                        "): ", reason));
-  }
-  return Close();
+  if (qp->ack_pending) SendAck(qp);
+  EnqueueControl(qp, FrameType::kNak, h.psn, static_cast<uint32_t>(status));
+  FailQp(
+      qp, rnic::WcStatus::kFlushed,
+      absl::StrCat("refused request psn ", h.psn, " (", rnic::WcStatusName(status), "): ", reason),
+      /*tell_peer=*/false);  // the NAK does
+  return Discard();
 }
 
 PayloadPlan Nic::OnRequestHeader(Stream* s, const FrameHeader& h) {
-  QpCore* qp = s->qp;
-  if (qp->state == rnic::QpState::kReset) return Stall();  // peer was quicker than Connect
-  if (qp->state == rnic::QpState::kError) return Close();
-  if (h.psn != s->expected_psn) {
-    KillStream(s, rnic::WcStatus::kRetryExceeded,
-               absl::StrCat("request psn ", h.psn, ", expected ", s->expected_psn));
-    return Close();
+  QpCore* qp = QpFor(s, h);
+  // Requests flow only once both ends are connected (the CONNECT_ACK): one for a QP that is
+  // not (any more) is dropped.
+  if (qp == nullptr || !qp->established) return Discard();
+  if (qp->rnr_dropping) {
+    if (h.psn != qp->expected_psn) return Discard();  // sent before the requester saw the NAK
+    qp->rnr_dropping = false;
   }
+  if (h.psn != qp->expected_psn) {
+    FailQp(qp, rnic::WcStatus::kRetryExceeded,
+           absl::StrCat("request psn ", h.psn, ", expected ", qp->expected_psn));
+    return Discard();
+  }
+  // RNR: NAK the request (acknowledging everything before it) and drop the rest until it
+  // comes again.
+  auto not_ready = [&] {
+    if (qp->ack_pending) SendAck(qp);
+    EnqueueControl(qp, FrameType::kRnrNak, h.psn);
+    qp->rnr_dropping = true;
+    return Discard();
+  };
   switch (h.type) {
     case FrameType::kWrite:
     case FrameType::kWriteWithImm: {
@@ -85,17 +71,18 @@ PayloadPlan Nic::OnRequestHeader(Stream* s, const FrameHeader& h) {
           regions_.Check(h.rkey, h.remote_addr, h.payload_len, rnic::kRemoteWrite);
       if (v != rnic::AccessVerdict::kOk) {
         return Refuse(
-            s, h, rnic::WcStatus::kRemoteAccessError,
+            qp, h, rnic::WcStatus::kRemoteAccessError,
             absl::StrCat("WRITE rkey 0x", absl::Hex(h.rkey), " addr 0x", absl::Hex(h.remote_addr),
                          " len ", h.payload_len, ": ", rnic::AccessVerdictName(v)));
       }
-      if (h.type == FrameType::kWriteWithImm && ReceiveFor(qp) == nullptr) return Stall();
+      if (h.type == FrameType::kWriteWithImm && ReceiveFor(qp) == nullptr) return not_ready();
+      s->current = qp;
       return PlaceAt(h.remote_addr, h.payload_len);
     }
     case FrameType::kSend:
     case FrameType::kSendWithImm: {
       const rnic::RecvWorkRequest* r = ReceiveFor(qp);
-      if (r == nullptr) return Stall();
+      if (r == nullptr) return not_ready();
       if (h.payload_len > r->TotalLength()) {
         const uint64_t room = r->TotalLength();
         rnic::WorkCompletion wc;
@@ -105,29 +92,30 @@ PayloadPlan Nic::OnRequestHeader(Stream* s, const FrameHeader& h) {
         wc.qp_num = qp->qp_num;
         Deliver(*qp->recv_cq, wc);
         return Refuse(
-            s, h, rnic::WcStatus::kRemoteInvalidRequest,
+            qp, h, rnic::WcStatus::kRemoteInvalidRequest,
             absl::StrCat("SEND of ", h.payload_len, " bytes into a ", room, "-byte receive"));
       }
+      s->current = qp;
       return PlaceInto(*r, h.payload_len);
     }
     case FrameType::kReadRequest: {
       rnic::AccessVerdict v = regions_.Check(h.rkey, h.remote_addr, h.aux, rnic::kRemoteRead);
       if (v != rnic::AccessVerdict::kOk) {
         return Refuse(
-            s, h, rnic::WcStatus::kRemoteAccessError,
+            qp, h, rnic::WcStatus::kRemoteAccessError,
             absl::StrCat("READ rkey 0x", absl::Hex(h.rkey), " addr 0x", absl::Hex(h.remote_addr),
                          " len ", h.aux, ": ", rnic::AccessVerdictName(v)));
       }
+      s->current = qp;
       return PlaceNothing();
     }
     default:
-      return Close();
+      return Discard();
   }
 }
 
-void Nic::OnRequestDone(Stream* s, const FrameHeader& h) {
-  QpCore* qp = s->qp;
-  ++s->expected_psn;
+void Nic::OnRequestDone(QpCore* qp, const FrameHeader& h) {
+  ++qp->expected_psn;
   switch (h.type) {
     case FrameType::kWrite:
       break;
@@ -151,38 +139,56 @@ void Nic::OnRequestDone(Stream* s, const FrameHeader& h) {
       resp.type = FrameType::kReadResponse;
       resp.psn = h.psn;
       resp.payload_len = h.aux;
-      Enqueue(s, resp, reinterpret_cast<const char*>(h.remote_addr), h.aux, /*copy=*/true);
+      resp.qp = qp->peer_qp;
+      resp.src_qp = qp->qp_num;
+      Enqueue(qp->stream, resp, reinterpret_cast<const char*>(h.remote_addr), h.aux,
+              /*copy=*/true);
+      qp->ack_pending = false;  // the response acknowledges everything before it
+      qp->ack_now = false;
+      qp->ack_deadline = absl::InfiniteFuture();
       return;
     }
     default:
       return;
   }
-  s->ack_pending = true;
-  if (h.aux & kAckRequested) s->ack_now = true;
+  qp->ack_pending = true;
+  if (h.aux & kAckRequested) qp->ack_now = true;
+  if (!qp->in_ack_touched) {
+    qp->in_ack_touched = true;
+    ack_touched_.push_back(qp);
+  }
 }
 
-void Nic::AckOrDelay(Stream* s) {
-  if (s->ack_now) {
+void Nic::AckTouched() {
+  for (QpCore* qp : ack_touched_) {
+    qp->in_ack_touched = false;
+    if (qp->ack_pending && qp->stream != nullptr) AckOrDelay(qp);
+  }
+  ack_touched_.clear();
+}
+
+void Nic::AckOrDelay(QpCore* qp) {
+  if (qp->ack_now) {
     if (!defer_acks_) {
       // Within the Progress that read the request: a caller-driven owner may not progress
       // the device again before its peer needs this ACK.
-      SendAck(s);
-    } else if (!s->in_ack_soon) {
+      SendAck(qp);
+    } else if (!qp->in_ack_soon) {
       // The answer to the request, posted before the owner's FlushDeferred, carries it.
-      s->in_ack_soon = true;
-      ack_soon_.push_back(s);
+      qp->in_ack_soon = true;
+      ack_soon_.push_back(qp);
       acks_owed_.store(true, std::memory_order_release);
     }
-  } else if (s->ack_deadline == absl::InfiniteFuture()) {
-    s->ack_deadline = absl::Now() + kDelayedAck;
-    ArmTimerFor(s->ack_deadline);
+  } else if (qp->ack_deadline == absl::InfiniteFuture()) {
+    qp->ack_deadline = absl::Now() + kDelayedAck;
+    ArmTimerFor(qp->ack_deadline);
   }
 }
 
 void Nic::SendOwedAcks() {
-  for (Stream* s : ack_soon_) {
-    s->in_ack_soon = false;
-    if (!s->dead && s->ack_now) SendAck(s);
+  for (QpCore* qp : ack_soon_) {
+    qp->in_ack_soon = false;
+    if (qp->stream != nullptr && qp->ack_now) SendAck(qp);
   }
   ack_soon_.clear();
   acks_owed_.store(false, std::memory_order_release);
@@ -216,14 +222,11 @@ rnic::RecvWorkRequest Nic::ConsumeReceive(QpCore* qp) {
   return r;
 }
 
-void Nic::SendAck(Stream* s) {
-  FrameHeader ack;
-  ack.type = FrameType::kAck;
-  ack.psn = s->expected_psn - 1;
-  Enqueue(s, ack, nullptr, 0, false);
-  s->ack_pending = false;
-  s->ack_now = false;
-  s->ack_deadline = absl::InfiniteFuture();
+void Nic::SendAck(QpCore* qp) {
+  EnqueueControl(qp, FrameType::kAck, qp->expected_psn - 1);
+  qp->ack_pending = false;
+  qp->ack_now = false;
+  qp->ack_deadline = absl::InfiniteFuture();
 }
 
 }  // namespace unloadkv::soft

@@ -12,6 +12,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -148,9 +149,7 @@ Nic::~Nic() {
   StopThread();
   {
     MutexLock l(&mu_);
-    for (auto& s : streams_) {
-      if (!s->dead) CloseStream(s.get(), /*drain=*/false);
-    }
+    for (auto& s : streams_) FinishClose(s.get());
     streams_.clear();
   }
   close(listen_fd_);
@@ -216,10 +215,10 @@ absl::StatusOr<QpCore*> Nic::CreateQp(const rnic::QpConfig& config, std::shared_
 void Nic::DestroyQp(QpCore* qp) {
   MutexLock l(&mu_);
   FailQp(qp, rnic::WcStatus::kFlushed, "queue pair destroyed");
-  for (auto& s : streams_) {
-    if (s->qp == qp) s->qp = nullptr;
-  }
+  ack_soon_.erase(std::remove(ack_soon_.begin(), ack_soon_.end(), qp), ack_soon_.end());
+  ack_touched_.erase(std::remove(ack_touched_.begin(), ack_touched_.end(), qp), ack_touched_.end());
   qps_.erase(qp->qp_num);
+  FlushDirty();  // its DISCONNECT
 }
 
 rnic::QpState Nic::StateOf(const QpCore* qp) {
@@ -230,6 +229,7 @@ rnic::QpState Nic::StateOf(const QpCore* qp) {
 void Nic::SetError(QpCore* qp) {
   MutexLock l(&mu_);
   FailQp(qp, rnic::WcStatus::kFlushed, "SetError called");
+  FlushDirty();  // its DISCONNECT
 }
 
 absl::Status Nic::Connect(QpCore* qp, const rnic::QpAttributes& remote) {
@@ -239,70 +239,80 @@ absl::Status Nic::Connect(QpCore* qp, const rnic::QpAttributes& remote) {
   }
   absl::StatusOr<sockaddr_in> sa = ParseHostPort(remote.address);
   if (!sa.ok()) return sa.status();
-  // One TCP stream per QP pair, dialed by one end: the one with the smaller (QP number, first
-  // PSN). Both ends decide alike from the attributes they exchanged; equal pairs (the same QP
-  // number and a 1-in-2^24 PSN coincidence) fall back to the addresses.
+  // The pair's frames travel on a stream between the two devices, dialed by one end: the one
+  // with the smaller (QP number, first PSN). Both ends decide alike from the attributes they
+  // exchanged; equal pairs (the same QP number and a 1-in-2^24 PSN coincidence) fall back to
+  // the addresses. That end's device reuses its stream to the peer device if it has one.
   const auto local_key = std::make_pair(qp->qp_num, qp->first_psn);
   const auto remote_key = std::make_pair(remote.qp_num, remote.psn);
   if (local_key == remote_key && address_ == remote.address) {
     return absl::InvalidArgumentError("Connect: a soft queue pair cannot connect to itself");
   }
   const bool dials = local_key != remote_key ? local_key < remote_key : address_ < remote.address;
-  {
-    MutexLock l(&mu_);
-    if (qp->state != rnic::QpState::kReset) {
-      return absl::FailedPreconditionError("Connect: queue pair is not in the reset state");
-    }
-    if (qp->stream != nullptr &&
-        (dials || qp->hello_src_qp != remote.qp_num || qp->stream->expected_psn != remote.psn)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("Connect: peer QP ", qp->hello_src_qp, " already dialed in, not QP ",
-                       remote.qp_num, dials ? " (and this end was to dial)" : ""));
-    }
-    if (!dials) {
-      // The peer dials: the QP is ready to send at once, as an RC QP is at RTS; what it posts
-      // waits for the peer's HELLO, which must come within kConnectTimeout.
-      qp->remote = remote;
-      qp->dials = false;
-      qp->state = rnic::QpState::kReadyToSend;
-      if (qp->stream != nullptr) {
-        StartAccepted(qp);
-      } else {
-        qp->peer_deadline = absl::Now() + kConnectTimeout;
-        awaiting_peer_.push_back(qp->qp_num);
-        ArmStallTimer();
-      }
-      FlushDirty();
-      return absl::OkStatus();
+  MutexLock l(&mu_);
+  if (qp->state != rnic::QpState::kReset) {
+    return absl::FailedPreconditionError("Connect: queue pair is not in the reset state");
+  }
+  if (qp->stream != nullptr &&
+      (dials || qp->peer_qp != remote.qp_num || qp->expected_psn != remote.psn)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("Connect: peer QP ", qp->peer_qp, " already connected to it, not QP ",
+                     remote.qp_num, dials ? " (and this end was to dial)" : ""));
+  }
+  // Like an RC QP's transition to RTS, Connect succeeds at once and never blocks: what is
+  // posted meanwhile waits for the handshake, which must complete within kConnectTimeout.
+  if (dials) {
+    absl::StatusOr<Stream*> s = StreamTo(remote.address);
+    if (!s.ok()) return s.status();  // the QP is as it was
+    qp->remote = remote;
+    qp->dials = true;
+    qp->peer_qp = remote.qp_num;
+    qp->stream = *s;
+    ++(*s)->attached;
+    qp->expected_psn = remote.psn;
+    qp->state = rnic::QpState::kReadyToSend;
+    qp->peer_deadline = absl::Now() + kConnectTimeout;
+    EnqueueControl(qp, FrameType::kConnect, qp->first_psn);
+  } else {
+    qp->remote = remote;
+    qp->dials = false;
+    qp->peer_qp = remote.qp_num;
+    qp->state = rnic::QpState::kReadyToSend;
+    if (qp->stream != nullptr) {
+      Establish(qp);
+    } else {
+      qp->peer_deadline = absl::Now() + kConnectTimeout;
     }
   }
-  // The dial does not wait: like an RC QP's transition to RTS, Connect succeeds at once and a
-  // peer that never answers shows up as the QP going to the error state (kRetryExceeded for
-  // the oldest request) within kConnectTimeout. So Connect never blocks its caller's loop.
+  ArmTimerFor(qp->peer_deadline);
+  FlushDirty();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Stream*> Nic::StreamTo(const std::string& address) {
+  if (auto it = outbound_.find(address); it != outbound_.end()) return it->second;
+  absl::StatusOr<sockaddr_in> sa = ParseHostPort(address);
+  if (!sa.ok()) return sa.status();
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return ErrnoError("Connect: socket");
   bool connecting = false;
+  // Non-blocking: a loopback dial completes at once, a remote one in the background
+  // (FinishConnect), failing the QPs on it if nobody answers within kConnectTimeout.
   if (connect(fd, reinterpret_cast<const sockaddr*>(&*sa), sizeof(*sa)) != 0) {
     if (errno != EINPROGRESS) {
-      absl::Status st = absl::UnavailableError(absl::StrCat(
-          "Connect: no soft device answers at ", remote.address, ": ", std::strerror(errno)));
+      absl::Status st = absl::UnavailableError(
+          absl::StrCat("Connect: no soft device answers at ", address, ": ", std::strerror(errno)));
       close(fd);
       return st;
     }
     connecting = true;
   }
   SetNoDelayNonBlocking(fd);
-  MutexLock l(&mu_);
-  if (qp->state != rnic::QpState::kReset || qp->stream != nullptr) {
-    close(fd);
-    return absl::FailedPreconditionError(
-        "Connect: queue pair left the reset state meanwhile, or its peer dialed in");
-  }
   auto stream = std::make_unique<Stream>(this, fd, /*outbound=*/true);
-  stream->qp = qp;
-  stream->expected_psn = remote.psn;  // the peer's requests come on this stream too
+  stream->peer = address;
   Stream* s = stream.get();
   streams_.push_back(std::move(stream));
+  outbound_[address] = s;
   epoll_event ev{};
   ev.events = connecting ? EPOLLOUT : EPOLLIN;
   ev.data.ptr = s;
@@ -311,21 +321,12 @@ absl::Status Nic::Connect(QpCore* qp, const rnic::QpAttributes& remote) {
     s->connecting = true;
     s->want_write = true;
     s->handshake_deadline = absl::Now() + kConnectTimeout;
-    ArmStallTimer();
+    ArmTimerFor(s->handshake_deadline);
   }
-  qp->remote = remote;
-  qp->dials = true;
-  qp->stream = s;
-  qp->state = rnic::QpState::kReadyToSend;
   FrameHeader hello;
   hello.type = FrameType::kHello;
-  hello.rkey = remote.qp_num;
-  hello.aux = qp->qp_num;
-  hello.psn = qp->first_psn;
   Enqueue(s, hello, nullptr, 0, false);
-  FlushStream(s);
-  FlushDirty();
-  return absl::OkStatus();
+  return s;
 }
 
 // ---------------------------------------------------------------------------- SoftDevice
@@ -366,7 +367,8 @@ SoftDevice::~SoftDevice() { nic_->StopThread(); }
 std::string SoftDevice::address() const { return nic_->address(); }
 rnic::DeviceLimits SoftDevice::limits() const {
   rnic::DeviceLimits l = nic_->limits();
-  l.host_bytes_per_qp = kReadBufferBytes;  // one stream per QP pair, its read buffer
+  // At most two streams per peer device (one dialed each way), each with its read buffer.
+  l.host_bytes_per_peer = 2 * kReadBufferBytes;
   return l;
 }
 int SoftDevice::event_fd() const { return nic_->thread_mode() ? -1 : nic_->epoll_fd(); }

@@ -1,5 +1,6 @@
-// Stream I/O of the soft RNIC: frames queued and flushed with sendmsg, bytes read and fed to
-// the frame reader, reading paused while a receive is missing. Runs with Nic::mu_ held.
+// Stream I/O of the soft RNIC: frames queued (and a failed QP's taken back) and flushed with
+// sendmsg, bytes read and fed to the frame reader, which dispatches each frame to its QP.
+// Runs with Nic::mu_ held.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -22,39 +23,59 @@
 namespace unloadkv::soft {
 
 Stream::Stream(Nic* n, int f, bool out)
-    : nic(n), fd(f), outbound(out), reader(this, n->limits().max_message_bytes) {}
+    : nic(n), fd(f), outbound(out), hello_seen(out), reader(this, n->limits().max_message_bytes) {}
 
 Stream::~Stream() {
   if (fd >= 0) close(fd);
 }
 
 PayloadPlan Stream::OnHeader(const FrameHeader& h) {
-  if (qp == nullptr) {
-    if (outbound) return Close();  // its QP is gone
-    return nic->OnHello(this, h);
+  current = nullptr;
+  if (h.type == FrameType::kHello) {
+    if (hello_seen) {
+      nic->KillStream(this, rnic::WcStatus::kRetryExceeded, "a second HELLO");
+      return Close();
+    }
+    hello_seen = true;
+    return PlaceNothing();
+  }
+  if (!hello_seen) {
+    nic->peer_log_.Log(LogLevel::kWarning,
+                       "soft: inbound stream did not start with HELLO; closing it");
+    return Close();
   }
   if (IsRequest(h.type)) return nic->OnRequestHeader(this, h);
   if (IsResponse(h.type)) return nic->OnResponseHeader(this, h);
-  nic->KillStream(this, rnic::WcStatus::kRetryExceeded,
-                  absl::StrCat("frame type ", static_cast<int>(h.type), " after the HELLO"));
-  return Close();
+  switch (h.type) {
+    case FrameType::kConnect:
+      return nic->OnConnect(this, h);
+    case FrameType::kConnectAck:
+      return nic->OnConnectAck(this, h);
+    case FrameType::kDisconnect:
+      return nic->OnDisconnect(this, h);
+    default:
+      return Close();
+  }
 }
 
 void Stream::OnFrame(const FrameHeader& h) {
-  if (h.type == FrameType::kHello || qp == nullptr) return;
+  QpCore* qp = current;
+  current = nullptr;
+  if (qp == nullptr) return;
   if (IsRequest(h.type)) {
-    nic->OnRequestDone(this, h);
+    nic->OnRequestDone(qp, h);
   } else {
-    nic->OnResponseDone(this, h);
+    nic->OnResponseDone(qp, h);
   }
 }
 
 void Nic::Enqueue(Stream* s, const FrameHeader& h, const char* payload, size_t payload_len,
-                  bool copy_payload) {
+                  bool copy_payload, QpCore* owner) {
   OutSegment& head = s->out.emplace_back();
   EncodeFrameHeader(h, head.inline_bytes);
-  head.ptr = head.inline_bytes;
-  head.len = kFrameHeaderSize;
+  head.len = head.inline_len = kFrameHeaderSize;
+  head.owner = owner;
+  head.frame_start = true;
   if (payload_len > 0) {
     OutSegment& body = s->out.emplace_back();
     if (copy_payload) {
@@ -65,6 +86,7 @@ void Nic::Enqueue(Stream* s, const FrameHeader& h, const char* payload, size_t p
       body.ptr = payload;
     }
     body.len = payload_len;
+    body.owner = owner;
   }
   if (!s->in_dirty) {
     s->in_dirty = true;
@@ -72,15 +94,53 @@ void Nic::Enqueue(Stream* s, const FrameHeader& h, const char* payload, size_t p
   }
 }
 
-void Nic::EnqueueGather(Stream* s, const FrameHeader& h, const rnic::SendWorkRequest& wr) {
-  Enqueue(s, h, nullptr, 0, false);
+void Nic::EnqueueGather(Stream* s, const FrameHeader& h, const rnic::SendWorkRequest& wr,
+                        QpCore* owner) {
+  Enqueue(s, h, nullptr, 0, false, owner);
   if (wr.opcode == rnic::Opcode::kRead) return;
   for (int i = 0; i < wr.num_sge; ++i) {
     if (wr.sg_list[i].length == 0) continue;
     OutSegment& body = s->out.emplace_back();
     body.ptr = reinterpret_cast<const char*>(wr.sg_list[i].addr);
     body.len = wr.sg_list[i].length;
+    body.owner = owner;
   }
+}
+
+void Nic::EnqueueControl(QpCore* qp, FrameType type, uint32_t psn, uint32_t aux) {
+  FrameHeader h;
+  h.type = type;
+  h.psn = psn;
+  h.aux = aux;
+  h.qp = qp->peer_qp;
+  h.src_qp = qp->qp_num;
+  Enqueue(qp->stream, h, nullptr, 0, false);
+}
+
+void Nic::PurgeRequests(Stream* s, QpCore* qp) {
+  if (s->out.empty()) return;
+  // The frame at the front has started leaving if part of it went already.
+  const bool front_started = s->out_front_offset > 0 || !s->out.front().frame_start;
+  std::deque<OutSegment> kept;
+  bool in_front_frame = true;
+  for (size_t i = 0; i < s->out.size(); ++i) {
+    OutSegment& seg = s->out[i];
+    if (i > 0 && seg.frame_start) in_front_frame = false;
+    if (seg.owner != qp) {
+      kept.push_back(std::move(seg));
+      continue;
+    }
+    if (!(in_front_frame && front_started)) continue;  // never started: dropped
+    if (seg.inline_len == 0 && seg.owned == nullptr) {
+      seg.owned = std::make_unique<char[]>(seg.len);
+      std::memcpy(seg.owned.get(), seg.ptr, seg.len);
+      seg.ptr = seg.owned.get();
+    }
+    seg.owner = nullptr;
+    kept.push_back(std::move(seg));
+  }
+  s->out.swap(kept);
+  if (!front_started) s->out_front_offset = 0;
 }
 
 void Nic::FlushStream(Stream* s) {
@@ -97,7 +157,7 @@ void Nic::FlushStream(Stream* s) {
     int n = 0;
     for (auto it = s->out.begin(); it != s->out.end() && n < kMaxIov; ++it, ++n) {
       size_t skip = n == 0 ? s->out_front_offset : 0;
-      iov[n] = {const_cast<char*>(it->ptr) + skip, it->len - skip};
+      iov[n] = {const_cast<char*>(it->data()) + skip, it->len - skip};
     }
     msghdr msg{};
     msg.msg_iov = iov;
@@ -157,14 +217,14 @@ void Nic::FlushDirty() {
 void Nic::UpdateInterest(Stream* s) {
   if (s->dead) return;
   epoll_event ev{};
-  ev.events = (s->reading_paused || s->draining ? 0 : EPOLLIN) | (s->want_write ? EPOLLOUT : 0);
+  ev.events = (s->draining ? 0 : EPOLLIN) | (s->want_write ? EPOLLOUT : 0);
   ev.data.ptr = s;
   epoll_ctl(epfd_, EPOLL_CTL_MOD, s->fd, &ev);
 }
 
 void Nic::ReadStream(Stream* s) {
   size_t budget = kReadBudgetBytes;
-  while (!s->dead && !s->draining && !s->reading_paused && budget > 0) {
+  while (!s->dead && !s->draining && budget > 0) {
     absl::Span<char> direct = s->reader.DirectTarget();
     ssize_t got;
     if (s->rbeg == s->rend && direct.size() >= kDirectReadThreshold) {
@@ -207,7 +267,7 @@ void Nic::ReadStream(Stream* s) {
     PeerClosed(s, absl::StrCat("receive failed: ", std::strerror(errno)));
     return;
   }
-  if (!s->dead && s->ack_pending) AckOrDelay(s);
+  AckTouched();
 }
 
 void Nic::FeedBuffered(Stream* s) {
@@ -218,24 +278,7 @@ void Nic::FeedBuffered(Stream* s) {
     KillStream(s, rnic::WcStatus::kRetryExceeded, absl::StrCat("bad frame: ", st.message()));
     return;
   }
-  if (s->reader.stalled() && !s->reading_paused) {
-    s->reading_paused = true;
-    s->stall_since = absl::Now();
-    UpdateInterest(s);
-    stalled_.push_back(s);
-    ArmStallTimer();
-  }
   if (s->rbeg == s->rend) s->rbeg = s->rend = 0;
-}
-
-void Nic::ResumeStream(Stream* s) {
-  if (s->dead || !s->reading_paused) return;
-  s->reading_paused = false;
-  s->reader.Resume();
-  stalled_.erase(std::remove(stalled_.begin(), stalled_.end(), s), stalled_.end());
-  FeedBuffered(s);
-  if (!s->dead && !s->reading_paused) UpdateInterest(s);
-  if (!s->dead && s->ack_pending) AckOrDelay(s);
 }
 
 }  // namespace unloadkv::soft
