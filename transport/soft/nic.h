@@ -40,11 +40,11 @@ struct QpCore;
 // READ response's copy). `owner` is the QP whose request the segment belongs to (null for
 // responses and set-up frames): a QP that fails takes its unsent requests off the stream.
 struct OutSegment {
-  const char* data() const { return inline_len > 0 ? inline_bytes : ptr; }
+  const char* data() const { return is_inline ? inline_bytes : ptr; }
 
   const char* ptr = nullptr;
   size_t len = 0;
-  size_t inline_len = 0;  // len when the bytes are inline_bytes
+  bool is_inline = false;  // the bytes are inline_bytes
   char inline_bytes[kFrameHeaderSize];
   std::unique_ptr<char[]> owned;  // a copy: READ response data, or a purged frame's rest
   QpCore* owner = nullptr;
@@ -267,6 +267,8 @@ class Nic : public std::enable_shared_from_this<Nic> {
   // at most one second. Every QP must have left it.
   void CloseStream(Stream* s, bool drain) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishClose(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A closing outbound stream is no longer the one StreamTo hands out.
+  void ForgetOutbound(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Reap() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CompleteAckedThrough(QpCore* qp, uint32_t psn, bool inclusive)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

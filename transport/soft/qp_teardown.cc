@@ -120,12 +120,15 @@ void Nic::PeerClosed(Stream* s, absl::string_view reason) {
   KillStream(s, rnic::WcStatus::kRetryExceeded, reason);
 }
 
+void Nic::ForgetOutbound(Stream* s) {
+  if (!s->outbound) return;
+  auto it = outbound_.find(s->peer);
+  if (it != outbound_.end() && it->second == s) outbound_.erase(it);
+}
+
 void Nic::CloseStream(Stream* s, bool drain) {
   if (s->dead) return;
-  if (s->outbound) {
-    auto it = outbound_.find(s->peer);
-    if (it != outbound_.end() && it->second == s) outbound_.erase(it);
-  }
+  ForgetOutbound(s);
   if (drain && !s->out.empty()) {
     s->draining = true;
     s->drain_deadline = absl::Now() + absl::Seconds(1);
@@ -139,10 +142,7 @@ void Nic::CloseStream(Stream* s, bool drain) {
 
 void Nic::FinishClose(Stream* s) {
   if (s->dead) return;
-  if (s->outbound) {
-    auto it = outbound_.find(s->peer);
-    if (it != outbound_.end() && it->second == s) outbound_.erase(it);
-  }
+  ForgetOutbound(s);
   s->dead = true;
   epoll_ctl(epfd_, EPOLL_CTL_DEL, s->fd, nullptr);
   close(s->fd);

@@ -73,7 +73,8 @@ void Nic::Enqueue(Stream* s, const FrameHeader& h, const char* payload, size_t p
                   bool copy_payload, QpCore* owner) {
   OutSegment& head = s->out.emplace_back();
   EncodeFrameHeader(h, head.inline_bytes);
-  head.len = head.inline_len = kFrameHeaderSize;
+  head.len = kFrameHeaderSize;
+  head.is_inline = true;
   head.owner = owner;
   head.frame_start = true;
   if (payload_len > 0) {
@@ -131,7 +132,7 @@ void Nic::PurgeRequests(Stream* s, QpCore* qp) {
       continue;
     }
     if (!(in_front_frame && front_started)) continue;  // never started: dropped
-    if (seg.inline_len == 0 && seg.owned == nullptr) {
+    if (!seg.is_inline && seg.owned == nullptr) {
       seg.owned = std::make_unique<char[]>(seg.len);
       std::memcpy(seg.owned.get(), seg.ptr, seg.len);
       seg.ptr = seg.owned.get();
