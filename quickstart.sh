@@ -15,7 +15,7 @@ PACKAGES=(
   prometheus-cpp-dev libibverbs-dev rdma-core libbenchmark-dev
   clang libclang-rt-14-dev gnuplot-nox redis-server libhiredis-dev
   etcd-server libcurl4-openssl-dev curl prometheus python3 python3-kubernetes chromium
-  memcached libmemcached-dev linux-perf strace
+  memcached libmemcached-dev linux-perf strace libssl-dev openssl
 )
 
 log() { printf '[quickstart %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -117,34 +117,47 @@ CLUSTER=demo
 run_cluster() {
   log "building kvserver and kvclient (first build takes a few minutes)"
   "${BAZEL[@]}" build -c opt //server:kvserver //client:kvclient
-  local bin dir etcd_pid i
+  local bin i
   bin=$(bazel info -c opt bazel-bin 2>/dev/null)
-  dir=$(mktemp -d)
+  # Globals, not locals: the EXIT trap runs after this function returned.
+  CLUSTER_DIR=$(mktemp -d)
+  ETCD_PID=
+  LOAD_PID=
   declare -gA NODE_PID=()
   stop_all() {
     local p
-    for p in "${NODE_PID[@]}" ${LOAD_PID:-} ${etcd_pid:-}; do kill -KILL "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$dir"
+    for p in "${NODE_PID[@]}" ${LOAD_PID:-} ${ETCD_PID:-}; do kill -KILL "$p" 2>/dev/null || true; done
+    for p in "${NODE_PID[@]}" ${LOAD_PID:-} ${ETCD_PID:-}; do wait "$p" 2>/dev/null || true; done
+    rm -rf "${CLUSTER_DIR:-}"
   }
   trap stop_all EXIT
-  log "starting etcd on $ETCD_ADDR (data in $dir)"
-  etcd --name=demo --data-dir="$dir/etcd" --listen-client-urls="http://$ETCD_ADDR" \
+  # Every node and client authenticates (docs/security.md): a file of users with fresh secrets.
+  local auth="$CLUSTER_DIR/auth"
+  (umask 077 && {
+    echo "# NAME ROLE SECRET (made by ./quickstart.sh cluster)"
+    echo "app client $(openssl rand -hex 32)"
+    for i in 1 2 3; do echo "n$i node $(openssl rand -hex 32)"; done
+  } >"$auth")
+  log "users and secrets in $auth: app (client), n1 n2 n3 (node)"
+  log "starting etcd on $ETCD_ADDR (data in $CLUSTER_DIR)"
+  etcd --name=demo --data-dir="$CLUSTER_DIR/etcd" --listen-client-urls="http://$ETCD_ADDR" \
     --advertise-client-urls="http://$ETCD_ADDR" --listen-peer-urls="http://$ETCD_PEER" \
     --initial-advertise-peer-urls="http://$ETCD_PEER" --initial-cluster="demo=http://$ETCD_PEER" \
-    >"$dir/etcd.log" 2>&1 &
-  etcd_pid=$!
+    >"$CLUSTER_DIR/etcd.log" 2>&1 &
+  ETCD_PID=$!
   for ((i = 0; i < 100; i++)); do
     curl -s "http://$ETCD_ADDR/health" | grep -q true && break
     sleep 0.1
   done
-  curl -s "http://$ETCD_ADDR/health" | grep -q true || { tail "$dir/etcd.log"; log "etcd did not start"; exit 1; }
+  curl -s "http://$ETCD_ADDR/health" | grep -q true || { tail "$CLUSTER_DIR/etcd.log"; log "etcd did not start"; exit 1; }
   local kv=("$bin/client/kvclient" --etcd="$ETCD_ADDR" --cluster="$CLUSTER")
+  local app=("${kv[@]}" --auth_file="$auth" --user=app)
   "${kv[@]}" cluster init --shards=1 --replicas=3
   start_node() {  # name index
     "$bin/server/kvserver" --etcd="$ETCD_ADDR" --cluster="$CLUSTER" --node="$1" \
-      --listen="127.0.0.1:$((7100 + $2))" --metrics="127.0.0.1:$((9200 + $2))" \
-      --arena_bytes=$((64 << 20)) >"$dir/$1.log" 2>&1 &
+      --auth_file="$auth" --listen="127.0.0.1:$((7100 + $2))" \
+      --metrics="127.0.0.1:$((9200 + $2))" --arena_bytes=$((64 << 20)) \
+      >"$CLUSTER_DIR/$1.log" 2>&1 &
     NODE_PID[$1]=$!
   }
   log "starting three kvservers (n1 n2 n3): the first claims the shard, the others join it"
@@ -161,8 +174,10 @@ run_cluster() {
   wait_serving || { "${kv[@]}" cluster status; log "the cluster did not form"; exit 1; }
   log "cluster status:"
   "${kv[@]}" cluster status
-  log "a load through the SDK (routed by the map): 50% GET, 50% PUT of 1 KiB values"
-  "${kv[@]}" load --ops=150000 --in_flight=16 --keys=20000 --value_size=1024 &
+  log "a client without the secret is turned away:"
+  "${kv[@]}" put greeting hello 2>&1 | sed 's/^/  /' || true
+  log "a load through the SDK as user app (routed by the map): 50% GET, 50% PUT of 1 KiB values"
+  "${app[@]}" load --ops=150000 --in_flight=16 --keys=20000 --value_size=1024 &
   LOAD_PID=$!
   sleep 3
   local primary
@@ -182,11 +197,16 @@ run_cluster() {
   log "replication and failover counters from the new primary's /metrics:"
   primary=$("${kv[@]}" cluster status --json | grep -o '"primary":"[^"]*"' | head -1 | cut -d'"' -f4)
   curl -s "http://127.0.0.1:$((9200 + ${primary#n}))/metrics" |
-    grep -E '^unloadkv_(replication_value_writes_total|catchup_bytes_total|failovers_total|shard_epoch)' || true
+    grep -E '^unloadkv_(replication_value_writes_total|catchup_bytes_total|failovers_total|shard_epoch|connections_refused_total)' || true
   log "stopping the kvservers (SIGTERM) and etcd"
   for i in "${!NODE_PID[@]}"; do kill -TERM "${NODE_PID[$i]}"; done
   for i in "${!NODE_PID[@]}"; do wait "${NODE_PID[$i]}" 2>/dev/null || true; done
   NODE_PID=()
+  kill -TERM "$ETCD_PID"
+  wait "$ETCD_PID" 2>/dev/null || true
+  ETCD_PID=
+  rm -rf "$CLUSTER_DIR"
+  trap - EXIT
 }
 
 # Runs `bazel test` with the given flags; appends PASSED/FAILED target counts to the totals.

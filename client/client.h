@@ -59,6 +59,10 @@ namespace cluster {
 class ClusterMap;  // transport/cluster/cluster_map.h
 }  // namespace cluster
 
+namespace rpc {
+struct Credentials;  // transport/rpc/auth_file.h
+}  // namespace rpc
+
 // A client embedded in a world someone else drives (server/sim: the simulated fabric, one
 // thread, virtual time). It then runs on `device` and `clock`, reaches the server through
 // `bootstrap` instead of TCP and starts no thread: it hands the world a poller instead, and
@@ -66,12 +70,18 @@ class ClusterMap;  // transport/cluster/cluster_map.h
 struct ClientEmbedding {
   rnic::Device* device = nullptr;  // not owned; outlives the client
   const Clock* clock = nullptr;    // not owned; the device's clock
-  // Hands this client's encoded connection details to the server at `server` (the options'
-  // `server`, or a node's address from the cluster map) and returns the server's (an embedded
-  // server's KvServer::Admit).
-  std::function<absl::StatusOr<std::string>(const std::string& server,
-                                            const std::string& client_info)>
+  // The bootstrap exchange with the server at `server` (the options' `server`, or a node's
+  // address from the cluster map): hands it the hello line `hello` makes of the server's
+  // challenge and returns the server's answer line (an embedded server's KvServer::Admit;
+  // rpc::BootstrapDialer's contract).
+  std::function<absl::StatusOr<std::string>(
+      const std::string& server,
+      const std::function<absl::StatusOr<std::string>(absl::string_view challenge)>& hello,
+      absl::Duration timeout)>
       bootstrap;
+  // What the client proves instead of ClientOptions::auth_file (a simulation's users; not
+  // owned, outlives the client; nullable: none).
+  const rpc::Credentials* credentials = nullptr;
   // Runs the world until `done()` holds. Never called from a callback.
   std::function<void(const std::function<bool()>& done)> wait;
   // Cluster mode only: runs `body` as a thread of the world (lockstep: it may block in
@@ -93,6 +103,21 @@ struct ClientOptions {
   std::string etcd;
   std::string cluster;
   cluster::ClusterMap* cluster_map = nullptr;
+  // Authentication (docs/security.md): a file of "NAME ROLE SECRET" lines (kvserver's
+  // --auth_file format, mode 600) and the user of it to prove ("" : the file's only user).
+  // Connect fails with FailedPrecondition ("server refused: authentication failed ...") when
+  // the server does not know the user or secret, and with Unauthenticated when the server
+  // cannot prove it holds the secret too. Empty: no authentication (a server with an auth file
+  // refuses).
+  std::string auth_file;
+  std::string user;
+  // etcd in a cluster (kvserver's --etcd_* flags): TLS with the CA that signed etcd's
+  // certificate, a client certificate and key, an etcd user with a password file.
+  std::string etcd_ca;
+  std::string etcd_cert;
+  std::string etcd_key;
+  std::string etcd_user;
+  std::string etcd_password_file;
   // Cluster: how long an operation keeps retrying through a failover before it fails.
   absl::Duration failover_timeout = absl::Seconds(10);
   std::string transport = "soft";       // soft | verbs; must match the server

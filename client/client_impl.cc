@@ -7,6 +7,7 @@
 #include "client/deadline_ticker.h"
 #include "proto/limits.h"
 #include "transport/backends/open_device.h"
+#include "transport/rpc/auth_file.h"
 #include "transport/rpc/bootstrap.h"
 
 namespace unloadkv {
@@ -57,16 +58,20 @@ absl::StatusOr<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const Client
   c->rpc_ = std::make_unique<rpc::RpcClient>(c->conn_.get(), c->clock_, options.max_in_flight);
   // One deadline for the whole of Connect: the bootstrap exchange and the first round trip.
   const absl::Time deadline = c->clock_->Now() + options.timeout;
-  const std::string info = engine::EncodeConnectionInfo(c->conn_->local_info());
-  auto answer = embedded != nullptr ? embedded->bootstrap(options.server, info)
-                                    : rpc::ExchangeAsClient(options.server, info, options.timeout);
-  if (!answer.ok()) {
-    return absl::Status(answer.status().code(),
+  absl::StatusOr<std::optional<rpc::Credentials>> credentials = LoadCredentials(options);
+  if (!credentials.ok()) return credentials.status();
+  absl::StatusOr<rpc::Session> session = rpc::Bootstrap(
+      embedded != nullptr ? rpc::BootstrapDialer(embedded->bootstrap) : rpc::BootstrapDialer(),
+      options.server, credentials->has_value() ? &**credentials : nullptr,
+      engine::EncodeConnectionInfo(c->conn_->local_info()), options.timeout);
+  if (!session.ok()) {
+    return absl::Status(session.status().code(),
                         absl::StrCat("connecting to kvserver at ", options.server, ": ",
-                                     answer.status().message()));
+                                     session.status().message()));
   }
-  auto remote = engine::DecodeConnectionInfo(*answer);
+  auto remote = engine::DecodeConnectionInfo(session->remote_info);
   if (!remote.ok()) return remote.status();
+  remote->qp.token = session->token;
   if (absl::Status st = c->conn_->Connect(*remote); !st.ok()) return st;
   Impl* self = c.get();
   if (embedded != nullptr) {
@@ -83,6 +88,29 @@ absl::StatusOr<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const Client
                                                   ": first round trip: ", ping.message()));
   }
   return c;
+}
+
+absl::StatusOr<std::optional<rpc::Credentials>> LoadCredentials(const ClientOptions& options) {
+  if (options.embedding != nullptr && options.embedding->credentials != nullptr) {
+    return std::optional<rpc::Credentials>(*options.embedding->credentials);
+  }
+  if (options.auth_file.empty()) {
+    if (!options.user.empty()) {
+      return absl::InvalidArgumentError("a user without an auth file: give auth_file too");
+    }
+    return std::optional<rpc::Credentials>();
+  }
+  absl::StatusOr<rpc::AuthTable> table = rpc::AuthTable::Load(options.auth_file);
+  if (!table.ok()) {
+    return absl::Status(table.status().code(),
+                        absl::StrCat("auth file: ", table.status().message()));
+  }
+  absl::StatusOr<rpc::Credentials> c = table->CredentialsOf(options.user);
+  if (!c.ok()) {
+    return absl::Status(c.status().code(),
+                        absl::StrCat(options.auth_file, ": ", c.status().message()));
+  }
+  return std::optional<rpc::Credentials>(*std::move(c));
 }
 
 Client::Impl::~Impl() {

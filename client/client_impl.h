@@ -21,9 +21,14 @@
 #include "google/protobuf/message.h"
 #include "transport/engine/engine.h"
 #include "transport/rnic/device.h"
+#include "transport/rpc/auth_file.h"
 #include "transport/rpc/rpc.h"
 
 namespace unloadkv {
+
+// The credentials `options` name (ClientEmbedding::credentials, else auth_file and user);
+// none without an auth file. Errors name the file and what is wrong with it.
+absl::StatusOr<std::optional<rpc::Credentials>> LoadCredentials(const ClientOptions& options);
 
 class Client::Impl {
  public:

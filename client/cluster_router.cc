@@ -67,7 +67,13 @@ absl::StatusOr<std::unique_ptr<ClusterRouter>> ClusterRouter::Connect(
   if (options.cluster_map != nullptr) {
     r->map_ = options.cluster_map;
   } else {
-    auto etcd = cluster::EtcdClusterMap::Open(options.etcd, options.cluster);
+    cluster::EtcdSecurity security;
+    security.ca_file = options.etcd_ca;
+    security.cert_file = options.etcd_cert;
+    security.key_file = options.etcd_key;
+    security.user = options.etcd_user;
+    security.password_file = options.etcd_password_file;
+    auto etcd = cluster::EtcdClusterMap::Open(options.etcd, options.cluster, security);
     if (!etcd.ok()) return etcd.status();
     r->owned_map_ = std::move(*etcd);
     r->map_ = r->owned_map_.get();

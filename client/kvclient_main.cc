@@ -12,12 +12,16 @@
 //   primary, through failovers (docs/cluster.md).
 //   kvclient load [--ops=N] [--in_flight=N] [--keys=N] [--value_size=N] [--read_fraction=F]
 //                 [--metrics=HOST:PORT]
+// Authentication (docs/security.md): --auth_file=PATH (or UNLOADKV_AUTH_FILE) names a file of
+// "NAME ROLE SECRET" lines, --user the entry to prove (default: the file's only one); etcd's
+// TLS and user with --etcd_ca --etcd_cert --etcd_key --etcd_user --etcd_password_file.
 // Exit status: 0 on success, 1 when the operation failed (NOT_FOUND included), 2 on usage
 // errors.
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -58,6 +62,15 @@ DEFINE_string(split_keys, "",
               "cluster init: comma-separated shard boundaries (shards - 1 keys, increasing); "
               "default splits the first key byte evenly");
 DEFINE_bool(json, false, "cluster status: print one JSON object");
+DEFINE_string(auth_file, "",
+              "file of 'NAME ROLE SECRET' lines (kvserver's --auth_file format, mode 600); "
+              "empty: $UNLOADKV_AUTH_FILE, else no authentication");
+DEFINE_string(user, "", "the auth file's user to prove (empty: its only user)");
+DEFINE_string(etcd_ca, "", "PEM CA that signed etcd's certificate (etcd over https)");
+DEFINE_string(etcd_cert, "", "PEM client certificate for etcd (with --etcd_key)");
+DEFINE_string(etcd_key, "", "PEM private key of --etcd_cert (mode 600)");
+DEFINE_string(etcd_user, "", "etcd user (etcd auth), with --etcd_password_file");
+DEFINE_string(etcd_password_file, "", "file holding --etcd_user's password (mode 600)");
 DEFINE_bool(caller_progress, true,
             "the calling thread drives the connection instead of an engine thread");
 
@@ -72,6 +85,23 @@ int Usage(const std::string& why) {
 int Fail(const absl::Status& st) {
   std::fprintf(stderr, "kvclient: %s\n", st.ToString().c_str());
   return 1;
+}
+
+// --auth_file, or $UNLOADKV_AUTH_FILE when the flag is not given.
+std::string AuthFile() {
+  if (!FLAGS_auth_file.empty()) return FLAGS_auth_file;
+  const char* env = std::getenv("UNLOADKV_AUTH_FILE");
+  return env != nullptr ? env : "";
+}
+
+cluster::EtcdSecurity EtcdSecurityFlags() {
+  cluster::EtcdSecurity s;
+  s.ca_file = FLAGS_etcd_ca;
+  s.cert_file = FLAGS_etcd_cert;
+  s.key_file = FLAGS_etcd_key;
+  s.user = FLAGS_etcd_user;
+  s.password_file = FLAGS_etcd_password_file;
+  return s;
 }
 
 // Checks the load flags; an empty string when they are usable.
@@ -204,7 +234,7 @@ int Cluster(const std::vector<std::string>& args) {
     return Usage("cluster commands need --etcd=HOST:PORT and --cluster=NAME");
   }
   absl::StatusOr<std::unique_ptr<cluster::EtcdClusterMap>> map =
-      cluster::EtcdClusterMap::Open(FLAGS_etcd, FLAGS_cluster);
+      cluster::EtcdClusterMap::Open(FLAGS_etcd, FLAGS_cluster, EtcdSecurityFlags());
   if (!map.ok()) return Usage(std::string(map.status().message()));
   if (args[0] == "init") {
     if (FLAGS_replicas < 1 || FLAGS_replicas > cluster::kMaxReplicas) {
@@ -265,6 +295,14 @@ int Main(int argc, char** argv) {
     o.etcd = FLAGS_etcd;
     o.cluster = FLAGS_cluster;
   }
+  o.auth_file = AuthFile();
+  o.user = FLAGS_user;
+  const cluster::EtcdSecurity etcd = EtcdSecurityFlags();
+  o.etcd_ca = etcd.ca_file;
+  o.etcd_cert = etcd.cert_file;
+  o.etcd_key = etcd.key_file;
+  o.etcd_user = etcd.user;
+  o.etcd_password_file = etcd.password_file;
   o.transport = FLAGS_transport;
   o.policy = FLAGS_policy;
   o.timeout = absl::Milliseconds(FLAGS_timeout_ms);

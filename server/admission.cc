@@ -16,7 +16,7 @@ Admission::~Admission() {
 void Admission::Release(HalfOpen& h) {
   h.conn->SetMessageHandler(nullptr);  // the RPC server's share; ours goes with `h`
   h.conn.reset();
-  if (released_) released_(h.id);
+  if (released_) released_(h.peer->id);
 }
 
 std::vector<Admission::Established> Admission::Poll(absl::Duration wait) {
@@ -42,18 +42,18 @@ void Admission::Sweep(std::vector<Established>* out) {
   const absl::Time now = options_.clock->Now();
   for (auto it = half_open_.begin(); it != half_open_.end();) {
     if (it->conn->messages_received() > 0) {
-      out->push_back(Established{it->id, std::move(it->conn)});
+      out->push_back(Established{std::move(it->peer), std::move(it->host), std::move(it->conn)});
       metrics_->OnConnectionAccepted();
     } else if (it->conn->failed()) {
       metrics_->OnConnectionRefused("handshake_failed");
-      refusals_log_.Log(LogLevel::kWarning, absl::StrCat("kvserver: client ", it->id,
+      refusals_log_.Log(LogLevel::kWarning, absl::StrCat("kvserver: client ", it->peer->id,
                                                          "'s data path failed before "
                                                          "its first message; released"));
       Release(*it);
     } else if (it->deadline <= now) {
       metrics_->OnConnectionRefused("handshake_timeout");
       refusals_log_.Log(LogLevel::kWarning,
-                        absl::StrCat("kvserver: client ", it->id, " sent no message within ",
+                        absl::StrCat("kvserver: client ", it->peer->id, " sent no message within ",
                                      absl::FormatDuration(options_.handshake_deadline),
                                      " of its hello; released"));
       Release(*it);
@@ -74,44 +74,81 @@ void Admission::MakeRoom() {
   refusals_log_.Log(
       LogLevel::kWarning,
       absl::StrCat("kvserver: ", half_open_.size(),
-                   " half-open connections; released the oldest (client ", victim->id, ")"));
+                   " half-open connections; released the oldest (client ", victim->peer->id, ")"));
   Release(*victim);
   half_open_.erase(victim);
 }
 
 void Admission::Answer(rpc::BootstrapAcceptor::Hello hello) {
-  const std::string prefix = absl::StrCat(rpc::kBootstrapHello, " ");
-  if (!absl::StartsWith(hello.line, prefix)) {
-    return Refuse(hello.fd.get(), "hello",
-                  absl::StrCat("expected '", rpc::kBootstrapHello, " <connection info>'"));
-  }
-  absl::StatusOr<engine::ConnectionInfo> info =
-      engine::DecodeConnectionInfo(absl::string_view(hello.line).substr(prefix.size()));
-  if (!info.ok()) return Refuse(hello.fd.get(), "hello", info.status().message());
-  absl::StatusOr<rnic::QpAttributes> dial = backends::DialBackAttributes(info->qp, hello.peer_host);
-  if (!dial.ok()) return Refuse(hello.fd.get(), "address", dial.status().message());
-  info->qp = *dial;
-  absl::StatusOr<engine::ConnectionInfo> local = Admit(*info);
-  if (!local.ok()) {
-    (void)rpc::AnswerNow(hello.fd.get(), absl::StrCat("error ", local.status().message()));
+  absl::StatusOr<std::string> answer =
+      Handshake(hello.challenge, hello.line, hello.peer_host, hello.local_host);
+  if (!answer.ok()) {
+    (void)rpc::AnswerNow(hello.fd.get(), absl::StrCat("error ", answer.status().message()));
     return;
   }
-  local->qp = backends::AdvertisedAttributes(local->qp, hello.local_host);
-  absl::Status st =
-      rpc::AnswerNow(hello.fd.get(), absl::StrCat("ok ", engine::EncodeConnectionInfo(*local)));
-  if (!st.ok()) {  // the client is gone: so is the connection just made for it
+  if (absl::Status st = rpc::AnswerNow(hello.fd.get(), *answer); !st.ok()) {
+    // The client is gone: so is the connection just made for it.
     Release(half_open_.back());
     half_open_.pop_back();
     half_open_count_.store(half_open_.size(), std::memory_order_relaxed);
-    Refuse(hello.fd.get(), "error", st.message());
+    (void)Refused(absl::StatusCode::kUnavailable, "error", st.message());
   }
 }
 
-absl::StatusOr<engine::ConnectionInfo> Admission::Admit(const engine::ConnectionInfo& client) {
-  if (established_() + half_open_.size() >= static_cast<size_t>(options_.max_connections)) {
+std::string Admission::AdmitEmbedded(const rpc::HelloFn& hello) {
+  const std::string challenge = rpc::NewNonce();
+  absl::StatusOr<std::string> line = hello(rpc::EncodeChallenge(challenge));
+  absl::StatusOr<std::string> answer =
+      line.ok() ? Handshake(challenge, *line, "", "") : line.status();
+  if (!answer.ok()) {
+    return rpc::EncodeAnswer(rpc::AnswerLine{false, "", std::string(answer.status().message())});
+  }
+  return *answer;
+}
+
+absl::StatusOr<std::string> Admission::Handshake(const std::string& challenge,
+                                                 absl::string_view hello_line,
+                                                 const std::string& peer_host,
+                                                 const std::string& local_host) {
+  const std::shared_ptr<const rpc::AuthTable> table = auth_ ? auth_() : nullptr;
+  rpc::ServerHandshake hs(challenge);
+  if (absl::Status st = hs.Verify(hello_line, table.get()); !st.ok()) {
+    return Refused(st.code(), st.code() == absl::StatusCode::kUnauthenticated ? "auth" : "hello",
+                   absl::StrCat(st.message(), peer_host.empty() ? "" : " (from ", peer_host,
+                                peer_host.empty() ? "" : ")"));
+  }
+  absl::StatusOr<engine::ConnectionInfo> info = engine::DecodeConnectionInfo(hs.client_info());
+  if (!info.ok())
+    return Refused(absl::StatusCode::kInvalidArgument, "hello", info.status().message());
+  if (!peer_host.empty()) {
+    absl::StatusOr<rnic::QpAttributes> dial = backends::DialBackAttributes(info->qp, peer_host);
+    if (!dial.ok()) return Refused(dial.status().code(), "address", dial.status().message());
+    info->qp = *dial;
+  }
+  info->qp.token = hs.token();
+  absl::StatusOr<engine::ConnectionInfo> local =
+      Admit(*info, rpc::Peer{0, hs.user(), hs.roles()}, peer_host);
+  if (!local.ok()) return local.status();
+  if (!local_host.empty()) local->qp = backends::AdvertisedAttributes(local->qp, local_host);
+  return hs.Accept(engine::EncodeConnectionInfo(*local));
+}
+
+absl::StatusOr<engine::ConnectionInfo> Admission::Admit(const engine::ConnectionInfo& client,
+                                                        rpc::Peer peer, const std::string& host) {
+  if (established_("") + half_open_.size() >= static_cast<size_t>(options_.max_connections)) {
     return Refused(
         absl::StatusCode::kResourceExhausted, "limit",
         absl::StrCat("at the connection limit (--max_connections=", options_.max_connections, ")"));
+  }
+  if (options_.max_per_host > 0 && !host.empty()) {
+    size_t from_host = established_(host);
+    for (const HalfOpen& h : half_open_) from_host += h.host == host;
+    if (from_host >= static_cast<size_t>(options_.max_per_host)) {
+      return Refused(absl::StatusCode::kResourceExhausted, "host_limit",
+                     absl::StrCat("host ", host, " holds ", from_host,
+                                  " connections, the limit (--max_connections_per_host=",
+                                  options_.max_per_host, ")"));
+    }
   }
   if (half_open_.size() >= options_.max_half_open) MakeRoom();
   absl::StatusOr<std::unique_ptr<engine::PathPolicy>> policy = engine::MakePolicy(options_.policy);
@@ -119,9 +156,11 @@ absl::StatusOr<engine::ConnectionInfo> Admission::Admit(const engine::Connection
   absl::StatusOr<std::unique_ptr<engine::Connection>> created =
       engine_->CreateConnection(std::move(*policy));
   if (!created.ok()) return Refused(created.status().code(), "error", created.status().message());
-  HalfOpen h{next_id_++, std::shared_ptr<engine::Connection>(std::move(*created)),
+  peer.id = next_id_++;
+  HalfOpen h{std::make_shared<const rpc::Peer>(std::move(peer)), host,
+             std::shared_ptr<engine::Connection>(std::move(*created)),
              options_.clock->Now() + options_.handshake_deadline};
-  rpc_->Serve(h.conn, h.id);
+  rpc_->Serve(h.conn, *h.peer);
   absl::Status st = h.conn->Connect(client);  // never blocks: a dial nobody answers fails later
   if (!st.ok()) {
     Release(h);
@@ -138,11 +177,6 @@ absl::Status Admission::Refused(absl::StatusCode code, absl::string_view reason,
   metrics_->OnConnectionRefused(reason);
   refusals_log_.Log(LogLevel::kWarning, absl::StrCat("kvserver: refused a client: ", why));
   return absl::Status(code, why);
-}
-
-void Admission::Refuse(int fd, absl::string_view reason, absl::string_view why) {
-  absl::Status st = Refused(absl::StatusCode::kFailedPrecondition, reason, why);
-  (void)rpc::AnswerNow(fd, absl::StrCat("error ", st.message()));
 }
 
 void Admission::CountAcceptorRefusals() {

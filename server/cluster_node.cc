@@ -203,13 +203,44 @@ bool ClusterNode::Update(const cluster::ShardInfo& next, const std::vector<std::
 
 cluster::ClusterView ClusterNode::LastView() const {
   MutexLock l(&view_mu_);
-  return last_view_;
+  return *last_view_;
+}
+
+absl::Status ClusterNode::AuthorizeNodeRequest(const std::string& sender, uint32_t shard,
+                                               uint64_t epoch, bool attach, std::string* reason) {
+  std::shared_ptr<const cluster::ClusterView> view;
+  {
+    MutexLock l(&view_mu_);
+    view = last_view_;
+  }
+  const cluster::ShardInfo* s = view->ShardById(shard);
+  absl::Status denied;
+  if (s == nullptr) {
+    *reason = "not_placed";
+    denied = absl::PermissionDeniedError(absl::StrCat(
+        "shard ", shard, " is not in the cluster map (revision ", view->revision, ")"));
+  } else if (s->primary != sender || (attach && s->epoch != epoch)) {
+    *reason = "not_primary";
+    denied = absl::PermissionDeniedError(
+        absl::StrCat("node \"", sender, "\" is not shard ", shard, "'s primary",
+                     attach ? absl::StrCat(" at epoch ", epoch) : "", ": the map (revision ",
+                     view->revision, ") names \"", s->primary, "\" at epoch ", s->epoch));
+  } else if (attach && !Contains(s->joining, name()) && !Contains(s->backups, name())) {
+    *reason = "not_placed";
+    denied = absl::PermissionDeniedError(absl::StrCat("the map (revision ", view->revision,
+                                                      ") does not place shard ", shard, " on node ",
+                                                      name()));
+  } else {
+    return absl::OkStatus();
+  }
+  Signal();  // this node's map may be behind the sender's: read it again now
+  return denied;
 }
 
 void ClusterNode::Reconcile(const cluster::ClusterView& view) {
   {
     MutexLock l(&view_mu_);
-    last_view_ = view;
+    last_view_ = std::make_shared<const cluster::ClusterView>(view);
   }
   const std::string& me = name();
   for (const cluster::ShardInfo& s : view.shard_list) {
@@ -378,9 +409,11 @@ void ClusterNode::ServePrimary(const cluster::ClusterView& view, const cluster::
     auto retry = link_retry_after_.find(j);
     if (retry != link_retry_after_.end() && now < retry->second) continue;
     const cluster::NodeInfo& info = view.nodes.at(j);
+    const std::shared_ptr<const rpc::Credentials> credentials =
+        options_.credentials ? options_.credentials() : nullptr;
     absl::StatusOr<std::shared_ptr<ReplicaLink>> link = ReplicaLink::Open(
-        engine_, options_.policy, j, info.rpc_address, options_.link_timeout, clock_,
-        options_.network_cut,
+        engine_, options_.policy, j, info.rpc_address, credentials.get(), options_.link_timeout,
+        clock_, options_.network_cut,
         options_.metrics != nullptr ? options_.metrics->ForBackup(j) : nullptr, options_.link_env);
     absl::Status st = link.status();
     if (st.ok()) {

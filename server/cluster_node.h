@@ -61,6 +61,9 @@ class ClusterNode {
     // ControlTick every `tick` or when TakeChanged() (a simulation drives them in virtual time).
     bool run_threads = true;
     LinkEnv link_env;  // how replication links reach nodes (a simulation's world)
+    // What this node proves to the node a link reaches (its auth file entry; a name alone
+    // without authentication). Called for every link opened (the file may be reloaded).
+    std::function<std::shared_ptr<const rpc::Credentials>()> credentials;
   };
   // For tests (Prometheus gets the same through Options::metrics).
   struct Counters {
@@ -91,6 +94,17 @@ class ClusterNode {
   const std::string& name() const { return options_.self.name; }
   // The map as this node last reconciled it (empty before the first read). Any thread.
   cluster::ClusterView LastView() const;
+
+  // Whether node `sender` (the user its connection authenticated as) may send this node a
+  // node request for `shard` at `epoch`, by the map as this node last read it. REPLICA_ATTACH
+  // (`attach`): the map names `sender` the shard's primary at exactly `epoch` and places this
+  // node in the shard's group (joining or backups). REPLICATE: the map names `sender` the
+  // shard's primary (the replica itself takes records only from the connection it attached
+  // on, at its fence or above). Otherwise PERMISSION_DENIED saying why, *reason set to
+  // "not_primary" or "not_placed", and a re-read of the map is scheduled (a primary that
+  // acted on a newer map retries). Any thread; never blocks.
+  absl::Status AuthorizeNodeRequest(const std::string& sender, uint32_t shard, uint64_t epoch,
+                                    bool attach, std::string* reason);
 
  private:
   // Lease thread: keepalive every TTL/3; re-registers when the lease was lost.
@@ -132,7 +146,9 @@ class ClusterNode {
   std::thread lease_thread_;
   std::thread control_thread_;
   mutable Mutex view_mu_;
-  cluster::ClusterView last_view_ ABSL_GUARDED_BY(view_mu_);
+  // Shared, so that a request's check copies a pointer, not the map.
+  std::shared_ptr<const cluster::ClusterView> last_view_ ABSL_GUARDED_BY(view_mu_) =
+      std::make_shared<const cluster::ClusterView>();
   // Control thread only: when each shard's primary was first seen gone.
   std::map<uint32_t, absl::Time> primary_gone_since_;
   // Control thread only: when a link to a joining node last failed to open.

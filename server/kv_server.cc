@@ -60,9 +60,44 @@ absl::Status ValidateOptions(const KvServerOptions& o) {
   if (o.hello_deadline <= absl::ZeroDuration() || o.handshake_deadline <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("hello and handshake deadlines must be positive");
   }
+  if (o.max_connections_per_host < 0 || o.max_connections_per_host > 65536) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_connections_per_host=", o.max_connections_per_host,
+                     ": must be in 1..65536, or 0 for no cap"));
+  }
+  if (o.max_grant_bytes_per_connection != 0 &&
+      (o.max_grant_bytes_per_connection < proto::kMaxValueBytes ||
+       o.max_grant_bytes_per_connection > o.arena_bytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_grant_bytes_per_connection=", o.max_grant_bytes_per_connection,
+                     ": must be between the largest value (", proto::kMaxValueBytes,
+                     ") and --arena_bytes, or 0 for arena_bytes / 32"));
+  }
+  if (o.idle_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--idle_timeout_s must not be negative");
+  }
+  const bool authenticated = !o.auth_file.empty() || o.auth != nullptr;
+  if (!authenticated && !o.insecure && o.embedding == nullptr) {
+    // Protected mode (as Redis's): without users, anyone who reaches the port holds every
+    // role, so only this host may reach it.
+    absl::StatusOr<HostPort> hp = SplitHostPort(o.listen, true);
+    if (hp.ok() && !IsLoopbackHost(hp->host)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--listen=", o.listen,
+          " is not a loopback address and no --auth_file is given: anyone who reaches it could "
+          "read, overwrite and wipe every key (protected mode). Give --auth_file "
+          "(docs/security.md), or --insecure to serve without authentication anyway"));
+    }
+  }
   if (IsClusterMode(o)) {
     if (o.cluster_map == nullptr) {
       if (absl::Status st = cluster::CheckClusterName(o.cluster); !st.ok()) return st;
+    }
+    if (!authenticated && !o.insecure) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cluster mode needs --auth_file with a node entry for this node (\"", o.node,
+                       " node SECRET\") so that only nodes replicate and join (docs/security.md); "
+                       "--insecure runs a cluster without authentication (loopback tests only)"));
     }
     if (absl::Status st = cluster::CheckNodeName(o.node); !st.ok()) return st;
     if (o.lease_ttl < absl::Seconds(1) || o.lease_ttl > absl::Seconds(60)) {
@@ -79,6 +114,7 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
   if (absl::Status st = ValidateOptions(options); !st.ok()) return st;
   std::unique_ptr<KvServer> s(new KvServer());
   s->options_ = options;
+  if (absl::Status st = s->LoadAuth(); !st.ok()) return st;
   s->registry_ = std::make_shared<prometheus::Registry>();
   s->engine_metrics_ = std::make_unique<engine::PrometheusEngineMetrics>(s->registry_);
   s->server_metrics_ = std::make_unique<ServerMetrics>(s->registry_);
@@ -130,6 +166,9 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
 
   engine::Engine* engine_ptr = s->engine_.get();
   const uint64_t arena_bytes = options.arena_bytes;
+  const uint64_t grant_quota = options.max_grant_bytes_per_connection != 0
+                                   ? options.max_grant_bytes_per_connection
+                                   : std::max<uint64_t>(arena_bytes / 32, proto::kMaxValueBytes);
   const bool huge = embedded != nullptr ? embedded->arena_huge_pages : options.huge_pages;
   void* const arena_address = embedded != nullptr ? embedded->arena_address : nullptr;
   s->reaper_ =
@@ -140,13 +179,15 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
   // Embedded: replica n's arena at arena_address + n * stride (1 GiB steps).
   const uint64_t stride = (arena_bytes + (uint64_t{1} << 30) - 1) & ~((uint64_t{1} << 30) - 1);
   auto created = std::make_shared<uint64_t>(0);
-  s->shards_ = std::make_unique<ShardTable>([engine_ptr, arena_bytes, huge, reaper, close_peer,
-                                             arena_address, stride, created](uint32_t shard) {
-    void* address = arena_address == nullptr
-                        ? nullptr
-                        : static_cast<char*>(arena_address) + (*created)++ * stride;
-    return ShardReplica::Create(engine_ptr, shard, arena_bytes, huge, reaper, close_peer, address);
-  });
+  s->shards_ =
+      std::make_unique<ShardTable>([engine_ptr, arena_bytes, huge, reaper, close_peer,
+                                    arena_address, stride, created, grant_quota](uint32_t shard) {
+        void* address = arena_address == nullptr
+                            ? nullptr
+                            : static_cast<char*>(arena_address) + (*created)++ * stride;
+        return ShardReplica::Create(engine_ptr, shard, arena_bytes, huge, reaper, close_peer,
+                                    address, grant_quota);
+      });
   const bool cluster_mode = IsClusterMode(options);
   if (!cluster_mode) {
     // One shard covering every key, primary from the start, no backups.
@@ -159,27 +200,45 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
     s->arena_memory_ = "pages chosen when the node takes a shard replica (one arena each)";
   }
 
-  s->service_ = std::make_unique<KvService>(
-      s->shards_.get(), s->server_metrics_.get(), s->clock_,
-      [self](proto::StatsResponse* r) {
-        // Admitted ones count as soon as they ask.
-        r->set_connections(self->connections() + self->half_open());
-        r->set_staging_memory(self->staging_memory());
-        r->set_transport(self->transport());
-      },
-      [self] { return self->cluster_node_ == nullptr || self->cluster_node_->LeaseValid(); },
-      options.network_cut);
+  KvService::Hooks hooks;
+  hooks.fill_stats = [self](proto::StatsResponse* r) {
+    // Admitted ones count as soon as they ask.
+    r->set_connections(self->connections() + self->half_open());
+    r->set_staging_memory(self->staging_memory());
+    r->set_transport(self->transport());
+  };
+  hooks.lease_valid = [self] {
+    return self->cluster_node_ == nullptr || self->cluster_node_->LeaseValid();
+  };
+  if (cluster_mode) {
+    hooks.authorize_node = [self](const std::string& sender, uint32_t shard, uint64_t epoch,
+                                  bool attach, std::string* reason) {
+      if (self->cluster_node_ == nullptr) {
+        *reason = "not_placed";
+        return absl::PermissionDeniedError("this node has not joined its cluster yet");
+      }
+      return self->cluster_node_->AuthorizeNodeRequest(sender, shard, epoch, attach, reason);
+    };
+  }
+  hooks.network_cut = options.network_cut;
+  s->service_ = std::make_unique<KvService>(s->shards_.get(), s->server_metrics_.get(), s->clock_,
+                                            std::move(hooks));
   s->rpc_ = std::make_unique<rpc::RpcServer>(s->clock_);
   s->service_->RegisterWith(s->rpc_.get());
   Admission::Options ad;
   ad.policy = options.policy;
   ad.max_connections = s->max_connections_;
+  ad.max_per_host = options.max_connections_per_host;
   ad.max_half_open = static_cast<size_t>(options.max_half_open);
   ad.handshake_deadline = options.handshake_deadline;
   ad.clock = s->clock_;
   s->admission_ = std::make_unique<Admission>(
       std::move(listener), ad, s->engine_.get(), s->rpc_.get(), s->server_metrics_.get(),
-      [self] { return self->connections(); }, [self](uint64_t id) { self->DropClient(id); });
+      [self] { return self->Auth(); },
+      [self](const std::string& host) {
+        return host.empty() ? self->connections() : self->connections_from(host);
+      },
+      [self](uint64_t id) { self->DropClient(id); });
 
   if (!options.metrics_address.empty() && embedded == nullptr) {
     auto m = engine::MetricsEndpoint::Start(options.metrics_address, s->registry_);
@@ -190,7 +249,8 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
   if (cluster_mode) {
     cluster::ClusterMap* map = options.cluster_map;
     if (map == nullptr) {
-      auto etcd = cluster::EtcdClusterMap::Open(options.etcd, options.cluster);
+      auto etcd =
+          cluster::EtcdClusterMap::Open(options.etcd, options.cluster, options.etcd_security);
       if (!etcd.ok()) return etcd.status();
       s->owned_map_ = std::move(*etcd);
       map = s->owned_map_.get();
@@ -208,6 +268,7 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
     }
     co.lease_ttl = options.lease_ttl;
     co.policy = options.policy;
+    co.credentials = [self] { return self->NodeCredentials(); };
     co.arena_bytes = options.arena_bytes;
     co.network_cut = options.network_cut;
     if (embedded != nullptr) {
@@ -285,7 +346,7 @@ void KvServer::ClosePeer(uint64_t id) {
     MutexLock l(&mu_);
     auto it = conns_.find(id);
     if (it == conns_.end()) return;
-    conn = it->second;
+    conn = it->second.conn;
   }
   Log(LogLevel::kInfo, absl::StrCat("kvserver: closing connection ", id,
                                     " (fencing a primary this node no longer follows)"));
@@ -303,14 +364,25 @@ size_t KvServer::connections() const {
   return conns_.size();
 }
 
+size_t KvServer::connections_from(const std::string& host) const {
+  MutexLock l(&mu_);
+  size_t n = 0;
+  for (const auto& [id, c] : conns_) n += c.host == host;
+  return n;
+}
+
 void KvServer::Poll(absl::Duration wait) {
   if (shut_down_) return;
   for (Admission::Established& e : admission_->Poll(wait)) {
-    Log(LogLevel::kInfo, absl::StrCat("kvserver: client ", e.id, " connected"));
+    const uint64_t id = e.peer->id;
+    Log(LogLevel::kInfo, absl::StrCat("kvserver: client ", id, " (user \"", e.peer->user, "\", ",
+                                      rpc::RoleNames(e.peer->roles), ") connected"));
+    const uint64_t seen = e.conn->messages_received();
     MutexLock l(&mu_);
-    conns_[e.id] = std::move(e.conn);
+    conns_[id] = Conn{std::move(e.conn), std::move(e.peer), std::move(e.host), seen, clock_->Now()};
   }
   Reap();
+  if (options_.idle_timeout > absl::ZeroDuration()) CloseIdle();
   // Embedded, gauges every 100 ms of the clock at most: such a server is polled every
   // millisecond, and walking the shards' metric families then dominated a simulation.
   // Otherwise every turn, so that gauges agree with the counters a scrape sees beside them.
@@ -359,16 +431,77 @@ void KvServer::RefreshGauges() {
   }
 }
 
-absl::StatusOr<std::string> KvServer::Admit(absl::string_view client_info) {
+absl::StatusOr<std::string> KvServer::Admit(const rpc::HelloFn& hello) {
   if (options_.embedding == nullptr) {
     return absl::FailedPreconditionError("Admit is for embedded servers; clients dial --listen");
   }
   if (shut_down_) return absl::UnavailableError("server shutting down");
-  absl::StatusOr<engine::ConnectionInfo> info = engine::DecodeConnectionInfo(client_info);
-  if (!info.ok()) return info.status();
-  absl::StatusOr<engine::ConnectionInfo> local = admission_->Admit(*info);
-  if (!local.ok()) return local.status();
-  return engine::EncodeConnectionInfo(*local);
+  return admission_->AdmitEmbedded(hello);
+}
+
+absl::Status KvServer::LoadAuth() {
+  std::shared_ptr<const rpc::AuthTable> table = options_.auth;
+  if (table == nullptr && !options_.auth_file.empty()) {
+    absl::StatusOr<rpc::AuthTable> loaded = rpc::AuthTable::Load(options_.auth_file);
+    if (!loaded.ok()) {
+      return absl::Status(loaded.status().code(),
+                          absl::StrCat("--auth_file: ", loaded.status().message()));
+    }
+    table = std::make_shared<const rpc::AuthTable>(*std::move(loaded));
+  }
+  if (table != nullptr && IsClusterMode(options_)) {
+    const rpc::AuthUser* self = table->Find(options_.node);
+    if (self == nullptr || (self->roles & rpc::kRoleNode) == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the auth file has no node entry for this node (a line \"", options_.node,
+                       " node SECRET\"): the other nodes could not tell it from a stranger"));
+    }
+  }
+  MutexLock l(&auth_mu_);
+  auth_ = std::move(table);
+  return absl::OkStatus();
+}
+
+absl::Status KvServer::ReloadAuth() {
+  if (options_.auth_file.empty()) {
+    return absl::FailedPreconditionError("no --auth_file to reload");
+  }
+  const absl::Status st = LoadAuth();
+  if (st.ok()) {
+    Log(LogLevel::kWarning,
+        absl::StrCat("kvserver: reloaded ", options_.auth_file, " (", Auth()->size(), " users)"));
+  } else {
+    Log(LogLevel::kError, absl::StrCat("kvserver: kept the previous users: ", st.message()));
+  }
+  return st;
+}
+
+std::string KvServer::auth_summary() const {
+  const std::shared_ptr<const rpc::AuthTable> table = Auth();
+  if (table != nullptr) {
+    return absl::StrCat(table->size(), " users",
+                        options_.auth_file.empty()
+                            ? ""
+                            : absl::StrCat(" from ", options_.auth_file, " (SIGHUP reloads)"));
+  }
+  return options_.insecure ? "none (--insecure: anyone who reaches the port holds every role)"
+                           : "none (protected mode: loopback addresses only; docs/security.md)";
+}
+
+std::shared_ptr<const rpc::AuthTable> KvServer::Auth() const {
+  MutexLock l(&auth_mu_);
+  return auth_;
+}
+
+std::shared_ptr<const rpc::Credentials> KvServer::NodeCredentials() const {
+  const std::shared_ptr<const rpc::AuthTable> table = Auth();
+  if (table == nullptr) {
+    // Without authentication a node still names itself: the others check the map by name.
+    return std::make_shared<const rpc::Credentials>(rpc::Credentials{options_.node, ""});
+  }
+  absl::StatusOr<rpc::Credentials> c = table->CredentialsOf(options_.node);
+  if (!c.ok()) return nullptr;  // LoadAuth refuses such a table; never reached
+  return std::make_shared<const rpc::Credentials>(*std::move(c));
 }
 
 int KvServer::DriveOnce() {
@@ -387,8 +520,8 @@ void KvServer::Reap() {
   {
     MutexLock l(&mu_);
     for (auto it = conns_.begin(); it != conns_.end();) {
-      if (it->second->failed()) {
-        gone.emplace_back(it->first, std::move(it->second));
+      if (it->second.conn->failed()) {
+        gone.emplace_back(it->first, std::move(it->second.conn));
         it = conns_.erase(it);
       } else {
         ++it;
@@ -402,8 +535,37 @@ void KvServer::Reap() {
   }
 }
 
-void KvServer::Run(const std::atomic<bool>& stop) {
-  while (!stop.load()) Poll(absl::Milliseconds(50));
+void KvServer::CloseIdle() {
+  const absl::Time now = clock_->Now();
+  std::vector<std::pair<uint64_t, std::shared_ptr<engine::Connection>>> idle;
+  {
+    MutexLock l(&mu_);
+    for (auto& [id, c] : conns_) {
+      // Nodes are exempt: a replication link is quiet whenever its shard is.
+      if ((c.peer->roles & rpc::kRoleNode) != 0) continue;
+      const uint64_t seen = c.conn->messages_received();
+      if (seen != c.messages_seen) {
+        c.messages_seen = seen;
+        c.active_at = now;
+      } else if (now - c.active_at >= options_.idle_timeout && !c.conn->failed()) {
+        idle.emplace_back(id, c.conn);
+      }
+    }
+  }
+  for (auto& [id, conn] : idle) {
+    server_metrics_->OnIdleClosed();
+    Log(LogLevel::kInfo,
+        absl::StrCat("kvserver: closing client ", id, ": no request for ",
+                     absl::FormatDuration(options_.idle_timeout), " (--idle_timeout_s)"));
+    conn->Close();  // Reap drops it (and its grants) once it shows failed
+  }
+}
+
+void KvServer::Run(const std::atomic<bool>& stop, std::atomic<bool>* reload) {
+  while (!stop.load()) {
+    Poll(absl::Milliseconds(50));
+    if (reload != nullptr && reload->exchange(false)) (void)ReloadAuth();
+  }
   Shutdown();
 }
 
@@ -417,13 +579,13 @@ void KvServer::Shutdown() {
   if (cluster_node_ != nullptr) cluster_node_->Stop();
   if (engine_ != nullptr) engine_->Stop();  // no handler runs from here on
   admission_.reset();                       // stops listening; releases half-open connections
-  std::map<uint64_t, std::shared_ptr<engine::Connection>> conns;
+  std::map<uint64_t, Conn> conns;
   {
     MutexLock l(&mu_);
     conns.swap(conns_);
   }
-  for (auto& [id, conn] : conns) {
-    conn->SetMessageHandler(nullptr);
+  for (auto& [id, c] : conns) {
+    c.conn->SetMessageHandler(nullptr);
     if (shards_ != nullptr) DropClient(id);
   }
   conns.clear();

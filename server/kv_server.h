@@ -29,9 +29,12 @@
 #include "transport/base/mapped_memory.h"
 #include "transport/base/mutex.h"
 #include "transport/cluster/cluster_map.h"
+#include "transport/cluster/etcd_gateway.h"
 #include "transport/engine/engine.h"
 #include "transport/engine/prometheus_metrics.h"
 #include "transport/rnic/device.h"
+#include "transport/rpc/auth_file.h"
+#include "transport/rpc/bootstrap.h"
 #include "transport/rpc/bootstrap_acceptor.h"
 #include "transport/rpc/rpc.h"
 
@@ -79,6 +82,22 @@ struct KvServerOptions {
   int max_pending_hellos = 128;  // bootstrap sockets whose hello line is incomplete
   absl::Duration hello_deadline = absl::Seconds(2);      // accept -> complete hello line
   absl::Duration handshake_deadline = absl::Seconds(5);  // "ok" -> the client's first message
+  // Authentication (docs/security.md): the users of the auth file may connect, each with its
+  // role (rpc/auth_file.h); in cluster mode its `node` entry named `node` is what this node
+  // proves to the others. Reloaded by ReloadAuth (kvserver: SIGHUP). Without it (and without
+  // `auth`) nobody authenticates: every client holds every role, so the server listens on
+  // loopback addresses only unless `insecure` (protected mode).
+  std::string auth_file;
+  // Tests and simulation: the table itself, instead of a file (not reloaded).
+  std::shared_ptr<const rpc::AuthTable> auth;
+  bool insecure = false;
+  // Quotas, each refused with RESOURCE_EXHAUSTED naming the flag: grant bytes a connection
+  // may hold unused in one shard replica (0: arena_bytes / 32); client connections from one
+  // host (0: no cap but max_connections); how long a client connection may send nothing
+  // before it is closed (zero: never; node connections are exempt).
+  uint64_t max_grant_bytes_per_connection = 0;
+  int max_connections_per_host = 0;
+  absl::Duration idle_timeout = absl::ZeroDuration();
   // Cluster mode (docs/cluster.md): with `etcd` (or an injected `cluster_map`) the node joins
   // cluster `cluster` as `node`; arena_bytes is then per shard replica. Without, a single
   // node serving every key.
@@ -86,6 +105,7 @@ struct KvServerOptions {
   std::string cluster;  // cluster name
   std::string node;     // this node's name, unique in the cluster
   absl::Duration lease_ttl = absl::Seconds(3);
+  cluster::EtcdSecurity etcd_security;  // TLS and user for etcd (etcd_gateway.h)
   // Tests and simulation: the map to use instead of etcd (not owned; outlives the server).
   cluster::ClusterMap* cluster_map = nullptr;
   // Fault injection (nullable; kvserver --fault_signals): while *network_cut is set the node
@@ -117,20 +137,28 @@ class KvServer {
   const std::string& connection_budget() const { return connection_budget_; }
   const std::string& staging_memory() const { return engine_->staging_memory(); }
   std::string transport() const { return device_->transport(); }
+  // "N users from FILE (SIGHUP reloads)", or what running without means.
+  std::string auth_summary() const;
 
   // One turn of the admission loop: waits at most `wait` for bootstrap traffic, admits,
   // releases late half-open connections, reaps connections that failed, refreshes gauges
   // (embedded: every 100 ms of the clock at most).
   // Never blocks past `wait`. Call from one thread.
   void Poll(absl::Duration wait);
-  // Embedded servers only (KvServerOptions::embedding). Admits a client given its encoded
-  // engine::ConnectionInfo, as the bootstrap hello does over TCP; returns the server's. Then
-  // DriveOnce: runs the engine's workers once and, every millisecond of the clock, a turn of
-  // Poll; returns the work done (0: nothing was pending). Never blocks.
-  absl::StatusOr<std::string> Admit(absl::string_view client_info);
+  // Embedded servers only (KvServerOptions::embedding). The bootstrap exchange in memory:
+  // sends `hello` a challenge and returns the answer line to its hello (rpc::BootstrapDialer's
+  // contract), as a bootstrap connection does over TCP. Then DriveOnce: runs the engine's
+  // workers once and, every millisecond of the clock, a turn of Poll; returns the work done
+  // (0: nothing was pending). Never blocks.
+  absl::StatusOr<std::string> Admit(const rpc::HelloFn& hello);
   int DriveOnce();
-  // Polls until `stop` is set (a signal handler may set it), then shuts down.
-  void Run(const std::atomic<bool>& stop);
+  // Reads --auth_file again; the new users apply to connections admitted from now on (those
+  // already admitted keep their roles). On error the old table stays and the error is
+  // returned. Any thread.
+  absl::Status ReloadAuth();
+  // Polls until `stop` is set (a signal handler may set it), then shuts down. Whenever
+  // `reload` (nullable) is set, clears it and reloads the auth file.
+  void Run(const std::atomic<bool>& stop, std::atomic<bool>* reload = nullptr);
   // Stops admitting, answers UNAVAILABLE from then on, closes every connection, stops the
   // engine. Idempotent.
   void Shutdown();
@@ -141,8 +169,9 @@ class KvServer {
   const ClusterNode* cluster_node() const { return cluster_node_.get(); }
   ClusterNode* cluster_node() { return cluster_node_.get(); }
   ShardTable& shards() { return *shards_; }
-  // Established client connections.
+  // Established client connections: all of them, or those from `host`.
   size_t connections() const;
+  size_t connections_from(const std::string& host) const;
   size_t half_open() const { return admission_ ? admission_->half_open() : 0; }
 
  private:
@@ -155,6 +184,15 @@ class KvServer {
   void DropClient(uint64_t id);
   // Fails connection `id` now (a fence against a deposed primary's writes).
   void ClosePeer(uint64_t id);
+  // Closes client connections that sent nothing for options_.idle_timeout.
+  void CloseIdle();
+  // Reads options_.auth_file (or takes options_.auth) into auth_; checks a cluster node's own
+  // entry. The old table stays on error.
+  absl::Status LoadAuth();
+  std::shared_ptr<const rpc::AuthTable> Auth() const;
+  // This node's own credentials for links to other nodes (cluster mode): its auth file entry,
+  // or its name alone without authentication.
+  std::shared_ptr<const rpc::Credentials> NodeCredentials() const;
 
   KvServerOptions options_;
   std::shared_ptr<prometheus::Registry> registry_;
@@ -184,8 +222,19 @@ class KvServer {
   std::optional<KvStore::Stats> final_stats_;        // set by Shutdown
   std::unique_ptr<ClusterNode> cluster_node_;
 
+  mutable Mutex auth_mu_;
+  std::shared_ptr<const rpc::AuthTable> auth_ ABSL_GUARDED_BY(auth_mu_);
+
+  // An established connection, who it is and when it last sent anything.
+  struct Conn {
+    std::shared_ptr<engine::Connection> conn;
+    std::shared_ptr<const rpc::Peer> peer;
+    std::string host;
+    uint64_t messages_seen = 0;  // Poll's thread only: messages_received() at active_at
+    absl::Time active_at;        // Poll's thread only
+  };
   mutable Mutex mu_;
-  std::map<uint64_t, std::shared_ptr<engine::Connection>> conns_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, Conn> conns_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ = false;
 };
 

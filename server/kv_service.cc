@@ -1,6 +1,7 @@
 #include "server/kv_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "transport/rpc/auth_file.h"
 
 namespace unloadkv::server {
 namespace {
@@ -10,21 +11,41 @@ absl::Status NotPrimary(absl::string_view what) {
       absl::StrCat("this node is not the serving primary of ", what, "; refresh the map"));
 }
 
+// The roles that may call `method` (rpc::Role bits; a user needs one of them).
+uint32_t RolesFor(proto::Method method) {
+  switch (method) {
+    case proto::GRANT:
+    case proto::PUT:
+    case proto::GET:
+    case proto::DELETE:
+    case proto::SCAN:
+      return rpc::kRoleClient;  // admins hold it too
+    case proto::REPLICA_ATTACH:
+    case proto::REPLICATE:
+      return rpc::kRoleNode;
+    default:
+      return rpc::kAllRoles;  // STATS, PING
+  }
+}
+
 }  // namespace
 
-KvService::KvService(ShardTable* shards, ServerMetrics* metrics, const Clock* clock,
-                     std::function<void(proto::StatsResponse*)> fill_stats,
-                     std::function<bool()> lease_valid, const std::atomic<bool>* network_cut)
-    : shards_(shards),
-      metrics_(metrics),
-      clock_(clock),
-      fill_stats_(std::move(fill_stats)),
-      lease_valid_(std::move(lease_valid)),
-      network_cut_(network_cut) {}
+KvService::KvService(ShardTable* shards, ServerMetrics* metrics, const Clock* clock, Hooks hooks)
+    : shards_(shards), metrics_(metrics), clock_(clock), hooks_(std::move(hooks)) {}
+
+absl::Status KvService::Deny(proto::Method method, const Peer& peer, absl::string_view reason,
+                             absl::string_view why) {
+  if (metrics_ != nullptr) metrics_->OnDenied(method, reason);
+  const std::string who = absl::StrCat("user \"", peer.user, "\" (", rpc::RoleNames(peer.roles),
+                                       ", connection ", peer.id, ")");
+  denials_log_.Log(LogLevel::kWarning, absl::StrCat("kvserver: denied ", proto::Method_Name(method),
+                                                    " from ", who, ": ", why));
+  return absl::PermissionDeniedError(absl::StrCat(proto::Method_Name(method), " denied: ", why));
+}
 
 template <typename Req, typename Resp>
 void KvService::Handle(proto::Method method, absl::string_view bytes, rpc::Responder r,
-                       void (KvService::*fn)(uint64_t, const Req&, Reply<Resp>)) {
+                       void (KvService::*fn)(const Peer&, const Req&, Reply<Resp>)) {
   const absl::Time start = clock_->Now();
   auto reply = [this, method, start, r](absl::StatusOr<Resp> resp) mutable {
     if (metrics_ != nullptr) metrics_->OnRpc(method, resp.status(), clock_->Now() - start);
@@ -34,59 +55,66 @@ void KvService::Handle(proto::Method method, absl::string_view bytes, rpc::Respo
       r.Reply(resp.status());
     }
   };
+  const Peer& peer = r.peer_identity();
   Req req;
   if (stopping_) {
     reply(absl::UnavailableError("server shutting down"));
+  } else if ((peer.roles & RolesFor(method)) == 0) {
+    reply(Deny(
+        method, peer, "role",
+        absl::StrCat("user \"", peer.user, "\" holds role ", rpc::RoleNames(peer.roles), "; ",
+                     proto::Method_Name(method), " needs ", rpc::RoleNames(RolesFor(method)))));
   } else if (!req.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     reply(absl::InvalidArgumentError(
         absl::StrCat(proto::Method_Name(method), ": request does not parse")));
   } else {
-    (this->*fn)(r.peer(), req, std::move(reply));
+    (this->*fn)(peer, req, std::move(reply));
   }
 }
 
-void KvService::RegisterWith(rpc::RpcServer* rpc) {
-#define UNLOADKV_REGISTER(METHOD, FN)                                          \
-  rpc->Register(proto::METHOD, [this](absl::string_view b, rpc::Responder r) { \
-    Handle(proto::METHOD, b, std::move(r), &KvService::FN);                    \
-  })
-  UNLOADKV_REGISTER(GRANT, Grant);
-  UNLOADKV_REGISTER(PUT, Put);
-  UNLOADKV_REGISTER(GET, Get);
-  UNLOADKV_REGISTER(DELETE, Delete);
-  UNLOADKV_REGISTER(SCAN, Scan);
-  UNLOADKV_REGISTER(STATS, Stats);
-  UNLOADKV_REGISTER(PING, Ping);
-  // Node-to-node requests: unanswered during an injected network cut.
-  rpc->Register(proto::REPLICA_ATTACH, [this](absl::string_view b, rpc::Responder r) {
-    if (network_cut_ != nullptr && network_cut_->load()) return;
-    Handle(proto::REPLICA_ATTACH, b, std::move(r), &KvService::Attach);
+template <typename Req, typename Resp>
+void KvService::Register(rpc::RpcServer* rpc, proto::Method method,
+                         void (KvService::*fn)(const Peer&, const Req&, Reply<Resp>)) {
+  const bool node_request = RolesFor(method) == rpc::kRoleNode;
+  rpc->Register(method, [this, method, fn, node_request](absl::string_view b, rpc::Responder r) {
+    // Node-to-node requests: unanswered during an injected network cut.
+    if (node_request && hooks_.network_cut != nullptr && hooks_.network_cut->load()) return;
+    Handle(method, b, std::move(r), fn);
   });
-  rpc->Register(proto::REPLICATE, [this](absl::string_view b, rpc::Responder r) {
-    if (network_cut_ != nullptr && network_cut_->load()) return;
-    Handle(proto::REPLICATE, b, std::move(r), &KvService::Replicate);
-  });
-#undef UNLOADKV_REGISTER
 }
 
-void KvService::Ping(uint64_t, const proto::PingRequest&, Reply<proto::PingResponse> reply) {
+void KvService::RegisterWith(rpc::RpcServer* rpc) {
+  Register(rpc, proto::GRANT, &KvService::Grant);
+  Register(rpc, proto::PUT, &KvService::Put);
+  Register(rpc, proto::GET, &KvService::Get);
+  Register(rpc, proto::DELETE, &KvService::Delete);
+  Register(rpc, proto::SCAN, &KvService::Scan);
+  Register(rpc, proto::STATS, &KvService::Stats);
+  Register(rpc, proto::PING, &KvService::Ping);
+  Register(rpc, proto::REPLICA_ATTACH, &KvService::Attach);
+  Register(rpc, proto::REPLICATE, &KvService::Replicate);
+}
+
+void KvService::Ping(const Peer&, const proto::PingRequest&, Reply<proto::PingResponse> reply) {
   reply(proto::PingResponse());
 }
 
 void KvService::Read(const std::shared_ptr<ShardReplica>& replica,
                      std::function<void(absl::Status)> read) {
-  if (lease_valid_()) return read(absl::OkStatus());
+  if (hooks_.lease_valid()) return read(absl::OkStatus());
   replica->Barrier(std::move(read));
 }
 
-void KvService::Grant(uint64_t peer, const proto::GrantRequest& req,
+void KvService::Grant(const Peer& peer, const proto::GrantRequest& req,
                       Reply<proto::GrantResponse> reply) {
   std::shared_ptr<ShardReplica> replica = shards_->Get(req.shard());
   if (replica == nullptr || replica->role() != ShardReplica::Role::kPrimary) {
     return reply(NotPrimary(absl::StrCat("shard ", req.shard())));
   }
+  bool over_quota = false;
   absl::StatusOr<std::vector<KvStore::Grant>> grants =
-      replica->store().GrantSlots(peer, req.size(), req.count());
+      replica->store().GrantSlots(peer.id, req.size(), req.count(), &over_quota);
+  if (over_quota && metrics_ != nullptr) metrics_->OnGrantRefused("connection_quota");
   if (!grants.ok()) return reply(grants.status());
   proto::GrantResponse resp;
   for (const KvStore::Grant& g : *grants) {
@@ -99,14 +127,15 @@ void KvService::Grant(uint64_t peer, const proto::GrantRequest& req,
   reply(std::move(resp));
 }
 
-void KvService::Put(uint64_t peer, const proto::PutRequest& req, Reply<proto::PutResponse> reply) {
+void KvService::Put(const Peer& peer, const proto::PutRequest& req,
+                    Reply<proto::PutResponse> reply) {
   if (absl::Status st = proto::CheckKey(req.key()); !st.ok()) return reply(st);
   std::shared_ptr<ShardReplica> replica = shards_->PrimaryFor(req.key());
   if (replica == nullptr) return reply(NotPrimary("the key's shard"));
   absl::StatusOr<KvStore::Mutation> m =
       req.merge_fields()
-          ? replica->store().PrepareMerge(peer, req.key(), req.grant_id(), req.value_size())
-          : replica->store().PreparePut(peer, req.key(), req.grant_id(), req.value_size());
+          ? replica->store().PrepareMerge(peer.id, req.key(), req.grant_id(), req.value_size())
+          : replica->store().PreparePut(peer.id, req.key(), req.grant_id(), req.value_size());
   if (!m.ok()) return reply(m.status());
   const int path = proto::WritePath_IsValid(req.value_path()) ? req.value_path() : 0;
   value_writes_[path].fetch_add(1, std::memory_order_relaxed);
@@ -119,7 +148,7 @@ void KvService::Put(uint64_t peer, const proto::PutRequest& req, Reply<proto::Pu
   });
 }
 
-void KvService::Get(uint64_t, const proto::GetRequest& req, Reply<proto::GetResponse> reply) {
+void KvService::Get(const Peer&, const proto::GetRequest& req, Reply<proto::GetResponse> reply) {
   if (absl::Status st = proto::CheckKey(req.key()); !st.ok()) return reply(st);
   std::shared_ptr<ShardReplica> replica = shards_->PrimaryFor(req.key());
   if (replica == nullptr) return reply(NotPrimary("the key's shard"));
@@ -134,7 +163,7 @@ void KvService::Get(uint64_t, const proto::GetRequest& req, Reply<proto::GetResp
   });
 }
 
-void KvService::Delete(uint64_t, const proto::DeleteRequest& req,
+void KvService::Delete(const Peer&, const proto::DeleteRequest& req,
                        Reply<proto::DeleteResponse> reply) {
   if (absl::Status st = proto::CheckKey(req.key()); !st.ok()) return reply(st);
   std::shared_ptr<ShardReplica> replica = shards_->PrimaryFor(req.key());
@@ -149,7 +178,7 @@ void KvService::Delete(uint64_t, const proto::DeleteRequest& req,
   });
 }
 
-void KvService::Scan(uint64_t, const proto::ScanRequest& req, Reply<proto::ScanResponse> reply) {
+void KvService::Scan(const Peer&, const proto::ScanRequest& req, Reply<proto::ScanResponse> reply) {
   std::shared_ptr<ShardReplica> replica = shards_->PrimaryFor(req.start_key());
   if (replica == nullptr || !replica->ContainsRange(req.start_key(), req.end_key())) {
     return reply(NotPrimary("the scanned range (a scan stays within one shard)"));
@@ -169,7 +198,7 @@ void KvService::Scan(uint64_t, const proto::ScanRequest& req, Reply<proto::ScanR
   });
 }
 
-void KvService::Stats(uint64_t, const proto::StatsRequest&, Reply<proto::StatsResponse> reply) {
+void KvService::Stats(const Peer&, const proto::StatsRequest&, Reply<proto::StatsResponse> reply) {
   proto::StatsResponse resp;
   for (const std::shared_ptr<ShardReplica>& r : shards_->All()) {
     if (r->role() != ShardReplica::Role::kPrimary) continue;
@@ -180,24 +209,47 @@ void KvService::Stats(uint64_t, const proto::StatsRequest&, Reply<proto::StatsRe
   }
   resp.set_offload_writes(value_writes(proto::OFFLOAD));
   resp.set_unload_writes(value_writes(proto::UNLOAD));
-  if (fill_stats_) fill_stats_(&resp);
+  if (hooks_.fill_stats) hooks_.fill_stats(&resp);
   reply(std::move(resp));
 }
 
-void KvService::Attach(uint64_t peer, const proto::AttachRequest& req,
-                       Reply<proto::AttachResponse> reply) {
-  absl::StatusOr<std::shared_ptr<ShardReplica>> replica = shards_->GetOrCreate(req.shard());
-  if (!replica.ok()) return reply(replica.status());
-  reply((*replica)->Attach(req, peer));
+absl::Status KvService::AuthorizeNode(proto::Method method, const Peer& peer, uint32_t shard,
+                                      uint64_t epoch) {
+  if (!hooks_.authorize_node) {
+    return Deny(method, peer, "no_cluster",
+                "this is a single node (no --etcd): it takes no replication");
+  }
+  std::string reason = "not_primary";
+  absl::Status st =
+      hooks_.authorize_node(peer.user, shard, epoch, method == proto::REPLICA_ATTACH, &reason);
+  return st.ok() ? st : Deny(method, peer, reason, st.message());
 }
 
-void KvService::Replicate(uint64_t peer, const proto::ReplicateRequest& req,
+void KvService::Attach(const Peer& peer, const proto::AttachRequest& req,
+                       Reply<proto::AttachResponse> reply) {
+  // Checked before any replica exists: a request the map does not back maps no arena.
+  if (absl::Status st = AuthorizeNode(proto::REPLICA_ATTACH, peer, req.shard(), req.epoch());
+      !st.ok()) {
+    return reply(st);
+  }
+  absl::StatusOr<std::shared_ptr<ShardReplica>> replica = shards_->GetOrCreate(req.shard());
+  if (!replica.ok()) return reply(replica.status());
+  proto::AttachRequest checked = req;
+  checked.set_primary(peer.user);  // logged as who proved it, not as what it claims
+  reply((*replica)->Attach(checked, peer.id));
+}
+
+void KvService::Replicate(const Peer& peer, const proto::ReplicateRequest& req,
                           Reply<proto::ReplicateResponse> reply) {
+  if (absl::Status st = AuthorizeNode(proto::REPLICATE, peer, req.shard(), req.epoch()); !st.ok()) {
+    return reply(st);
+  }
   std::shared_ptr<ShardReplica> replica = shards_->Get(req.shard());
   if (replica == nullptr) {
     return reply(absl::AbortedError(absl::StrCat("shard ", req.shard(), " is not held here")));
   }
-  reply(replica->Apply(req, peer));
+  // The replica applies records only from the connection of the primary it attached to.
+  reply(replica->Apply(req, peer.id));
 }
 
 }  // namespace unloadkv::server

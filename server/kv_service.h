@@ -4,6 +4,14 @@
 // event loop) and never block: a write that must be replicated is answered from the callback
 // that commits it, a read that needs a barrier from the barrier's callback.
 //
+// Who may ask what: every request is checked against the identity its connection proved at
+// admission (rpc::Peer), never against what the request says. The method needs a role the
+// user holds (GRANT, PUT, GET, DELETE, SCAN: client or admin; STATS, PING: any; REPLICA_ATTACH,
+// REPLICATE: node), and a node request must also be backed by the cluster map (Hooks::
+// authorize_node: the sender is the shard's primary at the request's epoch and the map places
+// the shard on this node). A refusal is PERMISSION_DENIED, changes nothing, is counted
+// (unloadkv_requests_denied_total) and logged (at most once a second).
+//
 // Routing: a request about a key goes to the replica of this node that is the primary of the
 // key's shard; without one the answer is ABORTED (refresh the map, retry at the primary).
 // Reads are served locally while `lease_valid()` holds; otherwise each read first confirms
@@ -19,6 +27,7 @@
 #include "server/server_metrics.h"
 #include "server/shard_table.h"
 #include "transport/base/clock.h"
+#include "transport/base/logging.h"
 #include "transport/rpc/rpc.h"
 
 namespace unloadkv::server {
@@ -26,13 +35,23 @@ namespace unloadkv::server {
 // Thread-safe. The table, metrics (nullable) and clock must outlive the service.
 class KvService {
  public:
-  // `fill_stats` adds what only the server knows (connections, transport) to a Stats answer.
-  // `lease_valid` says whether this node may serve reads locally (always, on a single node).
-  // `network_cut` (nullable, fault injection): while set, replication requests from other
-  // nodes go unanswered, as if the network to them were down.
-  KvService(ShardTable* shards, ServerMetrics* metrics, const Clock* clock,
-            std::function<void(proto::StatsResponse*)> fill_stats,
-            std::function<bool()> lease_valid, const std::atomic<bool>* network_cut = nullptr);
+  struct Hooks {
+    // Adds what only the server knows (connections, transport) to a Stats answer.
+    std::function<void(proto::StatsResponse*)> fill_stats;
+    // Whether this node may serve reads locally (always, on a single node).
+    std::function<bool()> lease_valid;
+    // Whether node `sender` may send a node request (REPLICA_ATTACH when `attach`, else
+    // REPLICATE) for `shard` at `epoch`, by the cluster map (ClusterNode::AuthorizeNodeRequest):
+    // OK, or PERMISSION_DENIED with *reason set to the metric's label. Empty on a single
+    // node, which refuses node requests outright.
+    std::function<absl::Status(const std::string& sender, uint32_t shard, uint64_t epoch,
+                               bool attach, std::string* reason)>
+        authorize_node;
+    // Fault injection (nullable): while set, requests from other nodes go unanswered, as if
+    // the network to them were down.
+    const std::atomic<bool>* network_cut = nullptr;
+  };
+  KvService(ShardTable* shards, ServerMetrics* metrics, const Clock* clock, Hooks hooks);
 
   // Registers every method of proto::Method. Responders' peer() is the client id.
   void RegisterWith(rpc::RpcServer* rpc);
@@ -44,19 +63,31 @@ class KvService {
  private:
   template <typename Resp>
   using Reply = std::function<void(absl::StatusOr<Resp>)>;
+  using Peer = rpc::Peer;
   template <typename Req, typename Resp>
   void Handle(proto::Method method, absl::string_view bytes, rpc::Responder r,
-              void (KvService::*fn)(uint64_t, const Req&, Reply<Resp>));
+              void (KvService::*fn)(const Peer&, const Req&, Reply<Resp>));
+  template <typename Req, typename Resp>
+  void Register(rpc::RpcServer* rpc, proto::Method method,
+                void (KvService::*fn)(const Peer&, const Req&, Reply<Resp>));
+  // PERMISSION_DENIED for `why`, counted under `reason` and logged.
+  absl::Status Deny(proto::Method method, const Peer& peer, absl::string_view reason,
+                    absl::string_view why);
+  // OK when `peer` may send node request `method` for `shard` at `epoch`.
+  absl::Status AuthorizeNode(proto::Method method, const Peer& peer, uint32_t shard,
+                             uint64_t epoch);
 
-  void Grant(uint64_t peer, const proto::GrantRequest& req, Reply<proto::GrantResponse> reply);
-  void Put(uint64_t peer, const proto::PutRequest& req, Reply<proto::PutResponse> reply);
-  void Get(uint64_t peer, const proto::GetRequest& req, Reply<proto::GetResponse> reply);
-  void Delete(uint64_t peer, const proto::DeleteRequest& req, Reply<proto::DeleteResponse> reply);
-  void Scan(uint64_t peer, const proto::ScanRequest& req, Reply<proto::ScanResponse> reply);
-  void Stats(uint64_t peer, const proto::StatsRequest& req, Reply<proto::StatsResponse> reply);
-  void Ping(uint64_t peer, const proto::PingRequest& req, Reply<proto::PingResponse> reply);
-  void Attach(uint64_t peer, const proto::AttachRequest& req, Reply<proto::AttachResponse> reply);
-  void Replicate(uint64_t peer, const proto::ReplicateRequest& req,
+  void Grant(const Peer& peer, const proto::GrantRequest& req, Reply<proto::GrantResponse> reply);
+  void Put(const Peer& peer, const proto::PutRequest& req, Reply<proto::PutResponse> reply);
+  void Get(const Peer& peer, const proto::GetRequest& req, Reply<proto::GetResponse> reply);
+  void Delete(const Peer& peer, const proto::DeleteRequest& req,
+              Reply<proto::DeleteResponse> reply);
+  void Scan(const Peer& peer, const proto::ScanRequest& req, Reply<proto::ScanResponse> reply);
+  void Stats(const Peer& peer, const proto::StatsRequest& req, Reply<proto::StatsResponse> reply);
+  void Ping(const Peer& peer, const proto::PingRequest& req, Reply<proto::PingResponse> reply);
+  void Attach(const Peer& peer, const proto::AttachRequest& req,
+              Reply<proto::AttachResponse> reply);
+  void Replicate(const Peer& peer, const proto::ReplicateRequest& req,
                  Reply<proto::ReplicateResponse> reply);
   // Runs `read` now when the lease allows, else after a barrier; ABORTED when the barrier
   // finds this node deposed.
@@ -65,10 +96,9 @@ class KvService {
   ShardTable* shards_;
   ServerMetrics* metrics_;
   const Clock* clock_;
-  std::function<void(proto::StatsResponse*)> fill_stats_;
-  std::function<bool()> lease_valid_;
-  const std::atomic<bool>* network_cut_;
+  const Hooks hooks_;
   std::atomic<bool> stopping_{false};
+  ThrottledLog denials_log_{absl::Seconds(1)};
   std::atomic<uint64_t> value_writes_[3] = {};
 };
 

@@ -9,11 +9,15 @@
 
 namespace unloadkv::server {
 
-KvStore::KvStore(char* arena, size_t arena_bytes)
-    : arena_(arena), arena_bytes_(arena_bytes), slabs_(arena_bytes) {}
+KvStore::KvStore(char* arena, size_t arena_bytes, uint64_t max_grant_bytes_per_client)
+    : arena_(arena),
+      arena_bytes_(arena_bytes),
+      max_grant_bytes_per_client_(max_grant_bytes_per_client),
+      slabs_(arena_bytes) {}
 
 absl::StatusOr<std::vector<KvStore::Grant>> KvStore::GrantSlots(uint64_t client, uint32_t size,
-                                                                uint32_t count) {
+                                                                uint32_t count, bool* over_quota) {
+  if (over_quota != nullptr) *over_quota = false;
   if (absl::Status st = proto::CheckValueSize(size); !st.ok()) return st;
   if (count < 1 || count > kMaxGrantsPerRequest) {
     return absl::InvalidArgumentError(
@@ -24,10 +28,24 @@ absl::StatusOr<std::vector<KvStore::Grant>> KvStore::GrantSlots(uint64_t client,
     return absl::ResourceExhaustedError("arena full (injected)");
   }
   MutexLock l(&mu_);
-  size_t& held = grants_per_client_[client];
-  if (held + count > kMaxGrantsPerClient) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("connection holds ", held, " unused grants; at most ", kMaxGrantsPerClient));
+  ClientGrants& held = grants_per_client_[client];
+  if (held.count + count > kMaxGrantsPerClient) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "connection holds ", held.count, " unused grants; at most ", kMaxGrantsPerClient));
+  }
+  if (max_grant_bytes_per_client_ > 0) {
+    // As many slots as fit under the quota (fewer are fine: the client asks again later).
+    const uint64_t slot_bytes = proto::SlotClassCapacity(proto::SlotClassOf(size));
+    const uint64_t room =
+        held.bytes < max_grant_bytes_per_client_ ? max_grant_bytes_per_client_ - held.bytes : 0;
+    if (room < slot_bytes) {
+      if (over_quota != nullptr) *over_quota = true;
+      return absl::ResourceExhaustedError(
+          absl::StrCat("connection holds ", held.bytes, " bytes of unused grants; a ", slot_bytes,
+                       "-byte slot more would pass the limit (--max_grant_bytes_per_connection=",
+                       max_grant_bytes_per_client_, "); PUT or drop some first"));
+    }
+    count = static_cast<uint32_t>(std::min<uint64_t>(count, room / slot_bytes));
   }
   std::vector<Grant> out;
   out.reserve(count);
@@ -39,7 +57,8 @@ absl::StatusOr<std::vector<KvStore::Grant>> KvStore::GrantSlots(uint64_t client,
     }
     Grant g{next_grant_++, *s};
     grants_[g.id] = Granted{client, g.slot};
-    ++held;
+    ++held.count;
+    held.bytes += g.slot.capacity;
     out.push_back(g);
   }
   return out;
@@ -64,7 +83,9 @@ absl::StatusOr<Slot> KvStore::TakeGrantLocked(uint64_t client, uint64_t grant_id
                                                       g->second.slot.capacity, " bytes"));
   }
   const Slot slot = g->second.slot;
-  --grants_per_client_[client];
+  ClientGrants& held = grants_per_client_[client];
+  --held.count;
+  held.bytes -= slot.capacity;
   grants_.erase(g);
   return slot;
 }

@@ -11,7 +11,8 @@
 // Trust model: the arena is one registered region, so a client holding its rkey can write any
 // slot, published or not, with RDMA; the store protects against stale and forged *grants*, not
 // against a client that writes outside its grants (as in FaRM-style designs, clients are
-// trusted with the rkey). See docs/kv.md.
+// trusted with the rkey). Who may connect at all is the auth file's decision (admission.h);
+// what an authenticated client can still do is in docs/security.md.
 //
 // Replication (docs/cluster.md) splits a write in two: Prepare* decides it (consumes the grant,
 // assigns the version) without making it visible; Commit makes it visible once every backup
@@ -79,12 +80,15 @@ class KvStore {
   };
 
   // `arena` is `arena_bytes` of memory clients write values into (and PrepareMerge writes
-  // merged records into); not owned, must outlive the store.
-  KvStore(char* arena, size_t arena_bytes);
+  // merged records into); not owned, must outlive the store. A client holds at most
+  // `max_grant_bytes_per_client` bytes of slots in unused grants (0: no limit but the arena).
+  KvStore(char* arena, size_t arena_bytes, uint64_t max_grant_bytes_per_client = 0);
 
   // Up to `count` slots that each hold `size` bytes, granted to `client`: as many as the arena
-  // has, at least one; ResourceExhausted when it has none (or the client holds too many).
-  absl::StatusOr<std::vector<Grant>> GrantSlots(uint64_t client, uint32_t size, uint32_t count);
+  // and the client's quota allow, at least one; ResourceExhausted when none (or the client
+  // holds too many grants), with *over_quota (nullable) set when the byte quota was the reason.
+  absl::StatusOr<std::vector<Grant>> GrantSlots(uint64_t client, uint32_t size, uint32_t count,
+                                                bool* over_quota = nullptr);
   // Publishes the value `client` wrote into grant `grant_id` under `key`; returns its version.
   // FailedPrecondition for a grant that is unknown, used, or another client's, or a size over
   // the slot; InvalidArgument for a bad key.
@@ -161,13 +165,19 @@ class KvStore {
   absl::StatusOr<Slot> TakeGrantLocked(uint64_t client, uint64_t grant_id, uint32_t size)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  struct ClientGrants {
+    size_t count = 0;
+    uint64_t bytes = 0;  // slot capacity
+  };
+
   char* const arena_;
   const size_t arena_bytes_;
+  const uint64_t max_grant_bytes_per_client_;
   mutable Mutex mu_;
   SlabArena slabs_ ABSL_GUARDED_BY(mu_);
   absl::btree_map<std::string, Entry> index_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Granted> grants_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, size_t> grants_per_client_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, ClientGrants> grants_per_client_ ABSL_GUARDED_BY(mu_);
   // Keys with prepared, uncommitted mutations: how many, and the latest (a merge's base).
   struct Pending {
     int count = 0;

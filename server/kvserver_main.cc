@@ -3,6 +3,9 @@
 //   kvserver --etcd=HOST:PORT --cluster=NAME --node=NAME --listen=HOST:PORT --metrics=HOST:PORT
 // Without --etcd: one node serving every key. With it: a node of a replicated cluster
 // (docs/cluster.md); --listen must then be an address the other nodes can reach.
+// Authentication (docs/security.md): --auth_file=PATH names the users who may connect and
+// their roles (client, admin, node); SIGHUP reloads it. Without it the server is in protected
+// mode: it listens on loopback addresses only, unless --insecure.
 // Exits 0 after SIGTERM or SIGINT (graceful: stops admitting, answers UNAVAILABLE, closes
 // connections); non-zero with a message naming the fix when it cannot start.
 #include <csignal>
@@ -42,11 +45,35 @@ DEFINE_bool(fault_signals, false,
             "tests: SIGUSR1 cuts this node off from etcd and the other nodes (not from "
             "clients), SIGUSR2 heals the cut (docs/cluster.md, fault matrix)");
 DEFINE_bool(verbose, false, "log client connects and disconnects");
+DEFINE_string(auth_file, "",
+              "users who may connect: lines 'NAME ROLE SECRET' (role client, admin or node; "
+              "mode 600; reloaded on SIGHUP). Cluster mode needs a node line for --node. "
+              "Empty: no authentication (protected mode: loopback addresses only)");
+DEFINE_bool(insecure, false,
+            "serve without --auth_file on a non-loopback address, or run a cluster without "
+            "authentication: anyone who reaches the port may read, write and wipe every key");
+DEFINE_uint64(max_grant_bytes_per_connection, 0,
+              "bytes of arena slots one connection may hold in unused grants, per shard "
+              "replica; 0: arena_bytes / 32");
+DEFINE_int32(max_connections_per_host, 0,
+             "client connections from one host address at once; 0: no cap but "
+             "--max_connections");
+DEFINE_int32(idle_timeout_s, 0,
+             "close a client connection that sent no request for this many seconds; 0: never "
+             "(node connections are exempt)");
+DEFINE_string(etcd_ca, "", "cluster mode: PEM CA that signed etcd's certificate (etcd over https)");
+DEFINE_string(etcd_cert, "", "cluster mode: PEM client certificate for etcd (with --etcd_key)");
+DEFINE_string(etcd_key, "", "cluster mode: PEM private key of --etcd_cert (mode 600)");
+DEFINE_string(etcd_user, "", "cluster mode: etcd user (etcd auth), with --etcd_password_file");
+DEFINE_string(etcd_password_file, "",
+              "cluster mode: file holding --etcd_user's password (mode 600)");
 
 namespace {
 std::atomic<bool> g_stop{false};
 std::atomic<bool> g_cut{false};
+std::atomic<bool> g_reload{false};
 void OnSignal(int) { g_stop.store(true); }
+void OnReload(int) { g_reload.store(true); }
 void OnCut(int) { g_cut.store(true); }
 void OnHeal(int) { g_cut.store(false); }
 }  // namespace
@@ -76,6 +103,20 @@ int main(int argc, char** argv) {
   o.cluster = FLAGS_cluster;
   o.node = FLAGS_node;
   o.lease_ttl = absl::Seconds(FLAGS_lease_ttl_s);
+  o.auth_file = FLAGS_auth_file;
+  o.insecure = FLAGS_insecure;
+  o.max_grant_bytes_per_connection = FLAGS_max_grant_bytes_per_connection;
+  o.max_connections_per_host = FLAGS_max_connections_per_host;
+  if (FLAGS_idle_timeout_s < 0) {
+    std::fprintf(stderr, "kvserver: --idle_timeout_s must not be negative\n");
+    return 2;
+  }
+  o.idle_timeout = absl::Seconds(FLAGS_idle_timeout_s);
+  o.etcd_security.ca_file = FLAGS_etcd_ca;
+  o.etcd_security.cert_file = FLAGS_etcd_cert;
+  o.etcd_security.key_file = FLAGS_etcd_key;
+  o.etcd_security.user = FLAGS_etcd_user;
+  o.etcd_security.password_file = FLAGS_etcd_password_file;
   if (FLAGS_fault_signals) {
     o.network_cut = &g_cut;
     struct sigaction cut {
@@ -94,23 +135,27 @@ int main(int argc, char** argv) {
   sa.sa_handler = OnSignal;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  struct sigaction hup {};
+  hup.sa_handler = OnReload;
+  sigaction(SIGHUP, &hup, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
   unloadkv::server::KvServer& s = **server;
   std::printf(
       "kvserver: listening on %s (transport %s)\n"
       "kvserver: arena %llu MiB on %s; staging rings on %s\n"
       "kvserver: metrics at %s\n"
-      "kvserver: max_connections %s\n",
+      "kvserver: max_connections %s\n"
+      "kvserver: authentication: %s\n",
       s.address().c_str(), s.transport().c_str(),
       static_cast<unsigned long long>(o.arena_bytes >> 20), s.arena_memory().c_str(),
       s.staging_memory().c_str(), s.metrics_url().empty() ? "(off)" : s.metrics_url().c_str(),
-      s.connection_budget().c_str());
+      s.connection_budget().c_str(), s.auth_summary().c_str());
   if (s.clustered()) {
     std::printf("kvserver: node %s of cluster %s (etcd at %s)\n", o.node.c_str(), o.cluster.c_str(),
                 o.etcd.c_str());
   }
   std::fflush(stdout);
-  s.Run(g_stop);
+  s.Run(g_stop, &g_reload);
   unloadkv::server::KvStore::Stats st = s.stats();
   std::printf("kvserver: shut down cleanly (%llu keys held at exit)\n",
               static_cast<unsigned long long>(st.keys));

@@ -9,8 +9,8 @@ namespace unloadkv::server {
 
 absl::StatusOr<std::shared_ptr<ReplicaLink>> ReplicaLink::Open(
     engine::Engine* engine, const std::string& policy, const std::string& node,
-    const std::string& address, absl::Duration timeout, const Clock* clock,
-    const std::atomic<bool>* cut, LinkMetrics* metrics, const LinkEnv& env) {
+    const std::string& address, const rpc::Credentials* credentials, absl::Duration timeout,
+    const Clock* clock, const std::atomic<bool>* cut, LinkMetrics* metrics, const LinkEnv& env) {
   auto p = engine::MakePolicy(policy);
   if (!p.ok()) return p.status();
   auto conn = engine->CreateConnection(std::move(*p));
@@ -27,16 +27,17 @@ absl::StatusOr<std::shared_ptr<ReplicaLink>> ReplicaLink::Open(
   link->conn_ = std::move(*conn);
   link->rpc_ = std::make_unique<rpc::RpcClient>(link->conn_.get(), clock, kMaxOutstanding + 8);
   const absl::Time deadline = clock->Now() + timeout;
-  const std::string info = engine::EncodeConnectionInfo(link->conn_->local_info());
-  auto answer =
-      env.dial ? env.dial(address, info, timeout) : rpc::ExchangeAsClient(address, info, timeout);
-  if (!answer.ok()) {
-    return absl::Status(answer.status().code(),
+  absl::StatusOr<rpc::Session> session =
+      rpc::Bootstrap(env.dial, address, credentials,
+                     engine::EncodeConnectionInfo(link->conn_->local_info()), timeout);
+  if (!session.ok()) {
+    return absl::Status(session.status().code(),
                         absl::StrCat("connecting to node ", node, " at ", address, ": ",
-                                     answer.status().message()));
+                                     session.status().message()));
   }
-  auto remote = engine::DecodeConnectionInfo(*answer);
+  auto remote = engine::DecodeConnectionInfo(session->remote_info);
   if (!remote.ok()) return remote.status();
+  remote->qp.token = session->token;
   if (absl::Status st = link->conn_->Connect(*remote); !st.ok()) return st;
   // The first message: admission releases a connection that sends none in time.
   absl::StatusOr<std::string> ping =

@@ -27,6 +27,8 @@
 #include "transport/base/clock.h"
 #include "transport/base/mutex.h"
 #include "transport/engine/engine.h"
+#include "transport/rpc/auth_file.h"
+#include "transport/rpc/bootstrap.h"
 #include "transport/rpc/rpc.h"
 
 namespace unloadkv::server {
@@ -34,11 +36,7 @@ namespace unloadkv::server {
 // How a link reaches a node. Empty members: the TCP bootstrap exchange and blocking waits; a
 // simulation hands both to its world.
 struct LinkEnv {
-  // Hands this side's encoded engine::ConnectionInfo to the node at `address` and returns
-  // the node's.
-  std::function<absl::StatusOr<std::string>(const std::string& address, const std::string& info,
-                                            absl::Duration timeout)>
-      dial;
+  rpc::BootstrapDialer dial;    // the bootstrap exchange with the node at an address
   rpc::RpcClient::Waiter wait;  // for Open's and Attach's round trips
 };
 
@@ -66,12 +64,13 @@ class ReplicaLink {
     std::function<void(absl::StatusOr<proto::ReplicateResponse>)> done;
   };
 
-  // Connects to the kvserver `node` at `address` (its --listen): bootstrap exchange, then a
-  // PING round trip, within `timeout`. Blocks.
+  // Connects to the kvserver `node` at `address` (its --listen), proving `credentials` (this
+  // node's entry of the auth file; nullable: none): bootstrap exchange, then a PING round
+  // trip, within `timeout`. Blocks.
   static absl::StatusOr<std::shared_ptr<ReplicaLink>> Open(
       engine::Engine* engine, const std::string& policy, const std::string& node,
-      const std::string& address, absl::Duration timeout, const Clock* clock,
-      const std::atomic<bool>* cut = nullptr, LinkMetrics* metrics = nullptr,
+      const std::string& address, const rpc::Credentials* credentials, absl::Duration timeout,
+      const Clock* clock, const std::atomic<bool>* cut = nullptr, LinkMetrics* metrics = nullptr,
       const LinkEnv& env = LinkEnv());
   ~ReplicaLink();
 

@@ -54,6 +54,19 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry) {
                   .Name("unloadkv_connections_refused_total")
                   .Help("Admission attempts given up on, by reason")
                   .Register(*registry);
+  denied_ = &prometheus::BuildCounter()
+                 .Name("unloadkv_requests_denied_total")
+                 .Help("Requests refused for who sent them, by method and reason")
+                 .Register(*registry);
+  idle_closed_ = &prometheus::BuildCounter()
+                      .Name("unloadkv_connections_closed_idle_total")
+                      .Help("Client connections closed after --idle_timeout_s without a request")
+                      .Register(*registry)
+                      .Add({});
+  grants_refused_ = &prometheus::BuildCounter()
+                         .Name("unloadkv_grants_refused_total")
+                         .Help("GRANT requests refused for a quota, by reason")
+                         .Register(*registry);
   pending_hellos_ = gauge("unloadkv_bootstrap_pending",
                           "Bootstrap connections whose hello line is not complete yet");
   half_open_ = gauge("unloadkv_connections_half_open",
@@ -94,6 +107,17 @@ void ServerMetrics::OnConnectionRefused(absl::string_view reason, uint64_t n) {
 void ServerMetrics::SetAdmission(uint64_t pending_hellos, uint64_t half_open) {
   pending_hellos_->Set(static_cast<double>(pending_hellos));
   half_open_->Set(static_cast<double>(half_open));
+}
+
+void ServerMetrics::OnDenied(proto::Method method, absl::string_view reason) {
+  denied_->Add({{"method", MethodLabel(static_cast<int>(method))}, {"reason", std::string(reason)}})
+      .Increment();
+}
+
+void ServerMetrics::OnIdleClosed() { idle_closed_->Increment(); }
+
+void ServerMetrics::OnGrantRefused(absl::string_view reason) {
+  grants_refused_->Add({{"reason", std::string(reason)}}).Increment();
 }
 
 }  // namespace unloadkv::server

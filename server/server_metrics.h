@@ -7,10 +7,18 @@
 //   unloadkv_arena_used_bytes, unloadkv_arena_free_bytes, unloadkv_keys, unloadkv_connections
 //   unloadkv_connections_accepted_total          connections that completed admission
 //   unloadkv_connections_refused_total{reason}   admission attempts given up on, by reason:
-//       hello (malformed line or info), hello_timeout, hello_evicted, hello_closed, address
-//       (info names another host), limit (max_connections), half_open_evicted,
+//       hello (malformed line or info), auth (authentication failed), hello_timeout,
+//       hello_evicted, hello_closed, address (info names another host), limit
+//       (max_connections), host_limit (max_connections_per_host), half_open_evicted,
 //       handshake_timeout, handshake_failed, accept_failed (out of descriptors), error
 //       (resources)
+//   unloadkv_requests_denied_total{method,reason}  requests refused PERMISSION_DENIED for who
+//       sent them: role (the user's role lacks the method), not_primary (a node request from a
+//       node the map does not name the shard's primary at that epoch), not_placed (the map
+//       does not place the shard on this node), no_cluster (a node request to a single node)
+//   unloadkv_connections_closed_idle_total       client connections closed by --idle_timeout_s
+//   unloadkv_grants_refused_total{reason}        GRANT requests refused RESOURCE_EXHAUSTED:
+//       connection_quota (--max_grant_bytes_per_connection)
 //   unloadkv_bootstrap_pending                   sockets whose hello line is incomplete
 //   unloadkv_connections_half_open               admitted, no message from the client yet
 #ifndef UNLOADKV_SERVER_SERVER_METRICS_H_
@@ -46,6 +54,9 @@ class ServerMetrics {
   void OnConnectionAccepted();
   void OnConnectionRefused(absl::string_view reason, uint64_t n = 1);
   void SetAdmission(uint64_t pending_hellos, uint64_t half_open);
+  void OnDenied(proto::Method method, absl::string_view reason);
+  void OnIdleClosed();
+  void OnGrantRefused(absl::string_view reason);
 
  private:
   static constexpr int kCodes = 17;  // absl::StatusCode values 0..16
@@ -61,6 +72,9 @@ class ServerMetrics {
   prometheus::Gauge* connections_;
   prometheus::Counter* accepted_;
   prometheus::Family<prometheus::Counter>* refused_;
+  prometheus::Family<prometheus::Counter>* denied_;
+  prometheus::Counter* idle_closed_;
+  prometheus::Family<prometheus::Counter>* grants_refused_;
   prometheus::Gauge* pending_hellos_;
   prometheus::Gauge* half_open_;
 };

@@ -49,7 +49,8 @@ absl::StatusOr<KvStore::Mutation> FromRecord(const proto::ReplicationRecord& r) 
 
 absl::StatusOr<std::shared_ptr<ShardReplica>> ShardReplica::Create(
     engine::Engine* engine, uint32_t id, uint64_t arena_bytes, bool huge_pages, Reaper* reaper,
-    std::function<void(uint64_t)> close_peer, void* address_hint) {
+    std::function<void(uint64_t)> close_peer, void* address_hint,
+    uint64_t max_grant_bytes_per_client) {
   std::shared_ptr<ShardReplica> r(new ShardReplica());
   r->id_ = id;
   r->reaper_ = reaper;
@@ -67,7 +68,8 @@ absl::StatusOr<std::shared_ptr<ShardReplica>> ShardReplica::Create(
   r->mr_ = std::move(*mr);
   // Every replica of a shard manages exactly arena_bytes, whatever its mapping rounded to,
   // so that slots mirror.
-  r->store_ = std::make_unique<KvStore>(r->memory_->data(), arena_bytes);
+  r->store_ =
+      std::make_unique<KvStore>(r->memory_->data(), arena_bytes, max_grant_bytes_per_client);
   return r;
 }
 

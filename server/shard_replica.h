@@ -54,9 +54,11 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   // at once (Connection::Close): the replica fences off a primary it no longer follows, so
   // that none of that primary's one-sided writes lands in this arena afterwards.
   // `address_hint` (nullable): where to ask the kernel to map the arena (MappedMemory).
+  // `max_grant_bytes_per_client`: the store's quota per connection (KvStore; 0: none).
   static absl::StatusOr<std::shared_ptr<ShardReplica>> Create(
       engine::Engine* engine, uint32_t id, uint64_t arena_bytes, bool huge_pages, Reaper* reaper,
-      std::function<void(uint64_t peer)> close_peer, void* address_hint = nullptr);
+      std::function<void(uint64_t peer)> close_peer, void* address_hint = nullptr,
+      uint64_t max_grant_bytes_per_client = 0);
   ~ShardReplica();
 
   uint32_t id() const { return id_; }

@@ -58,6 +58,17 @@ absl::StatusOr<std::unique_ptr<ClusterWorld>> ClusterWorld::Create(const Options
     n->arena_base = reinterpret_cast<void*>(kArenaBase + static_cast<uintptr_t>(i) * kNodeStride);
     w->nodes_.push_back(std::move(n));
   }
+  if (options.authenticate) {
+    // Made-up secrets: a simulation's users guard nothing, they exercise the same checks.
+    std::string users = "sim-client client sim-client-secret-0123456789\n";
+    for (const auto& n : w->nodes_) {
+      absl::StrAppend(&users, n->name, " node sim-node-secret-of-", n->name, "\n");
+    }
+    absl::StatusOr<rpc::AuthTable> table = rpc::AuthTable::Parse(users, "the simulated cluster");
+    if (!table.ok()) return table.status();
+    w->auth_ = std::make_shared<const rpc::AuthTable>(*std::move(table));
+    w->client_credentials_ = *w->auth_->CredentialsOf("sim-client");
+  }
   for (int i = 0; i < options.nodes; ++i) {
     if (absl::Status st = w->StartNode(i); !st.ok()) return st;
   }
@@ -91,8 +102,8 @@ absl::Status ClusterWorld::StartNode(int i) {
   n.embedding.arena_address = static_cast<char*>(n.arena_base) +
                               static_cast<uintptr_t>(n.incarnations) * kIncarnationStride;
   n.embedding.address = n.address;
-  n.embedding.links.dial = [this, i](const std::string& address, const std::string& info,
-                                     absl::Duration) { return Dial(address, info, i); };
+  n.embedding.links.dial = [this, i](const std::string& address, const rpc::HelloFn& hello,
+                                     absl::Duration) { return Dial(address, hello, i); };
   n.embedding.links.wait = [this](const std::function<bool()>& done) { lockstep_.Wait(done); };
   n.embedding.checks = &checks_;
   KvServerOptions so;
@@ -104,6 +115,8 @@ absl::Status ClusterWorld::StartNode(int i) {
   so.lease_ttl = options_.lease_ttl;
   so.policy = options_.policy;
   so.network_cut = &n.network_cut;
+  so.auth = auth_;
+  so.insecure = auth_ == nullptr;
   absl::StatusOr<std::unique_ptr<KvServer>> s = KvServer::Start(so);
   if (!s.ok()) {
     n.map.reset();
@@ -131,8 +144,8 @@ void ClusterWorld::StopNode(int i, bool crash) {
   n.map.reset();
 }
 
-absl::StatusOr<std::string> ClusterWorld::Dial(const std::string& address, const std::string& info,
-                                               int from_node) {
+absl::StatusOr<std::string> ClusterWorld::Dial(const std::string& address,
+                                               const rpc::HelloFn& hello, int from_node) {
   for (int j = 0; j < nodes(); ++j) {
     Node& n = *nodes_[j];
     if (n.address != address) continue;
@@ -144,7 +157,7 @@ absl::StatusOr<std::string> ClusterWorld::Dial(const std::string& address, const
          cut_pairs_.count({std::min(j, from_node), std::max(j, from_node)}) > 0)) {
       return absl::UnavailableError(absl::StrCat(address, ": network cut"));
     }
-    return n.server->Admit(info);
+    return n.server->Admit(hello);
   }
   return absl::NotFoundError(absl::StrCat("no node at ", address));
 }
@@ -192,9 +205,10 @@ absl::StatusOr<std::unique_ptr<Client>> ClusterWorld::Connect(ClientOptions opti
   client_devices_.push_back(fabric_.CreateDevice(options_.client_model));
   std::unique_ptr<ClientEmbedding> e =
       SimClientEmbedding(client_devices_.back().get(), fabric_, lockstep_, pollers_);
-  e->bootstrap = [this](const std::string& server, const std::string& info) {
-    return Dial(server, info, -1);
+  e->bootstrap = [this](const std::string& server, const rpc::HelloFn& hello, absl::Duration) {
+    return Dial(server, hello, -1);
   };
+  if (auth_ != nullptr) e->credentials = &client_credentials_;
   e->spawn = [this](std::function<void()> body) { lockstep_.Spawn(std::move(body)); };
   e->checks = &checks_;
   client_maps_.push_back(std::make_unique<cluster::MemoryClusterMap>(&coordinator_, kCluster));
@@ -252,10 +266,14 @@ absl::Status ClusterWorld::RogueWrite(int i, engine::Path path, Rogue kind, uint
       engine->CreateConnection(std::move(policy));
   if (!c.ok()) return c.status();
   std::unique_ptr<engine::Connection> conn = *std::move(c);
-  absl::StatusOr<std::string> answer =
-      Dial(nodes_[i]->address, engine::EncodeConnectionInfo(conn->local_info()), -1);
-  if (!answer.ok()) return answer.status();
-  absl::StatusOr<engine::ConnectionInfo> info = engine::DecodeConnectionInfo(*answer);
+  // An authenticated client gone rogue (a compromised one): it holds the client secret.
+  absl::StatusOr<rpc::Session> session =
+      rpc::Bootstrap([this](const std::string& address, const rpc::HelloFn& hello,
+                            absl::Duration) { return Dial(address, hello, -1); },
+                     nodes_[i]->address, auth_ != nullptr ? &client_credentials_ : nullptr,
+                     engine::EncodeConnectionInfo(conn->local_info()), absl::Seconds(5));
+  if (!session.ok()) return session.status();
+  absl::StatusOr<engine::ConnectionInfo> info = engine::DecodeConnectionInfo(session->remote_info);
   if (!info.ok()) return info.status();
   if (absl::Status st = conn->Connect(*info); !st.ok()) return st;
   const uint64_t poller = pollers_.Add([&engine] { return engine->PollOnce(); });

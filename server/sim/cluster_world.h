@@ -57,6 +57,8 @@
 #include "server/sim/sim_clients.h"
 #include "server/sim/sim_invariants.h"
 #include "transport/cluster/memory_cluster_map.h"
+#include "transport/rpc/auth_file.h"
+#include "transport/rpc/bootstrap.h"
 #include "transport/sim/fabric.h"
 #include "transport/sim/lockstep.h"
 #include "transport/sim/model.h"
@@ -72,6 +74,10 @@ class ClusterWorld {
     uint64_t arena_bytes = uint64_t{8} << 20;  // per shard replica
     absl::Duration lease_ttl = absl::Seconds(3);
     std::string policy = "adaptive";  // path policy of every node's writes
+    // Every node and client authenticates (rpc/handshake.h) with users the world makes up:
+    // a node entry per node, one client user. false: no users (every connection holds every
+    // role, as kvserver --insecure).
+    bool authenticate = true;
     sim::NodeModel node_model;
     sim::NodeModel client_model;
     // Run fails (the world is stuck) past this much virtual time.
@@ -170,9 +176,9 @@ class ClusterWorld {
   // Node `i`'s participant: lease and control ticks, crash and restart, until Run's bodies
   // are done.
   void DriveNode(int i);
-  // The server at `address` admits `info` (a client's or a peer node's bootstrap; -1: a
+  // The server at `address` answers `hello` (a client's or a peer node's bootstrap; -1: a
   // client).
-  absl::StatusOr<std::string> Dial(const std::string& address, const std::string& info,
+  absl::StatusOr<std::string> Dial(const std::string& address, const rpc::HelloFn& hello,
                                    int from_node);
   // Applies the cut of the link between nodes i and j to their current devices.
   void ApplyCut(int i, int j, bool cut);
@@ -182,6 +188,8 @@ class ClusterWorld {
   SimInvariants checks_;  // every engine's (outlives them)
   cluster::MemoryCoordinator coordinator_;
   std::vector<std::unique_ptr<Node>> nodes_;
+  std::shared_ptr<const rpc::AuthTable> auth_;  // null without Options::authenticate
+  rpc::Credentials client_credentials_;
   std::set<std::pair<int, int>> cut_pairs_;  // node indices (smaller, larger): Partition
   std::vector<std::unique_ptr<rnic::Device>> client_devices_;
   std::vector<std::unique_ptr<ClientEmbedding>> client_embeddings_;

@@ -38,8 +38,8 @@ absl::StatusOr<std::unique_ptr<Client>> KvWorld::Connect(ClientOptions options) 
   client_devices_.push_back(fabric_.CreateDevice(client_model_));
   std::unique_ptr<ClientEmbedding> e =
       SimClientEmbedding(client_devices_.back().get(), fabric_, lockstep_, pollers_);
-  e->bootstrap = [this](const std::string&, const std::string& info) {
-    return server_->Admit(info);
+  e->bootstrap = [this](const std::string&, const rpc::HelloFn& hello, absl::Duration) {
+    return server_->Admit(hello);
   };
   options.embedding = e.get();
   options.server = "the simulated kvserver";  // names it in the SDK's errors

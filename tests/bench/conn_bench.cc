@@ -201,10 +201,13 @@ int ChildMain() {
     auto c = std::make_unique<Conn>();
     c->conn = std::move(*conn);
     c->rpc = std::make_unique<rpc::RpcClient>(c->conn.get(), RealClock::Get());
-    auto answer = rpc::ExchangeAsClient(
-        FLAGS_child_server, engine::EncodeConnectionInfo(c->conn->local_info()), kCallTimeout);
-    if (!answer.ok()) return fail(absl::StrCat("connection ", i, ": ", answer.status().ToString()));
-    auto info = engine::DecodeConnectionInfo(*answer);
+    auto session =
+        rpc::Bootstrap(nullptr, FLAGS_child_server, nullptr,
+                       engine::EncodeConnectionInfo(c->conn->local_info()), kCallTimeout);
+    if (!session.ok()) {
+      return fail(absl::StrCat("connection ", i, ": ", session.status().ToString()));
+    }
+    auto info = engine::DecodeConnectionInfo(session->remote_info);
     if (!info.ok()) return fail(info.status().ToString());
     if (absl::Status st = c->conn->Connect(*info); !st.ok()) return fail(st.ToString());
     c->key = absl::StrCat("conn_bench/", getpid(), "/", i);

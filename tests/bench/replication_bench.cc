@@ -22,6 +22,7 @@
 #include "tests/bench/client_load.h"
 #include "tests/kv/process_harness.h"
 #include "tests/support/etcd_process.h"
+#include "tests/support/test_auth.h"
 #include "transport/base/logging.h"
 #include "transport/base/percentile.h"
 #include "transport/cluster/etcd_cluster_map.h"
@@ -50,6 +51,9 @@ int Main() {
     return 1;
   }
   const std::vector<int> factors = {1, 2, 3};
+  // Authenticated, as a cluster runs in production (docs/security.md).
+  const std::string auth_file = testing::WriteTestAuthFile(
+      {"r1n0", "r2n0", "r2n1", "r3n0", "r3n1", "r3n2"}, "replication_bench_auth");
   std::vector<std::unique_ptr<testing::ServerProcess>> servers;
   std::map<int, std::unique_ptr<Client>> clients;
   for (int r : factors) {
@@ -60,9 +64,10 @@ int Main() {
       return 1;
     }
     for (int n = 0; n < r; ++n) {
-      servers.push_back(std::make_unique<testing::ServerProcess>(std::vector<std::string>{
-          "--etcd=" + (*etcd)->endpoint(), "--cluster=" + name,
-          absl::StrCat("--node=", name, "n", n), "--arena_bytes=134217728"}));
+      servers.push_back(std::make_unique<testing::ServerProcess>(
+          std::vector<std::string>{"--etcd=" + (*etcd)->endpoint(), "--cluster=" + name,
+                                   absl::StrCat("--node=", name, "n", n), "--arena_bytes=134217728",
+                                   "--auth_file=" + auth_file}));
       if (servers.back()->address().empty()) {
         std::fprintf(stderr, "replication_bench: a kvserver did not start\n");
         return 1;
@@ -86,6 +91,8 @@ int Main() {
     o.etcd = (*etcd)->endpoint();
     o.cluster = name;
     o.max_in_flight = 16;
+    o.auth_file = auth_file;
+    o.user = testing::kTestClientUser;
     auto c = Client::Connect(o);
     if (!c.ok()) {
       std::fprintf(stderr, "replication_bench: %s\n", c.status().ToString().c_str());

@@ -33,6 +33,7 @@
 #include "tests/kv/process_harness.h"
 #include "tests/support/etcd_process.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/test_auth.h"
 #include "transport/base/logging.h"
 #include "transport/cluster/etcd_cluster_map.h"
 
@@ -62,10 +63,13 @@ int64_t MonoNow() {
 // The client process and the lines it logged.
 class LoadProcess {
  public:
-  LoadProcess(const std::string& etcd, const std::string& cluster, const std::string& prefix) {
-    child_ = testing::Spawn({"tests/cluster/cluster_load", "--etcd=" + etcd, "--cluster=" + cluster,
-                             "--prefix=" + prefix, "--threads=4", PolicyFlag()},
-                            /*capture_stderr=*/false, /*alarm_seconds=*/180);
+  LoadProcess(const std::string& etcd, const std::string& cluster, const std::string& prefix,
+              const std::string& auth_file) {
+    child_ = testing::Spawn(
+        {"tests/cluster/cluster_load", "--etcd=" + etcd, "--cluster=" + cluster,
+         "--prefix=" + prefix, "--threads=4", PolicyFlag(), "--auth_file=" + auth_file,
+         std::string("--user=") + testing::kTestClientUser},
+        /*capture_stderr=*/false, /*alarm_seconds=*/180);
     reader_ = std::thread([this] {
       while (true) {
         std::string line = testing::ReadLine(child_.out_fd);
@@ -136,6 +140,8 @@ class ClusterFaultTest : public ::testing::Test {
       return;
     }
     etcd_ = std::move(*etcd).release();
+    // Every node and the client authenticate, as in production (docs/security.md).
+    auth_file_ = new std::string(testing::WriteTestAuthFile({"n1", "n2", "n3", "n4", "n5"}));
   }
   static void TearDownTestSuite() {
     std::printf("\n%-34s %8s %6s %8s %10s %10s %8s %s\n", "case", "acked", "lost", "unknown",
@@ -175,10 +181,10 @@ class ClusterFaultTest : public ::testing::Test {
     ASSERT_TRUE(map_->Create(replicas, *cluster::InitialShards(1, {})).ok());
   }
   void StartNode(const std::string& name) {
-    nodes_[name] = std::make_unique<testing::ServerProcess>(
-        std::vector<std::string>{"--etcd=" + etcd_->endpoint(), "--cluster=" + cluster_,
-                                 "--node=" + name, absl::StrCat("--lease_ttl_s=", kLeaseTtlSeconds),
-                                 "--fault_signals", PolicyFlag(), "--metrics=127.0.0.1:0"});
+    nodes_[name] = std::make_unique<testing::ServerProcess>(std::vector<std::string>{
+        "--etcd=" + etcd_->endpoint(), "--cluster=" + cluster_, "--node=" + name,
+        absl::StrCat("--lease_ttl_s=", kLeaseTtlSeconds), "--auth_file=" + *auth_file_,
+        "--fault_signals", PolicyFlag(), "--metrics=127.0.0.1:0"});
     ASSERT_FALSE(nodes_[name]->address().empty()) << name << " did not start";
   }
   ClusterView View() {
@@ -250,7 +256,7 @@ class ClusterFaultTest : public ::testing::Test {
   }
 
   void StartLoad() {
-    load_ = std::make_unique<LoadProcess>(etcd_->endpoint(), cluster_, cluster_);
+    load_ = std::make_unique<LoadProcess>(etcd_->endpoint(), cluster_, cluster_, *auth_file_);
     ASSERT_TRUE(load_->WaitReady(absl::Seconds(20)));
   }
   // Lets the load run until it logged `n` more lines (bounded).
@@ -330,6 +336,8 @@ class ClusterFaultTest : public ::testing::Test {
     o.etcd = etcd_->endpoint();
     o.cluster = cluster_;
     o.failover_timeout = absl::Seconds(30);
+    o.auth_file = *auth_file_;
+    o.user = testing::kTestClientUser;
     auto c = Client::Connect(o);
     ASSERT_TRUE(c.ok()) << c.status();
     for (const auto& [key, value] : acked) {
@@ -365,6 +373,7 @@ class ClusterFaultTest : public ::testing::Test {
 
   static inline testing::EtcdProcess* etcd_ = nullptr;
   static inline std::string skip_;
+  static inline std::string* auth_file_ = nullptr;  // the nodes' and the client's users
   static inline std::vector<Row>* rows_ = new std::vector<Row>();
   std::string cluster_;
   std::unique_ptr<cluster::EtcdClusterMap> map_;
@@ -421,6 +430,8 @@ TEST_F(ClusterFaultTest, PausedPrimaryNeitherAcknowledgesNorServesStaleReads) {
   ClientOptions co;
   co.etcd = etcd_->endpoint();
   co.cluster = cluster_;
+  co.auth_file = *auth_file_;
+  co.user = testing::kTestClientUser;
   auto cluster_client = Client::Connect(co);
   ASSERT_TRUE(cluster_client.ok());
   ASSERT_TRUE((*cluster_client)->Put("after-failover", "new").ok());
@@ -430,6 +441,8 @@ TEST_F(ClusterFaultTest, PausedPrimaryNeitherAcknowledgesNorServesStaleReads) {
   direct.server = old_address;
   direct.timeout = absl::Seconds(3);
   direct.max_retries = 0;
+  direct.auth_file = *auth_file_;
+  direct.user = testing::kTestClientUser;
   std::atomic<bool> probe_done{false};
   absl::Status put_probe, get_probe;
   std::thread probe([&] {

@@ -29,6 +29,8 @@ DEFINE_int32(ops, 1000000, "operations per thread");
 DEFINE_string(prefix, "k", "key prefix (unique per run)");
 DEFINE_double(read_fraction, 0.3, "share of operations that read a key written before");
 DEFINE_string(policy, "adaptive", "path policy of the client's value writes");
+DEFINE_string(auth_file, "", "auth file (kvserver's format) with the user to prove");
+DEFINE_string(user, "", "the auth file's user (empty: its only one)");
 
 namespace {
 
@@ -68,6 +70,8 @@ int main(int argc, char** argv) {
   o.cluster = FLAGS_cluster;
   o.failover_timeout = absl::Seconds(20);
   o.policy = FLAGS_policy;
+  o.auth_file = FLAGS_auth_file;
+  o.user = FLAGS_user;
   auto client = unloadkv::Client::Connect(o);
   if (!client.ok()) {
     std::fprintf(stderr, "cluster_load: %s\n", client.status().ToString().c_str());

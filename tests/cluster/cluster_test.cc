@@ -14,6 +14,7 @@
 #include "client/client.h"
 #include "gtest/gtest.h"
 #include "server/kv_server.h"
+#include "tests/support/test_auth.h"
 #include "transport/base/logging.h"
 #include "transport/cluster/memory_cluster_map.h"
 
@@ -43,7 +44,11 @@ struct Node {
 
 class ClusterTest : public ::testing::Test {
  protected:
-  void SetUp() override { SetMinLogLevel(LogLevel::kError); }
+  std::string auth_file_;
+  void SetUp() override {
+    SetMinLogLevel(LogLevel::kError);
+    auth_file_ = testing::WriteTestAuthFile({"a", "b", "c", "d"});
+  }
 
   void Init(int shards, int replicas, std::vector<std::string> splits = {}) {
     admin_ = std::make_unique<cluster::MemoryClusterMap>(&coordinator_, "t");
@@ -60,6 +65,7 @@ class ClusterTest : public ::testing::Test {
     o.arena_bytes = 8 << 20;
     o.cluster_map = n->map.get();
     o.node = name;
+    o.auth_file = auth_file_;
     o.lease_ttl = absl::Seconds(1);
     auto s = server::KvServer::Start(o);
     EXPECT_TRUE(s.ok()) << s.status();
@@ -95,6 +101,8 @@ class ClusterTest : public ::testing::Test {
   std::unique_ptr<Client> Connect() {
     ClientOptions o;
     o.cluster_map = admin_.get();
+    o.auth_file = auth_file_;
+    o.user = testing::kTestClientUser;
     o.failover_timeout = absl::Seconds(15);
     auto c = Client::Connect(o);
     EXPECT_TRUE(c.ok()) << c.status();
@@ -230,6 +238,8 @@ TEST_F(ClusterTest, ADeposedPrimaryCannotGetAWriteAcknowledgedNorServeAStaleRead
   // successor from the group without the map.
   ClientOptions direct;
   direct.server = old_address;
+  direct.auth_file = auth_file_;
+  direct.user = testing::kTestClientUser;
   direct.timeout = absl::Seconds(1);
   direct.max_retries = 0;
   auto old = Client::Connect(direct);

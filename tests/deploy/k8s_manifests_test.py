@@ -118,6 +118,13 @@ def check_promises(objects, rdma):
         fail("kvserver: no Prometheus scrape annotations")
     if "--node=$(POD_NAME)" not in c["args"]:
         fail("kvserver: node name not from the pod name")
+    # Authentication (docs/security.md): the users come from a Secret no other user may read.
+    if "--auth_file=/etc/unloadkv/auth/auth" not in c["args"]:
+        fail("kvserver: no --auth_file")
+    vols = {v["name"]: v for v in pod["spec"].get("volumes", [])}
+    secret = vols.get("auth", {}).get("secret", {})
+    if secret.get("secretName") != "unloadkv-auth" or secret.get("defaultMode", 0o644) & 0o007:
+        fail(f"kvserver: the auth file is not a Secret kept from others: {vols.get('auth')}")
     env = {e["name"]: e for e in c["env"]}
     if env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] != "metadata.name":
         fail("kvserver: POD_NAME is not the pod's name")

@@ -4,6 +4,7 @@ finally). Run from the test's runfiles root (server/kvserver and client/kvclient
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -46,6 +47,12 @@ class LocalCluster:
         self.procs = []
         self.metrics = []  # "host:port" of each node's metrics endpoint
         self.etcd = None
+        # Every node and client authenticates (docs/security.md): one file of users, mode 600.
+        self.auth_file = os.path.join(tmp, "auth")
+        with open(os.open(self.auth_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write(f"app client {secrets.token_hex(32)}\n")
+            for n in range(1, 6):
+                f.write(f"n{n} node {secrets.token_hex(32)}\n")
 
     def start(self, name, args, stdout=None):
         log = open(os.path.join(self.tmp, name + ".log"), "w")
@@ -102,6 +109,7 @@ class LocalCluster:
     def start_node(self, node, extra=()):
         out = open(os.path.join(self.tmp, node + ".out"), "w+")
         self.start(node, [KVSERVER, *self.flags(), f"--node={node}", "--listen=127.0.0.1:0",
+                          f"--auth_file={self.auth_file}",
                           "--metrics=127.0.0.1:0", "--arena_bytes=67108864",
                           "--huge_pages=false", *extra], stdout=out)
 
@@ -125,7 +133,8 @@ class LocalCluster:
         wait_for(f"one primary and {backups} backup(s) in the map", whole, 60, step_s=0.5)
 
     def start_load(self, extra=()):
-        return self.start("load", [KVCLIENT, *self.flags(), "load", "--ops=100000000",
+        return self.start("load", [KVCLIENT, *self.flags(), f"--auth_file={self.auth_file}",
+                                   "--user=app", "load", "--ops=100000000",
                                    "--in_flight=8", "--keys=2000", "--value_size=1000",
                                    "--read_fraction=0.5", *extra])
 

@@ -27,7 +27,8 @@ absl::Status OpenEngine(bool huge_pages, std::unique_ptr<rnic::Device>* device,
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<RawConnection>> RawConnection::Open(const std::string& server) {
+absl::StatusOr<std::unique_ptr<RawConnection>> RawConnection::Open(
+    const std::string& server, const rpc::Credentials* credentials) {
   std::unique_ptr<RawConnection> r(new RawConnection());
   if (absl::Status st = OpenEngine(true, &r->device_, &r->engine_); !st.ok()) return st;
   r->buf_.assign(proto::kMaxValueBytes, 0);
@@ -38,11 +39,13 @@ absl::StatusOr<std::unique_ptr<RawConnection>> RawConnection::Open(const std::st
   if (!conn.ok()) return conn.status();
   r->conn_ = std::move(*conn);
   r->rpc_ = std::make_unique<rpc::RpcClient>(r->conn_.get(), RealClock::Get());
-  auto answer = rpc::ExchangeAsClient(server, engine::EncodeConnectionInfo(r->conn_->local_info()),
-                                      absl::Seconds(5));
-  if (!answer.ok()) return answer.status();
-  auto info = engine::DecodeConnectionInfo(*answer);
+  auto session =
+      rpc::Bootstrap(nullptr, server, credentials,
+                     engine::EncodeConnectionInfo(r->conn_->local_info()), absl::Seconds(5));
+  if (!session.ok()) return session.status();
+  auto info = engine::DecodeConnectionInfo(session->remote_info);
   if (!info.ok()) return info.status();
+  info->qp.token = session->token;
   if (absl::Status st = r->conn_->Connect(*info); !st.ok()) return st;
   r->engine_->Start();
   return r;
@@ -127,7 +130,10 @@ absl::StatusOr<std::string> HalfOpenPeer::Hello(const std::string& server,
   engine::ConnectionInfo info = (*conn)->local_info();
   if (!address.empty()) info.qp.address = address;
   conns_.push_back(std::move(*conn));
-  return rpc::ExchangeAsClient(server, engine::EncodeConnectionInfo(info), absl::Seconds(5));
+  absl::StatusOr<rpc::Session> session = rpc::Bootstrap(
+      nullptr, server, nullptr, engine::EncodeConnectionInfo(info), absl::Seconds(5));
+  if (!session.ok()) return session.status();
+  return session->remote_info;
 }
 
 }  // namespace unloadkv::testing

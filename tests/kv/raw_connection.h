@@ -13,13 +13,16 @@
 #include "proto/kv.pb.h"
 #include "transport/engine/engine.h"
 #include "transport/rnic/device.h"
+#include "transport/rpc/auth_file.h"
 #include "transport/rpc/rpc.h"
 
 namespace unloadkv::testing {
 
 class RawConnection {
  public:
-  static absl::StatusOr<std::unique_ptr<RawConnection>> Open(const std::string& server);
+  // Connects to `server`, proving `credentials` (nullable: none).
+  static absl::StatusOr<std::unique_ptr<RawConnection>> Open(
+      const std::string& server, const rpc::Credentials* credentials = nullptr);
   ~RawConnection();
 
   absl::StatusOr<std::string> Call(uint16_t method, const std::string& payload);

@@ -48,6 +48,12 @@ absl::StatusOr<sockaddr_in> ParseHostPort(absl::string_view text, bool allow_por
   return sa;
 }
 
+bool IsLoopbackHost(absl::string_view host) {
+  sockaddr_in sa{};
+  if (!ParseHost(host, &sa).ok()) return false;
+  return (ntohl(sa.sin_addr.s_addr) >> 24) == 127;
+}
+
 std::string FormatHostPort(const sockaddr_in& sa) {
   char host[INET_ADDRSTRLEN] = {};
   inet_ntop(AF_INET, &sa.sin_addr, host, sizeof(host));

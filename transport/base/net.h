@@ -24,6 +24,9 @@ absl::StatusOr<HostPort> SplitHostPort(absl::string_view text, bool allow_port_z
 // Parses "host:port" as SplitHostPort, with the host as ParseHost takes it.
 absl::StatusOr<sockaddr_in> ParseHostPort(absl::string_view text, bool allow_port_zero = false);
 std::string FormatHostPort(const sockaddr_in& sa);
+// Whether `host` ("localhost" or numeric IPv4) is a loopback address (127.0.0.0/8): one only
+// this machine can reach.
+bool IsLoopbackHost(absl::string_view host);
 // Unavailable "<what>: <strerror(errno)>", for a failed system call (reads errno now).
 absl::Status ErrnoError(absl::string_view what);
 

@@ -13,10 +13,11 @@
 namespace unloadkv::cluster {
 
 absl::StatusOr<std::unique_ptr<EtcdClusterMap>> EtcdClusterMap::Open(absl::string_view endpoints,
-                                                                     absl::string_view cluster) {
+                                                                     absl::string_view cluster,
+                                                                     const EtcdSecurity& security) {
   if (absl::Status s = CheckClusterName(cluster); !s.ok()) return s;
   absl::StatusOr<std::unique_ptr<EtcdGateway>> gateway =
-      EtcdGateway::Create(endpoints, kEtcdRequestTimeout);
+      EtcdGateway::Create(endpoints, kEtcdRequestTimeout, security);
   if (!gateway.ok()) return gateway.status();
   return std::unique_ptr<EtcdClusterMap>(
       new EtcdClusterMap(*std::move(gateway), std::string(cluster)));

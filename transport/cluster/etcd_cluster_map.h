@@ -19,10 +19,12 @@ inline constexpr absl::Duration kEtcdRequestTimeout = absl::Seconds(2);
 
 class EtcdClusterMap : public ClusterMap {
  public:
-  // `endpoints`: the --etcd flag ("HOST:PORT[,HOST:PORT...]"); `cluster`: the --cluster name.
-  // Checks the arguments only; does not contact etcd (the first call does).
-  static absl::StatusOr<std::unique_ptr<EtcdClusterMap>> Open(absl::string_view endpoints,
-                                                              absl::string_view cluster);
+  // `endpoints`: the --etcd flag ("HOST:PORT[,HOST:PORT...]"); `cluster`: the --cluster name;
+  // `security`: TLS and etcd user (EtcdGateway::Create checks them and reads the files).
+  // Does not contact etcd (the first call does).
+  static absl::StatusOr<std::unique_ptr<EtcdClusterMap>> Open(
+      absl::string_view endpoints, absl::string_view cluster,
+      const EtcdSecurity& security = EtcdSecurity());
 
   std::string Describe() const override;
   absl::StatusOr<ClusterView> Read() override;

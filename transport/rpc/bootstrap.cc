@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace unloadkv::rpc {
@@ -140,25 +139,34 @@ absl::Status WriteAll(int fd, absl::string_view data, absl::Duration timeout) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ExchangeAsClient(absl::string_view host_port,
-                                             absl::string_view local_info, absl::Duration timeout) {
-  // One deadline for the whole exchange: dial, hello and answer share `timeout`.
+absl::StatusOr<std::string> ExchangeOverTcp(const std::string& address, const HelloFn& hello,
+                                            absl::Duration timeout) {
+  // One deadline for the whole exchange: dial, challenge, hello and answer share `timeout`.
   const absl::Time deadline = absl::Now() + timeout;
   auto left = [deadline] { return std::max(deadline - absl::Now(), absl::ZeroDuration()); };
-  absl::StatusOr<ScopedFd> fd = Dial(host_port, left());
+  absl::StatusOr<ScopedFd> fd = Dial(address, left());
   if (!fd.ok()) return fd.status();
-  if (absl::Status st =
-          WriteAll(fd->get(), absl::StrCat(kBootstrapHello, " ", local_info, "\n"), left());
-      !st.ok()) {
+  absl::StatusOr<std::string> challenge = ReadLine(fd->get(), kMaxBootstrapLine, left());
+  if (!challenge.ok()) return challenge.status();
+  absl::StatusOr<std::string> line = hello(*challenge);
+  if (!line.ok()) return line.status();
+  if (absl::Status st = WriteAll(fd->get(), absl::StrCat(*line, "\n"), left()); !st.ok()) {
     return st;
   }
-  absl::StatusOr<std::string> line = ReadLine(fd->get(), kMaxBootstrapLine, left());
-  if (!line.ok()) return line.status();
-  if (absl::StartsWith(*line, "ok ")) return line->substr(3);
-  if (absl::StartsWith(*line, "error ")) {
-    return absl::FailedPreconditionError(absl::StrCat("server refused: ", line->substr(6)));
-  }
-  return absl::InvalidArgumentError("bootstrap: the server's answer is not 'ok' or 'error'");
+  return ReadLine(fd->get(), kMaxBootstrapLine, left());
+}
+
+absl::StatusOr<Session> Bootstrap(const BootstrapDialer& dialer, const std::string& address,
+                                  const Credentials* credentials, const std::string& local_info,
+                                  absl::Duration timeout) {
+  ClientHandshake handshake(credentials, local_info);
+  HelloFn hello = [&handshake](absl::string_view challenge) {
+    return handshake.HelloFor(challenge);
+  };
+  absl::StatusOr<std::string> answer =
+      dialer ? dialer(address, hello, timeout) : ExchangeOverTcp(address, hello, timeout);
+  if (!answer.ok()) return answer.status();
+  return handshake.Finish(*answer);
 }
 
 }  // namespace unloadkv::rpc

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "transport/rpc/bootstrap.h"
+#include "transport/rpc/handshake.h"
 
 namespace unloadkv::rpc {
 namespace {
@@ -107,8 +108,15 @@ void BootstrapAcceptor::AcceptAll(std::vector<Hello>* done) {
     len = sizeof(local);
     getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &len);
     ++counters_.accepted;
-    Pending p{std::move(fd), std::string(), options_.clock->Now() + options_.line_deadline,
-              HostOf(peer), HostOf(local)};
+    Pending p{std::move(fd), NewNonce(),
+              std::string(), options_.clock->Now() + options_.line_deadline,
+              HostOf(peer),  HostOf(local)};
+    // The challenge first: a client says hello only once it has it. A fresh socket's send
+    // buffer takes the line whole; one that does not is a socket already failing.
+    if (!AnswerNow(p.fd.get(), EncodeChallenge(p.challenge)).ok()) {
+      ++counters_.closed;
+      continue;
+    }
     // A client sends its hello right after connecting, so it is usually here already: a
     // complete line never occupies a pending place, and cannot be pushed out by a flood.
     if (Read(p, done)) continue;
@@ -158,8 +166,8 @@ bool BootstrapAcceptor::Read(Pending& p, std::vector<Hello>* done) {
       return true;
     }
     if (nl != nullptr) {
-      done->push_back(Hello{std::move(p.fd), std::move(p.buffer), std::move(p.peer_host),
-                            std::move(p.local_host)});
+      done->push_back(Hello{std::move(p.fd), std::move(p.challenge), std::move(p.buffer),
+                            std::move(p.peer_host), std::move(p.local_host)});
       return true;
     }
   }

@@ -1,5 +1,6 @@
-// The server side of the bootstrap exchange (bootstrap.h), event-driven: accepts connections
-// and reads each one's hello line without ever blocking, so slow, silent or malicious peers
+// The server side of the bootstrap exchange (bootstrap.h), event-driven: accepts connections,
+// sends each its challenge line (handshake.h; a fresh nonce per connection) and reads its hello
+// line without ever blocking, so slow, silent or malicious peers
 // cost a bounded amount of memory and their own deadline, never another client's admission.
 //
 // Limits: at most Options::max_pending connections are read at once (each holds at most
@@ -41,6 +42,7 @@ class BootstrapAcceptor {
   // A connection whose hello line is complete. The acceptor no longer tracks it.
   struct Hello {
     ScopedFd fd;             // non-blocking; answer with AnswerNow
+    std::string challenge;   // the nonce of the challenge this connection was sent
     std::string line;        // without the '\n'
     std::string peer_host;   // numeric IPv4 address the connection came from
     std::string local_host;  // numeric IPv4 address it reached: one the peer can dial
@@ -73,6 +75,7 @@ class BootstrapAcceptor {
  private:
   struct Pending {
     ScopedFd fd;
+    std::string challenge;
     std::string buffer;
     absl::Time deadline;
     std::string peer_host, local_host;

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "transport/rpc/bootstrap.h"
+#include "transport/rpc/handshake.h"
 
 namespace unloadkv::rpc {
 namespace {
@@ -53,10 +54,19 @@ class BootstrapAcceptorTest : public ::testing::Test {
     }
     return got;
   }
-  // The line the acceptor answered on `fd` (empty if none within 2 s).
+  // The line the acceptor answered on `fd` after its challenge (empty if none within 2 s).
   static std::string AnswerOn(int fd) {
     absl::StatusOr<std::string> line = ReadLine(fd, kMaxBootstrapLine, absl::Seconds(2));
+    if (line.ok() && DecodeChallenge(*line).ok()) {
+      line = ReadLine(fd, kMaxBootstrapLine, absl::Seconds(2));
+    }
     return line.ok() ? *line : "";
+  }
+  // The nonce of the challenge the acceptor sent on `fd` first.
+  static std::string ChallengeOn(int fd) {
+    absl::StatusOr<std::string> line = ReadLine(fd, kMaxBootstrapLine, absl::Seconds(2));
+    absl::StatusOr<std::string> nonce = line.ok() ? DecodeChallenge(*line) : line.status();
+    return nonce.ok() ? *nonce : "";
   }
 
   FakeClock clock_;
@@ -81,7 +91,15 @@ TEST_F(BootstrapAcceptorTest, CompletesLinesSentInPiecesAndReportsTheirAddresses
   EXPECT_EQ(got[0].peer_host, "127.0.0.1");
   EXPECT_EQ(got[0].local_host, "127.0.0.1");
   EXPECT_EQ(acceptor_->pending(), 0u);
-  ASSERT_TRUE(AnswerNow(got[0].fd.get(), "ok fine").ok());
+  // Each connection was challenged with a nonce of its own, which its Hello carries.
+  const std::string ca = ChallengeOn(a.get()), cb = ChallengeOn(b.get());
+  EXPECT_EQ(ca.size(), kNonceHexDigits);
+  EXPECT_NE(ca, cb);
+  const BootstrapAcceptor::Hello& ha = got[0].line == "second" ? got[1] : got[0];
+  const BootstrapAcceptor::Hello& hb = got[0].line == "second" ? got[0] : got[1];
+  EXPECT_EQ(ha.challenge, ca);
+  EXPECT_EQ(hb.challenge, cb);
+  ASSERT_TRUE(AnswerNow(got[0].fd.get(), "ok - fine").ok());
 }
 
 TEST_F(BootstrapAcceptorTest, ALateLineIsAnsweredAndDroppedAtItsDeadline) {

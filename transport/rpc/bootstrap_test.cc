@@ -1,5 +1,5 @@
-// The bootstrap line exchange: a normal exchange, a refusal, and the bad-input paths (bad
-// address, busy port, an over-long line, a silent peer).
+// The bootstrap exchange over TCP: an authenticated exchange, a wrong secret, a refusal, and
+// the bad-input paths (bad address, busy port, an over-long line, a silent peer).
 #include "transport/rpc/bootstrap.h"
 
 #include <thread>
@@ -10,35 +10,60 @@
 namespace unloadkv::rpc {
 namespace {
 
-// Accepts one client, checks its hello, answers `answer`.
-void ServeOnce(BootstrapListener* l, std::string answer, std::string* got) {
+// Accepts one client, challenges it, checks its hello against `table` (nullable) and answers
+// with `server_info`, or with `refusal` when that is set.
+void ServeOnce(BootstrapListener* l, const AuthTable* table, std::string server_info,
+               std::string refusal, std::string* got_info) {
   absl::StatusOr<ScopedFd> fd = l->Accept(absl::Seconds(5));
   ASSERT_TRUE(fd.ok() && fd->valid());
+  const std::string challenge = NewNonce();
+  ASSERT_TRUE(WriteAll(fd->get(), EncodeChallenge(challenge) + "\n", absl::Seconds(5)).ok());
   absl::StatusOr<std::string> line = ReadLine(fd->get(), kMaxBootstrapLine, absl::Seconds(5));
   ASSERT_TRUE(line.ok()) << line.status();
-  *got = *line;
-  ASSERT_TRUE(WriteAll(fd->get(), answer, absl::Seconds(5)).ok());
+  ServerHandshake hs(challenge);
+  absl::Status st = hs.Verify(*line, table);
+  *got_info = hs.client_info();
+  const std::string answer = !refusal.empty() ? "error " + refusal
+                             : st.ok()        ? hs.Accept(server_info)
+                                              : "error " + std::string(st.message());
+  ASSERT_TRUE(WriteAll(fd->get(), answer + "\n", absl::Seconds(5)).ok());
 }
 
-TEST(BootstrapTest, ExchangesOneLineEachWay) {
+TEST(BootstrapTest, AuthenticatedExchangeOverTcp) {
   auto l = BootstrapListener::Listen("127.0.0.1:0");
   ASSERT_TRUE(l.ok()) << l.status();
+  const AuthTable table = *AuthTable::Parse("app client 0123456789abcdef0123", "t");
+  const Credentials creds{"app", "0123456789abcdef0123"};
   std::string got;
-  std::thread server(ServeOnce, l->get(), "ok server-info\n", &got);
-  absl::StatusOr<std::string> r =
-      ExchangeAsClient((*l)->address(), "client-info", absl::Seconds(5));
+  std::thread server(ServeOnce, l->get(), &table, "server-info", "", &got);
+  absl::StatusOr<Session> s =
+      Bootstrap(nullptr, (*l)->address(), &creds, "client-info", absl::Seconds(5));
   server.join();
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(*r, "server-info");
-  EXPECT_EQ(got, "unloadkv/1 client-info");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->remote_info, "server-info");
+  EXPECT_EQ(s->token.size(), kStreamTokenBytes);
+  EXPECT_EQ(got, "client-info");
+}
+
+TEST(BootstrapTest, AWrongSecretIsRefusedWithTheServersMessage) {
+  auto l = BootstrapListener::Listen("127.0.0.1:0");
+  ASSERT_TRUE(l.ok());
+  const AuthTable table = *AuthTable::Parse("app client 0123456789abcdef0123", "t");
+  const Credentials wrong{"app", "not-the-secret-at-all"};
+  std::string got;
+  std::thread server(ServeOnce, l->get(), &table, "server-info", "", &got);
+  absl::StatusOr<Session> s = Bootstrap(nullptr, (*l)->address(), &wrong, "x", absl::Seconds(5));
+  server.join();
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "authentication failed")) << s.status();
 }
 
 TEST(BootstrapTest, RefusalCarriesTheServersMessage) {
   auto l = BootstrapListener::Listen("127.0.0.1:0");
   ASSERT_TRUE(l.ok());
   std::string got;
-  std::thread server(ServeOnce, l->get(), "error too many connections\n", &got);
-  absl::StatusOr<std::string> r = ExchangeAsClient((*l)->address(), "x", absl::Seconds(5));
+  std::thread server(ServeOnce, l->get(), nullptr, "", "too many connections", &got);
+  absl::StatusOr<Session> r = Bootstrap(nullptr, (*l)->address(), nullptr, "x", absl::Seconds(5));
   server.join();
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StrContains(r.status().message(), "too many connections"));

@@ -44,13 +44,14 @@ void RpcServer::Register(uint16_t method, Handler handler) {
   handlers_[method] = std::move(handler);
 }
 
-void RpcServer::Serve(engine::Connection* conn, uint64_t peer) {
+void RpcServer::Serve(engine::Connection* conn, Peer peer) {
   // Not owning: the caller keeps `conn` alive.
-  Serve(std::shared_ptr<engine::Connection>(std::shared_ptr<void>(), conn), peer);
+  Serve(std::shared_ptr<engine::Connection>(std::shared_ptr<void>(), conn), std::move(peer));
 }
 
-void RpcServer::Serve(std::shared_ptr<engine::Connection> conn, uint64_t peer) {
+void RpcServer::Serve(std::shared_ptr<engine::Connection> conn, Peer peer_value) {
   engine::Connection* raw = conn.get();
+  auto peer = std::make_shared<const Peer>(std::move(peer_value));
   raw->SetMessageHandler([this, shared_conn = std::move(conn), peer](absl::Span<const char> bytes) {
     const absl::Time arrived = clock_->Now();
     absl::StatusOr<RpcFrame> f = DecodeRpcFrame(absl::string_view(bytes.data(), bytes.size()));

@@ -29,6 +29,15 @@
 
 namespace unloadkv::rpc {
 
+// Who is at the other end of a served connection, as the server admitted it (the bootstrap
+// exchange, handshake.h): a handler checks requests against this, never against what a
+// request says about its sender.
+struct Peer {
+  uint64_t id = 0;     // the server's tag for the connection
+  std::string user;    // the authenticated user; without authentication, the name it claimed
+  uint32_t roles = 0;  // rpc::Role bits (auth_file.h)
+};
+
 // Answers one request, exactly once; safe to call from any thread. Replying twice, or after
 // the connection failed, is ignored.
 class Responder {
@@ -36,7 +45,9 @@ class Responder {
   void Reply(const absl::Status& status, std::string payload = "");
   uint64_t request_id() const { return request_id_; }
   // The tag the connection was served with (RpcServer::Serve): which client asked.
-  uint64_t peer() const { return peer_; }
+  uint64_t peer() const { return peer_->id; }
+  // Everything the server knows of that client.
+  const Peer& peer_identity() const { return *peer_; }
   // When the client stops waiting, on the server's clock; InfiniteFuture() without a timeout.
   absl::Time deadline() const { return deadline_; }
 
@@ -46,7 +57,7 @@ class Responder {
   std::shared_ptr<Shared> shared_;
   uint64_t request_id_ = 0;
   uint16_t method_ = 0;
-  uint64_t peer_ = 0;
+  std::shared_ptr<const Peer> peer_;  // shared by every request of the connection
   absl::Time deadline_ = absl::InfiniteFuture();
 };
 
@@ -60,9 +71,9 @@ class RpcServer {
   // Serves requests arriving on `conn` (takes over its message handler); responders see
   // `peer`. The handler and every Responder share ownership of `conn`, so a reply after the
   // owner let go is safe; to release it, the owner calls conn->SetMessageHandler(nullptr).
-  void Serve(std::shared_ptr<engine::Connection> conn, uint64_t peer = 0);
+  void Serve(std::shared_ptr<engine::Connection> conn, Peer peer);
   // As above for a connection the caller keeps alive for as long as it may receive.
-  void Serve(engine::Connection* conn, uint64_t peer = 0);
+  void Serve(engine::Connection* conn, Peer peer);
 
   uint64_t malformed_frames() const { return malformed_.load(); }
 

@@ -40,7 +40,7 @@ class RpcTest : public ::testing::Test {
     });
     server_->Register(
         kFail, [](absl::string_view, Responder r) { r.Reply(absl::NotFoundError("no such key")); });
-    server_->Serve(cb_.get());
+    server_->Serve(cb_.get(), Peer{});
     client_ = std::make_unique<RpcClient>(ca_.get(), RealClock::Get(), /*max_in_flight=*/8);
     ea_->Start();
     eb_->Start();

@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "transport/base/little_endian.h"
+#include "transport/rnic/qp_attributes.h"
 #include "transport/rnic/types.h"
 
 namespace unloadkv::soft {
@@ -30,6 +31,27 @@ void EncodeFrameHeader(const FrameHeader& h, char* out) {
   StoreLittleEndian<uint32_t>(out, 28, h.aux);
   StoreLittleEndian<uint32_t>(out, 32, h.qp);
   StoreLittleEndian<uint32_t>(out, 36, h.src_qp);
+}
+
+void SetConnectToken(absl::string_view token, FrameHeader* h) {
+  const std::string t = CanonicalConnectToken(token);
+  h->remote_addr = LoadLittleEndian<uint64_t>(t.data(), 0);
+  h->imm = LoadLittleEndian<uint32_t>(t.data(), 8);
+  h->rkey = LoadLittleEndian<uint32_t>(t.data(), 12);
+}
+
+std::string ConnectTokenOf(const FrameHeader& h) {
+  std::string t(rnic::kConnectTokenBytes, '\0');
+  StoreLittleEndian<uint64_t>(t.data(), 0, h.remote_addr);
+  StoreLittleEndian<uint32_t>(t.data(), 8, h.imm);
+  StoreLittleEndian<uint32_t>(t.data(), 12, h.rkey);
+  return t;
+}
+
+std::string CanonicalConnectToken(absl::string_view token) {
+  std::string t(token);
+  t.resize(rnic::kConnectTokenBytes, '\0');
+  return t;
 }
 
 absl::StatusOr<FrameHeader> DecodeFrameHeader(const char* in, uint64_t max_payload) {

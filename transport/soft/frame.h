@@ -5,15 +5,17 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace unloadkv::soft {
 
 inline constexpr uint16_t kFrameMagic = 0x4B55;  // "UK"
-// 3: one stream per pair of devices, every frame naming its QPs (2 used one stream per QP
-// pair, 1 one stream per direction).
-inline constexpr uint8_t kFrameVersion = 3;
+// 4: CONNECT carries the pair's connect token. 3: one stream per pair of devices, every frame
+// naming its QPs (2 used one stream per QP pair, 1 one stream per direction).
+inline constexpr uint8_t kFrameVersion = 4;
 inline constexpr size_t kFrameHeaderSize = 40;
 
 enum class FrameType : uint8_t {
@@ -27,7 +29,8 @@ enum class FrameType : uint8_t {
   kSendWithImm = 5,   // + imm
   kReadRequest = 6,   // remote_addr, rkey, aux = length to read; no payload
   // QP set-up and teardown, each naming the destination QP (qp) and the sender's (src_qp).
-  kConnect = 7,     // dialer -> listener: psn = first request PSN the dialer will use
+  kConnect = 7,     // dialer -> listener: psn = first request PSN the dialer will use, and
+                    // the pair's connect token (SetConnectToken)
   kConnectAck = 8,  // listener -> dialer: both ends are connected; requests may flow
   kDisconnect = 9,  // the sender's QP is gone or in error (or refuses the CONNECT)
   // Responses (responder -> requester).
@@ -52,6 +55,13 @@ struct FrameHeader {
   uint32_t qp = 0;      // destination QP number at the receiving device (0 only on HELLO)
   uint32_t src_qp = 0;  // the sending device's QP (0 only on HELLO)
 };
+
+// A CONNECT carries the pair's connect token (rnic::QpAttributes::token, kConnectTokenBytes;
+// empty means 16 zero bytes) in remote_addr (token bytes 0-7), imm (8-11) and rkey (12-15).
+void SetConnectToken(absl::string_view token, FrameHeader* h);
+std::string ConnectTokenOf(const FrameHeader& h);  // always kConnectTokenBytes bytes
+// The token a QP expects: `token`, or 16 zero bytes when it is empty.
+std::string CanonicalConnectToken(absl::string_view token);
 
 bool IsRequest(FrameType t);
 bool IsResponse(FrameType t);

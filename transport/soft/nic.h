@@ -116,8 +116,10 @@ struct QpCore {
   // The stream to the peer's device the pair uses: the dialing end attaches at Connect, the
   // other when the peer's CONNECT arrives. Null before, and once the QP failed.
   Stream* stream = nullptr;
-  bool dials = false;        // set by Connect: this end sends the CONNECT
-  uint32_t peer_qp = 0;      // the peer's QP number, once Connect or a CONNECT named it
+  bool dials = false;    // set by Connect: this end sends the CONNECT
+  uint32_t peer_qp = 0;  // the peer's QP number, once Connect or a CONNECT named it
+  // The connect token a CONNECT carried when it came before this end's Connect (checked then).
+  std::string offered_token;
   bool established = false;  // CONNECT and CONNECT_ACK exchanged: requests may be sent
   // Connected but not established: fails unless the handshake completes by then.
   absl::Time peer_deadline = absl::InfiniteFuture();
@@ -290,6 +292,9 @@ class Nic : public std::enable_shared_from_this<Nic> {
   void OnRnrNak(QpCore* qp, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // QP set-up frames (qp_handshake.cc).
   PayloadPlan OnConnect(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends DISCONNECT for a CONNECT from `src_qp` to `qp` on `s` that is refused for `why`.
+  void RefuseConnect(Stream* s, uint32_t qp, uint32_t src_qp, absl::string_view why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   PayloadPlan OnConnectAck(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   PayloadPlan OnDisconnect(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Refuses the request `h` of `qp` with `status`: NAK to the requester, then fail the QP.

@@ -2,6 +2,8 @@
 // its first PSN, the listening end answers CONNECT_ACK once it is connected too (requests flow
 // only then), and either end's DISCONNECT fails the peer QP. docs/wire-soft.md has the rules.
 // Runs with Nic::mu_ held.
+#include <openssl/crypto.h>
+
 #include "absl/strings/str_cat.h"
 #include "transport/base/logging.h"
 #include "transport/soft/datapath_util.h"
@@ -9,15 +11,19 @@
 
 namespace unloadkv::soft {
 
+void Nic::RefuseConnect(Stream* s, uint32_t qp, uint32_t src_qp, absl::string_view why) {
+  peer_log_.Log(LogLevel::kWarning,
+                absl::StrCat("soft: CONNECT from QP ", src_qp, " to QP ", qp, " refused: ", why));
+  FrameHeader no;
+  no.type = FrameType::kDisconnect;
+  no.qp = src_qp;
+  no.src_qp = qp;
+  Enqueue(s, no, nullptr, 0, false);
+}
+
 PayloadPlan Nic::OnConnect(Stream* s, const FrameHeader& h) {
   auto refuse = [&](absl::string_view why) {
-    peer_log_.Log(LogLevel::kWarning, absl::StrCat("soft: CONNECT from QP ", h.src_qp, " to QP ",
-                                                   h.qp, " refused: ", why));
-    FrameHeader no;
-    no.type = FrameType::kDisconnect;
-    no.qp = h.src_qp;
-    no.src_qp = h.qp;
-    Enqueue(s, no, nullptr, 0, false);
+    RefuseConnect(s, h.qp, h.src_qp, why);
     return PlaceNothing();
   };
   if (s->outbound) return refuse("only the dialing end connects");
@@ -32,6 +38,14 @@ PayloadPlan Nic::OnConnect(Stream* s, const FrameHeader& h) {
     return refuse(absl::StrCat("the QP is connected to QP ", qp->remote.qp_num, " (psn ",
                                qp->remote.psn, "), not QP ", h.src_qp, " (psn ", h.psn, ")"));
   }
+  // The token proves the CONNECT comes from the end of the authenticated exchange; one that
+  // arrives before this end's Connect is checked there (soft_device.cc).
+  const std::string token = ConnectTokenOf(h);
+  if (connected && CRYPTO_memcmp(token.data(), CanonicalConnectToken(qp->remote.token).data(),
+                                 rnic::kConnectTokenBytes) != 0) {
+    return refuse("it does not carry the pair's token");
+  }
+  qp->offered_token = token;
   qp->stream = s;
   ++s->attached;
   s->handshake_deadline = absl::InfiniteFuture();

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/crypto.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -272,12 +273,27 @@ absl::Status Nic::Connect(QpCore* qp, const rnic::QpAttributes& remote) {
     qp->expected_psn = remote.psn;
     qp->state = rnic::QpState::kReadyToSend;
     qp->peer_deadline = absl::Now() + kConnectTimeout;
-    EnqueueControl(qp, FrameType::kConnect, qp->first_psn);
+    FrameHeader connect;
+    connect.type = FrameType::kConnect;
+    connect.psn = qp->first_psn;
+    connect.qp = qp->peer_qp;
+    connect.src_qp = qp->qp_num;
+    SetConnectToken(remote.token, &connect);
+    Enqueue(qp->stream, connect, nullptr, 0, false);
   } else {
     qp->remote = remote;
     qp->dials = false;
     qp->peer_qp = remote.qp_num;
     qp->state = rnic::QpState::kReadyToSend;
+    if (qp->stream != nullptr &&
+        CRYPTO_memcmp(qp->offered_token.data(), CanonicalConnectToken(remote.token).data(),
+                      rnic::kConnectTokenBytes) != 0) {
+      // A CONNECT that came first without this pair's token: a stranger's. Detach its stream
+      // and wait for the peer's own CONNECT.
+      RefuseConnect(qp->stream, qp->qp_num, qp->peer_qp, "it does not carry the pair's token");
+      --qp->stream->attached;
+      qp->stream = nullptr;
+    }
     if (qp->stream != nullptr) {
       Establish(qp);
     } else {

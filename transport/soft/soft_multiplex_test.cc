@@ -165,5 +165,96 @@ TEST(SoftMultiplexTest, AStreamCannotSpeakForAQpAttachedToAnother) {
   EXPECT_EQ(wc->status, rnic::WcStatus::kSuccess);
 }
 
+// Sends a CONNECT on `rogue` for QP `qp` claiming to be QP `src_qp` (first PSN `psn`) with
+// connect token `token`, and returns the frame the device answers (within 5 s).
+absl::StatusOr<FrameHeader> RogueConnect(int rogue, uint32_t qp, uint32_t src_qp, uint32_t psn,
+                                         const std::string& token) {
+  FrameHeader c;
+  c.type = FrameType::kConnect;
+  c.qp = qp;
+  c.src_qp = src_qp;
+  c.psn = psn;
+  SetConnectToken(token, &c);
+  char bytes[kFrameHeaderSize];
+  EncodeFrameHeader(c, bytes);
+  if (send(rogue, bytes, sizeof(bytes), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(bytes))) {
+    return absl::UnavailableError("send");
+  }
+  pollfd p{rogue, POLLIN, 0};
+  if (poll(&p, 1, 5000) != 1) return absl::DeadlineExceededError("no answer to the CONNECT");
+  char reply[kFrameHeaderSize];
+  if (recv(rogue, reply, sizeof(reply), MSG_WAITALL) != static_cast<ssize_t>(sizeof(reply))) {
+    return absl::UnavailableError("recv");
+  }
+  return DecodeFrameHeader(reply, 1 << 20);
+}
+
+// A stranger that saw the bootstrap exchange knows both QP numbers and PSNs, but not the token
+// both ends derived from it (rpc/handshake.h): its CONNECT is refused whether it comes after the
+// listening end's Connect or before it (then the Connect detaches it), and the real pair
+// connects.
+TEST(SoftMultiplexTest, AConnectWithoutThePairsTokenIsRefused) {
+  SetMinLogLevel(LogLevel::kError);
+  const std::string token = "0123456789abcdef";
+  for (bool stranger_first : {false, true}) {
+    SCOPED_TRACE(stranger_first ? "stranger before Connect" : "stranger after Connect");
+    Side a, b;
+    a.Init(1);
+    b.Init(1);
+    rnic::QpAttributes attrs_a = a.qps[0]->local_attributes();
+    rnic::QpAttributes attrs_b = b.qps[0]->local_attributes();
+    attrs_a.token = attrs_b.token = token;
+    // The end with the larger (QP number, first PSN) listens for the other's CONNECT.
+    const bool a_listens =
+        std::make_pair(attrs_a.qp_num, attrs_a.psn) > std::make_pair(attrs_b.qp_num, attrs_b.psn);
+    Side& listener = a_listens ? a : b;
+    Side& dialer = a_listens ? b : a;
+    const rnic::QpAttributes& to_listener = a_listens ? attrs_a : attrs_b;
+    const rnic::QpAttributes& to_dialer = a_listens ? attrs_b : attrs_a;
+    ScopedFd rogue = RawStream(*listener.device);
+    if (!stranger_first) ASSERT_TRUE(listener.qps[0]->Connect(to_dialer).ok());
+    // Without the token, and with a wrong one.
+    for (const std::string& t : {std::string(), std::string("fedcba9876543210")}) {
+      if (stranger_first && !t.empty()) break;  // one CONNECT attaches; Connect answers it
+      if (stranger_first) {
+        FrameHeader c;
+        c.type = FrameType::kConnect;
+        c.qp = to_listener.qp_num;
+        c.src_qp = to_dialer.qp_num;
+        c.psn = to_dialer.psn;
+        char bytes[kFrameHeaderSize];
+        EncodeFrameHeader(c, bytes);
+        ASSERT_EQ(send(rogue.get(), bytes, sizeof(bytes), MSG_NOSIGNAL),
+                  static_cast<ssize_t>(sizeof(bytes)));
+        // The listening end's Connect finds it without the pair's token and sends it away.
+        ASSERT_TRUE(listener.qps[0]->Connect(to_dialer).ok());
+        pollfd p{rogue.get(), POLLIN, 0};
+        ASSERT_EQ(poll(&p, 1, 5000), 1) << "the stranger was not sent away";
+        char reply[kFrameHeaderSize];
+        ASSERT_EQ(recv(rogue.get(), reply, sizeof(reply), MSG_WAITALL),
+                  static_cast<ssize_t>(sizeof(reply)));
+        absl::StatusOr<FrameHeader> h = DecodeFrameHeader(reply, 1 << 20);
+        ASSERT_TRUE(h.ok());
+        EXPECT_EQ(h->type, FrameType::kDisconnect);
+        EXPECT_EQ(h->qp, to_dialer.qp_num);
+      } else {
+        absl::StatusOr<FrameHeader> h =
+            RogueConnect(rogue.get(), to_listener.qp_num, to_dialer.qp_num, to_dialer.psn, t);
+        ASSERT_TRUE(h.ok()) << h.status();
+        EXPECT_EQ(h->type, FrameType::kDisconnect);
+      }
+    }
+    EXPECT_EQ(listener.qps[0]->state(), rnic::QpState::kReadyToSend);
+    // The real peer connects and a message goes through.
+    ASSERT_TRUE(dialer.qps[0]->Connect(to_listener).ok());
+    ASSERT_TRUE(listener.qps[0]->PostRecv(rnic::MakeRecv(1, listener.mr->Sge(0, 64))).ok());
+    ASSERT_TRUE(dialer.qps[0]->PostSend(rnic::MakeSend(1, dialer.mr->Sge(0, 8))).ok());
+    absl::StatusOr<rnic::WorkCompletion> wc =
+        rnic::WaitForCompletion(*listener.device, *listener.cq, absl::Seconds(5));
+    ASSERT_TRUE(wc.ok()) << wc.status();
+    EXPECT_EQ(wc->status, rnic::WcStatus::kSuccess);
+  }
+}
+
 }  // namespace
 }  // namespace unloadkv::soft
