@@ -272,7 +272,8 @@ run_tests() {
   sim_phase
   local target
   for target in //transport/soft:frame_fuzzer //transport/engine:staging_header_fuzzer \
-      //transport/rpc:rpc_frame_fuzzer //transport/engine:connection_info_fuzzer \
+      //transport/rpc:rpc_frame_fuzzer //transport/rpc:handshake_fuzzer \
+      //transport/engine:connection_info_fuzzer \
       //transport/engine:engine_wire_fuzzer //transport/cluster:map_records_fuzzer \
       //proto:field_record_fuzzer; do
     fuzz_run "$target" 15

@@ -14,7 +14,9 @@
 # and 1 KiB, unloadkv's async SDK and Redis's pipelining through one driver
 # (client/ycsb/pipeline_bench.cc; --pipeline_ops 0 skips it).
 # The thread sweep runs one workload at each client thread count against every system
-# (--sweep none skips it).
+# (--sweep none skips it). --auth also runs a second kvserver with an auth file (its clients
+# prove a user; docs/security.md) right after the plain one in every run of every workload,
+# and the table gains its throughput over the plain one's (authentication's cost).
 set -euo pipefail
 
 RECORDS=20000
@@ -26,6 +28,7 @@ WORKLOADS=a,b,c,e,f
 SWEEP=1,4,8,16,64
 SWEEP_WORKLOAD=a
 PIPELINE_OPS=100000
+AUTH=0
 OUT=${BUILD_WORKSPACE_DIRECTORY:-$PWD}/ycsb-compare
 while (($#)); do
   case "$1" in
@@ -39,6 +42,7 @@ while (($#)); do
     --sweep_workload) SWEEP_WORKLOAD=$2; shift 2 ;;
     --pipeline_ops) PIPELINE_OPS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
+    --auth) AUTH=1; shift ;;
     *) echo "compare: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -79,21 +83,26 @@ log() { printf '[compare %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 REDIS_PORT=$(free_port)
 KV_PORT=$(free_port)
+KVA_PORT=$(free_port)
 MC_PORT=$(free_port)
 ECHO_PORT=$(free_port)
 REDIS_PID=""
 KV_PID=""
+KVA_PID=""
 MC_PID=""
 ECHO_PID=""
 cleanup() {
   [[ -n $REDIS_PID ]] && kill "$REDIS_PID" 2>/dev/null || true
   [[ -n $KV_PID ]] && kill -TERM "$KV_PID" 2>/dev/null || true
+  [[ -n $KVA_PID ]] && kill -TERM "$KVA_PID" 2>/dev/null || true
   [[ -n $MC_PID ]] && kill "$MC_PID" 2>/dev/null || true
   [[ -n $ECHO_PID ]] && kill "$ECHO_PID" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+AUTH_FILE=$WORK/auth
+(umask 077 && echo "bench client $(openssl rand -hex 32)" >"$AUTH_FILE")
 
 start_servers() {
   redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
@@ -102,6 +111,13 @@ start_servers() {
   "$KVSERVER" --listen=127.0.0.1:$KV_PORT --metrics= --arena_bytes=$((1 << 30)) \
     >"$WORK/kvserver.log" 2>&1 &
   KV_PID=$!
+  if ((AUTH)); then
+    "$KVSERVER" --listen=127.0.0.1:$KVA_PORT --metrics= --arena_bytes=$((1 << 30)) \
+      --auth_file="$AUTH_FILE" >"$WORK/kvserver-auth.log" 2>&1 &
+    KVA_PID=$!
+  else
+    echo listening >"$WORK/kvserver-auth.log"
+  fi
   # memcached as root needs -u; 1 GiB of memory, 4 worker threads (its default), no UDP.
   memcached -l 127.0.0.1 -p "$MC_PORT" -U 0 -m 1024 -t 4 -u "$(id -un)" >"$WORK/memcached.log" 2>&1 &
   MC_PID=$!
@@ -109,6 +125,7 @@ start_servers() {
   ECHO_PID=$!
   for _ in $(seq 100); do
     if redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && grep -q "listening" "$WORK/kvserver.log" &&
+      grep -q "listening" "$WORK/kvserver-auth.log" &&
       grep -q "listening" "$WORK/echo.log" &&
       (exec 3<>"/dev/tcp/127.0.0.1/$MC_PORT") 2>/dev/null; then
       return
@@ -120,9 +137,9 @@ start_servers() {
   exit 1
 }
 stop_servers() {
-  kill "$REDIS_PID" "$MC_PID" "$ECHO_PID"; kill -TERM "$KV_PID"
-  wait "$REDIS_PID" "$KV_PID" "$MC_PID" "$ECHO_PID" 2>/dev/null || true
-  REDIS_PID=""; KV_PID=""; MC_PID=""; ECHO_PID=""
+  kill "$REDIS_PID" "$MC_PID" "$ECHO_PID"; kill -TERM "$KV_PID" ${KVA_PID:+"$KVA_PID"}
+  wait "$REDIS_PID" "$KV_PID" ${KVA_PID:+"$KVA_PID"} "$MC_PID" "$ECHO_PID" 2>/dev/null || true
+  REDIS_PID=""; KV_PID=""; KVA_PID=""; MC_PID=""; ECHO_PID=""
 }
 
 # field(file, "[READ]", "99thPercentileLatency(us)")
@@ -140,15 +157,21 @@ for w in ${WORKLOADS//,/ }; do
   start_servers
   stores="echo redis memcached unloadkv"
   [[ $w == e ]] && stores="redis unloadkv"  # no scans on memcached or the limit
+  ((AUTH)) && stores="$stores unloadkv_auth"
   for store in $stores; do
     common=(-P "$WL/workload$w" -p recordcount="$RECORDS" -p operationcount="$ops"
             -threads "$THREADS" -p hdrhistogram.percentiles=50,95,99
             -p redis.port="$REDIS_PORT" -p unloadkv.server=127.0.0.1:$KV_PORT
             -p memcached.port="$MC_PORT" -p echo.port="$ECHO_PORT")
+    binding=$store
+    if [[ $store == unloadkv_auth ]]; then
+      binding=unloadkv
+      common+=(-p unloadkv.server=127.0.0.1:$KVA_PORT -p unloadkv.auth_file="$AUTH_FILE")
+    fi
     log "run $run/$RUNS, workload $w: loading $store"
-    "$YCSB" load "$store" "${common[@]}" >"$WORK/load-$w-$store.txt"
+    "$YCSB" load "$binding" "${common[@]}" >"$WORK/load-$w-$store.txt"
     log "run $run/$RUNS, workload $w: running $store"
-    "$YCSB" run "$store" "${common[@]}" -s -p status.interval=5 >"$WORK/run-$w-$store.txt"
+    "$YCSB" run "$binding" "${common[@]}" -s -p status.interval=5 >"$WORK/run-$w-$store.txt"
     r=$WORK/run-$w-$store.txt
     errors=$(awk -F', ' '$2=="Return=ERROR" {s+=$3} END {print s+0}' "$r")
     read_op="[READ]"
@@ -213,6 +236,14 @@ for w in sorted(by):
         if s in by[w] and int(by[w][s]["errors"]):
             out.append("    errors: %s %s" % (s, by[w][s]["errors"]))
     dat.append("%s %s %s %s %s" % (w.upper(), *["%.0f" % t if t else "NaN" for t in (tu, tr, tm, tl)]))
+if any("unloadkv_auth" in by[w] for w in by):
+    out.append("")
+    out.append("authentication on / off (unloadkv with an auth file over the plain one, run in turn): "
+               "throughput ratio, median and min-max over the runs")
+    for w in sorted(by):
+        r = ratio_of(w, "unloadkv_auth", "unloadkv")
+        if r:
+            out.append("%-3s | %5.3fx %5.3f-%5.3f" % (w.upper(), *r))
 out.append("/redis, /memc: unloadkv's throughput over Redis's and memcached's (>= 1.0 is the target on "
            "A, B, C, F); /limit: over the loopback limit (echo_server: the same request and reply "
            "sizes, no work; >= 0.6 is the target)")

@@ -8,7 +8,8 @@
 // unloadkv.policy (adaptive), unloadkv.caller_progress (true: each client thread drives its own
 // connection), unloadkv.layout (record: a record is one value; field_per_key: a key per field;
 // unloadkv_db.h); unloadkv.etcd and unloadkv.cluster (a cluster, docs/cluster.md: keys are routed
-// by the map instead of going to unloadkv.server); redis.host (127.0.0.1), redis.port (6379);
+// by the map instead of going to unloadkv.server), unloadkv.auth_file and unloadkv.user (the
+// credentials to prove, docs/security.md); redis.host (127.0.0.1), redis.port (6379);
 // memcached.host (127.0.0.1), memcached.port (11211); echo.host (127.0.0.1), echo.port (7000).
 // Other properties: threadcount, target, status.interval (s, default 10),
 // hdrhistogram.percentiles (default 95,99), plus the core workload's (docs/ycsb.md).
@@ -80,6 +81,8 @@ absl::StatusOr<DbFactory> MakeDbFactory(const std::string& binding, const Proper
     co.caller_progress = *caller;
     co.etcd = props.GetString("unloadkv.etcd", "");
     co.cluster = props.GetString("unloadkv.cluster", "");
+    co.auth_file = props.GetString("unloadkv.auth_file", "");
+    co.user = props.GetString("unloadkv.user", "");
     if (co.etcd.empty() != co.cluster.empty()) {
       return absl::InvalidArgumentError("a cluster needs both unloadkv.etcd and unloadkv.cluster");
     }

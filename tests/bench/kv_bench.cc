@@ -4,11 +4,17 @@
 //   bazel run -c opt //tests/bench:kv_bench -- [--value_size=256] [--ops=20000]
 // Three processes: kvserver, rnic_bench (the baseline) and this one. At 1 in flight the baseline
 // and the KV points alternate in rounds, so that drift of the machine hits both alike.
+//   bazel run -c opt //tests/bench:kv_bench -- --auth_compare
+// instead measures what authentication costs (docs/security.md): two kvservers, one with an
+// auth file and one without, in alternating rounds of connects, 1-in-flight PUT/GET p50 and
+// 64-in-flight throughput; each round's ratio on/off next to the run-to-run spread.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -35,6 +41,9 @@ DEFINE_uint64(keys, 10000, "key space (preloaded before the GET points)");
 DEFINE_string(in_flight, "1,8,64", "requests in flight per point");
 DEFINE_string(policy, "adaptive", "path policy of the value writes");
 DEFINE_int32(rounds, 5, "1 in flight: rounds of (rnic_bench, PUT, GET), ops/rounds each");
+DEFINE_bool(auth_compare, false,
+            "measure authentication's cost: servers with and without an auth file, "
+            "alternated in --rounds rounds");
 DEFINE_bool(caller_progress, true,
             "the calling thread drives the connection (ClientOptions::caller_progress)");
 
@@ -86,7 +95,147 @@ Point RunPoint(Client& c, bool put, int in_flight, uint64_t ops, uint64_t seed) 
   return p;
 }
 
+// A kvserver child process and its address.
+struct Server {
+  pid_t pid = -1;
+  std::string address;
+};
+
+absl::StatusOr<Server> StartServer(const std::vector<std::string>& extra) {
+  std::vector<std::string> args{"server/kvserver", "--listen=127.0.0.1:0", "--metrics=",
+                                "--arena_bytes=268435456"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  testing::Child child = testing::Spawn(args, /*capture_stderr=*/false);
+  const std::string line = testing::ReadLine(child.out_fd);
+  const std::string tag = "listening on ";
+  const size_t at = line.find(tag);
+  if (at == std::string::npos) {
+    if (child.pid > 0) kill(child.pid, SIGTERM);
+    return absl::UnavailableError(absl::StrCat("kvserver did not start: ", line));
+  }
+  return Server{child.pid,
+                line.substr(at + tag.size(), line.find(' ', at + tag.size()) - at - tag.size())};
+}
+
+// Writes a one-user auth file (mode 600) for the comparison; returns its path.
+std::string WriteBenchAuthFile() {
+  const char* dir = std::getenv("TMPDIR");
+  const std::string path = absl::StrCat(dir != nullptr ? dir : "/tmp", "/kv_bench_auth.",
+                                        getpid());
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const std::string line = "bench client kv-bench-secret-0123456789abcdef\n";
+  if (fd < 0 || write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+    std::fprintf(stderr, "kv_bench: cannot write %s\n", path.c_str());
+    std::exit(1);
+  }
+  close(fd);
+  return path;
+}
+
+// Authentication on and off, alternated in rounds: connect time (median of 20 connects), PUT
+// and GET p50 at 1 in flight, PUT ops/s at 64 in flight.
+int AuthCompare() {
+  const std::string auth_file = WriteBenchAuthFile();
+  absl::StatusOr<Server> plain = StartServer({});
+  absl::StatusOr<Server> authed = StartServer({"--auth_file=" + auth_file});
+  auto stop = [&] {
+    for (const absl::StatusOr<Server>* s : {&plain, &authed}) {
+      if (s->ok()) {
+        kill((*s)->pid, SIGTERM);
+        testing::WaitExit((*s)->pid);
+      }
+    }
+    unlink(auth_file.c_str());
+  };
+  if (!plain.ok() || !authed.ok()) {
+    std::fprintf(stderr, "kv_bench: %s\n",
+                 (!plain.ok() ? plain.status() : authed.status()).ToString().c_str());
+    stop();
+    return 1;
+  }
+  auto options = [&](bool auth) {
+    ClientOptions o;
+    o.server = auth ? authed->address : plain->address;
+    o.policy = FLAGS_policy;
+    o.caller_progress = FLAGS_caller_progress;
+    o.max_in_flight = 64;
+    if (auth) o.auth_file = auth_file;
+    return o;
+  };
+  std::unique_ptr<Client> clients[2];
+  for (int a = 0; a < 2; ++a) {
+    auto c = Client::Connect(options(a == 1));
+    if (!c.ok()) {
+      std::fprintf(stderr, "kv_bench: %s\n", c.status().ToString().c_str());
+      stop();
+      return 1;
+    }
+    clients[a] = std::move(*c);
+    std::fprintf(stderr, "kv_bench: preloading %llu keys (auth %s) ...\n",
+                 static_cast<unsigned long long>(FLAGS_keys), a == 1 ? "on" : "off");
+    for (uint64_t k = 0; k < FLAGS_keys; ++k) {
+      if (!clients[a]->Put(absl::StrCat("key", k), std::string(FLAGS_value_size, 'v')).ok()) {
+        std::fprintf(stderr, "kv_bench: preload failed\n");
+        stop();
+        return 1;
+      }
+    }
+  }
+  std::printf(
+      "kv_bench --auth_compare: two kvservers over the soft transport, loopback, one with an "
+      "auth file (measured)\n");
+  std::printf("value %u B, %llu ops per 1-in-flight point, policy %s, %d rounds (off then on)\n\n",
+              FLAGS_value_size, static_cast<unsigned long long>(FLAGS_ops / FLAGS_rounds),
+              FLAGS_policy.c_str(), FLAGS_rounds);
+  std::printf("%-5s %-4s | %-14s | %-11s | %-11s | %-13s\n", "round", "auth", "connect ms p50",
+              "PUT p50 us", "GET p50 us", "PUT64 ops/s");
+  const uint64_t round_ops = std::max<uint64_t>(100, FLAGS_ops / FLAGS_rounds);
+  // [metric][auth] per round: connect ms, PUT p50, GET p50, PUT64 ops/s.
+  std::vector<double> m[4][2];
+  uint64_t errors = 0;
+  for (int r = 1; r <= FLAGS_rounds; ++r) {
+    std::fprintf(stderr, "  round %d of %d ...\n", r, FLAGS_rounds);
+    for (int a = 0; a < 2; ++a) {
+      std::vector<double> connect_ms;
+      for (int i = 0; i < 20; ++i) {
+        const absl::Time t0 = absl::Now();
+        auto c = Client::Connect(options(a == 1));
+        if (!c.ok()) {
+          ++errors;
+          continue;
+        }
+        connect_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
+      }
+      Point put = RunPoint(*clients[a], true, 1, round_ops, 10 + r);
+      Point get = RunPoint(*clients[a], false, 1, round_ops, 20 + r);
+      Point put64 = RunPoint(*clients[a], true, 64, 4 * round_ops, 30 + r);
+      errors += put.errors + get.errors + put64.errors;
+      const double values[4] = {Percentile(connect_ms, 0.5), put.p50, get.p50, put64.ops_per_s};
+      for (int k = 0; k < 4; ++k) m[k][a].push_back(values[k]);
+      std::printf("%-5d %-4s | %14.2f | %11.1f | %11.1f | %13.0f\n", r, a ? "on" : "off",
+                  values[0], values[1], values[2], values[3]);
+      std::fflush(stdout);
+    }
+  }
+  std::printf("\n%-14s | %-9s | %-30s\n", "", "on/off", "off's own spread (max/min of rounds)");
+  const char* names[4] = {"connect", "PUT p50", "GET p50", "PUT64 ops/s"};
+  for (int k = 0; k < 4; ++k) {
+    std::vector<double> ratio;
+    for (size_t i = 0; i < m[k][0].size(); ++i) ratio.push_back(m[k][1][i] / m[k][0][i]);
+    const auto [lo, hi] = std::minmax_element(m[k][0].begin(), m[k][0].end());
+    std::printf("%-14s | %8.3fx | %.3fx\n", names[k], Percentile(ratio, 0.5), *hi / *lo);
+  }
+  std::printf(
+      "(on/off: median over rounds of the per-round ratio; authentication is once per "
+      "connection, so only connect should move beyond the spread)\nfailed operations: %llu\n",
+      static_cast<unsigned long long>(errors));
+  for (auto& c : clients) c.reset();
+  stop();
+  return errors == 0 ? 0 : 1;
+}
+
 int Main() {
+  if (FLAGS_auth_compare) return AuthCompare();
   std::vector<int> depths;
   for (absl::string_view d : absl::StrSplit(FLAGS_in_flight, ',')) {
     int v;
