@@ -17,6 +17,11 @@ absl::Duration Backoff(int attempts) {
   return std::min(d, kMaxBackoff);
 }
 
+// A refusal no retry can change: the node does not accept this client's credentials.
+bool Refused(absl::StatusCode c) {
+  return c == absl::StatusCode::kUnauthenticated || c == absl::StatusCode::kPermissionDenied;
+}
+
 bool Lost(absl::StatusCode c) {
   return c == absl::StatusCode::kUnavailable || c == absl::StatusCode::kDeadlineExceeded ||
          c == absl::StatusCode::kCancelled;
@@ -172,7 +177,8 @@ std::shared_ptr<Client::Impl> ClusterRouter::ConnectionFor(absl::string_view key
   o.server = address;
   absl::StatusOr<std::unique_ptr<Client::Impl>> impl = Client::Impl::Connect(o);
   if (!impl.ok()) {
-    *why = absl::UnavailableError(
+    *why = absl::Status(
+        Refused(impl.status().code()) ? impl.status().code() : absl::StatusCode::kUnavailable,
         absl::StrCat("primary ", node, " at ", address, ": ", impl.status().message()));
     stale_.store(true);
     return nullptr;
@@ -259,6 +265,7 @@ void ClusterRouter::Attempt(std::shared_ptr<Op> op, bool may_block) {
 }
 
 void ClusterRouter::Retry(std::shared_ptr<Op> op, absl::Status why) {
+  if (Refused(why.code())) return op->fail(why);  // waiting would not change the answer
   ++op->attempts;
   stale_.store(true);
   if (clock_->Now() + Backoff(op->attempts) > op->deadline) {

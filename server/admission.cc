@@ -8,6 +8,17 @@
 #include "transport/rpc/bootstrap.h"
 
 namespace unloadkv::server {
+namespace {
+
+// The answer line refusing a client for `st`: its code and message.
+std::string Refusal(const absl::Status& st) {
+  rpc::AnswerLine a;
+  a.code = st.code();
+  a.text = std::string(st.message());
+  return rpc::EncodeAnswer(a);
+}
+
+}  // namespace
 
 Admission::~Admission() {
   for (HalfOpen& h : half_open_) Release(h);
@@ -83,7 +94,7 @@ void Admission::Answer(rpc::BootstrapAcceptor::Hello hello) {
   absl::StatusOr<std::string> answer =
       Handshake(hello.challenge, hello.line, hello.peer_host, hello.local_host);
   if (!answer.ok()) {
-    (void)rpc::AnswerNow(hello.fd.get(), absl::StrCat("error ", answer.status().message()));
+    (void)rpc::AnswerNow(hello.fd.get(), Refusal(answer.status()));
     return;
   }
   if (absl::Status st = rpc::AnswerNow(hello.fd.get(), *answer); !st.ok()) {
@@ -100,9 +111,7 @@ std::string Admission::AdmitEmbedded(const rpc::HelloFn& hello) {
   absl::StatusOr<std::string> line = hello(rpc::EncodeChallenge(challenge));
   absl::StatusOr<std::string> answer =
       line.ok() ? Handshake(challenge, *line, "", "") : line.status();
-  if (!answer.ok()) {
-    return rpc::EncodeAnswer(rpc::AnswerLine{false, "", std::string(answer.status().message())});
-  }
+  if (!answer.ok()) return Refusal(answer.status());
   return *answer;
 }
 

@@ -181,7 +181,7 @@ TEST(KvHardeningTest, TheServerDialsBackOnlyTheClientsOwnHost) {
   auto peer = testing::HalfOpenPeer::Create();
   ASSERT_TRUE(peer.ok()) << peer.status();
   absl::StatusOr<std::string> answer = (*peer)->Hello(s.address(), "10.255.255.1:9");
-  EXPECT_EQ(answer.status().code(), absl::StatusCode::kFailedPrecondition) << answer.status();
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kPermissionDenied) << answer.status();
   EXPECT_TRUE(absl::StrContains(answer.status().message(), "came from 127.0.0.1"))
       << answer.status();
   const std::string m = Scrape(s.metrics_address());

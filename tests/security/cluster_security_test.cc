@@ -211,6 +211,19 @@ TEST_F(ClusterSecurityTest, NodeRequestsAreServedOnlyFromTheMapsPrimary) {
     EXPECT_EQ(stray.code(), absl::StatusCode::kAborted) << stray;
   }
 
+  // A cluster client without the secret is told so at once, not after retrying for its
+  // failover timeout (the retries would end UNAVAILABLE).
+  {
+    ClientOptions o;
+    o.etcd = etcd_->endpoint();
+    o.cluster = cluster_;
+    auto c = Client::Connect(o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    absl::Status put = (*c)->Put("intruder", "x");
+    EXPECT_EQ(put.code(), absl::StatusCode::kUnauthenticated) << put;
+    EXPECT_TRUE(absl::StrContains(put.message(), "authentication required")) << put;
+  }
+
   // Nothing changed: the map, the epochs, no replica of shard 99 anywhere.
   const ShardInfo after = Shard();
   EXPECT_EQ(after.epoch, before.epoch);

@@ -114,7 +114,7 @@ TEST_F(SecurityTest, ConnectionsWithoutTheRightSecretAreRefusedAndChangeNothing)
   ClientOptions none;
   none.server = s->address();
   absl::Status st = Client::Connect(none).status();
-  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnauthenticated) << st;
   EXPECT_TRUE(absl::StrContains(st.message(), "authentication required")) << st;
   Output cli = testing::Cli(*s, {"get", "key1"});
   EXPECT_EQ(cli.exit_code, 1);
@@ -124,7 +124,7 @@ TEST_F(SecurityTest, ConnectionsWithoutTheRightSecretAreRefusedAndChangeNothing)
   const rpc::Credentials stranger{"mallory", testing::SecretOf(auth_, testing::kTestClientUser)};
   for (const rpc::Credentials* c : {&wrong, &stranger}) {
     absl::Status refused = RawConnection::Open(s->address(), c).status();
-    EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+    EXPECT_EQ(refused.code(), absl::StatusCode::kUnauthenticated) << refused;
     EXPECT_TRUE(absl::StrContains(refused.message(), "unknown user or wrong secret")) << refused;
   }
   EXPECT_EQ(Take(*s), before);
@@ -154,7 +154,7 @@ TEST_F(SecurityTest, AReplayedHelloIsRefused) {
       s->address(), [&](absl::string_view) { return absl::StatusOr<std::string>(recorded); },
       absl::Seconds(5));
   ASSERT_TRUE(replay.ok()) << replay.status();
-  EXPECT_TRUE(absl::StartsWith(*replay, "error authentication failed")) << *replay;
+  EXPECT_TRUE(absl::StartsWith(*replay, "error UNAUTHENTICATED authentication failed")) << *replay;
 }
 
 TEST_F(SecurityTest, OnlyNodesMayReplicateAndASingleNodeTakesNoReplication) {
@@ -279,7 +279,7 @@ TEST_F(SecurityTest, AHostOverItsConnectionCapIsRefused) {
   ASSERT_TRUE((*a)->Call(proto::PING, proto::PingRequest()).ok());
   ASSERT_TRUE((*b)->Call(proto::PING, proto::PingRequest()).ok());
   absl::Status third = RawConnection::Open(s->address(), &app).status();
-  EXPECT_EQ(third.code(), absl::StatusCode::kFailedPrecondition) << third;
+  EXPECT_EQ(third.code(), absl::StatusCode::kResourceExhausted) << third;
   EXPECT_TRUE(absl::StrContains(third.message(), "--max_connections_per_host=2")) << third;
   EXPECT_EQ(Sample(Scrape(s->metrics_address()),
                    "unloadkv_connections_refused_total{reason=\"host_limit\"}"),

@@ -23,9 +23,12 @@ void ServeOnce(BootstrapListener* l, const AuthTable* table, std::string server_
   ServerHandshake hs(challenge);
   absl::Status st = hs.Verify(*line, table);
   *got_info = hs.client_info();
+  AnswerLine refused;
+  refused.code = st.code();
+  refused.text = std::string(st.message());
   const std::string answer = !refusal.empty() ? "error " + refusal
                              : st.ok()        ? hs.Accept(server_info)
-                                              : "error " + std::string(st.message());
+                                              : EncodeAnswer(refused);
   ASSERT_TRUE(WriteAll(fd->get(), answer + "\n", absl::Seconds(5)).ok());
 }
 
@@ -54,7 +57,7 @@ TEST(BootstrapTest, AWrongSecretIsRefusedWithTheServersMessage) {
   std::thread server(ServeOnce, l->get(), &table, "server-info", "", &got);
   absl::StatusOr<Session> s = Bootstrap(nullptr, (*l)->address(), &wrong, "x", absl::Seconds(5));
   server.join();
-  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_TRUE(absl::StrContains(s.status().message(), "authentication failed")) << s.status();
 }
 

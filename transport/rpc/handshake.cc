@@ -123,14 +123,28 @@ absl::StatusOr<HelloLine> DecodeHello(absl::string_view line) {
 }
 
 std::string EncodeAnswer(const AnswerLine& a) {
-  if (!a.ok) return absl::StrCat("error ", a.text);
+  if (!a.ok) {
+    if (a.code == absl::StatusCode::kFailedPrecondition) return absl::StrCat("error ", a.text);
+    return absl::StrCat("error ", absl::StatusCodeToString(a.code), " ", a.text);
+  }
   return absl::StrCat("ok ", a.proof.empty() ? kNone : a.proof, " ", a.text);
 }
 
 absl::StatusOr<AnswerLine> DecodeAnswer(absl::string_view line) {
   AnswerLine a;
   if (absl::StartsWith(line, "error ")) {
-    a.text = std::string(line.substr(6));
+    absl::string_view rest = line.substr(6);
+    const absl::string_view first = rest.substr(0, rest.find(' '));
+    for (int c = 1; c <= 16; ++c) {  // the canonical codes but OK
+      const auto code = static_cast<absl::StatusCode>(c);
+      if (code != absl::StatusCode::kFailedPrecondition &&
+          first == absl::StatusCodeToString(code) && first.size() < rest.size()) {
+        a.code = code;
+        rest.remove_prefix(first.size() + 1);
+        break;
+      }
+    }
+    a.text = std::string(rest);
     return a;
   }
   if (!absl::StartsWith(line, "ok ")) {
@@ -200,7 +214,7 @@ absl::StatusOr<std::string> ClientHandshake::HelloFor(absl::string_view challeng
 absl::StatusOr<Session> ClientHandshake::Finish(absl::string_view answer_line) {
   absl::StatusOr<AnswerLine> a = DecodeAnswer(answer_line);
   if (!a.ok()) return a.status();
-  if (!a->ok) return absl::FailedPreconditionError(absl::StrCat("server refused: ", a->text));
+  if (!a->ok) return absl::Status(a->code, absl::StrCat("server refused: ", a->text));
   Session s;
   s.remote_info = a->text;
   if (credentials_ != nullptr && !credentials_->secret.empty()) {

@@ -5,7 +5,7 @@
 //
 //   server -> client  "unloadkv/2 challenge <SN>"                  on accept
 //   client -> server  "unloadkv/2 hello <USER> <CN> <CP> <CINFO>"
-//   server -> client  "ok <SP> <SINFO>"  or  "error <message>"
+//   server -> client  "ok <SP> <SINFO>"  or  "error [CODE] <message>"
 //
 // SN and CN are 16-byte random nonces (32 hex digits, OpenSSL's RAND_bytes), fresh per
 // connection. USER is the user's name and CP the client's proof; SP the server's proof. With
@@ -63,6 +63,10 @@ struct AnswerLine {
   bool ok = false;
   std::string proof;  // SP; "" when the server does not authenticate
   std::string text;   // ok: SINFO; error: the server's message
+  // error: the refusal's canonical code, sent as its name before the message
+  // ("error UNAUTHENTICATED authentication failed ..."); a line without one (the acceptor's
+  // own refusals) reads as FAILED_PRECONDITION.
+  absl::StatusCode code = absl::StatusCode::kFailedPrecondition;
 };
 std::string EncodeAnswer(const AnswerLine& answer);
 absl::StatusOr<AnswerLine> DecodeAnswer(absl::string_view line);
@@ -83,9 +87,10 @@ class ClientHandshake {
   ClientHandshake(const Credentials* credentials, std::string local_info);
   // The hello line answering the server's challenge line.
   absl::StatusOr<std::string> HelloFor(absl::string_view challenge_line);
-  // Checks the server's answer: its info and the stream token; FailedPrecondition carrying
-  // the server's message for a refusal; Unauthenticated when the client has credentials and
-  // the server's proof is absent or wrong (not the server it meant to reach).
+  // Checks the server's answer: its info and the stream token; for a refusal, the code the
+  // server gave (FailedPrecondition when none) with "server refused: <its message>";
+  // Unauthenticated when the client has credentials and the server's proof is absent or wrong
+  // (not the server it meant to reach).
   absl::StatusOr<Session> Finish(absl::string_view answer_line);
 
  private:

@@ -141,6 +141,20 @@ TEST(HandshakeTest, LinesOfAnotherVersionOrShapeAreClearErrors) {
   AnswerLine e = *DecodeAnswer("error no room");
   EXPECT_FALSE(e.ok);
   EXPECT_EQ(e.text, "no room");
+  EXPECT_EQ(e.code, absl::StatusCode::kFailedPrecondition);
+  // A refusal carries its code; the client returns it.
+  AnswerLine limit;
+  limit.code = absl::StatusCode::kResourceExhausted;
+  limit.text = "at the connection limit";
+  EXPECT_EQ(EncodeAnswer(limit), "error RESOURCE_EXHAUSTED at the connection limit");
+  AnswerLine back = *DecodeAnswer(EncodeAnswer(limit));
+  EXPECT_EQ(back.code, absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(back.text, "at the connection limit");
+  ClientHandshake client(nullptr, "info");
+  ASSERT_TRUE(client.HelloFor(EncodeChallenge(NewNonce())).ok());
+  absl::Status refused = client.Finish(EncodeAnswer(limit)).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.message(), "server refused: at the connection limit");
 }
 
 }  // namespace
