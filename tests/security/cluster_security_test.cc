@@ -166,6 +166,16 @@ TEST_F(ClusterSecurityTest, NodeRequestsAreServedOnlyFromTheMapsPrimary) {
   }
   const std::string address = nodes_.at(victim)->address();
   const uint64_t epoch = before.epoch;
+  // The primary's arena usage: a backup mirrors its layout, so the attacked backup must show
+  // the same once it is primary. Read once the populating client is gone (its unused grants
+  // count until the server reaps its connection).
+  const absl::Time reaped = absl::Now() + absl::Seconds(10);
+  while (Metric(primary, "unloadkv_connections") != 0 && absl::Now() < reaped) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(Metric(primary, "unloadkv_connections"), 0);
+  const double arena_used = Metric(primary, "unloadkv_arena_used_bytes");
+  ASSERT_GT(arena_used, 0);
 
   // Users that are not nodes.
   for (const char* user : {testing::kTestClientUser, testing::kTestAdminUser}) {
@@ -255,6 +265,11 @@ TEST_F(ClusterSecurityTest, NodeRequestsAreServedOnlyFromTheMapsPrimary) {
     absl::SleepFor(absl::Milliseconds(20));
   ASSERT_EQ(Shard().primary, victim);
   ExpectEveryKey();
+  const absl::Time gauges = absl::Now() + absl::Seconds(5);
+  while (Metric(victim, "unloadkv_arena_used_bytes") != arena_used && absl::Now() < gauges) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(Metric(victim, "unloadkv_arena_used_bytes"), arena_used);
 }
 
 TEST_F(ClusterSecurityTest, ARogueNodeWithoutTheNodeSecretGetsNoState) {
