@@ -85,12 +85,12 @@ run_demo() {
 run_sim_demo() {
   log "MODELED: YCSB workload A on the simulated fabric, 256 MiB of values (16x the reach of the"
   log "modeled NIC's translation cache): offload-only, unload-only and adaptive (about 2 minutes)"
-  "${BAZEL[@]}" build -c opt //client/ycsb:sim_compare
+  "${BAZEL[@]}" build -c opt //tests/sim:sim_compare
   local bin out
   bin=$(bazel info -c opt bazel-bin 2>/dev/null)
   out=$(mktemp -d)
-  (cd "$bin/client/ycsb/sim_compare.runfiles/unloadkv" &&
-    "$bin/client/ycsb/sim_compare" --sizes=large --large_records=262144 --workloads=load,a \
+  (cd "$bin/tests/sim/sim_compare.runfiles/unloadkv" &&
+    "$bin/tests/sim/sim_compare" --sizes=large --large_records=262144 --workloads=load,a \
       --policies=offload,unload,adaptive --bound=false --operations=400000 --out_dir="$out" \
       >/dev/null)
   awk -F, '$5 == "a" { ops[$4] = $8; share[$4] = $15 }
@@ -104,7 +104,7 @@ run_sim_demo() {
       }
     }' "$out/sim_compare.csv"
   log "where the gain comes from and where it stops: docs/sim-kv.md;"
-  log "the whole comparison (A-F, two sizes): bazel run -c opt //client/ycsb:sim_compare"
+  log "the whole comparison (A-F, two sizes): bazel run -c opt //tests/sim:sim_compare"
   rm -rf "$out"
 }
 

@@ -63,7 +63,7 @@ namespace rpc {
 struct Credentials;  // transport/rpc/auth_file.h
 }  // namespace rpc
 
-// A client embedded in a world someone else drives (server/sim: the simulated fabric, one
+// A client embedded in a world someone else drives (tests/sim: the simulated fabric, one
 // thread, virtual time). It then runs on `device` and `clock`, reaches the server through
 // `bootstrap` instead of TCP and starts no thread: it hands the world a poller instead, and
 // its synchronous calls (and Wait) let the world run until their answer is in.
@@ -152,32 +152,36 @@ struct WriteStats {
   uint64_t errors = 0;
 };
 
-class ClusterRouter;  // cluster_router.h
-
+// The SDK's interface, implemented by a connection to one kvserver and by a router over a
+// cluster's primaries (client_impl.h, cluster_router.h; private to client/). Connect picks.
 class Client {
  public:
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
-  ~Client();
+  virtual ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
 
-  absl::Status Put(absl::string_view key, absl::string_view value);
+  virtual absl::Status Put(absl::string_view key, absl::string_view value) = 0;
   // Merges `fields`, a field record (proto/field_record.h), into the record stored at `key`:
   // each named field takes its new value, the others stay; with nothing stored, `fields`
   // becomes the record. One round trip; the update travels through the write engine like a
   // Put's value and the server builds the merged record. FailedPrecondition when the stored
   // value is not a field record, InvalidArgument when `fields` is not one.
-  absl::Status MergeFields(absl::string_view key, absl::string_view fields);
-  absl::StatusOr<std::string> Get(absl::string_view key);
-  absl::Status Delete(absl::string_view key);
-  absl::StatusOr<ScanPage> Scan(absl::string_view start, absl::string_view end, uint32_t limit);
-  absl::StatusOr<proto::StatsResponse> Stats();
+  virtual absl::Status MergeFields(absl::string_view key, absl::string_view fields) = 0;
+  virtual absl::StatusOr<std::string> Get(absl::string_view key) = 0;
+  virtual absl::Status Delete(absl::string_view key) = 0;
+  virtual absl::StatusOr<ScanPage> Scan(absl::string_view start, absl::string_view end,
+                                        uint32_t limit) = 0;
+  virtual absl::StatusOr<proto::StatsResponse> Stats() = 0;
 
   // Asynchronous forms; no retries. Put yields the new version.
-  void PutAsync(absl::string_view key, absl::string_view value,
-                std::function<void(absl::StatusOr<uint64_t>)> done);
-  void MergeFieldsAsync(absl::string_view key, absl::string_view fields,
-                        std::function<void(absl::StatusOr<uint64_t>)> done);
-  void GetAsync(absl::string_view key, std::function<void(absl::StatusOr<std::string>)> done);
-  void DeleteAsync(absl::string_view key, std::function<void(absl::Status)> done);
+  virtual void PutAsync(absl::string_view key, absl::string_view value,
+                        std::function<void(absl::StatusOr<uint64_t>)> done) = 0;
+  virtual void MergeFieldsAsync(absl::string_view key, absl::string_view fields,
+                                std::function<void(absl::StatusOr<uint64_t>)> done) = 0;
+  virtual void GetAsync(absl::string_view key,
+                        std::function<void(absl::StatusOr<std::string>)> done) = 0;
+  virtual void DeleteAsync(absl::string_view key, std::function<void(absl::Status)> done) = 0;
 
   // While a Batch lives, the requests issued on the connection (by any thread) are posted
   // together when it ends (one doorbell: on the soft transport one sendmsg instead of one per
@@ -186,36 +190,33 @@ class Client {
   // outlive the Client.
   class Batch {
    public:
+    // What an implementation holds while a batch is open (opaque; null: nothing).
+    struct State {
+      virtual ~State() = default;
+    };
+    explicit Batch(std::unique_ptr<State> state = nullptr);
     ~Batch();
     Batch(Batch&&) noexcept;
     Batch& operator=(Batch&&) = delete;
 
    private:
-    friend class Client;
-    struct State;
-    explicit Batch(std::unique_ptr<State> state);
     std::unique_ptr<State> state_;
   };
-  Batch BeginBatch();
+  virtual Batch BeginBatch() = 0;
 
   // Returns once `done()` is true, driving the connection meanwhile when caller_progress is
   // set (else waiting for the engine thread). `done` is called with no lock held, from this
   // thread only. For waiting on async requests; never call it from a callback.
-  void Wait(const std::function<bool()>& done);
+  virtual void Wait(const std::function<bool()>& done) = 0;
 
-  int in_flight() const;
-  bool connected() const;
-  WriteStats write_stats() const;
+  virtual int in_flight() const = 0;
+  virtual bool connected() const = 0;
+  virtual WriteStats write_stats() const = 0;
   // How the connection's staging ring is backed ("2 MiB huge pages", or 4 KiB pages and why).
-  const std::string& staging_memory() const;
+  virtual const std::string& staging_memory() const = 0;
 
- private:
-  class Impl;  // client_impl.h: the transport stays behind it
-  friend class ClusterRouter;
-  explicit Client(std::unique_ptr<Impl> impl);
-  explicit Client(std::unique_ptr<ClusterRouter> router);
-  std::unique_ptr<Impl> impl_;             // single node
-  std::unique_ptr<ClusterRouter> router_;  // cluster
+ protected:
+  Client() = default;
 };
 
 }  // namespace unloadkv

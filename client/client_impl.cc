@@ -1,4 +1,4 @@
-// Client::Impl: connecting, waiting for answers, sending requests.
+// NodeClient: connecting, waiting for answers, sending requests.
 #include "client/client_impl.h"
 
 #include <algorithm>
@@ -12,13 +12,13 @@
 
 namespace unloadkv {
 
-absl::StatusOr<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const ClientOptions& options) {
+absl::StatusOr<std::unique_ptr<NodeClient>> NodeClient::Connect(const ClientOptions& options) {
   if (options.max_in_flight < 1 || options.max_in_flight > 1024) {
     return absl::InvalidArgumentError("max_in_flight must be in 1..1024");
   }
   auto policy = engine::MakePolicy(options.policy);
   if (!policy.ok()) return policy.status();
-  std::unique_ptr<Impl> c(new Impl());
+  std::unique_ptr<NodeClient> c(new NodeClient());
   c->options_ = options;
   const ClientEmbedding* embedded = options.embedding;
   if (embedded != nullptr) {
@@ -37,12 +37,11 @@ absl::StatusOr<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const Client
   }
   c->write_count_ = std::make_unique<client_internal::WriteCount>(options.metrics);
   engine::EngineOptions eo;
-  eo.max_message_bytes = proto::kMaxMessageBytes;
   eo.max_connections_per_worker = 1;  // the client's one connection
   eo.metrics = c->write_count_.get();
-  eo.modeled_huge_pages = embedded != nullptr;
-  if (embedded != nullptr) eo.checks = embedded->checks;
-  auto engine = engine::Engine::Create(c->device_, eo);
+  auto engine = rpc::CreateRpcEngine(c->device_, eo, proto::kMaxMessageBytes,
+                                     /*simulated=*/embedded != nullptr,
+                                     embedded != nullptr ? embedded->checks : nullptr);
   if (!engine.ok()) return engine.status();
   c->engine_ = std::move(*engine);
   // Twice the requests in flight: a buffer is held until its write completes, which may be
@@ -73,7 +72,7 @@ absl::StatusOr<std::unique_ptr<Client::Impl>> Client::Impl::Connect(const Client
   if (!remote.ok()) return remote.status();
   remote->qp.token = session->token;
   if (absl::Status st = c->conn_->Connect(*remote); !st.ok()) return st;
-  Impl* self = c.get();
+  NodeClient* self = c.get();
   if (embedded != nullptr) {
     c->poller_ = embedded->add_poller([self] { return self->PollEmbedded(); });
   } else {
@@ -113,7 +112,7 @@ absl::StatusOr<std::optional<rpc::Credentials>> LoadCredentials(const ClientOpti
   return std::optional<rpc::Credentials>(*std::move(c));
 }
 
-Client::Impl::~Impl() {
+NodeClient::~NodeClient() {
   if (poller_) options_.embedding->remove_poller(*poller_);
   stop_ = true;
   if (ticker_id_ != 0) DeadlineTicker::Get().Remove(ticker_id_);
@@ -122,12 +121,23 @@ Client::Impl::~Impl() {
   conn_.reset();  // flushes writes still queued
 }
 
-absl::Status Client::Impl::ConnectionError() const {
+namespace {
+struct NodeBatch : Client::Batch::State {
+  explicit NodeBatch(engine::Connection::Batch b) : batch(std::move(b)) {}
+  engine::Connection::Batch batch;
+};
+}  // namespace
+
+Client::Batch NodeClient::BeginBatch() {
+  return Batch(std::make_unique<NodeBatch>(conn_->BeginBatch()));
+}
+
+absl::Status NodeClient::ConnectionError() const {
   return absl::UnavailableError(
       absl::StrCat("connection to kvserver at ", options_.server, " lost"));
 }
 
-void Client::Impl::Signal() {
+void NodeClient::Signal() {
   {
     std::lock_guard<std::mutex> l(progress_mu_);
     ++progress_epoch_;
@@ -135,7 +145,7 @@ void Client::Impl::Signal() {
   progress_cv_.notify_all();
 }
 
-int Client::Impl::PollEmbedded() {
+int NodeClient::PollEmbedded() {
   const int work = engine_->PollOnce();
   // Deadlines are checked every 5 ms of the clock, as the ticker thread does in real time.
   if (const absl::Time now = clock_->Now(); now >= next_deadline_check_) {
@@ -145,7 +155,7 @@ int Client::Impl::PollEmbedded() {
   return work;
 }
 
-void Client::Impl::Wait(const std::function<bool()>& done) {
+void NodeClient::Wait(const std::function<bool()>& done) {
   if (options_.embedding != nullptr) return options_.embedding->wait(done);
   while (!done()) {
     if (options_.caller_progress) {
@@ -165,8 +175,8 @@ void Client::Impl::Wait(const std::function<bool()>& done) {
   }
 }
 
-absl::Status Client::Impl::Call(proto::Method method, const google::protobuf::Message& req,
-                                Reply done) {
+absl::Status NodeClient::Call(proto::Method method, const google::protobuf::Message& req,
+                              Reply done) {
   // Every answer wakes the threads in Wait after its callback ran.
   absl::StatusOr<uint64_t> id = rpc_->Call(method, req.SerializeAsString(), options_.timeout,
                                            [this, done = std::move(done)](auto r) {
@@ -177,7 +187,7 @@ absl::Status Client::Impl::Call(proto::Method method, const google::protobuf::Me
   return conn_->failed() ? ConnectionError() : id.status();
 }
 
-absl::Status Client::Impl::Ping(absl::Duration timeout) {
+absl::Status NodeClient::Ping(absl::Duration timeout) {
   proto::PingRequest req;
   return Await<absl::StatusOr<std::string>>([&](Reply d) {
            absl::StatusOr<uint64_t> id = rpc_->Call(proto::PING, req.SerializeAsString(), timeout,

@@ -1,5 +1,5 @@
-// Client::Impl: what stands behind the SDK's public header. Private to client/; users include
-// client.h only. Thread-safety as Client's.
+// NodeClient: the Client of one kvserver (a single node, or one node of a cluster, for the
+// ClusterRouter). Private to client/; users include client.h only. Thread-safety as Client's.
 #ifndef UNLOADKV_CLIENT_CLIENT_IMPL_H_
 #define UNLOADKV_CLIENT_CLIENT_IMPL_H_
 
@@ -30,40 +30,54 @@ namespace unloadkv {
 // none without an auth file. Errors name the file and what is wrong with it.
 absl::StatusOr<std::optional<rpc::Credentials>> LoadCredentials(const ClientOptions& options);
 
-class Client::Impl {
+class NodeClient : public Client {
  public:
   using Reply = std::function<void(absl::StatusOr<std::string>)>;
   using PutDone = std::function<void(absl::StatusOr<uint64_t>)>;
 
   // Opens the device and engine, exchanges connection details with the server and completes
   // one PING round trip, all within options.timeout (client_impl.cc).
-  static absl::StatusOr<std::unique_ptr<Impl>> Connect(const ClientOptions& options);
-  ~Impl();
+  static absl::StatusOr<std::unique_ptr<NodeClient>> Connect(const ClientOptions& options);
+  ~NodeClient() override;
 
   // Operations (client_ops.cc).
-  // `shard`: the key's shard in a cluster (grants come from its arena); 0 on a single node.
-  // `merge`: the value is a field record merged into the key's (Client::MergeFields).
-  void PutAsync(absl::string_view key, absl::string_view value, PutDone done, uint32_t shard = 0,
-                bool merge = false);
-  void GetAsync(absl::string_view key, std::function<void(absl::StatusOr<std::string>)> done);
-  void DeleteAsync(absl::string_view key, std::function<void(absl::Status)> done);
-  absl::Status Put(absl::string_view key, absl::string_view value, bool merge = false);
-  absl::StatusOr<std::string> Get(absl::string_view key);
-  absl::Status Delete(absl::string_view key);
-  absl::StatusOr<ScanPage> Scan(absl::string_view start, absl::string_view end, uint32_t limit);
-  absl::StatusOr<proto::StatsResponse> Stats();
-
-  engine::Connection::Batch BeginBatch() { return conn_->BeginBatch(); }
+  absl::Status Put(absl::string_view key, absl::string_view value) override {
+    return Store(key, value, /*merge=*/false);
+  }
+  absl::Status MergeFields(absl::string_view key, absl::string_view fields) override {
+    return Store(key, fields, /*merge=*/true);
+  }
+  absl::StatusOr<std::string> Get(absl::string_view key) override;
+  absl::Status Delete(absl::string_view key) override;
+  absl::StatusOr<ScanPage> Scan(absl::string_view start, absl::string_view end,
+                                uint32_t limit) override;
+  absl::StatusOr<proto::StatsResponse> Stats() override;
+  void PutAsync(absl::string_view key, absl::string_view value, PutDone done) override {
+    StoreAsync(key, value, std::move(done), /*shard=*/0, /*merge=*/false);
+  }
+  void MergeFieldsAsync(absl::string_view key, absl::string_view fields, PutDone done) override {
+    StoreAsync(key, fields, std::move(done), /*shard=*/0, /*merge=*/true);
+  }
+  void GetAsync(absl::string_view key,
+                std::function<void(absl::StatusOr<std::string>)> done) override;
+  void DeleteAsync(absl::string_view key, std::function<void(absl::Status)> done) override;
+  Batch BeginBatch() override;
 
   // Waiting and state (client_impl.cc).
-  void Wait(const std::function<bool()>& done);
-  int in_flight() const { return rpc_->in_flight(); }
-  bool connected() const { return !conn_->failed(); }
-  WriteStats write_stats() const { return write_count_->stats(); }
-  const std::string& staging_memory() const { return engine_->staging_memory(); }
+  void Wait(const std::function<bool()>& done) override;
+  int in_flight() const override { return rpc_->in_flight(); }
+  bool connected() const override { return !conn_->failed(); }
+  WriteStats write_stats() const override { return write_count_->stats(); }
+  const std::string& staging_memory() const override { return engine_->staging_memory(); }
+
+  // A Put (or, with `merge`, a MergeFields) of a key of shard `shard` (a cluster's: grants
+  // come from its arena; 0 on a single node).
+  absl::Status Store(absl::string_view key, absl::string_view value, bool merge);
+  void StoreAsync(absl::string_view key, absl::string_view value, PutDone done, uint32_t shard,
+                  bool merge);
 
  private:
-  Impl() = default;
+  NodeClient() = default;
   // Starts a request with a callback and returns its result once Wait saw it.
   template <typename T, typename Start>
   T Await(Start start);
@@ -114,7 +128,7 @@ class Client::Impl {
 };
 
 template <typename T, typename Start>
-T Client::Impl::Await(Start start) {
+T NodeClient::Await(Start start) {
   client_internal::Pending<T> s;
   start([&s](T r) {
     std::lock_guard<std::mutex> l(s.mu);

@@ -1,4 +1,4 @@
-// Client::Impl: the operations. A PUT takes a grant (GrantPool, asking the server for more
+// NodeClient: the operations. A PUT takes a grant (GrantPool, asking the server for more
 // when the class's pool is empty), writes the value from a registered buffer (ValueBuffers)
 // into the granted slot through the engine, and sends the PUT behind it on the connection.
 #include <cstring>
@@ -10,14 +10,14 @@
 
 namespace unloadkv {
 
-client_internal::GrantPool& Client::Impl::GrantsOf(uint32_t shard) {
+client_internal::GrantPool& NodeClient::GrantsOf(uint32_t shard) {
   MutexLock l(&grants_mu_);
   std::unique_ptr<client_internal::GrantPool>& pool = grants_[shard];
   if (pool == nullptr) pool = std::make_unique<client_internal::GrantPool>();
   return *pool;  // pools are never removed: the reference stays valid
 }
 
-void Client::Impl::WithGrant(uint32_t shard, uint32_t size, client_internal::GrantPool::Use use) {
+void NodeClient::WithGrant(uint32_t shard, uint32_t size, client_internal::GrantPool::Use use) {
   const int cls = proto::SlotClassOf(size);
   bool request = false;
   std::optional<proto::SlotGrant> ready = GrantsOf(shard).TakeOrWait(cls, std::move(use), &request);
@@ -28,7 +28,7 @@ void Client::Impl::WithGrant(uint32_t shard, uint32_t size, client_internal::Gra
   }
 }
 
-void Client::Impl::RequestGrants(uint32_t shard, int cls) {
+void NodeClient::RequestGrants(uint32_t shard, int cls) {
   client_internal::GrantPool& pool = GrantsOf(shard);
   proto::GrantRequest req;
   req.set_size(proto::SlotClassCapacity(cls));
@@ -43,8 +43,8 @@ void Client::Impl::RequestGrants(uint32_t shard, int cls) {
   if (absl::Status st = Call(proto::GRANT, req, on_reply); !st.ok()) on_reply(st);
 }
 
-void Client::Impl::WriteAndPut(uint32_t shard, const std::string& key, const std::string& value,
-                               const proto::SlotGrant& g, bool merge, PutDone done) {
+void NodeClient::WriteAndPut(uint32_t shard, const std::string& key, const std::string& value,
+                             const proto::SlotGrant& g, bool merge, PutDone done) {
   const uint32_t size = static_cast<uint32_t>(value.size());
   // The value write and the PUT go out together (one doorbell; one packet train on soft). The
   // batch ends before `done` runs on an error path: a callback may wait for this connection.
@@ -108,7 +108,7 @@ void Client::Impl::WriteAndPut(uint32_t shard, const std::string& key, const std
   }
 }
 
-void Client::Impl::PutAsync(absl::string_view key, absl::string_view value, PutDone done,
+void NodeClient::StoreAsync(absl::string_view key, absl::string_view value, PutDone done,
                             uint32_t shard, bool merge) {
   if (absl::Status st = proto::CheckKey(key); !st.ok()) return done(st);
   if (absl::Status st = proto::CheckValueSize(value.size()); !st.ok()) return done(st);
@@ -121,8 +121,8 @@ void Client::Impl::PutAsync(absl::string_view key, absl::string_view value, PutD
             });
 }
 
-void Client::Impl::GetAsync(absl::string_view key,
-                            std::function<void(absl::StatusOr<std::string>)> done) {
+void NodeClient::GetAsync(absl::string_view key,
+                          std::function<void(absl::StatusOr<std::string>)> done) {
   if (absl::Status st = proto::CheckKey(key); !st.ok()) return done(st);
   proto::GetRequest req;
   req.set_key(std::string(key));
@@ -135,7 +135,7 @@ void Client::Impl::GetAsync(absl::string_view key,
   if (!st.ok()) done(st);
 }
 
-void Client::Impl::DeleteAsync(absl::string_view key, std::function<void(absl::Status)> done) {
+void NodeClient::DeleteAsync(absl::string_view key, std::function<void(absl::Status)> done) {
   if (absl::Status st = proto::CheckKey(key); !st.ok()) return done(st);
   proto::DeleteRequest req;
   req.set_key(std::string(key));
@@ -145,23 +145,23 @@ void Client::Impl::DeleteAsync(absl::string_view key, std::function<void(absl::S
   if (!st.ok()) done(st);
 }
 
-absl::Status Client::Impl::Put(absl::string_view key, absl::string_view value, bool merge) {
+absl::Status NodeClient::Store(absl::string_view key, absl::string_view value, bool merge) {
   // A merge is idempotent too: applying the same field values again leaves the same record.
   return client_internal::WithRetries<absl::Status>(options_.max_retries, /*idempotent=*/true, [&] {
     return Await<absl::StatusOr<uint64_t>>(
-               [&](PutDone d) { PutAsync(key, value, d, /*shard=*/0, merge); })
+               [&](PutDone d) { StoreAsync(key, value, d, /*shard=*/0, merge); })
         .status();
   });
 }
 
-absl::StatusOr<std::string> Client::Impl::Get(absl::string_view key) {
+absl::StatusOr<std::string> NodeClient::Get(absl::string_view key) {
   return client_internal::WithRetries<absl::StatusOr<std::string>>(options_.max_retries, true, [&] {
     return Await<absl::StatusOr<std::string>>(
         [&](std::function<void(absl::StatusOr<std::string>)> d) { GetAsync(key, d); });
   });
 }
 
-absl::Status Client::Impl::Delete(absl::string_view key) {
+absl::Status NodeClient::Delete(absl::string_view key) {
   // Not retried on a timeout: the first attempt may have applied, and a retry would then
   // report NOT_FOUND for a delete that succeeded.
   return client_internal::WithRetries<absl::Status>(options_.max_retries, false, [&] {
@@ -169,8 +169,8 @@ absl::Status Client::Impl::Delete(absl::string_view key) {
   });
 }
 
-absl::StatusOr<ScanPage> Client::Impl::Scan(absl::string_view start, absl::string_view end,
-                                            uint32_t limit) {
+absl::StatusOr<ScanPage> NodeClient::Scan(absl::string_view start, absl::string_view end,
+                                          uint32_t limit) {
   proto::ScanRequest req;
   req.set_start_key(std::string(start));
   req.set_end_key(std::string(end));
@@ -194,7 +194,7 @@ absl::StatusOr<ScanPage> Client::Impl::Scan(absl::string_view start, absl::strin
   });
 }
 
-absl::StatusOr<proto::StatsResponse> Client::Impl::Stats() {
+absl::StatusOr<proto::StatsResponse> NodeClient::Stats() {
   proto::StatsRequest req;
   return client_internal::WithRetries<absl::StatusOr<proto::StatsResponse>>(
       options_.max_retries, true, [&] {

@@ -35,7 +35,7 @@ struct ClusterRouter::Op {
   absl::Time deadline;
   int attempts = 0;
   // Issues the operation on the shard primary's connection; its completion calls Judge.
-  std::function<void(Client::Impl&, uint32_t shard, std::shared_ptr<Op> self)> issue;
+  std::function<void(NodeClient&, uint32_t shard, std::shared_ptr<Op> self)> issue;
   // Completes the operation with an error.
   std::function<void(absl::Status)> fail;
   // Judges a completion: true when the router took over (retry scheduled, or failed with a
@@ -119,7 +119,7 @@ ClusterRouter::~ClusterRouter() {
 absl::Status ClusterRouter::Refresh() {
   absl::StatusOr<cluster::ClusterView> view = map_->Read();
   if (!view.ok()) return view.status();
-  std::vector<std::shared_ptr<Client::Impl>> closing;
+  std::vector<std::shared_ptr<NodeClient>> closing;
   {
     std::lock_guard<std::mutex> l(mu_);
     view_ = *std::move(view);
@@ -139,8 +139,8 @@ absl::Status ClusterRouter::Refresh() {
   return absl::OkStatus();  // `closing` closes outside the lock
 }
 
-std::shared_ptr<Client::Impl> ClusterRouter::OpenConnectionFor(absl::string_view key,
-                                                               uint32_t* shard) {
+std::shared_ptr<NodeClient> ClusterRouter::OpenConnectionFor(absl::string_view key,
+                                                             uint32_t* shard) {
   std::lock_guard<std::mutex> l(mu_);
   const cluster::ShardInfo* s = view_.ShardFor(key);
   if (s == nullptr || s->primary.empty()) return nullptr;
@@ -150,8 +150,8 @@ std::shared_ptr<Client::Impl> ClusterRouter::OpenConnectionFor(absl::string_view
   return it->second;
 }
 
-std::shared_ptr<Client::Impl> ClusterRouter::ConnectionFor(absl::string_view key, uint32_t* shard,
-                                                           absl::Status* why) {
+std::shared_ptr<NodeClient> ClusterRouter::ConnectionFor(absl::string_view key, uint32_t* shard,
+                                                         absl::Status* why) {
   if (stale_.exchange(false)) {
     // Without the map service the client routes by the map it has (etcd may be down while
     // every node serves on).
@@ -175,7 +175,7 @@ std::shared_ptr<Client::Impl> ClusterRouter::ConnectionFor(absl::string_view key
   }
   ClientOptions o = options_;
   o.server = address;
-  absl::StatusOr<std::unique_ptr<Client::Impl>> impl = Client::Impl::Connect(o);
+  absl::StatusOr<std::unique_ptr<NodeClient>> impl = NodeClient::Connect(o);
   if (!impl.ok()) {
     *why = absl::Status(
         Refused(impl.status().code()) ? impl.status().code() : absl::StatusCode::kUnavailable,
@@ -183,7 +183,7 @@ std::shared_ptr<Client::Impl> ClusterRouter::ConnectionFor(absl::string_view key
     stale_.store(true);
     return nullptr;
   }
-  std::shared_ptr<Client::Impl> conn = *std::move(impl);
+  std::shared_ptr<NodeClient> conn = *std::move(impl);
   std::lock_guard<std::mutex> l(mu_);
   conns_[node] = conn;
   return conn;
@@ -244,7 +244,7 @@ void ClusterRouter::Start(std::shared_ptr<Op> op) {
 
 void ClusterRouter::Attempt(std::shared_ptr<Op> op, bool may_block) {
   uint32_t shard = 0;
-  std::shared_ptr<Client::Impl> conn;
+  std::shared_ptr<NodeClient> conn;
   absl::Status why = absl::UnavailableError("no connection");
   if (may_block) {
     conn = ConnectionFor(op->key, &shard, &why);
@@ -282,8 +282,8 @@ void ClusterRouter::Retry(std::shared_ptr<Op> op, absl::Status why) {
   });
 }
 
-void ClusterRouter::PutAsync(absl::string_view key, absl::string_view value,
-                             std::function<void(absl::StatusOr<uint64_t>)> done, bool merge) {
+void ClusterRouter::StoreAsync(absl::string_view key, absl::string_view value,
+                               std::function<void(absl::StatusOr<uint64_t>)> done, bool merge) {
   auto op = std::make_shared<Op>();
   op->key = std::string(key);
   op->write = true;
@@ -292,9 +292,9 @@ void ClusterRouter::PutAsync(absl::string_view key, absl::string_view value,
     Finished();
   };
   op->fail = [finish](absl::Status st) { finish(std::move(st)); };
-  op->issue = [finish, merge, value = std::string(value)](Client::Impl& c, uint32_t shard,
+  op->issue = [finish, merge, value = std::string(value)](NodeClient& c, uint32_t shard,
                                                           std::shared_ptr<Op> self) {
-    c.PutAsync(
+    c.StoreAsync(
         self->key, value,
         [finish, self](absl::StatusOr<uint64_t> r) {
           if (!self->Judge(self, r.status())) finish(std::move(r));
@@ -313,7 +313,7 @@ void ClusterRouter::GetAsync(absl::string_view key,
     Finished();
   };
   op->fail = [finish](absl::Status st) { finish(std::move(st)); };
-  op->issue = [finish](Client::Impl& c, uint32_t, std::shared_ptr<Op> self) {
+  op->issue = [finish](NodeClient& c, uint32_t, std::shared_ptr<Op> self) {
     c.GetAsync(self->key, [finish, self](absl::StatusOr<std::string> r) {
       if (!self->Judge(self, r.status())) finish(std::move(r));
     });
@@ -330,7 +330,7 @@ void ClusterRouter::DeleteAsync(absl::string_view key, std::function<void(absl::
     Finished();
   };
   op->fail = finish;
-  op->issue = [finish](Client::Impl& c, uint32_t, std::shared_ptr<Op> self) {
+  op->issue = [finish](NodeClient& c, uint32_t, std::shared_ptr<Op> self) {
     c.DeleteAsync(self->key, [finish, self](absl::Status st) {
       if (!self->Judge(self, st)) finish(std::move(st));
     });
@@ -369,8 +369,9 @@ void ClusterRouter::SleepUntil(absl::Time due) {
   absl::SleepFor(due - clock_->Now());
 }
 
-absl::Status ClusterRouter::Put(absl::string_view key, absl::string_view value, bool merge) {
-  return Await<absl::StatusOr<uint64_t>>([&](auto d) { PutAsync(key, value, d, merge); }).status();
+absl::Status ClusterRouter::Store(absl::string_view key, absl::string_view value, bool merge) {
+  return Await<absl::StatusOr<uint64_t>>([&](auto d) { StoreAsync(key, value, d, merge); })
+      .status();
 }
 
 absl::StatusOr<std::string> ClusterRouter::Get(absl::string_view key) {
@@ -390,7 +391,7 @@ absl::StatusOr<ScanPage> ClusterRouter::Scan(absl::string_view start, absl::stri
   while (true) {
     uint32_t shard = 0;
     absl::Status why;
-    std::shared_ptr<Client::Impl> conn = ConnectionFor(cur, &shard, &why);
+    std::shared_ptr<NodeClient> conn = ConnectionFor(cur, &shard, &why);
     std::string shard_end;
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -437,7 +438,7 @@ absl::StatusOr<proto::StatsResponse> ClusterRouter::Stats() {
   for (const auto& [name, address] : nodes) {
     ClientOptions o = options_;
     o.server = address;
-    absl::StatusOr<std::unique_ptr<Client::Impl>> c = Client::Impl::Connect(o);
+    absl::StatusOr<std::unique_ptr<NodeClient>> c = NodeClient::Connect(o);
     if (!c.ok()) return c.status();
     absl::StatusOr<proto::StatsResponse> s = (*c)->Stats();
     if (!s.ok()) return s.status();

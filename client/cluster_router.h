@@ -1,4 +1,4 @@
-// The SDK in a cluster: the map, one Client::Impl connection per primary node it has talked
+// The SDK in a cluster: the map, one NodeClient connection per primary node it has talked
 // to, routing by key, and retries through failovers. Private to client/.
 //
 // Threads: operations start on the caller's thread and complete on engine threads; whatever
@@ -30,29 +30,44 @@
 
 namespace unloadkv {
 
-class ClusterRouter {
+class ClusterRouter : public Client {
  public:
+  using PutDone = std::function<void(absl::StatusOr<uint64_t>)>;
   static absl::StatusOr<std::unique_ptr<ClusterRouter>> Connect(const ClientOptions& options);
-  ~ClusterRouter();
+  ~ClusterRouter() override;
 
-  // `merge`: Client::MergeFields.
-  void PutAsync(absl::string_view key, absl::string_view value,
-                std::function<void(absl::StatusOr<uint64_t>)> done, bool merge = false);
-  void GetAsync(absl::string_view key, std::function<void(absl::StatusOr<std::string>)> done);
-  void DeleteAsync(absl::string_view key, std::function<void(absl::Status)> done);
-  absl::Status Put(absl::string_view key, absl::string_view value, bool merge = false);
-  absl::StatusOr<std::string> Get(absl::string_view key);
-  absl::Status Delete(absl::string_view key);
-  absl::StatusOr<ScanPage> Scan(absl::string_view start, absl::string_view end, uint32_t limit);
-  absl::StatusOr<proto::StatsResponse> Stats();
+  absl::Status Put(absl::string_view key, absl::string_view value) override {
+    return Store(key, value, /*merge=*/false);
+  }
+  absl::Status MergeFields(absl::string_view key, absl::string_view fields) override {
+    return Store(key, fields, /*merge=*/true);
+  }
+  absl::StatusOr<std::string> Get(absl::string_view key) override;
+  absl::Status Delete(absl::string_view key) override;
+  absl::StatusOr<ScanPage> Scan(absl::string_view start, absl::string_view end,
+                                uint32_t limit) override;
+  absl::StatusOr<proto::StatsResponse> Stats() override;
+  void PutAsync(absl::string_view key, absl::string_view value, PutDone done) override {
+    StoreAsync(key, value, std::move(done), /*merge=*/false);
+  }
+  void MergeFieldsAsync(absl::string_view key, absl::string_view fields, PutDone done) override {
+    StoreAsync(key, fields, std::move(done), /*merge=*/true);
+  }
+  void GetAsync(absl::string_view key,
+                std::function<void(absl::StatusOr<std::string>)> done) override;
+  void DeleteAsync(absl::string_view key, std::function<void(absl::Status)> done) override;
+  // Requests go to several connections: nothing to batch.
+  Batch BeginBatch() override { return Batch(); }
 
-  void Wait(const std::function<bool()>& done);
-  int in_flight() const { return in_flight_.load(); }
-  bool connected() const;
-  WriteStats write_stats() const;
-  const std::string& staging_memory() const;
+  void Wait(const std::function<bool()>& done) override;
+  int in_flight() const override { return in_flight_.load(); }
+  bool connected() const override;
+  WriteStats write_stats() const override;
+  const std::string& staging_memory() const override;
 
  private:
+  absl::Status Store(absl::string_view key, absl::string_view value, bool merge);
+  void StoreAsync(absl::string_view key, absl::string_view value, PutDone done, bool merge);
   // One operation's attempt: given a connection to the shard's primary and the shard id,
   // issues it; the callback says how it ended.
   enum class Outcome { kDone, kRetry };
@@ -62,10 +77,10 @@ class ClusterRouter {
   // The routing decision for `key`: its shard and the primary's connection (connecting if
   // needed; may block: router thread or Connect only). Nullptr with the reason when there is
   // none yet.
-  std::shared_ptr<Client::Impl> ConnectionFor(absl::string_view key, uint32_t* shard,
-                                              absl::Status* why);
+  std::shared_ptr<NodeClient> ConnectionFor(absl::string_view key, uint32_t* shard,
+                                            absl::Status* why);
   // Same without blocking: nullptr when the connection is not open yet.
-  std::shared_ptr<Client::Impl> OpenConnectionFor(absl::string_view key, uint32_t* shard);
+  std::shared_ptr<NodeClient> OpenConnectionFor(absl::string_view key, uint32_t* shard);
   absl::Status Refresh();  // re-reads the map (blocks)
   void Start(std::shared_ptr<Op> op);
   void Attempt(std::shared_ptr<Op> op, bool may_block);
@@ -91,8 +106,8 @@ class ClusterRouter {
   std::unique_ptr<cluster::MapWatch> watch_;
 
   mutable std::mutex mu_;
-  cluster::ClusterView view_;                                   // guarded by mu_
-  std::map<std::string, std::shared_ptr<Client::Impl>> conns_;  // by node; guarded by mu_
+  cluster::ClusterView view_;                                 // guarded by mu_
+  std::map<std::string, std::shared_ptr<NodeClient>> conns_;  // by node; guarded by mu_
   WriteStats retired_;  // write stats of closed connections; guarded by mu_
   std::atomic<bool> stale_{false};
 

@@ -39,6 +39,7 @@
 #include "transport/base/printable.h"
 #include "transport/cluster/etcd_cluster_map.h"
 #include "transport/engine/prometheus_metrics.h"
+#include "transport/http/metrics_endpoint.h"
 
 DEFINE_string(server, "127.0.0.1:7070", "kvserver address (its --listen)");
 DEFINE_string(transport, "soft", "RNIC backend: soft or verbs (must match the server)");
@@ -184,7 +185,7 @@ int ReportLoad(LoadTally& t, uint64_t issued, double secs, const WriteStats& w) 
   return 0;
 }
 
-int Load(Client& c, engine::MetricsEndpoint* endpoint) {
+int Load(Client& c, http::MetricsEndpoint* endpoint) {
   if (endpoint != nullptr) std::printf("kvclient: metrics at %s\n", endpoint->url().c_str());
   std::printf("kvclient: load: %llu ops, %d in flight, %llu keys, %u-byte values, %.0f%% GETs\n",
               static_cast<unsigned long long>(FLAGS_ops), FLAGS_in_flight,
@@ -310,11 +311,11 @@ int Main(int argc, char** argv) {
   o.max_in_flight = cmd == "load" ? FLAGS_in_flight : 8;
   std::shared_ptr<prometheus::Registry> registry;
   std::unique_ptr<engine::PrometheusEngineMetrics> metrics;
-  std::unique_ptr<engine::MetricsEndpoint> endpoint;
+  std::unique_ptr<http::MetricsEndpoint> endpoint;
   if (cmd == "load" && !FLAGS_metrics.empty()) {
     registry = std::make_shared<prometheus::Registry>();
     metrics = std::make_unique<engine::PrometheusEngineMetrics>(registry);
-    auto e = engine::MetricsEndpoint::Start(FLAGS_metrics, registry);
+    auto e = http::MetricsEndpoint::Start(FLAGS_metrics, registry);
     if (!e.ok()) return Fail(e.status());
     endpoint = std::move(*e);
     o.metrics = metrics.get();

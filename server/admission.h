@@ -20,7 +20,7 @@
 // (backends::DialBackAttributes) and advertises the address the client reached
 // (backends::AdvertisedAttributes).
 //
-// Embedded servers (the simulated fabric, server/sim) have no acceptor: AdmitEmbedded() runs
+// Embedded servers (the simulated fabric, tests/sim) have no acceptor: AdmitEmbedded() runs
 // the same exchange in memory, and phase 2 applies as above.
 //
 // Thread-compatible: one thread (the server's admission loop) calls everything but half_open().

@@ -1,6 +1,8 @@
 #include "server/kv_server.h"
 
 #include <algorithm>
+#include <functional>
+#include <initializer_list>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -114,188 +116,222 @@ absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvServerOptions&
   if (absl::Status st = ValidateOptions(options); !st.ok()) return st;
   std::unique_ptr<KvServer> s(new KvServer());
   s->options_ = options;
-  if (absl::Status st = s->LoadAuth(); !st.ok()) return st;
   s->registry_ = std::make_shared<prometheus::Registry>();
   s->engine_metrics_ = std::make_unique<engine::PrometheusEngineMetrics>(s->registry_);
   s->server_metrics_ = std::make_unique<ServerMetrics>(s->registry_);
   s->status_ = std::make_unique<StatusSampler>(s->registry_);
-
-  const KvServerEmbedding* embedded = options.embedding;
   std::unique_ptr<rpc::BootstrapAcceptor> listener;
-  if (embedded != nullptr) {
-    s->device_ = embedded->device;
-    s->clock_ = embedded->clock;
-    s->address_ = embedded->address;
-  } else {
-    // The listener first: a busy port should fail before anything large is allocated.
-    rpc::BootstrapAcceptor::Options ao;
-    ao.max_pending = static_cast<size_t>(options.max_pending_hellos);
-    ao.line_deadline = options.hello_deadline;
-    auto acceptor = rpc::BootstrapAcceptor::Listen(options.listen, ao);
-    if (!acceptor.ok()) return acceptor.status();
-    listener = std::move(*acceptor);
-    s->address_ = listener->address();
-    backends::DeviceSpec spec = backends::DeviceSpec::For(
-        options.transport, options.listen.substr(0, options.listen.rfind(':')),
-        options.verbs_device);
-    spec.defer_acks = true;  // an answer carries the ACK its request asked for
-    auto device = backends::OpenDevice(spec);
-    if (!device.ok()) return device.status();
-    s->owned_device_ = std::move(*device);
-    s->device_ = s->owned_device_.get();
+  // In order: what can fail cheaply first (the users, a busy port), what is large after.
+  for (const auto& step : std::initializer_list<std::function<absl::Status()>>{
+           [&] { return s->LoadAuth(); },
+           [&] { return s->OpenDevice(&listener); },
+           [&] { return s->StartEngine(); },
+           [&] { return s->CreateShards(); },
+           [&] { return s->StartService(std::move(listener)); },
+           [&] { return s->ServeMetrics(); },
+           [&] { return s->JoinCluster(); },
+       }) {
+    if (absl::Status st = step(); !st.ok()) return st;
   }
+  s->ServeStatusPages();
+  return s;
+}
 
+absl::Status KvServer::OpenDevice(std::unique_ptr<rpc::BootstrapAcceptor>* listener) {
+  if (const KvServerEmbedding* embedded = options_.embedding; embedded != nullptr) {
+    device_ = embedded->device;
+    clock_ = embedded->clock;
+    address_ = embedded->address;
+    return absl::OkStatus();
+  }
+  // The listener first: a busy port should fail before anything large is allocated.
+  rpc::BootstrapAcceptor::Options ao;
+  ao.max_pending = static_cast<size_t>(options_.max_pending_hellos);
+  ao.line_deadline = options_.hello_deadline;
+  auto acceptor = rpc::BootstrapAcceptor::Listen(options_.listen, ao);
+  if (!acceptor.ok()) return acceptor.status();
+  *listener = std::move(*acceptor);
+  address_ = (*listener)->address();
+  backends::DeviceSpec spec = backends::DeviceSpec::For(
+      options_.transport, options_.listen.substr(0, options_.listen.rfind(':')),
+      options_.verbs_device);
+  spec.defer_acks = true;  // an answer carries the ACK its request asked for
+  auto device = backends::OpenDevice(spec);
+  if (!device.ok()) return device.status();
+  owned_device_ = std::move(*device);
+  device_ = owned_device_.get();
+  return absl::OkStatus();
+}
+
+absl::Status KvServer::StartEngine() {
+  const KvServerEmbedding* embedded = options_.embedding;
   engine::EngineOptions eo;
-  eo.unload_workers = options.unload_workers;
-  eo.huge_pages = options.huge_pages;
-  eo.max_message_bytes = proto::kMaxMessageBytes;
+  eo.unload_workers = options_.unload_workers;
+  eo.huge_pages = options_.huge_pages;
   eo.throttle_when_backlogged = true;  // a client that takes no answers gets no more requests in
   absl::StatusOr<ConnectionBudget> budget =
-      ResolveConnectionBudget(options.max_connections, eo, s->device_->limits(),
+      ResolveConnectionBudget(options_.max_connections, eo, device_->limits(),
                               embedded != nullptr ? 0 : MemAvailableBytes());
   if (!budget.ok()) return budget.status();
-  s->max_connections_ = budget->max_connections;
-  s->connection_budget_ = budget->summary;
+  max_connections_ = budget->max_connections;
+  connection_budget_ = budget->summary;
   eo.max_connections_per_worker = static_cast<uint32_t>(budget->max_connections);
-  eo.metrics = s->engine_metrics_.get();
-  eo.modeled_huge_pages = embedded != nullptr;
-  if (embedded != nullptr) eo.checks = embedded->checks;
-  auto engine = engine::Engine::Create(s->device_, eo);
+  eo.metrics = engine_metrics_.get();
+  auto engine = rpc::CreateRpcEngine(device_, eo, proto::kMaxMessageBytes,
+                                     /*simulated=*/embedded != nullptr,
+                                     embedded != nullptr ? embedded->checks : nullptr);
   if (!engine.ok()) return engine.status();
-  s->engine_ = std::move(*engine);
+  engine_ = std::move(*engine);
+  return absl::OkStatus();
+}
 
-  engine::Engine* engine_ptr = s->engine_.get();
-  const uint64_t arena_bytes = options.arena_bytes;
-  const uint64_t grant_quota = options.max_grant_bytes_per_connection != 0
-                                   ? options.max_grant_bytes_per_connection
-                                   : std::max<uint64_t>(arena_bytes / 32, proto::kMaxValueBytes);
-  const bool huge = embedded != nullptr ? embedded->arena_huge_pages : options.huge_pages;
-  void* const arena_address = embedded != nullptr ? embedded->arena_address : nullptr;
-  s->reaper_ =
+absl::Status KvServer::CreateShards() {
+  const KvServerEmbedding* embedded = options_.embedding;
+  reaper_ =
       std::make_unique<Reaper>(embedded != nullptr ? Reaper::Mode::kInline : Reaper::Mode::kThread);
-  Reaper* reaper = s->reaper_.get();
-  KvServer* self = s.get();
-  auto close_peer = [self](uint64_t peer) { self->ClosePeer(peer); };
-  // Embedded: replica n's arena at arena_address + n * stride (1 GiB steps).
+  const bool huge = embedded != nullptr ? embedded->arena_huge_pages : options_.huge_pages;
+  shards_ = std::make_unique<ShardTable>(ReplicaFactory(huge));
+  if (IsClusterMode(options_)) {
+    arena_memory_ = "pages chosen when the node takes a shard replica (one arena each)";
+    return absl::OkStatus();
+  }
+  // One shard covering every key, primary from the start, no backups.
+  auto replica = shards_->GetOrCreate(0);
+  if (!replica.ok()) return replica.status();
+  arena_memory_ = DescribePages((*replica)->memory(), huge);
+  (*replica)->SetRange("", "");
+  (*replica)->BecomePrimary(0);
+  return absl::OkStatus();
+}
+
+ShardTable::Factory KvServer::ReplicaFactory(bool huge_pages) {
+  engine::Engine* engine = engine_.get();
+  Reaper* reaper = reaper_.get();
+  const uint64_t arena_bytes = options_.arena_bytes;
+  const uint64_t grant_quota = options_.max_grant_bytes_per_connection != 0
+                                   ? options_.max_grant_bytes_per_connection
+                                   : std::max<uint64_t>(arena_bytes / 32, proto::kMaxValueBytes);
+  auto close_peer = [this](uint64_t peer) { ClosePeer(peer); };
+  // Embedded: replica n's arena at arena_address + n * stride (1 GiB steps), so that a node of
+  // a simulated cluster maps them where it did in the last run.
+  void* const base = options_.embedding != nullptr ? options_.embedding->arena_address : nullptr;
   const uint64_t stride = (arena_bytes + (uint64_t{1} << 30) - 1) & ~((uint64_t{1} << 30) - 1);
   auto created = std::make_shared<uint64_t>(0);
-  s->shards_ =
-      std::make_unique<ShardTable>([engine_ptr, arena_bytes, huge, reaper, close_peer,
-                                    arena_address, stride, created, grant_quota](uint32_t shard) {
-        void* address = arena_address == nullptr
-                            ? nullptr
-                            : static_cast<char*>(arena_address) + (*created)++ * stride;
-        return ShardReplica::Create(engine_ptr, shard, arena_bytes, huge, reaper, close_peer,
-                                    address, grant_quota);
-      });
-  const bool cluster_mode = IsClusterMode(options);
-  if (!cluster_mode) {
-    // One shard covering every key, primary from the start, no backups.
-    auto replica = s->shards_->GetOrCreate(0);
-    if (!replica.ok()) return replica.status();
-    s->arena_memory_ = DescribePages((*replica)->memory(), huge);
-    (*replica)->SetRange("", "");
-    (*replica)->BecomePrimary(0);
-  } else {
-    s->arena_memory_ = "pages chosen when the node takes a shard replica (one arena each)";
-  }
+  return [=](uint32_t shard) {
+    void* address = base == nullptr ? nullptr : static_cast<char*>(base) + (*created)++ * stride;
+    return ShardReplica::Create(engine, shard, arena_bytes, huge_pages, reaper, close_peer, address,
+                                grant_quota);
+  };
+}
 
+absl::Status KvServer::StartService(std::unique_ptr<rpc::BootstrapAcceptor> listener) {
+  service_ =
+      std::make_unique<KvService>(shards_.get(), server_metrics_.get(), clock_, ServiceHooks());
+  rpc_ = std::make_unique<rpc::RpcServer>(clock_);
+  service_->RegisterWith(rpc_.get());
+  Admission::Options ad;
+  ad.policy = options_.policy;
+  ad.max_connections = max_connections_;
+  ad.max_per_host = options_.max_connections_per_host;
+  ad.max_half_open = static_cast<size_t>(options_.max_half_open);
+  ad.handshake_deadline = options_.handshake_deadline;
+  ad.clock = clock_;
+  admission_ = std::make_unique<Admission>(
+      std::move(listener), ad, engine_.get(), rpc_.get(), server_metrics_.get(),
+      [this] { return Auth(); },
+      [this](const std::string& host) {
+        return host.empty() ? connections() : connections_from(host);
+      },
+      [this](uint64_t id) { DropClient(id); });
+  return absl::OkStatus();
+}
+
+KvService::Hooks KvServer::ServiceHooks() {
   KvService::Hooks hooks;
-  hooks.fill_stats = [self](proto::StatsResponse* r) {
+  hooks.fill_stats = [this](proto::StatsResponse* r) {
     // Admitted ones count as soon as they ask.
-    r->set_connections(self->connections() + self->half_open());
-    r->set_staging_memory(self->staging_memory());
-    r->set_transport(self->transport());
+    r->set_connections(connections() + half_open());
+    r->set_staging_memory(staging_memory());
+    r->set_transport(transport());
   };
-  hooks.lease_valid = [self] {
-    return self->cluster_node_ == nullptr || self->cluster_node_->LeaseValid();
-  };
-  if (cluster_mode) {
-    hooks.authorize_node = [self](const std::string& sender, uint32_t shard, uint64_t epoch,
+  hooks.lease_valid = [this] { return cluster_node_ == nullptr || cluster_node_->LeaseValid(); };
+  if (IsClusterMode(options_)) {
+    hooks.authorize_node = [this](const std::string& sender, uint32_t shard, uint64_t epoch,
                                   bool attach, std::string* reason) {
-      if (self->cluster_node_ == nullptr) {
+      if (cluster_node_ == nullptr) {
         *reason = "not_placed";
         return absl::PermissionDeniedError("this node has not joined its cluster yet");
       }
-      return self->cluster_node_->AuthorizeNodeRequest(sender, shard, epoch, attach, reason);
+      return cluster_node_->AuthorizeNodeRequest(sender, shard, epoch, attach, reason);
     };
   }
-  hooks.network_cut = options.network_cut;
-  s->service_ = std::make_unique<KvService>(s->shards_.get(), s->server_metrics_.get(), s->clock_,
-                                            std::move(hooks));
-  s->rpc_ = std::make_unique<rpc::RpcServer>(s->clock_);
-  s->service_->RegisterWith(s->rpc_.get());
-  Admission::Options ad;
-  ad.policy = options.policy;
-  ad.max_connections = s->max_connections_;
-  ad.max_per_host = options.max_connections_per_host;
-  ad.max_half_open = static_cast<size_t>(options.max_half_open);
-  ad.handshake_deadline = options.handshake_deadline;
-  ad.clock = s->clock_;
-  s->admission_ = std::make_unique<Admission>(
-      std::move(listener), ad, s->engine_.get(), s->rpc_.get(), s->server_metrics_.get(),
-      [self] { return self->Auth(); },
-      [self](const std::string& host) {
-        return host.empty() ? self->connections() : self->connections_from(host);
-      },
-      [self](uint64_t id) { self->DropClient(id); });
+  hooks.network_cut = options_.network_cut;
+  return hooks;
+}
 
-  if (!options.metrics_address.empty() && embedded == nullptr) {
-    auto m = engine::MetricsEndpoint::Start(options.metrics_address, s->registry_);
+absl::Status KvServer::ServeMetrics() {
+  if (options_.embedding != nullptr) return absl::OkStatus();  // the world drives everything
+  if (!options_.metrics_address.empty()) {
+    auto m = http::MetricsEndpoint::Start(options_.metrics_address, registry_);
     if (!m.ok()) return m.status();
-    s->metrics_ = std::move(*m);
+    metrics_ = std::move(*m);
   }
-  if (embedded == nullptr) s->engine_->Start();
-  if (cluster_mode) {
-    cluster::ClusterMap* map = options.cluster_map;
-    if (map == nullptr) {
-      auto etcd =
-          cluster::EtcdClusterMap::Open(options.etcd, options.cluster, options.etcd_security);
-      if (!etcd.ok()) return etcd.status();
-      s->owned_map_ = std::move(*etcd);
-      map = s->owned_map_.get();
-    }
-    if (options.network_cut != nullptr) {
-      s->cut_map_ = std::make_unique<CuttableClusterMap>(map, options.network_cut);
-      map = s->cut_map_.get();
-    }
-    ClusterNode::Options co;
-    co.self.name = options.node;
-    co.self.rpc_address = s->address_;
-    if (s->metrics_ != nullptr) {  // "http://HOST:PORT/metrics" -> "HOST:PORT"
-      const std::string& url = s->metrics_->url();
-      co.self.metrics_address = url.substr(7, url.size() - 7 - 8);
-    }
-    co.lease_ttl = options.lease_ttl;
-    co.policy = options.policy;
-    co.credentials = [self] { return self->NodeCredentials(); };
-    co.arena_bytes = options.arena_bytes;
-    co.network_cut = options.network_cut;
-    if (embedded != nullptr) {
-      co.run_threads = false;
-      co.link_env = embedded->links;
-    }
-    s->cluster_metrics_ = std::make_unique<ClusterMetrics>(s->registry_);
-    co.metrics = s->cluster_metrics_.get();
-    s->cluster_node_ =
-        std::make_unique<ClusterNode>(map, co, s->shards_.get(), s->engine_.get(), s->clock_);
-    if (absl::Status st = s->cluster_node_->Start(); !st.ok()) {
-      s->cluster_node_.reset();
-      return st;
-    }
+  engine_->Start();
+  return absl::OkStatus();
+}
+
+absl::Status KvServer::JoinCluster() {
+  if (!IsClusterMode(options_)) return absl::OkStatus();
+  cluster::ClusterMap* map = options_.cluster_map;
+  if (map == nullptr) {
+    auto etcd =
+        cluster::EtcdClusterMap::Open(options_.etcd, options_.cluster, options_.etcd_security);
+    if (!etcd.ok()) return etcd.status();
+    owned_map_ = std::move(*etcd);
+    map = owned_map_.get();
   }
-  if (s->metrics_ != nullptr) {
-    // Registered last: the handlers read what Start built, from the endpoint's threads.
-    s->metrics_->Handle("/status", [] {
-      return engine::MetricsEndpoint::Page{"text/html; charset=utf-8", StatusPageHtml()};
-    });
-    KvServer* raw = s.get();
-    s->metrics_->Handle("/status.json", [raw] {
-      return engine::MetricsEndpoint::Page{
-          "application/json", raw->status_->Json(raw->options_.node, raw->ClusterStatusJson())};
-    });
+  if (options_.network_cut != nullptr) {
+    cut_map_ = std::make_unique<CuttableClusterMap>(map, options_.network_cut);
+    map = cut_map_.get();
   }
-  return s;
+  cluster_metrics_ = std::make_unique<ClusterMetrics>(registry_);
+  cluster_node_ =
+      std::make_unique<ClusterNode>(map, NodeOptions(), shards_.get(), engine_.get(), clock_);
+  if (absl::Status st = cluster_node_->Start(); !st.ok()) {
+    cluster_node_.reset();
+    return st;
+  }
+  return absl::OkStatus();
+}
+
+ClusterNode::Options KvServer::NodeOptions() {
+  ClusterNode::Options co;
+  co.self.name = options_.node;
+  co.self.rpc_address = address_;
+  if (metrics_ != nullptr) co.self.metrics_address = metrics_->host_port();
+  co.lease_ttl = options_.lease_ttl;
+  co.policy = options_.policy;
+  co.credentials = [this] { return NodeCredentials(); };
+  co.arena_bytes = options_.arena_bytes;
+  co.network_cut = options_.network_cut;
+  co.metrics = cluster_metrics_.get();
+  if (options_.embedding != nullptr) {
+    co.run_threads = false;
+    co.link_env = options_.embedding->links;
+  }
+  return co;
+}
+
+void KvServer::ServeStatusPages() {
+  if (metrics_ == nullptr) return;
+  // Registered last: the handlers read what Start built, from the endpoint's threads.
+  metrics_->Handle("/status", [] {
+    return http::MetricsEndpoint::Page{"text/html; charset=utf-8", StatusPageHtml()};
+  });
+  metrics_->Handle("/status.json", [this] {
+    return http::MetricsEndpoint::Page{"application/json",
+                                       status_->Json(options_.node, ClusterStatusJson())};
+  });
 }
 
 std::string KvServer::ClusterStatusJson() const {

@@ -32,6 +32,7 @@
 #include "transport/cluster/etcd_gateway.h"
 #include "transport/engine/engine.h"
 #include "transport/engine/prometheus_metrics.h"
+#include "transport/http/metrics_endpoint.h"
 #include "transport/rnic/device.h"
 #include "transport/rpc/auth_file.h"
 #include "transport/rpc/bootstrap.h"
@@ -40,7 +41,7 @@
 
 namespace unloadkv::server {
 
-// A server embedded in a world someone else drives (server/sim: the simulated fabric, in one
+// A server embedded in a world someone else drives (tests/sim: the simulated fabric, in one
 // thread and virtual time). The server then runs on `device` and `clock`, opens no listener
 // and no /metrics endpoint and starts no thread: clients are admitted by KvServer::Admit, and
 // the embedder calls KvServer::DriveOnce whenever the world moved.
@@ -176,6 +177,19 @@ class KvServer {
 
  private:
   KvServer() = default;
+  // Start's steps, in order; each leaves the server half-built on error (Shutdown copes).
+  // The device: the embedding's, or a real one opened after the bootstrap listener (returned
+  // in *listener) took its port.
+  absl::Status OpenDevice(std::unique_ptr<rpc::BootstrapAcceptor>* listener);
+  absl::Status StartEngine();   // sized by the connection budget (connection_budget.h)
+  absl::Status CreateShards();  // the replica table; a single node's one replica, primary
+  ShardTable::Factory ReplicaFactory(bool huge_pages);
+  absl::Status StartService(std::unique_ptr<rpc::BootstrapAcceptor> listener);
+  KvService::Hooks ServiceHooks();
+  absl::Status ServeMetrics();  // the /metrics endpoint (not embedded); starts the engine
+  absl::Status JoinCluster();   // cluster mode: the map and the node's membership
+  ClusterNode::Options NodeOptions();
+  void ServeStatusPages();  // /status and /status.json, once everything they read exists
   void Reap();
   void RefreshGauges();  // Poll's thread only
   // The "cluster" section of /status.json: the map as this node last reconciled it, or null.
@@ -216,7 +230,7 @@ class KvServer {
   std::unique_ptr<Admission> admission_;
   std::string address_;
   std::unique_ptr<StatusSampler> status_;  // the figures of /status and /status.json
-  std::unique_ptr<engine::MetricsEndpoint> metrics_;
+  std::unique_ptr<http::MetricsEndpoint> metrics_;
   std::unique_ptr<ClusterMetrics> cluster_metrics_;  // cluster mode
   std::set<uint32_t> metric_shards_;                 // Poll's thread only
   std::optional<KvStore::Stats> final_stats_;        // set by Shutdown

@@ -32,18 +32,12 @@ absl::Status EchoDb::Exchange(const std::string& head, size_t request_bytes, uin
   StoreLittleEndian<uint32_t>(buffer_.data(), 0, static_cast<uint32_t>(request_bytes));
   StoreLittleEndian<uint32_t>(buffer_.data(), 4, reply_bytes);
   std::copy_n(head.data(), std::min(head.size(), request_bytes), buffer_.data() + 8);
-  for (size_t sent = 0; sent < buffer_.size();) {
-    const ssize_t n = send(fd_.get(), buffer_.data() + sent, buffer_.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return ErrnoError("echo: send");
-    sent += static_cast<size_t>(n);
+  if (absl::Status st = SendAll(fd_.get(), buffer_); !st.ok()) {
+    return absl::Status(st.code(), absl::StrCat("echo: ", st.message()));
   }
   buffer_.resize(std::max<size_t>(reply_bytes, 1));
-  for (size_t got = 0; got < reply_bytes;) {
-    const ssize_t n = recv(fd_.get(), buffer_.data() + got, reply_bytes - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return absl::UnavailableError("echo: the server closed the connection");
-    got += static_cast<size_t>(n);
+  if (absl::Status st = RecvAll(fd_.get(), buffer_.data(), reply_bytes); !st.ok()) {
+    return absl::Status(st.code(), absl::StrCat("echo: ", st.message()));
   }
   return absl::OkStatus();
 }

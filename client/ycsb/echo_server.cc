@@ -24,41 +24,19 @@ namespace {
 
 constexpr uint32_t kMaxFrame = 16u << 20;
 
-bool ReadAll(int fd, char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t r = recv(fd, p, n, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
-bool WriteAll(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
 void Serve(unloadkv::ScopedFd fd) {
   int one = 1;
   setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   std::string in, out;
   char header[8];
-  while (ReadAll(fd.get(), header, 8)) {
+  while (unloadkv::RecvAll(fd.get(), header, 8).ok()) {
     const uint32_t request = unloadkv::LoadLittleEndian<uint32_t>(header, 0);
     const uint32_t reply = unloadkv::LoadLittleEndian<uint32_t>(header, 4);
     if (request > kMaxFrame || reply > kMaxFrame) return;
     in.resize(request);
-    if (!ReadAll(fd.get(), in.data(), request)) return;
+    if (!unloadkv::RecvAll(fd.get(), in.data(), request).ok()) return;
     out.resize(reply);
-    if (!WriteAll(fd.get(), out.data(), reply)) return;
+    if (!unloadkv::SendAll(fd.get(), absl::string_view(out.data(), reply)).ok()) return;
   }
 }
 

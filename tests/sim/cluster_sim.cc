@@ -10,7 +10,7 @@
 // operations and think times, and the faults (crash and restart, pause, cut from the cluster,
 // cut from the map service, partition, slow CPU, slow network, rogue write) with their times
 // and victims. The engine's invariants are checked on every connection as the world runs
-// (server/sim/sim_invariants.h). After the workload every fault is healed and the cluster
+// (tests/sim/sim_invariants.h). After the workload every fault is healed and the cluster
 // must come back to full replication with nothing in flight; then the checks:
 //   1. the history (every PUT/GET/DELETE with its virtual invoke and response times, plus a
 //      final read of every key) is linearizable, key by key: no acknowledged write is lost,
@@ -38,8 +38,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "gflags/gflags.h"
-#include "server/sim/cluster_world.h"
 #include "tests/kv/linearizability.h"
+#include "tests/sim/cluster_world.h"
 #include "transport/base/buggify.h"
 #include "transport/base/logging.h"
 
@@ -59,8 +59,8 @@ DEFINE_bool(buggify, true,
 namespace unloadkv {
 namespace {
 
-using server::ClusterWorld;
 using testing::KvOp;
+using world::ClusterWorld;
 
 constexpr int64_t kSecond = 1'000'000'000;
 
@@ -71,7 +71,7 @@ struct Outcome {
   uint64_t trace_hash = 0;
   size_t ops = 0;
   size_t scans = 0;
-  server::SimInvariants::Counts invariants;  // the engine's, on every connection
+  world::SimInvariants::Counts invariants;  // the engine's, on every connection
   std::map<std::string, int> faults;
   std::map<std::string, uint64_t> buggify;  // fault points that fired, by site
   std::map<std::string, int> refused;       // rogue writes refused, by path
@@ -122,7 +122,7 @@ class SimRun {
     }
     CheckInvariants();
     if (out_.ok && !stalled_) CheckHistory();
-    const server::SimInvariants::Counts& inv = w_->invariants();
+    const world::SimInvariants::Counts& inv = w_->invariants();
     out_.invariants = inv;
     Note(absl::StrCat("engine invariants: ", inv.writes_verified,
                       " writes in place at completion, ", inv.messages_checked, " messages after ",
@@ -479,7 +479,7 @@ class SimRun {
   // The engine's invariants are checked as the world runs: a violation fails the run when
   // first seen, near its events in the trace (the engine's log line names the connection).
   void CheckInvariants() {
-    const server::SimInvariants::Counts& inv = w_->invariants();
+    const world::SimInvariants::Counts& inv = w_->invariants();
     if (inv.violations() == 0) return;
     Fail(absl::StrCat("engine invariants violated: ", inv.write_violations,
                       " writes completed without their bytes in place (1), ", inv.order_violations,
@@ -773,7 +773,7 @@ int Main(int argc, char** argv) {
   int64_t sim_ns = 0;
   double real_s = 0;
   size_t ops = 0, scans = 0;
-  server::SimInvariants::Counts inv;   // summed over the runs
+  world::SimInvariants::Counts inv;    // summed over the runs
   std::map<std::string, int> refused;  // rogue writes refused as they must be, by path
   const auto start = std::chrono::steady_clock::now();
   for (const uint64_t seed : seeds) {

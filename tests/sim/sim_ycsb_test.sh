@@ -5,7 +5,7 @@
 # each one), no operation failed, and the first line says the figures are modeled. Different
 # seeds give different runs; bad sim properties are refused with the property named.
 set -euo pipefail
-YCSB=client/ycsb/ycsb
+YCSB=tests/sim/ycsb
 WL=client/ycsb/workloads
 fail() { echo "FAIL: $*" >&2; exit 1; }
 T=$(mktemp -d)

@@ -1,6 +1,8 @@
 #include "transport/base/net.h"
 
 #include <arpa/inet.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -70,6 +72,59 @@ ScopedFd& ScopedFd::operator=(ScopedFd&& o) noexcept {
     fd_ = o.release();
   }
   return *this;
+}
+
+absl::Status WaitForSocket(int fd, short events, absl::Time deadline, absl::string_view what) {
+  while (true) {
+    int timeout_ms = -1;
+    if (deadline != absl::InfiniteFuture()) {
+      const absl::Duration left = deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) {
+        return absl::DeadlineExceededError(absl::StrCat(what, ": timed out"));
+      }
+      timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(left)) + 1;
+    }
+    pollfd p{fd, events, 0};
+    const int n = poll(&p, 1, timeout_ms);
+    if (n > 0) return absl::OkStatus();
+    if (n == 0) return absl::DeadlineExceededError(absl::StrCat(what, ": timed out"));
+    if (errno != EINTR) return ErrnoError(what);
+  }
+}
+
+absl::Status SendAll(int fd, absl::string_view data, absl::Time deadline) {
+  while (!data.empty()) {
+    const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      data.remove_prefix(static_cast<size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (absl::Status st = WaitForSocket(fd, POLLOUT, deadline, "send"); !st.ok()) return st;
+    } else {
+      return ErrnoError("send");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RecvAll(int fd, char* out, size_t n, absl::Time deadline) {
+  while (n > 0) {
+    const ssize_t k = recv(fd, out, n, 0);
+    if (k > 0) {
+      out += k;
+      n -= static_cast<size_t>(k);
+    } else if (k == 0) {
+      return absl::UnavailableError("recv: the peer closed the connection");
+    } else if (errno == EINTR) {
+      continue;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (absl::Status st = WaitForSocket(fd, POLLIN, deadline, "recv"); !st.ok()) return st;
+    } else {
+      return ErrnoError("recv");
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace unloadkv

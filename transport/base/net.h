@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace unloadkv {
 
@@ -29,6 +30,17 @@ std::string FormatHostPort(const sockaddr_in& sa);
 bool IsLoopbackHost(absl::string_view host);
 // Unavailable "<what>: <strerror(errno)>", for a failed system call (reads errno now).
 absl::Status ErrnoError(absl::string_view what);
+
+// Sends all of `data` on socket `fd`, retrying partial sends and EINTR; on a non-blocking
+// socket, waits (poll) for room until `deadline`. Unavailable on a failed send (the peer gone),
+// DeadlineExceeded past the deadline. Never raises SIGPIPE.
+absl::Status SendAll(int fd, absl::string_view data, absl::Time deadline = absl::InfiniteFuture());
+// Receives exactly `n` bytes into `out`, retrying partial reads and EINTR, waiting as SendAll
+// does. Unavailable when the peer closes first.
+absl::Status RecvAll(int fd, char* out, size_t n, absl::Time deadline = absl::InfiniteFuture());
+// Waits (poll) for `events` on `fd` until `deadline`: DeadlineExceeded naming `what` when it
+// passes first.
+absl::Status WaitForSocket(int fd, short events, absl::Time deadline, absl::string_view what);
 
 // Owns a file descriptor; closes it on destruction. Movable, not copyable.
 class ScopedFd {

@@ -28,6 +28,7 @@
 #include "absl/time/clock.h"
 #include "gflags/gflags.h"
 #include "transport/base/logging.h"
+#include "transport/base/net.h"
 #include "transport/rnic/wait.h"
 #include "transport/soft/soft_device.h"
 
@@ -45,43 +46,15 @@ constexpr size_t kBufferBytes = 64 << 20;
 
 // ---------------------------------------------------------------- small helpers
 
-bool WriteAll(int fd, const void* p, size_t n) {
-  const char* c = static_cast<const char*>(p);
-  while (n > 0) {
-    ssize_t k = send(fd, c, n, MSG_NOSIGNAL);
-    if (k <= 0) {
-      if (k < 0 && errno == EINTR) continue;
-      return false;
-    }
-    c += k;
-    n -= k;
-  }
-  return true;
-}
-
-bool ReadAll(int fd, void* p, size_t n) {
-  char* c = static_cast<char*>(p);
-  while (n > 0) {
-    ssize_t k = recv(fd, c, n, 0);
-    if (k <= 0) {
-      if (k < 0 && errno == EINTR) continue;
-      return false;
-    }
-    c += k;
-    n -= k;
-  }
-  return true;
-}
-
 // Control channel: newline-terminated text lines over the socketpair.
 class Control {
  public:
   explicit Control(int fd) : fd_(fd) {}
-  void Send(const std::string& line) { WriteAll(fd_, (line + "\n").data(), line.size() + 1); }
+  void Send(const std::string& line) { (void)SendAll(fd_, line + "\n"); }
   std::string Receive() {
     std::string line;
     char c;
-    while (ReadAll(fd_, &c, 1) && c != '\n') line.push_back(c);
+    while (RecvAll(fd_, &c, 1).ok() && c != '\n') line.push_back(c);
     return line;
   }
   int fd() const { return fd_; }
@@ -191,8 +164,8 @@ void Serve(Control& ctl) {
     int64_t n = std::stoll(cmd.at(2));
     if (cmd[0] == "tcp_lat") {
       for (int64_t i = 0; i < n; ++i) {
-        ReadAll(tcp, scratch.data(), size);
-        WriteAll(tcp, scratch.data(), size);
+        (void)RecvAll(tcp, scratch.data(), size);
+        (void)SendAll(tcp, absl::string_view(scratch.data(), size));
       }
     } else if (cmd[0] == "tcp_bw") {
       int64_t total = n * static_cast<int64_t>(size);
@@ -202,7 +175,7 @@ void Serve(Control& ctl) {
         total -= k;
       }
       char ack = 1;
-      WriteAll(tcp, &ack, 1);
+      (void)SendAll(tcp, absl::string_view(&ack, 1));
     } else if (cmd[0] == "write_lat") {
       // Mirror each incoming WRITE back once its last byte shows up.
       for (int64_t i = 0; i < n; ++i) {
@@ -291,8 +264,8 @@ Row Measure(Control& ctl, int tcp, Endpoint& e, size_t size) {
   ctl.Send(absl::StrCat("tcp_lat ", size, " ", iters));
   for (int i = 0; i < iters; ++i) {
     double t0 = NowUs();
-    WriteAll(tcp, scratch.data(), size);
-    ReadAll(tcp, scratch.data(), size);
+    (void)SendAll(tcp, absl::string_view(scratch.data(), size));
+    (void)RecvAll(tcp, scratch.data(), size);
     us.push_back(NowUs() - t0);
   }
   r.tcp = Summarize(us);
@@ -340,9 +313,9 @@ Row Measure(Control& ctl, int tcp, Endpoint& e, size_t size) {
   ctl.Send(absl::StrCat("tcp_bw ", size, " ", ops));
   std::vector<char> big(size);
   double t0 = NowUs();
-  for (int64_t i = 0; i < ops; ++i) WriteAll(tcp, big.data(), size);
+  for (int64_t i = 0; i < ops; ++i) (void)SendAll(tcp, absl::string_view(big.data(), size));
   char ack;
-  ReadAll(tcp, &ack, 1);
+  (void)RecvAll(tcp, &ack, 1);
   double secs = (NowUs() - t0) / 1e6;
   r.tcp_gbps = ops * static_cast<double>(size) / secs / 1e9;
 

@@ -14,14 +14,14 @@ namespace {
 // Adds credits the peer returned; more than it could owe fails the connection.
 bool TakeCredits(ConnectionState& c, uint32_t credits, Deferred& out)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
-  if (credits > c.remote.message_slots - c.message_credits) {
+  if (credits > c.remote.message_slots - c.initiator.message_credits) {
     Log(LogLevel::kWarning,
-        absl::StrCat("engine: peer returned ", credits, " credits; ", c.message_credits, " of ",
-                     c.remote.message_slots, " held"));
+        absl::StrCat("engine: peer returned ", credits, " credits; ", c.initiator.message_credits,
+                     " of ", c.remote.message_slots, " held"));
     FailConnection(c, out, FailScope::kClose);  // a protocol violation
     return false;
   }
-  c.message_credits += credits;
+  c.initiator.message_credits += credits;
   return true;
 }
 
@@ -38,8 +38,8 @@ void OnSendCompleted(ConnectionState& c, const rnic::WorkCompletion& wc, Deferre
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   const bool ok = wc.status == rnic::WcStatus::kSuccess;
   const bool unloaded = KindOf(wc.wr_id) == WrKind::kUnloadWrite;
-  --c.send_wrs;
-  Op* op = c.FindOpByIndex(IndexOf(wc.wr_id));
+  --c.initiator.send_wrs;
+  Op* op = c.initiator.FindOpByIndex(IndexOf(wc.wr_id));
   if (op != nullptr && !op->is_write && op->send_slot >= 0) {
     ReleaseSendSlot(c, op->send_slot);
     op->send_slot = -1;
@@ -57,7 +57,7 @@ void OnSendCompleted(ConnectionState& c, const rnic::WorkCompletion& wc, Deferre
 void OnAckSent(ConnectionState& c, const rnic::WorkCompletion& wc, Deferred& out)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   Lane& lane = c.lanes[(IndexOf(wc.wr_id) >> 16) % c.lanes.size()];
-  --c.send_wrs;
+  --c.initiator.send_wrs;
   --lane.acks_in_flight;
   if (IndexOf(wc.wr_id) == lane.unsolicited_wr_index) lane.unsolicited_wr_index = UINT32_MAX;
   if (wc.status != rnic::WcStatus::kSuccess) {
@@ -110,15 +110,15 @@ void AdjustCredits(ConnectionState& c, bool wanted) ABSL_EXCLUSIVE_LOCKS_REQUIRE
   const uint32_t floor = c.options.min_message_credits;
   if (Backlogged(c)) return;  // the peer takes no answers: it is lent nothing more
   if (wanted) {
-    c.credit_level = std::min(c.options.message_slots, 2 * c.credit_level);
-    c.calm_messages = 0;
-  } else if (c.credit_level > floor && ++c.calm_messages >= c.credit_level) {
-    --c.credit_level;
-    c.calm_messages = 0;
+    c.target.credit_level = std::min(c.options.message_slots, 2 * c.target.credit_level);
+    c.target.calm_messages = 0;
+  } else if (c.target.credit_level > floor && ++c.target.calm_messages >= c.target.credit_level) {
+    --c.target.credit_level;
+    c.target.calm_messages = 0;
   }
-  while (floor + c.borrowed < c.credit_level && c.pool->Borrow()) {
-    ++c.borrowed;
-    ++c.credits_to_return;
+  while (floor + c.target.borrowed < c.target.credit_level && c.pool->Borrow()) {
+    ++c.target.borrowed;
+    ++c.target.credits_to_return;
   }
 }
 
@@ -128,7 +128,7 @@ void AdjustCredits(ConnectionState& c, bool wanted) ABSL_EXCLUSIVE_LOCKS_REQUIRE
 // delivered gives its buffer straight back.
 void OnMessageReceived(ConnectionState& c, uint32_t buffer, uint32_t byte_len, Deferred& out)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
-  if (c.granted == 0) {
+  if (c.target.granted == 0) {
     c.pool->Recycle(buffer);
     return Violation(c, out,
                      absl::StrCat("connection ", c.id, ": peer sent a message without a credit"));
@@ -140,25 +140,25 @@ void OnMessageReceived(ConnectionState& c, uint32_t buffer, uint32_t byte_len, D
     return Violation(c, out, header.status().message());
   }
   const uint64_t seen = header->messages_seen;
-  ++c.messages_received;
+  ++c.target.messages_received;
   if (!TakeCredits(c, header->credits_returned, out)) return c.pool->Recycle(buffer);
-  const uint64_t posted = c.messages_confirmed + c.unconfirmed.size();
+  const uint64_t posted = c.initiator.messages_confirmed + c.initiator.unconfirmed.size();
   if (seen > posted) {
     c.pool->Recycle(buffer);
     return Violation(c, out, absl::StrCat("peer claims ", seen, " messages received of ", posted));
   }
-  if (seen > c.messages_confirmed) {
+  if (seen > c.initiator.messages_confirmed) {
     // Everything on the main QP up to and including our seen-th message is done.
-    RetireQuietBefore(c, c.unconfirmed[seen - c.messages_confirmed - 1] + 1);
+    RetireQuietBefore(c, c.initiator.unconfirmed[seen - c.initiator.messages_confirmed - 1] + 1);
   }
   // After a refused staged write nothing later is delivered (RC would have failed).
-  if (c.refusing) return c.pool->Recycle(buffer);
-  --c.granted;
-  ++c.in_hand;
+  if (c.target.refusing) return c.pool->Recycle(buffer);
+  --c.target.granted;
+  ++c.target.in_hand;
   AdjustCredits(c, header->wants_credits);
-  ConnectionState::Held h{buffer, byte_len - c.message_header_bytes, {}};
+  TargetState::Held h{buffer, byte_len - c.message_header_bytes, {}};
   for (size_t k = 0; k < c.lanes.size(); ++k) h.need[k] = header->lane_writes[k];
-  c.held.push_back(h);
+  c.target.held.push_back(h);
 }
 
 // A receive from the worker's message pool completed on this connection's main QP.
@@ -206,19 +206,19 @@ void OnStageReceive(ConnectionState& c, const rnic::WorkCompletion& wc, int lane
 }
 
 // Held messages whose preceding unloaded writes are now applied, in order.
-std::vector<ConnectionState::Held> TakeDeliverable(ConnectionState& c)
+std::vector<TargetState::Held> TakeDeliverable(ConnectionState& c)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
-  std::vector<ConnectionState::Held> deliver;
-  while (!c.held.empty() && !c.refusing) {
+  std::vector<TargetState::Held> deliver;
+  while (!c.target.held.empty() && !c.target.refusing) {
     bool applied = true;
     for (size_t k = 0; k < c.lanes.size(); ++k) {
       applied &= static_cast<int32_t>(static_cast<uint32_t>(c.lanes[k].expected_seq) -
-                                      c.held.front().need[k]) >= 0;
+                                      c.target.held.front().need[k]) >= 0;
     }
     if (!applied) break;
-    deliver.push_back(c.held.front());
-    deliver.back().number = c.messages_taken++;
-    c.held.pop_front();
+    deliver.push_back(c.target.held.front());
+    deliver.back().number = c.target.messages_taken++;
+    c.target.held.pop_front();
   }
   return deliver;
 }
@@ -228,15 +228,16 @@ std::vector<ConnectionState::Held> TakeDeliverable(ConnectionState& c)
 // borrowed.
 void ReleaseBuffer(ConnectionState& c, uint32_t buffer, Deferred& out)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
-  --c.in_hand;
-  if (!c.failed && c.borrowed > 0 &&
-      c.granted + c.credits_to_return + c.withheld + c.in_hand >= c.credit_level) {
+  --c.target.in_hand;
+  if (!c.failed && c.target.borrowed > 0 &&
+      c.target.granted + c.target.credits_to_return + c.target.withheld + c.target.in_hand >=
+          c.target.credit_level) {
     c.pool->Return(buffer);
-    --c.borrowed;
+    --c.target.borrowed;
     return;
   }
   // A failed connection's stays posted until it leaves the pool.
-  ++(Backlogged(c) && !c.failed ? c.withheld : c.credits_to_return);
+  ++(Backlogged(c) && !c.failed ? c.target.withheld : c.target.credits_to_return);
   if (absl::Status st = c.pool->Renew(buffer); !st.ok()) {
     Log(LogLevel::kWarning, absl::StrCat("engine: connection ", c.id,
                                          ": reposting a message buffer failed: ", st.message()));
@@ -247,8 +248,8 @@ void ReleaseBuffer(ConnectionState& c, uint32_t buffer, Deferred& out)
 // Hands `deliver` to `handler` outside the lock; each buffer is reposted (its credit returned)
 // after. Runs as a queued callback, so messages reach the handler in order and never overlap.
 void Deliver(ConnectionState& c, const MessageHandler& handler,
-             const std::vector<ConnectionState::Held>& deliver) ABSL_LOCKS_EXCLUDED(c.mu) {
-  for (const ConnectionState::Held& m : deliver) {
+             const std::vector<TargetState::Held>& deliver) ABSL_LOCKS_EXCLUDED(c.mu) {
+  for (const TargetState::Held& m : deliver) {
     // Written at Connect, before any message can arrive.
     if (c.options.checks != nullptr &&
         !c.options.checks->MessageDelivered(c.peer_check_name, m.number)) {
@@ -265,12 +266,12 @@ void Deliver(ConnectionState& c, const MessageHandler& handler,
   Deferred out;
   {
     MutexLock l(&c.mu);
-    for (const ConnectionState::Held& m : deliver) ReleaseBuffer(c, m.buffer, out);
+    for (const TargetState::Held& m : deliver) ReleaseBuffer(c, m.buffer, out);
     if (c.failed) return;
     // Credits alone go back once the peer holds under half its level (it sends with the rest
     // meanwhile); until then a message or an ack due for unloaded writes carries them. One ack
     // per message would double the packets of a request/response exchange.
-    if (c.credits_to_return > 0 && 2 * c.granted < c.credit_level) {
+    if (c.target.credits_to_return > 0 && 2 * c.target.granted < c.target.credit_level) {
       // Sent now: this may run on any thread after lane 0's worker ended its poll (callbacks
       // run on whichever thread got to them first), and a pending ack waits for that worker's
       // next completion of this connection, which may never come: a peer out of credits sends
@@ -333,7 +334,7 @@ void HandleCompletion(const std::shared_ptr<ConnectionState>& cp, const rnic::Wo
         OnPoolReceive(c, wc, out);
         break;
     }
-    std::vector<ConnectionState::Held> deliver = TakeDeliverable(c);
+    std::vector<TargetState::Held> deliver = TakeDeliverable(c);
     PostReady(c, out);
     FinishInOrder(c, out);
     // Messages after the callbacks of the ops this completion finished, as always.

@@ -19,27 +19,29 @@ ConnectionState::~ConnectionState() {
   qp.reset();
   for (Lane& lane : lanes) lane.qp.reset();
   MutexLock l(&mu);  // nobody else holds this state any more; the lock satisfies the analysis
+  const TargetState& in = target;
   std::vector<uint32_t> held_buffers;
-  for (const Held& h : held) held_buffers.push_back(h.buffer);
-  if (in_hand != held.size()) {
-    Log(LogLevel::kWarning, absl::StrCat("engine: connection ", id, " leaves with ", in_hand,
-                                         " message buffers in hand and ", held.size(), " held"));
+  for (const TargetState::Held& h : in.held) held_buffers.push_back(h.buffer);
+  if (in.in_hand != in.held.size()) {
+    Log(LogLevel::kWarning, absl::StrCat("engine: connection ", id, " leaves with ", in.in_hand,
+                                         " message buffers in hand and ", in.held.size(), " held"));
   }
-  pool->Leave(granted + credits_to_return + withheld, held_buffers, borrowed);
+  pool->Leave(in.granted + in.credits_to_return + in.withheld, held_buffers, in.borrowed);
   // Its send slots: free, held by quiet messages, or by messages still waiting to complete.
-  std::vector<uint32_t> slots(free_send_slots.begin(), free_send_slots.end());
-  slots.insert(slots.end(), orphan_send_slots.begin(), orphan_send_slots.end());
-  for (const Quiet& q : quiet) {
+  const InitiatorState& out = initiator;
+  std::vector<uint32_t> slots(out.free_send_slots.begin(), out.free_send_slots.end());
+  slots.insert(slots.end(), out.orphan_send_slots.begin(), out.orphan_send_slots.end());
+  for (const InitiatorState::Quiet& q : out.quiet) {
     if (q.send_slot >= 0) slots.push_back(static_cast<uint32_t>(q.send_slot));
   }
-  for (const Op& op : ops) {
+  for (const Op& op : out.ops) {
     if (op.send_slot >= 0) slots.push_back(static_cast<uint32_t>(op.send_slot));
   }
-  if (slots.size() != send_reserve + send_borrowed) {
+  if (slots.size() != send_reserve + out.send_borrowed) {
     Log(LogLevel::kWarning, absl::StrCat("engine: connection ", id, " leaves with ", slots.size(),
-                                         " send slots of ", send_reserve + send_borrowed));
+                                         " send slots of ", send_reserve + out.send_borrowed));
   }
-  send_pool->Leave(slots, send_borrowed);
+  send_pool->Leave(slots, out.send_borrowed);
   // Its lanes' staging buffers: all posted (a staged write in hand keeps this state alive);
   // the reserve's, the borrowed ones and the ack units become spares.
   for (Lane& lane : lanes) {
@@ -53,7 +55,7 @@ Connection::~Connection() {
     MutexLock l(&state_->mu);
     FailConnection(*state_, out, FailScope::kClose);
     // The worker forgets this connection below: complete whatever is still waiting.
-    for (Op& op : state_->ops) MarkDone(*state_, op, rnic::WcStatus::kFlushed);
+    for (Op& op : state_->initiator.ops) MarkDone(*state_, op, rnic::WcStatus::kFlushed);
     FinishInOrder(*state_, out);
     QueueCallbacks(*state_, out);
   }
@@ -88,21 +90,25 @@ const ConnectionInfo& Connection::local_info() const { return state_->local; }
 
 Connection::QueueState Connection::queue_state() const {
   MutexLock l(&state_->mu);
-  return {static_cast<uint32_t>(state_->free_send_slots.size()), state_->send_borrowed,
-          state_->send_wrs};
+  return {static_cast<uint32_t>(state_->initiator.free_send_slots.size()),
+          state_->initiator.send_borrowed, state_->initiator.send_wrs};
 }
 
 std::string Connection::DebugState() const {
   MutexLock l(&state_->mu);
   const ConnectionState& c = *state_;
   std::string s = absl::StrCat(
-      "ops=", c.ops.size(), " unposted=", c.ops.size() - c.first_unposted,
-      " credits=", c.message_credits, " free_send_slots=", c.free_send_slots.size(),
-      " send_borrowed=", c.send_borrowed, " send_wrs=", c.send_wrs, " quiet=", c.quiet.size(),
-      " unconfirmed=", c.unconfirmed.size(), " received=", c.messages_received,
-      " credits_to_return=", c.credits_to_return, " held=", c.held.size(), " granted=", c.granted,
-      " in_hand=", c.in_hand, " credit_level=", c.credit_level, " borrowed=", c.borrowed,
-      " ready=", c.ready.size(), " callbacks_running=", c.callbacks_running, " failed=", c.failed);
+      "ops=", c.initiator.ops.size(),
+      " unposted=", c.initiator.ops.size() - c.initiator.first_unposted,
+      " credits=", c.initiator.message_credits,
+      " free_send_slots=", c.initiator.free_send_slots.size(),
+      " send_borrowed=", c.initiator.send_borrowed, " send_wrs=", c.initiator.send_wrs,
+      " quiet=", c.initiator.quiet.size(), " unconfirmed=", c.initiator.unconfirmed.size(),
+      " received=", c.target.messages_received, " credits_to_return=", c.target.credits_to_return,
+      " held=", c.target.held.size(), " granted=", c.target.granted, " in_hand=", c.target.in_hand,
+      " credit_level=", c.target.credit_level, " borrowed=", c.target.borrowed,
+      " ready=", c.callbacks.ready.size(), " callbacks_running=", c.callbacks.running,
+      " failed=", c.failed);
   for (size_t k = 0; k < c.lanes.size(); ++k) {
     const Lane& lane = c.lanes[k];
     absl::StrAppend(&s, " | lane ", k, " worker=", lane.worker, " next_seq=", lane.next_seq,
@@ -122,7 +128,7 @@ bool Connection::failed() const {
 
 uint64_t Connection::messages_received() const {
   MutexLock l(&state_->mu);
-  return state_->messages_received;
+  return state_->target.messages_received;
 }
 
 void Connection::SetMessageHandler(MessageHandler handler) {
@@ -176,7 +182,7 @@ absl::Status Connection::Connect(const ConnectionInfo& remote) {
     c.check_name = absl::StrCat(c.local.qp.address, "/", c.local.qp.qp_num);
     c.peer_check_name = absl::StrCat(remote.qp.address, "/", remote.qp.qp_num);
   }
-  c.message_credits = remote.message_credits;
+  c.initiator.message_credits = remote.message_credits;
   for (Lane& lane : c.lanes) lane.limit = remote.staging_credits;
   c.connected = true;
   return absl::OkStatus();
@@ -220,7 +226,8 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
   c->policy = std::move(policy);
   const EngineOptions& o = options_;
   const uint32_t lanes = static_cast<uint32_t>(o.staging_lanes);
-  c->max_send_wrs = lanes * (o.staging_slots + kAckSlots) + o.message_slots + kOffloadedWrBudget;
+  c->initiator.max_send_wrs =
+      lanes * (o.staging_slots + kAckSlots) + o.message_slots + kOffloadedWrBudget;
   c->message_header_bytes = MessageHeaderBytes(o.staging_lanes);
   if (absl::Status st = CreateQueuePairs(*c); !st.ok()) return st;
   if (absl::Status st = AllocateBuffers(*c); !st.ok()) return st;
@@ -242,10 +249,10 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
         return st;
       }
     }
-    c->free_send_slots.assign(slots->begin(), slots->end());
+    c->initiator.free_send_slots.assign(slots->begin(), slots->end());
     c->admitted = true;
-    c->granted = o.min_message_credits;
-    c->credit_level = o.min_message_credits;
+    c->target.granted = o.min_message_credits;
+    c->target.credit_level = o.min_message_credits;
     for (Lane& lane : c->lanes) {
       lane.units = o.min_staging_credits;
       lane.level = o.min_staging_credits;
@@ -281,7 +288,7 @@ absl::Status Engine::CreateQueuePairs(ConnectionState& c) {
   rnic::QpConfig cfg;
   cfg.send_cq = workers_[c.worker]->cq.get();
   cfg.recv_cq = cfg.send_cq;
-  cfg.max_send_wr = c.max_send_wrs + kAckSlots;
+  cfg.max_send_wr = c.initiator.max_send_wrs + kAckSlots;
   cfg.srq = c.pool->srq();
   cfg.rnr_timeout = absl::InfiniteDuration();  // the peer engine always reposts
   absl::StatusOr<std::unique_ptr<rnic::QueuePair>> qp = device_->CreateQueuePair(cfg);

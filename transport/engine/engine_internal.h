@@ -1,6 +1,8 @@
 // Internal state of the write engine, shared by its files (docs/engine.md lists them): set-up
 // (engine.cc, connection.cc), the initiator (initiator.cc, op_completion.cc) and completion
-// processing (completion_worker.cc, staged_write.cc). Not part of the public interface.
+// processing (completion_worker.cc, staged_write.cc), and the helpers each defines for the
+// others. A connection's state is composed of parts (lane.h, initiator_state.h,
+// target_state.h), each owned by the files that use it. Not part of the public interface.
 #ifndef UNLOADKV_TRANSPORT_ENGINE_ENGINE_INTERNAL_H_
 #define UNLOADKV_TRANSPORT_ENGINE_ENGINE_INTERNAL_H_
 
@@ -18,9 +20,12 @@
 #include "transport/base/mutex.h"
 #include "transport/engine/engine.h"
 #include "transport/engine/engine_wire.h"
+#include "transport/engine/initiator_state.h"
+#include "transport/engine/lane.h"
 #include "transport/engine/receive_pool.h"
 #include "transport/engine/send_slot_pool.h"
 #include "transport/engine/staging_header.h"
+#include "transport/engine/target_state.h"
 #include "transport/rnic/region_table.h"
 
 namespace unloadkv::engine {
@@ -67,76 +72,10 @@ struct ValidationTable {
   rnic::RegionTable regions ABSL_GUARDED_BY(mu);
 };
 
-// One write or message, from Write/Send until its callback.
-struct Op {
-  uint64_t id = 0;
-  bool is_write = true;
-  Path path = Path::kOffload;
-  Decision decision;
-  bool posted = false;
-  bool done = false;
-  uint64_t main_index = 0;  // position among the main QP's posted WRs (offloaded writes, messages)
-  bool lazy = false;        // WriteOptions::lazy_completion
-  bool quiet = false;       // posted unsignaled: completed by later evidence (Quiet)
-  rnic::WcStatus status = rnic::WcStatus::kSuccess;
-  absl::Time submitted, posted_at, done_at;
-  // Write fields.
-  rnic::ScatterGatherEntry local;
-  uint64_t remote_addr = 0;
-  uint32_t rkey = 0;
-  int lane = 0;             // an unloaded write's staging lane
-  uint64_t unload_seq = 0;  // its sequence number in the lane
-  WriteCallback write_done;
-  // Message fields.
-  std::string message;  // held until a send slot and a credit are free
-  int send_slot = -1;
-  SendCallback send_done;
-};
-
-// One staging lane of a connection: a staging QP, whose receives (the peer's staged writes and
-// acks) come from the staging pool of the worker serving it, and the credits both ways
-// (docs/engine.md, "The staging pool"). Fields other than pool, qp and worker are guarded by
-// the connection's mu.
-struct Lane {
-  std::shared_ptr<ReceivePool> pool;  // declared before the QP: it must outlive it
-  std::unique_ptr<rnic::QueuePair> qp;
-  int worker = 0;
-  // Initiator side: unloaded writes posted, acknowledged, and in flight (op ids, in order);
-  // the peer's grant (sequence numbers below `limit` may be sent).
-  uint64_t next_seq = 0;
-  uint64_t acked_seq = 0;
-  uint64_t limit = 0;
-  std::deque<uint64_t> inflight;
-  // Units borrowed from `pool` backing the acks still to come for our writes (each ack
-  // acknowledges at least one new write, except the peer's one unsolicited ack, which the
-  // lane's reserve backs): at least inflight.size(); given back once nothing is in flight.
-  uint32_t ack_units = 0;
-  bool starved = false;  // a write waited for credits since the last one posted
-  // Target side: staged writes applied so far; the ack state.
-  uint64_t expected_seq = 0;
-  bool ack_pending = false;
-  bool refused = false;  // refused the write at expected_seq; the NAK goes out on this lane
-  uint32_t acks_in_flight = 0;
-  uint32_t next_ack_slot = 0;
-  uint32_t nak_wr_index = UINT32_MAX;  // the NAK's WR index, once posted
-  // Acks that acknowledge nothing new (message credits only) go one at a time: the reserve
-  // backs one at the peer.
-  uint64_t applied_sent = 0;
-  uint32_t unsolicited_wr_index = UINT32_MAX;  // in flight, or UINT32_MAX
-  // Target-side staging credits. `units` buffers of `pool` back the peer's credits
-  // (min_staging_credits reserved + `borrowed`), `in_hand` of them hold staged writes being
-  // applied; the peer may send sequence numbers below `limit_sent`, so
-  // limit_sent - expected_seq <= units - in_hand. `level` is the window aimed at: doubled when
-  // the peer asks (StagingHeader::wants_credits), lowered by one after 4 x `level` staged
-  // writes sent while half the window was unused (`calm`).
-  uint32_t units = 0;
-  uint32_t borrowed = 0;
-  uint32_t in_hand = 0;
-  uint32_t level = 0;
-  uint32_t calm = 0;
-  uint64_t limit_sent = 0;
-};
-
+// A connection's state. What is common to both sides is here; each side's own state is a
+// part owned by the files that use it: InitiatorState (initiator_state.h: initiator.cc,
+// op_completion.cc), TargetState (target_state.h: completion_worker.cc, staged_write.cc), the
+// lanes (lane.h), and the callbacks due (op_completion.cc). One mutex guards them all.
 struct ConnectionState {
   // Gives the connection's message buffers back to its worker's pool (receive_pool.h), once
   // nothing can use them: the last reference is gone.
@@ -152,7 +91,7 @@ struct ConnectionState {
   std::shared_ptr<ReceivePool> pool;
   bool admitted = false;  // holds its reserve in `pool` and `send_pool`
   // The worker's message send slots (send_slot_pool.h): send_reserve of them the connection's
-  // own, send_borrowed more lent while in use.
+  // own, InitiatorState::send_borrowed more lent while in use.
   std::shared_ptr<SendSlotPool> send_pool;
   uint32_t send_reserve = 0;
   std::unique_ptr<rnic::QueuePair> qp;  // main: offloaded writes, messages
@@ -180,80 +119,21 @@ struct ConnectionState {
   std::unique_ptr<rnic::MemoryRegion> headers_mr, acks_mr;
   uint32_t message_header_bytes = 0;
 
-  // Initiator side.
-  std::deque<Op> ops ABSL_GUARDED_BY(mu);  // ops.front().id is the oldest unfinished op
-  uint64_t next_op_id ABSL_GUARDED_BY(mu) = 0;
-  uint64_t messages_issued ABSL_GUARDED_BY(mu) = 0;  // Send calls accepted
-  uint32_t next_lane ABSL_GUARDED_BY(mu) = 0;        // where the search for a free lane starts
-  uint32_t message_credits ABSL_GUARDED_BY(mu) = 0;
-  uint32_t queued_messages ABSL_GUARDED_BY(mu) = 0;      // sent, not yet posted
-  std::vector<int> free_send_slots ABSL_GUARDED_BY(mu);  // send_pool slots, free
-  uint32_t send_borrowed ABSL_GUARDED_BY(mu) = 0;
-  std::vector<uint32_t> orphan_send_slots ABSL_GUARDED_BY(mu);  // see FinishInOrder
-  size_t first_unposted ABSL_GUARDED_BY(mu) = 0;  // index in ops of the first unposted op
-  uint32_t send_wrs ABSL_GUARDED_BY(mu) = 0;      // posted send WRs not yet completed
-  uint64_t main_posted ABSL_GUARDED_BY(mu) = 0;   // WRs ever posted on the main QP
-  // Main-QP WRs posted unsignaled (messages without a callback, lazy writes), oldest first.
-  // They are complete once a later signaled WR completes successfully, or once the peer says
-  // it received a message of ours posted after them (RC places one QP's WRs in order).
-  struct Quiet {
-    uint64_t main_index;
-    int send_slot;   // a message's send slot; -1 for a write
-    uint64_t op_id;  // a write's op, completed when retired
-  };
-  std::deque<Quiet> quiet ABSL_GUARDED_BY(mu);
-  // While a Connection::Batch is open, main-QP WRs collect here and are posted together.
-  int batch_depth ABSL_GUARDED_BY(mu) = 0;
-  std::vector<rnic::SendWorkRequest> batched ABSL_GUARDED_BY(mu);
-  uint32_t quiet_since_signaled ABSL_GUARDED_BY(mu) = 0;        // messages
-  uint32_t lazy_writes_since_signaled ABSL_GUARDED_BY(mu) = 0;  // writes
-  // Messages posted so far = messages_confirmed (known received by the peer) + the main_index
-  // of each later one in `unconfirmed`, oldest first.
-  uint64_t messages_confirmed ABSL_GUARDED_BY(mu) = 0;
-  std::deque<uint64_t> unconfirmed ABSL_GUARDED_BY(mu);
-  uint32_t max_send_wrs = 0;
-
-  // Target side.
-  uint64_t messages_received ABSL_GUARDED_BY(mu) = 0;
-  uint64_t messages_taken ABSL_GUARDED_BY(mu) = 0;  // taken for delivery (Held::number)
-  // Message credits (docs/engine.md, "Message credits"). Every unit this connection holds in
-  // the pool (min_message_credits + borrowed) backs one credit the peer holds (`granted`), one
-  // about to be handed back (`credits_to_return`, its buffer posted) or one message received
-  // and not yet delivered (`in_hand`, its buffer held). `credit_level` is how many it aims to
-  // hold: doubled when the peer runs out with messages waiting, lowered by one after
-  // `credit_level` messages in a row (`calm_messages`) that did not wait.
-  uint32_t granted ABSL_GUARDED_BY(mu) = 0;
-  uint32_t credits_to_return ABSL_GUARDED_BY(mu) = 0;
-  uint32_t in_hand ABSL_GUARDED_BY(mu) = 0;
-  uint32_t borrowed ABSL_GUARDED_BY(mu) = 0;
-  uint32_t credit_level ABSL_GUARDED_BY(mu) = 0;
-  uint32_t calm_messages ABSL_GUARDED_BY(mu) = 0;
-  // Credits held back (their buffers posted) while Backlogged.
-  uint32_t withheld ABSL_GUARDED_BY(mu) = 0;
-  bool refusing ABSL_GUARDED_BY(mu) = false;  // a staged write was refused: NAK, then fail
-  rnic::WcStatus nak_status ABSL_GUARDED_BY(mu) = rnic::WcStatus::kSuccess;
-  bool nak_sent ABSL_GUARDED_BY(mu) = false;
-  // Messages received before the unloaded writes they follow were applied: (pool buffer,
-  // length, unloaded writes of each lane required), in arrival order.
-  struct Held {
-    uint32_t buffer, length;
-    uint32_t need[kMaxLanes];
-    uint64_t number = 0;  // 0, 1, ... in delivery order; set by TakeDeliverable
-  };
-  std::deque<Held> held ABSL_GUARDED_BY(mu);
+  InitiatorState initiator ABSL_GUARDED_BY(mu);
+  TargetState target ABSL_GUARDED_BY(mu);
 
   // Callbacks due, in post order, and whether a thread is running them (which one). Worker
   // threads complete ops concurrently; queueing under `mu` and running on one thread at a time
   // keeps invariant 2 (callbacks fire in post order) whichever worker completed an op.
-  std::vector<std::function<void()>> ready ABSL_GUARDED_BY(mu);
+  struct Callbacks {
+    std::vector<std::function<void()>> ready;
+    bool running = false;
+    std::thread::id thread;
+  };
+  Callbacks callbacks ABSL_GUARDED_BY(mu);
   // This state itself: RunCallbacks holds it while callbacks run, since one of them may drop
   // the last Connection (and with it the worker's references).
   std::weak_ptr<ConnectionState> self;
-  bool callbacks_running ABSL_GUARDED_BY(mu) = false;
-  std::thread::id callback_thread ABSL_GUARDED_BY(mu);
-
-  Op* FindOp(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  Op* FindOpByIndex(uint32_t low32) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 };
 
 // Callbacks collected under a connection's lock, queued before it is released
@@ -293,7 +173,8 @@ void AckUnloaded(ConnectionState& c, int lane, uint64_t applied, rnic::WcStatus 
 // Whether the peer gets no credits back for now (EngineOptions::throttle_when_backlogged):
 // message_slots or more of this side's messages wait for its credits.
 inline bool Backlogged(const ConnectionState& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
-  return c.options.throttle_when_backlogged && c.queued_messages >= c.options.message_slots;
+  return c.options.throttle_when_backlogged &&
+         c.initiator.queued_messages >= c.options.message_slots;
 }
 // A message's send slot is free again: a lent one goes back to the pool, one of the reserve
 // stays with the connection.

@@ -351,7 +351,7 @@ TEST_P(EngineTest, MessageAfterWriteIsDeliveredAfterTheWriteIsVisible) {
 
 // Records what the engines report to EngineOptions::checks, and at each delivery whether the
 // writes issued before the message (and not yet finished) hold their bytes: the hooks a
-// simulation's invariant checks rely on (server/sim/sim_invariants.h). Any thread.
+// simulation's invariant checks rely on (tests/sim/sim_invariants.h). Any thread.
 class RecordingChecks : public InvariantChecks {
  public:
   bool WriteCompleted(const std::string& connection, uint64_t op, const void*, size_t, uint64_t,

@@ -25,8 +25,8 @@ bool Overlaps(const Op& a, uint64_t addr, uint32_t len) {
 // Posts a WR on the main QP, or adds it to the open batch (posted when the batch ends).
 absl::Status PostMain(ConnectionState& c, const rnic::SendWorkRequest& wr)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
-  if (c.batch_depth > 0) {
-    c.batched.push_back(wr);
+  if (c.initiator.batch_depth > 0) {
+    c.initiator.batched.push_back(wr);
     return absl::OkStatus();
   }
   return c.qp->PostSend(wr);
@@ -34,27 +34,28 @@ absl::Status PostMain(ConnectionState& c, const rnic::SendWorkRequest& wr)
 
 // Posts message `op` if a send slot and a credit are free: true posted, false must wait.
 absl::StatusOr<bool> PostMessage(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
-  if (c.message_credits == 0) return false;
-  if (c.free_send_slots.empty()) {
-    if (c.send_reserve + c.send_borrowed >= c.options.message_slots) return false;
+  if (c.initiator.message_credits == 0) return false;
+  if (c.initiator.free_send_slots.empty()) {
+    if (c.send_reserve + c.initiator.send_borrowed >= c.options.message_slots) return false;
     const std::optional<uint32_t> lent = c.send_pool->Borrow();
     if (!lent) return false;  // retried when one of this connection's own slots comes back
-    ++c.send_borrowed;
-    c.free_send_slots.push_back(static_cast<int>(*lent));
+    ++c.initiator.send_borrowed;
+    c.initiator.free_send_slots.push_back(static_cast<int>(*lent));
   }
-  op.send_slot = c.free_send_slots.back();
-  c.free_send_slots.pop_back();
+  op.send_slot = c.initiator.free_send_slots.back();
+  c.initiator.free_send_slots.pop_back();
   char* slot = c.send_pool->slot(static_cast<uint32_t>(op.send_slot));
-  if (c.withheld > 0 && c.queued_messages <= c.options.message_slots) {
+  if (c.target.withheld > 0 && c.initiator.queued_messages <= c.options.message_slots) {
     // The peer takes our messages again (this one leaves the backlog): its credits go back.
-    c.credits_to_return += c.withheld;
-    c.withheld = 0;
+    c.target.credits_to_return += c.target.withheld;
+    c.target.withheld = 0;
   }
   MessageHeader header;
-  header.messages_seen = c.messages_received;
-  header.credits_returned = c.credits_to_return;
+  header.messages_seen = c.target.messages_received;
+  header.credits_returned = c.target.credits_to_return;
   // Out of credits after this one with more queued behind it: the peer lends more (or not).
-  header.wants_credits = c.message_credits == 1 && c.first_unposted + 1 < c.ops.size();
+  header.wants_credits =
+      c.initiator.message_credits == 1 && c.initiator.first_unposted + 1 < c.initiator.ops.size();
   // The target delivers the message once these many unloaded writes of each lane are applied.
   for (size_t k = 0; k < c.lanes.size(); ++k) {
     header.lane_writes[k] = static_cast<uint32_t>(c.lanes[k].next_seq);
@@ -66,7 +67,7 @@ absl::StatusOr<bool> PostMessage(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCK
   // ones before it and their slots come back. A connection owns at least that many slots
   // (SendReserve), so it cannot hold all of them in quiet messages with none signaled after.
   const bool signaled =
-      op.send_done != nullptr || c.quiet_since_signaled + 1 >= SignalEvery(c.options);
+      op.send_done != nullptr || c.initiator.quiet_since_signaled + 1 >= SignalEvery(c.options);
   rnic::SendWorkRequest wr = rnic::MakeSendWithImm(
       MakeWrId(signaled ? WrKind::kMessage : WrKind::kQuietMessage, c.id,
                static_cast<uint32_t>(op.id)),
@@ -79,21 +80,21 @@ absl::StatusOr<bool> PostMessage(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCK
     op.send_slot = -1;
     return st;
   }
-  --c.message_credits;
-  --c.queued_messages;
-  c.granted += c.credits_to_return;  // they went back in the header
-  c.credits_to_return = 0;
-  ++c.send_wrs;
-  op.main_index = c.main_posted++;
+  --c.initiator.message_credits;
+  --c.initiator.queued_messages;
+  c.target.granted += c.target.credits_to_return;  // they went back in the header
+  c.target.credits_to_return = 0;
+  ++c.initiator.send_wrs;
+  op.main_index = c.initiator.main_posted++;
   op.posted = true;
   op.posted_at = c.engine->clock().Now();
   std::string().swap(op.message);
-  c.unconfirmed.push_back(op.main_index);
+  c.initiator.unconfirmed.push_back(op.main_index);
   if (signaled) {
-    c.quiet_since_signaled = 0;
+    c.initiator.quiet_since_signaled = 0;
   } else {
-    ++c.quiet_since_signaled;
-    c.quiet.push_back({op.main_index, op.send_slot, op.id});
+    ++c.initiator.quiet_since_signaled;
+    c.initiator.quiet.push_back({op.main_index, op.send_slot, op.id});
     op.send_slot = -1;
     // No callback to hold back: done once posted (its failure fails the connection).
     MarkDone(c, op, rnic::WcStatus::kSuccess);
@@ -118,7 +119,7 @@ std::optional<Route> ChoosePathAndLane(ConnectionState& c, const Op& op)
   int overlap_lane = -1;
   for (size_t k = 0; k < c.lanes.size(); ++k) {
     for (uint64_t id : c.lanes[k].inflight) {
-      Op* prior = c.FindOp(id);
+      Op* prior = c.initiator.FindOp(id);
       if (prior == nullptr || !Overlaps(*prior, op.remote_addr, len)) continue;
       if (overlap_lane >= 0 && overlap_lane != static_cast<int>(k)) return std::nullopt;
       overlap_lane = static_cast<int>(k);
@@ -126,8 +127,8 @@ std::optional<Route> ChoosePathAndLane(ConnectionState& c, const Op& op)
   }
   const bool overlap = overlap_lane >= 0;
   bool overlap_offload = false;
-  for (size_t k = 0; k < c.first_unposted && k < c.ops.size(); ++k) {
-    const Op& prior = c.ops[k];
+  for (size_t k = 0; k < c.initiator.first_unposted && k < c.initiator.ops.size(); ++k) {
+    const Op& prior = c.initiator.ops[k];
     if (prior.is_write && prior.posted && !prior.done && prior.path == Path::kOffload &&
         Overlaps(prior, op.remote_addr, len)) {
       overlap_offload = true;
@@ -151,7 +152,7 @@ std::optional<Route> ChoosePathAndLane(ConnectionState& c, const Op& op)
     uint64_t best = UINT64_MAX;
     const uint32_t n = static_cast<uint32_t>(c.lanes.size());
     for (uint32_t j = 0; j < n; ++j) {
-      const uint32_t k = (c.next_lane + j) % n;
+      const uint32_t k = (c.initiator.next_lane + j) % n;
       const uint64_t used = c.lanes[k].next_seq - c.lanes[k].acked_seq;
       if (used < best) {
         best = used;
@@ -181,16 +182,16 @@ absl::Status PostOffloaded(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQU
   // A lazy write may go unsignaled (no ACK for it on the soft RNIC), except every few, whose
   // latency the policy learns from and whose completion retires the quiet ones before it, and
   // those whose latency the policy asked for.
-  wr.signaled =
-      !op.lazy || op.decision.observe || c.lazy_writes_since_signaled + 1 >= SignalEvery(c.options);
+  wr.signaled = !op.lazy || op.decision.observe ||
+                c.initiator.lazy_writes_since_signaled + 1 >= SignalEvery(c.options);
   if (absl::Status st = PostMain(c, wr); !st.ok()) return st;
-  op.main_index = c.main_posted++;
+  op.main_index = c.initiator.main_posted++;
   if (wr.signaled) {
-    c.lazy_writes_since_signaled = 0;
+    c.initiator.lazy_writes_since_signaled = 0;
   } else {
-    ++c.lazy_writes_since_signaled;
+    ++c.initiator.lazy_writes_since_signaled;
     op.quiet = true;
-    c.quiet.push_back({op.main_index, -1, op.id});
+    c.initiator.quiet.push_back({op.main_index, -1, op.id});
   }
   return absl::OkStatus();
 }
@@ -226,7 +227,7 @@ absl::Status PostUnloaded(ConnectionState& c, Op& op, int lane_index)
   lane.starved = false;
   ++lane.next_seq;
   lane.inflight.push_back(op.id);
-  c.next_lane = static_cast<uint32_t>(lane_index + 1) % c.lanes.size();
+  c.initiator.next_lane = static_cast<uint32_t>(lane_index + 1) % c.lanes.size();
   if (c.options.metrics != nullptr) {
     uint64_t used = 0;
     for (const Lane& l : c.lanes) used += l.next_seq - l.acked_seq;
@@ -239,7 +240,7 @@ absl::Status PostUnloaded(ConnectionState& c, Op& op, int lane_index)
 // Posts `op` if it can go now: true posted, false must wait (queue depth, ring, credits,
 // ordering). An error is a post the NIC refused: the connection cannot go on.
 absl::StatusOr<bool> TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
-  if (c.send_wrs >= c.max_send_wrs) return false;
+  if (c.initiator.send_wrs >= c.initiator.max_send_wrs) return false;
   if (!op.is_write) return PostMessage(c, op);
   const std::optional<Route> route = ChoosePathAndLane(c, op);
   if (!route) return false;
@@ -249,7 +250,7 @@ absl::StatusOr<bool> TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_RE
   op.path = route->path;
   op.posted = true;
   op.posted_at = c.engine->clock().Now();
-  ++c.send_wrs;
+  ++c.initiator.send_wrs;
   return true;
 }
 
@@ -257,8 +258,8 @@ absl::StatusOr<bool> TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_RE
 
 void PostReady(ConnectionState& c, Deferred& out) {
   // Post in order; the first op that cannot go holds back the ones behind it.
-  while (!c.failed && c.first_unposted < c.ops.size()) {
-    const absl::StatusOr<bool> posted = TryPost(c, c.ops[c.first_unposted]);
+  while (!c.failed && c.initiator.first_unposted < c.initiator.ops.size()) {
+    const absl::StatusOr<bool> posted = TryPost(c, c.initiator.ops[c.initiator.first_unposted]);
     if (!posted.ok()) {
       Log(LogLevel::kWarning, absl::StrCat("engine: connection ", c.id,
                                            ": posting failed: ", posted.status().message()));
@@ -266,7 +267,7 @@ void PostReady(ConnectionState& c, Deferred& out) {
       break;
     }
     if (!*posted) break;
-    ++c.first_unposted;
+    ++c.initiator.first_unposted;
   }
 }
 
@@ -274,21 +275,21 @@ void PostReady(ConnectionState& c, Deferred& out) {
 
 void HoldPosts(ConnectionState& c) {
   MutexLock l(&c.mu);
-  ++c.batch_depth;
+  ++c.initiator.batch_depth;
 }
 
 void ReleasePosts(ConnectionState& c) {
   Deferred out;
   {
     MutexLock l(&c.mu);
-    if (--c.batch_depth == 0 && !c.batched.empty()) {
+    if (--c.initiator.batch_depth == 0 && !c.initiator.batched.empty()) {
       std::vector<rnic::SendWorkRequest> wrs;
-      wrs.swap(c.batched);
+      wrs.swap(c.initiator.batched);
       if (c.failed || !c.qp->PostSend(wrs).ok()) {
         // The NIC took none of them, so none will complete through the QP: they fail here.
-        const uint64_t first = c.main_posted - wrs.size();
-        for (size_t k = 0; k < c.first_unposted && k < c.ops.size(); ++k) {
-          Op& op = c.ops[k];
+        const uint64_t first = c.initiator.main_posted - wrs.size();
+        for (size_t k = 0; k < c.initiator.first_unposted && k < c.initiator.ops.size(); ++k) {
+          Op& op = c.initiator.ops[k];
           const bool on_main = !op.is_write || op.path == Path::kOffload;
           if (op.posted && on_main && op.main_index >= first) {
             MarkDone(c, op, rnic::WcStatus::kFlushed);
@@ -336,8 +337,8 @@ absl::Status Connection::Write(const rnic::ScatterGatherEntry& local, uint64_t r
       return absl::InvalidArgumentError(
           absl::StrCat("Write: ", local.length, " bytes over the limit"));
     }
-    Op& op = c.ops.emplace_back();
-    op.id = c.next_op_id++;
+    Op& op = c.initiator.ops.emplace_back();
+    op.id = c.initiator.next_op_id++;
     op.is_write = true;
     op.local = local;
     op.remote_addr = remote_addr;
@@ -373,17 +374,17 @@ absl::Status Connection::Send(absl::Span<const char> message, SendCallback done)
       return absl::InvalidArgumentError(
           absl::StrCat("Send: message of ", message.size(), " bytes, limit ", limit));
     }
-    Op& op = c.ops.emplace_back();
-    op.id = c.next_op_id++;
+    Op& op = c.initiator.ops.emplace_back();
+    op.id = c.initiator.next_op_id++;
     op.is_write = false;
     op.message.assign(message.data(), message.size());
-    ++c.queued_messages;
+    ++c.initiator.queued_messages;
     op.send_done = std::move(done);
     op.submitted = c.engine->clock().Now();
     if (c.options.checks != nullptr) {
-      c.options.checks->MessageIssued(c.check_name, c.messages_issued, op.id);
+      c.options.checks->MessageIssued(c.check_name, c.initiator.messages_issued, op.id);
     }
-    ++c.messages_issued;
+    ++c.initiator.messages_issued;
     PostReady(c, out);
     QueueCallbacks(c, out);
   }

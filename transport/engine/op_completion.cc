@@ -10,13 +10,13 @@
 
 namespace unloadkv::engine {
 
-Op* ConnectionState::FindOp(uint64_t id) {
+Op* InitiatorState::FindOp(uint64_t id) {
   if (ops.empty() || id < ops.front().id) return nullptr;
   uint64_t i = id - ops.front().id;
   return i < ops.size() ? &ops[i] : nullptr;
 }
 
-Op* ConnectionState::FindOpByIndex(uint32_t low32) {
+Op* InitiatorState::FindOpByIndex(uint32_t low32) {
   if (ops.empty()) return nullptr;
   uint64_t first = ops.front().id;
   uint64_t id = first + static_cast<uint32_t>(low32 - static_cast<uint32_t>(first));
@@ -46,8 +46,8 @@ void MarkDone(ConnectionState& c, Op& op, rnic::WcStatus status) {
 namespace {
 
 // Invariants 1 and 3 in a simulation (EngineOptions::checks): a write reported complete is in
-// place, unless a later write of this connection (still in c.ops) may have overwritten it; a
-// write reported refused went where the NIC refuses too.
+// place, unless a later write of this connection (still in c.initiator.ops) may have overwritten
+// it; a write reported refused went where the NIC refuses too.
 void CheckFinishedWrite(ConnectionState& c, const Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   InvariantChecks& checks = *c.options.checks;
   const char* path = op.path == Path::kUnload ? "unloaded" : "offloaded";
@@ -63,7 +63,7 @@ void CheckFinishedWrite(ConnectionState& c, const Op& op) ABSL_EXCLUSIVE_LOCKS_R
   }
   if (op.status != rnic::WcStatus::kSuccess || c.reported_failure) return;
   const uint64_t begin = op.remote_addr, end = op.remote_addr + op.local.length;
-  for (const Op& later : c.ops) {
+  for (const Op& later : c.initiator.ops) {
     if (later.is_write && later.remote_addr < end &&
         begin < later.remote_addr + later.local.length) {
       return;
@@ -82,17 +82,18 @@ void CheckFinishedWrite(ConnectionState& c, const Op& op) ABSL_EXCLUSIVE_LOCKS_R
 }  // namespace
 
 void FinishInOrder(ConnectionState& c, Deferred& out) {
-  while (!c.ops.empty() && c.ops.front().done) {
-    Op op = std::move(c.ops.front());
-    c.ops.pop_front();
+  while (!c.initiator.ops.empty() && c.initiator.ops.front().done) {
+    Op op = std::move(c.initiator.ops.front());
+    c.initiator.ops.pop_front();
     if (op.is_write && c.options.checks != nullptr) {
       CheckFinishedWrite(c, op);
       c.options.checks->WriteFinished(c.check_name, op.id);
     }
-    if (c.first_unposted > 0) --c.first_unposted;
+    if (c.initiator.first_unposted > 0) --c.initiator.first_unposted;
     // A message done without its completion (the connection failed): the NIC may hold its
     // slot until the QP is gone, which is when the slot goes back (~ConnectionState).
-    if (op.send_slot >= 0) c.orphan_send_slots.push_back(static_cast<uint32_t>(op.send_slot));
+    if (op.send_slot >= 0)
+      c.initiator.orphan_send_slots.push_back(static_cast<uint32_t>(op.send_slot));
     // As on RC, once an op failed every later one reports kFlushed, even one whose path
     // (another QP) completed it first. Such a write may have been placed.
     if (op.status != rnic::WcStatus::kSuccess) {
@@ -127,12 +128,13 @@ void FailConnection(ConnectionState& c, Deferred& out, FailScope scope) {
   // Ops never posted, and unloaded writes waiting for an ack, can no longer complete. Posted
   // offloaded writes and messages complete through their own QP, which reports each one (with
   // the precise status of a refusal racing with this failure, or kFlushed).
-  for (size_t k = c.first_unposted; k < c.ops.size(); ++k) {
-    MarkDone(c, c.ops[k], rnic::WcStatus::kFlushed);
+  for (size_t k = c.initiator.first_unposted; k < c.initiator.ops.size(); ++k) {
+    MarkDone(c, c.initiator.ops[k], rnic::WcStatus::kFlushed);
   }
   for (Lane& lane : c.lanes) {
     for (uint64_t id : lane.inflight) {
-      if (Op* op = c.FindOp(id); op != nullptr) MarkDone(c, *op, rnic::WcStatus::kFlushed);
+      if (Op* op = c.initiator.FindOp(id); op != nullptr)
+        MarkDone(c, *op, rnic::WcStatus::kFlushed);
     }
     lane.inflight.clear();
   }
@@ -143,7 +145,7 @@ void AckUnloaded(ConnectionState& c, int lane_index, uint64_t applied, rnic::WcS
                  Deferred& out) {
   Lane& lane = c.lanes[lane_index];
   while (!lane.inflight.empty()) {
-    Op* op = c.FindOp(lane.inflight.front());
+    Op* op = c.initiator.FindOp(lane.inflight.front());
     if (op == nullptr) {
       lane.inflight.pop_front();
       continue;
@@ -151,12 +153,12 @@ void AckUnloaded(ConnectionState& c, int lane_index, uint64_t applied, rnic::WcS
     if (op->unload_seq >= applied) break;
     MarkDone(c, *op, rnic::WcStatus::kSuccess);
     lane.inflight.pop_front();
-    --c.send_wrs;  // its unsignaled WRITE_WITH_IMM is certainly retired by now
+    --c.initiator.send_wrs;  // its unsignaled WRITE_WITH_IMM is certainly retired by now
   }
   lane.acked_seq = std::max(lane.acked_seq, applied);
   if (status != rnic::WcStatus::kSuccess) {
     if (!lane.inflight.empty()) {
-      Op* op = c.FindOp(lane.inflight.front());
+      Op* op = c.initiator.FindOp(lane.inflight.front());
       if (op != nullptr) MarkDone(c, *op, status);
     }
     FinishInOrder(c, out);
@@ -169,33 +171,33 @@ uint32_t SendReserve(const EngineOptions& o) {
 }
 
 void ReleaseSendSlot(ConnectionState& c, int slot) {
-  if (c.send_borrowed > 0) {
+  if (c.initiator.send_borrowed > 0) {
     c.send_pool->Return(static_cast<uint32_t>(slot));
-    --c.send_borrowed;
+    --c.initiator.send_borrowed;
   } else {
-    c.free_send_slots.push_back(slot);
+    c.initiator.free_send_slots.push_back(slot);
   }
 }
 
 void RetireQuietBefore(ConnectionState& c, uint64_t main_index) {
-  while (!c.quiet.empty() && c.quiet.front().main_index < main_index) {
-    const ConnectionState::Quiet q = c.quiet.front();
-    c.quiet.pop_front();
-    --c.send_wrs;
+  while (!c.initiator.quiet.empty() && c.initiator.quiet.front().main_index < main_index) {
+    const InitiatorState::Quiet q = c.initiator.quiet.front();
+    c.initiator.quiet.pop_front();
+    --c.initiator.send_wrs;
     if (q.send_slot >= 0) {
       ReleaseSendSlot(c, q.send_slot);
-    } else if (Op* op = c.FindOp(q.op_id); op != nullptr) {
+    } else if (Op* op = c.initiator.FindOp(q.op_id); op != nullptr) {
       MarkDone(c, *op, rnic::WcStatus::kSuccess);
     }
   }
-  while (!c.unconfirmed.empty() && c.unconfirmed.front() < main_index) {
-    c.unconfirmed.pop_front();
-    ++c.messages_confirmed;
+  while (!c.initiator.unconfirmed.empty() && c.initiator.unconfirmed.front() < main_index) {
+    c.initiator.unconfirmed.pop_front();
+    ++c.initiator.messages_confirmed;
   }
 }
 
 void QueueCallbacks(ConnectionState& c, Deferred& out) {
-  for (auto& f : out) c.ready.push_back(std::move(f));
+  for (auto& f : out) c.callbacks.ready.push_back(std::move(f));
   out.clear();
 }
 
@@ -205,14 +207,14 @@ void RunCallbacks(ConnectionState& c, bool wait) {
     Deferred batch;
     {
       MutexLock l(&c.mu);
-      if (c.callbacks_running) {
-        if (!wait || c.callback_thread == std::this_thread::get_id()) return;
-      } else if (c.ready.empty()) {
+      if (c.callbacks.running) {
+        if (!wait || c.callbacks.thread == std::this_thread::get_id()) return;
+      } else if (c.callbacks.ready.empty()) {
         return;
       } else {
-        c.callbacks_running = true;
-        c.callback_thread = std::this_thread::get_id();
-        batch.swap(c.ready);
+        c.callbacks.running = true;
+        c.callbacks.thread = std::this_thread::get_id();
+        batch.swap(c.callbacks.ready);
       }
     }
     if (batch.empty()) {  // another thread runs them; `wait` wants them run
@@ -221,7 +223,7 @@ void RunCallbacks(ConnectionState& c, bool wait) {
     }
     for (auto& f : batch) f();
     MutexLock l(&c.mu);
-    c.callbacks_running = false;
+    c.callbacks.running = false;
   }
 }
 

@@ -29,8 +29,8 @@ void Refuse(ConnectionState& c, Lane& lane, rnic::WcStatus status, ValidationFai
   Log(LogLevel::kWarning,
       absl::StrCat("engine: refused staged write ", lane.expected_seq, " of lane ",
                    &lane - c.lanes.data(), " (", ValidationFailureName(reason), "): ", detail));
-  c.refusing = true;
-  c.nak_status = status;
+  c.target.refusing = true;
+  c.target.nak_status = status;
   lane.refused = true;
   lane.ack_pending = true;
 }
@@ -41,7 +41,7 @@ bool ValidateStagedWrite(ConnectionState& c, int lane_index, uint32_t buffer, ui
                          ValidationTable& table, EngineMetrics* metrics, StagedCopy* copy)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   Lane& lane = c.lanes[lane_index];
-  if (c.refusing || c.failed) return false;  // after a refusal nothing more is applied
+  if (c.target.refusing || c.failed) return false;  // after a refusal nothing more is applied
   const char* base = lane.pool->buffer(buffer);
   absl::StatusOr<StagingHeader> h = ParseStagingHeader(base, byte_len, c.local.slot_bytes);
   if (!h.ok()) {
@@ -132,7 +132,7 @@ bool LaneHasRoom(ConnectionState& c, Lane& lane) {
 }
 
 void SendAckIfDue(ConnectionState& c, Lane& lane) {
-  if (!lane.ack_pending || c.failed || c.nak_sent || !c.connected) return;
+  if (!lane.ack_pending || c.failed || c.target.nak_sent || !c.connected) return;
   if (lane.acks_in_flight >= kAckSlots) return;  // retried when an ack completes
   // One that acknowledges nothing new waits for the previous such one to complete.
   const bool unsolicited = lane.expected_seq == lane.applied_sent && !lane.refused;
@@ -142,23 +142,24 @@ void SendAckIfDue(ConnectionState& c, Lane& lane) {
   const size_t offset = (size_t{lane_index} * kAckSlots + slot) * kAckBytes;
   char* p = c.acks.data() + offset;
   const uint64_t limit = std::max(lane.limit_sent, lane.expected_seq + lane.units - lane.in_hand);
-  EncodeAck({lane.expected_seq, limit, lane.refused ? c.nak_status : rnic::WcStatus::kSuccess,
-             c.credits_to_return},
-            p);
+  EncodeAck(
+      {lane.expected_seq, limit, lane.refused ? c.target.nak_status : rnic::WcStatus::kSuccess,
+       c.target.credits_to_return},
+      p);
   rnic::SendWorkRequest wr =
       rnic::MakeSendWithImm(MakeWrId(WrKind::kAck, c.id, lane_index << 16 | slot),
                             c.acks_mr->Sge(offset, kAckBytes), kImmAck);
   if (!lane.qp->PostSend(wr).ok()) return;
   ++lane.acks_in_flight;
-  ++c.send_wrs;  // retired by the ack's completion (WrKind::kAck)
+  ++c.initiator.send_wrs;  // retired by the ack's completion (WrKind::kAck)
   lane.limit_sent = limit;
   lane.applied_sent = lane.expected_seq;
   if (unsolicited) lane.unsolicited_wr_index = IndexOf(wr.wr_id);
-  c.granted += c.credits_to_return;
-  c.credits_to_return = 0;
+  c.target.granted += c.target.credits_to_return;
+  c.target.credits_to_return = 0;
   lane.ack_pending = false;
   if (lane.refused) {
-    c.nak_sent = true;
+    c.target.nak_sent = true;
     lane.nak_wr_index = IndexOf(wr.wr_id);
   }
 }

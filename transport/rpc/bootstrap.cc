@@ -12,26 +12,6 @@
 #include "absl/strings/str_cat.h"
 
 namespace unloadkv::rpc {
-namespace {
-
-int RemainingMs(absl::Time deadline) {
-  absl::Duration left = deadline - absl::Now();
-  if (left <= absl::ZeroDuration()) return 0;
-  return static_cast<int>(absl::ToInt64Milliseconds(left)) + 1;
-}
-
-// Waits for `events` on `fd` until `deadline`; DeadlineExceeded naming `what` on timeout.
-absl::Status WaitFor(int fd, short events, absl::Time deadline, absl::string_view what) {
-  while (true) {
-    pollfd p{fd, events, 0};
-    int n = poll(&p, 1, RemainingMs(deadline));
-    if (n > 0) return absl::OkStatus();
-    if (n == 0) return absl::DeadlineExceededError(absl::StrCat(what, ": timed out"));
-    if (errno != EINTR) return ErrnoError(what);
-  }
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<BootstrapListener>> BootstrapListener::Listen(
     absl::string_view host_port) {
@@ -78,7 +58,7 @@ absl::StatusOr<ScopedFd> Dial(absl::string_view host_port, absl::Duration timeou
           absl::StrCat("cannot connect to ", host_port, ": ", std::strerror(errno)));
     }
     if (absl::Status st =
-            WaitFor(fd.get(), POLLOUT, deadline, absl::StrCat("connecting to ", host_port));
+            WaitForSocket(fd.get(), POLLOUT, deadline, absl::StrCat("connecting to ", host_port));
         !st.ok()) {
       return st;
     }
@@ -101,7 +81,8 @@ absl::StatusOr<std::string> ReadLine(int fd, size_t max_bytes, absl::Duration ti
     // Peek, then consume only up to the newline, so bytes after it stay in the socket.
     ssize_t n = recv(fd, buf, sizeof(buf), MSG_PEEK);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (absl::Status st = WaitFor(fd, POLLIN, deadline, "bootstrap: reading a line"); !st.ok()) {
+      if (absl::Status st = WaitForSocket(fd, POLLIN, deadline, "bootstrap: reading a line");
+          !st.ok()) {
         return st;
       }
       continue;
@@ -121,22 +102,9 @@ absl::StatusOr<std::string> ReadLine(int fd, size_t max_bytes, absl::Duration ti
 }
 
 absl::Status WriteAll(int fd, absl::string_view data, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!data.empty()) {
-    ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n > 0) {
-      data.remove_prefix(static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (absl::Status st = WaitFor(fd, POLLOUT, deadline, "bootstrap: writing"); !st.ok()) {
-        return st;
-      }
-      continue;
-    }
-    return ErrnoError("bootstrap: write");
-  }
-  return absl::OkStatus();
+  absl::Status st = SendAll(fd, data, absl::Now() + timeout);
+  if (st.ok()) return st;
+  return absl::Status(st.code(), absl::StrCat("bootstrap: ", st.message()));
 }
 
 absl::StatusOr<std::string> ExchangeOverTcp(const std::string& address, const HelloFn& hello,

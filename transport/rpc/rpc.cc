@@ -20,6 +20,17 @@ ThrottledLog& BadFrameLog() {
 }
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<engine::Engine>> CreateRpcEngine(rnic::Device* device,
+                                                                engine::EngineOptions options,
+                                                                uint32_t max_message_bytes,
+                                                                bool simulated,
+                                                                engine::InvariantChecks* checks) {
+  options.max_message_bytes = max_message_bytes;
+  options.modeled_huge_pages = simulated;
+  options.checks = checks;
+  return engine::Engine::Create(device, options);
+}
+
 struct Responder::Shared {
   std::shared_ptr<engine::Connection> conn;
   std::atomic<bool> replied{false};

@@ -38,6 +38,17 @@ struct Peer {
   uint32_t roles = 0;  // rpc::Role bits (auth_file.h)
 };
 
+// An engine that carries RPCs over `device`: `options` (workers, limits, metrics) with
+// messages of up to `max_message_bytes`. `simulated`: `device` is a simulation's, which drives
+// the engine itself (staging rings asked for on huge pages count as backed by them,
+// EngineOptions::modeled_huge_pages), with its invariant `checks` (nullable). The one place
+// the server and the SDK set up their engines alike.
+absl::StatusOr<std::unique_ptr<engine::Engine>> CreateRpcEngine(rnic::Device* device,
+                                                                engine::EngineOptions options,
+                                                                uint32_t max_message_bytes,
+                                                                bool simulated,
+                                                                engine::InvariantChecks* checks);
+
 // Answers one request, exactly once; safe to call from any thread. Replying twice, or after
 // the connection failed, is ignored.
 class Responder {

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "transport/rnic/backend_objects.h"
 #include "transport/rnic/request_checks.h"
 #include "transport/sim/datapath.h"
 #include "transport/sim/fabric.h"
@@ -257,21 +258,18 @@ class SimDevice : public rnic::Device {
   }
   absl::StatusOr<std::unique_ptr<rnic::QueuePair>> CreateQueuePair(
       const rnic::QpConfig& config) override {
-    auto* scq = dynamic_cast<SimCompletionQueue*>(config.send_cq);
-    auto* rcq = dynamic_cast<SimCompletionQueue*>(config.recv_cq);
-    if (scq == nullptr || rcq == nullptr) {
-      return absl::InvalidArgumentError(
-          "CreateQueuePair: send_cq and recv_cq must be CQs of a sim device");
-    }
+    auto objects = rnic::BackendQpObjects<SimCompletionQueue, SimSharedReceiveQueue>(config, "sim");
+    if (!objects.ok()) return objects.status();
+    SimCompletionQueue* scq = objects->send_cq;
+    SimCompletionQueue* rcq = objects->recv_cq;
     if (absl::Status st = rnic::CheckQpConfig(config, limits()); !st.ok()) return st;
     std::shared_ptr<SimSrqState> srq;
-    if (config.srq != nullptr) {
-      auto* sim_srq = dynamic_cast<SimSharedReceiveQueue*>(config.srq);
-      if (sim_srq == nullptr || sim_srq->node() != node_) {
+    if (objects->srq != nullptr) {
+      if (objects->srq->node() != node_) {
         return absl::InvalidArgumentError(
             "CreateQueuePair: srq must be a shared receive queue of this device");
       }
-      srq = sim_srq->state();
+      srq = objects->srq->state();
     }
     auto qp = std::make_unique<SimQpState>();
     qp->qp_num = node_->next_qp++;

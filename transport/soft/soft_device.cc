@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "transport/base/net.h"
+#include "transport/rnic/backend_objects.h"
 #include "transport/rnic/request_checks.h"
 #include "transport/soft/datapath_util.h"
 #include "transport/soft/nic.h"
@@ -417,22 +418,19 @@ absl::StatusOr<std::unique_ptr<rnic::CompletionQueue>> SoftDevice::CreateComplet
 
 absl::StatusOr<std::unique_ptr<rnic::QueuePair>> SoftDevice::CreateQueuePair(
     const rnic::QpConfig& config) {
-  auto* scq = dynamic_cast<SoftCompletionQueue*>(config.send_cq);
-  auto* rcq = dynamic_cast<SoftCompletionQueue*>(config.recv_cq);
-  if (scq == nullptr || rcq == nullptr) {
-    return absl::InvalidArgumentError(
-        "CreateQueuePair: send_cq and recv_cq must be CQs of a soft device");
-  }
+  auto objects =
+      rnic::BackendQpObjects<SoftCompletionQueue, SoftSharedReceiveQueue>(config, "soft");
+  if (!objects.ok()) return objects.status();
   std::shared_ptr<SrqCore> srq;
-  if (config.srq != nullptr) {
-    auto* soft_srq = dynamic_cast<SoftSharedReceiveQueue*>(config.srq);
-    if (soft_srq == nullptr || soft_srq->nic() != nic_.get()) {
+  if (objects->srq != nullptr) {
+    if (objects->srq->nic() != nic_.get()) {
       return absl::InvalidArgumentError(
           "CreateQueuePair: srq must be a shared receive queue of this device");
     }
-    srq = soft_srq->core();
+    srq = objects->srq->core();
   }
-  absl::StatusOr<QpCore*> core = nic_->CreateQp(config, scq->core(), rcq->core(), std::move(srq));
+  absl::StatusOr<QpCore*> core =
+      nic_->CreateQp(config, objects->send_cq->core(), objects->recv_cq->core(), std::move(srq));
   if (!core.ok()) return core.status();
   return std::unique_ptr<rnic::QueuePair>(new SoftQueuePair(*core, nic_));
 }

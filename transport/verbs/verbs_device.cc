@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "transport/rnic/backend_objects.h"
 #include "transport/rnic/request_checks.h"
 #include "transport/rnic/srq_state.h"
 #include "transport/verbs/verbs_mapping.h"
@@ -433,28 +434,20 @@ absl::StatusOr<std::unique_ptr<rnic::CompletionQueue>> VerbsDevice::CreateComple
 
 absl::StatusOr<std::unique_ptr<rnic::QueuePair>> VerbsDevice::CreateQueuePair(
     const rnic::QpConfig& config) {
-  auto* scq = dynamic_cast<VerbsCompletionQueue*>(config.send_cq);
-  auto* rcq = dynamic_cast<VerbsCompletionQueue*>(config.recv_cq);
-  if (scq == nullptr || rcq == nullptr) {
-    return absl::InvalidArgumentError(
-        "CreateQueuePair: send_cq and recv_cq must be CQs of a verbs device");
-  }
+  auto objects =
+      rnic::BackendQpObjects<VerbsCompletionQueue, VerbsSharedReceiveQueue>(config, "verbs");
+  if (!objects.ok()) return objects.status();
   if (absl::Status st = rnic::CheckQpConfig(config, limits()); !st.ok()) return st;
   ibv_qp_init_attr init{};
-  init.send_cq = scq->cq();
-  init.recv_cq = rcq->cq();
+  init.send_cq = objects->send_cq->cq();
+  init.recv_cq = objects->recv_cq->cq();
   init.cap.max_send_wr = config.max_send_wr;
   init.cap.max_recv_wr = config.max_recv_wr;
   init.cap.max_send_sge = rnic::kMaxSge;
   init.cap.max_recv_sge = rnic::kMaxSge;
   init.qp_type = IBV_QPT_RC;
-  if (config.srq != nullptr) {
-    auto* srq = dynamic_cast<VerbsSharedReceiveQueue*>(config.srq);
-    if (srq == nullptr) {
-      return absl::InvalidArgumentError(
-          "CreateQueuePair: srq must be a shared receive queue of a verbs device");
-    }
-    init.srq = srq->srq();
+  if (objects->srq != nullptr) {
+    init.srq = objects->srq->srq();
     init.cap.max_recv_wr = 0;
   }
   ibv_qp* qp = ibv_create_qp(pd_, &init);

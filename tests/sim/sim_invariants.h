@@ -15,8 +15,8 @@
 // counted, and so is each violation (the engine logs the connection).
 //
 // Thread-safety: none; a simulation runs one thread at a time (Lockstep).
-#ifndef UNLOADKV_SERVER_SIM_SIM_INVARIANTS_H_
-#define UNLOADKV_SERVER_SIM_SIM_INVARIANTS_H_
+#ifndef UNLOADKV_TESTS_SIM_SIM_INVARIANTS_H_
+#define UNLOADKV_TESTS_SIM_SIM_INVARIANTS_H_
 
 #include <cstdint>
 #include <deque>
@@ -26,7 +26,7 @@
 #include "transport/engine/invariant_checks.h"
 #include "transport/sim/fabric.h"
 
-namespace unloadkv::server {
+namespace unloadkv::world {
 
 class SimInvariants : public engine::InvariantChecks {
  public:
@@ -88,6 +88,6 @@ class SimInvariants : public engine::InvariantChecks {
   Counts counts_;
 };
 
-}  // namespace unloadkv::server
+}  // namespace unloadkv::world
 
-#endif  // UNLOADKV_SERVER_SIM_SIM_INVARIANTS_H_
+#endif  // UNLOADKV_TESTS_SIM_SIM_INVARIANTS_H_

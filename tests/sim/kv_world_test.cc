@@ -1,4 +1,4 @@
-#include "server/sim/kv_world.h"
+#include "tests/sim/kv_world.h"
 
 #include <string>
 #include <vector>
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
-namespace unloadkv::server {
+namespace unloadkv::world {
 namespace {
 
 KvWorldOptions SmallWorld() {
@@ -93,4 +93,4 @@ TEST(KvWorldTest, RefusesAnEmbeddingWithoutADevice) {
 }
 
 }  // namespace
-}  // namespace unloadkv::server
+}  // namespace unloadkv::world

@@ -1,10 +1,10 @@
-#include "server/sim/cluster_world.h"
+#include "tests/sim/cluster_world.h"
 
 #include <string>
 
 #include "gtest/gtest.h"
 
-namespace unloadkv::server {
+namespace unloadkv::world {
 namespace {
 
 std::string PrimaryOf(ClusterWorld& w, uint32_t shard) {
@@ -270,4 +270,4 @@ TEST(ClusterWorldTest, WritesTheNicRefusesAreRefusedOnBothPathsAndCopyNothing) {
 }
 
 }  // namespace
-}  // namespace unloadkv::server
+}  // namespace unloadkv::world

@@ -3,8 +3,8 @@
 // in its virtual time, stepped by its Lockstep.
 //
 // Thread-safety: none; a world runs one participant at a time.
-#ifndef UNLOADKV_SERVER_SIM_SIM_CLIENTS_H_
-#define UNLOADKV_SERVER_SIM_SIM_CLIENTS_H_
+#ifndef UNLOADKV_TESTS_SIM_SIM_CLIENTS_H_
+#define UNLOADKV_TESTS_SIM_SIM_CLIENTS_H_
 
 #include <cstdint>
 #include <functional>
@@ -15,7 +15,7 @@
 #include "transport/sim/fabric.h"
 #include "transport/sim/lockstep.h"
 
-namespace unloadkv::server {
+namespace unloadkv::world {
 
 // Polling functions by handle, called in the order they were added.
 class Pollers {
@@ -53,6 +53,6 @@ inline std::unique_ptr<ClientEmbedding> SimClientEmbedding(rnic::Device* device,
   return e;
 }
 
-}  // namespace unloadkv::server
+}  // namespace unloadkv::world
 
-#endif  // UNLOADKV_SERVER_SIM_SIM_CLIENTS_H_
+#endif  // UNLOADKV_TESTS_SIM_SIM_CLIENTS_H_

@@ -38,8 +38,8 @@
 // world; Connect, Wait and the fault requests from participants (or from that thread outside
 // Run).
 // Lifetime: destroy every client before Run returns (the router's thread is a participant).
-#ifndef UNLOADKV_SERVER_SIM_CLUSTER_WORLD_H_
-#define UNLOADKV_SERVER_SIM_CLUSTER_WORLD_H_
+#ifndef UNLOADKV_TESTS_SIM_CLUSTER_WORLD_H_
+#define UNLOADKV_TESTS_SIM_CLUSTER_WORLD_H_
 
 #include <atomic>
 #include <cstdint>
@@ -54,8 +54,8 @@
 #include "absl/status/statusor.h"
 #include "client/client.h"
 #include "server/kv_server.h"
-#include "server/sim/sim_clients.h"
-#include "server/sim/sim_invariants.h"
+#include "tests/sim/sim_clients.h"
+#include "tests/sim/sim_invariants.h"
 #include "transport/cluster/memory_cluster_map.h"
 #include "transport/rpc/auth_file.h"
 #include "transport/rpc/bootstrap.h"
@@ -63,7 +63,13 @@
 #include "transport/sim/lockstep.h"
 #include "transport/sim/model.h"
 
-namespace unloadkv::server {
+namespace unloadkv::world {
+
+using server::ClusterNode;
+using server::KvServer;
+using server::KvServerEmbedding;
+using server::KvServerOptions;
+using server::ShardReplica;
 
 class ClusterWorld {
  public:
@@ -202,6 +208,6 @@ class ClusterWorld {
   sim::Lockstep lockstep_;
 };
 
-}  // namespace unloadkv::server
+}  // namespace unloadkv::world
 
-#endif  // UNLOADKV_SERVER_SIM_CLUSTER_WORLD_H_
+#endif  // UNLOADKV_TESTS_SIM_CLUSTER_WORLD_H_

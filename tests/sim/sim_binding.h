@@ -1,5 +1,5 @@
 // YCSB on the simulated fabric (docs/sim-kv.md): `-p unloadkv.transport=sim`. The real
-// kvserver and one SDK client per YCSB thread run in this process on a server::KvWorld, in
+// kvserver and one SDK client per YCSB thread run in this process on a world::KvWorld, in
 // virtual time; the threads run in lockstep, each one operation at a time as YCSB's threads
 // do. Every figure is modeled. Reads are checked against what was written (CheckedDb).
 //
@@ -14,8 +14,8 @@
 //                            nic_op_ns max_inline_bytes mpt_cache_entries mtt_cache_entries
 //                            miss_pcie_reads translation_units cores poll_ns post_ns
 //                            message_ns random_access_ns copy_gbps
-#ifndef UNLOADKV_CLIENT_YCSB_SIM_BINDING_H_
-#define UNLOADKV_CLIENT_YCSB_SIM_BINDING_H_
+#ifndef UNLOADKV_TESTS_SIM_SIM_BINDING_H_
+#define UNLOADKV_TESTS_SIM_SIM_BINDING_H_
 
 #include <cstdint>
 #include <memory>
@@ -26,12 +26,12 @@
 #include "client/ycsb/properties.h"
 #include "client/ycsb/runner.h"
 #include "client/ycsb/workload.h"
-#include "server/sim/kv_world.h"
+#include "tests/sim/kv_world.h"
 
 namespace unloadkv::ycsb {
 
 struct SimOptions {
-  server::KvWorldOptions world;
+  world::KvWorldOptions world;
   std::string policy = "adaptive";  // every client connection's path policy
   uint64_t seed = 1;
 };
@@ -61,12 +61,12 @@ class SimYcsb {
   // Runs a phase with `options` (clock, thread runner and seed are the simulation's).
   absl::StatusOr<SimPhase> Run(Workload& workload, RunOptions options);
   const ValueLog& log() const { return *log_; }
-  server::KvWorld& world() { return *world_; }
+  world::KvWorld& world() { return *world_; }
 
  private:
   SimYcsb() = default;
   SimOptions options_;
-  std::unique_ptr<server::KvWorld> world_;
+  std::unique_ptr<world::KvWorld> world_;
   std::unique_ptr<ValueLog> log_;
 };
 
@@ -75,4 +75,4 @@ std::string FormatSimSummary(const SimPhase& phase, const ValueLog::Counts& chec
 
 }  // namespace unloadkv::ycsb
 
-#endif  // UNLOADKV_CLIENT_YCSB_SIM_BINDING_H_
+#endif  // UNLOADKV_TESTS_SIM_SIM_BINDING_H_

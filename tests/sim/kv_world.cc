@@ -1,6 +1,6 @@
-#include "server/sim/kv_world.h"
+#include "tests/sim/kv_world.h"
 
-namespace unloadkv::server {
+namespace unloadkv::world {
 namespace {
 
 // Where the server's arena is mapped (a hint; writebench uses the same one): the adaptive
@@ -68,4 +68,4 @@ bool KvWorld::Step() {
   return true;
 }
 
-}  // namespace unloadkv::server
+}  // namespace unloadkv::world

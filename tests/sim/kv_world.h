@@ -20,8 +20,8 @@
 // results, run after run (the arena is mapped at a fixed address; see KvServerEmbedding).
 // Thread-safety: as Lockstep's; Connect and RunThreads from the thread that created the world.
 // Lifetime: destroy every client before the world.
-#ifndef UNLOADKV_SERVER_SIM_KV_WORLD_H_
-#define UNLOADKV_SERVER_SIM_KV_WORLD_H_
+#ifndef UNLOADKV_TESTS_SIM_KV_WORLD_H_
+#define UNLOADKV_TESTS_SIM_KV_WORLD_H_
 
 #include <cstdint>
 #include <functional>
@@ -32,12 +32,16 @@
 #include "absl/status/statusor.h"
 #include "client/client.h"
 #include "server/kv_server.h"
-#include "server/sim/sim_clients.h"
+#include "tests/sim/sim_clients.h"
 #include "transport/sim/fabric.h"
 #include "transport/sim/lockstep.h"
 #include "transport/sim/model.h"
 
-namespace unloadkv::server {
+namespace unloadkv::world {
+
+using server::KvServer;
+using server::KvServerEmbedding;
+using server::KvServerOptions;
 
 struct KvWorldOptions {
   sim::NodeModel server_model;
@@ -93,6 +97,6 @@ class KvWorld {
   sim::Lockstep lockstep_;
 };
 
-}  // namespace unloadkv::server
+}  // namespace unloadkv::world
 
-#endif  // UNLOADKV_SERVER_SIM_KV_WORLD_H_
+#endif  // UNLOADKV_TESTS_SIM_KV_WORLD_H_

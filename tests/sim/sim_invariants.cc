@@ -1,10 +1,10 @@
-#include "server/sim/sim_invariants.h"
+#include "tests/sim/sim_invariants.h"
 
 #include <algorithm>
 #include <cstring>
 #include <utility>
 
-namespace unloadkv::server {
+namespace unloadkv::world {
 
 SimInvariants::Sender& SimInvariants::SenderOf(const std::string& connection) {
   auto [it, added] = senders_.try_emplace(connection);
@@ -117,4 +117,4 @@ bool SimInvariants::MessageDelivered(const std::string& connection, uint64_t mes
   return ok;
 }
 
-}  // namespace unloadkv::server
+}  // namespace unloadkv::world

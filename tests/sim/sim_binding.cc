@@ -1,4 +1,4 @@
-#include "client/ycsb/sim_binding.h"
+#include "tests/sim/sim_binding.h"
 
 #include <algorithm>
 #include <cmath>
@@ -119,7 +119,7 @@ absl::StatusOr<std::unique_ptr<SimYcsb>> SimYcsb::Create(const SimOptions& optio
                                                          int field_count) {
   std::unique_ptr<SimYcsb> s(new SimYcsb());
   s->options_ = options;
-  absl::StatusOr<std::unique_ptr<server::KvWorld>> world = server::KvWorld::Create(options.world);
+  absl::StatusOr<std::unique_ptr<world::KvWorld>> world = world::KvWorld::Create(options.world);
   if (!world.ok()) return world.status();
   s->world_ = std::move(*world);
   s->log_ = std::make_unique<ValueLog>(field_count);
@@ -127,7 +127,7 @@ absl::StatusOr<std::unique_ptr<SimYcsb>> SimYcsb::Create(const SimOptions& optio
 }
 
 absl::StatusOr<SimPhase> SimYcsb::Run(Workload& workload, RunOptions o) {
-  server::KvWorld* world = world_.get();
+  world::KvWorld* world = world_.get();
   o.clock = &world->clock();
   o.seed = options_.seed;
   o.run_threads = [world](std::vector<std::function<void()>> bodies) {

@@ -3,7 +3,7 @@
 // cache and at one far beyond its reach; a table, a CSV and PNG plots, all MODELED
 // (docs/sim-kv.md).
 //
-//   bazel run -c opt //client/ycsb:sim_compare -- --out_dir=/tmp/sim_compare
+//   bazel run -c opt //tests/sim:sim_compare -- --out_dir=/tmp/sim_compare
 //
 // Per size and policy, one simulated kvserver (the real server code, client/ycsb/
 // sim_binding.h) is loaded (the "load" row) and then runs A, B, C, F, D, E in that order, as
@@ -24,8 +24,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "client/ycsb/sim_binding.h"
 #include "gflags/gflags.h"
+#include "tests/sim/sim_binding.h"
 #include "transport/base/logging.h"
 
 DEFINE_string(sizes, "small,large",

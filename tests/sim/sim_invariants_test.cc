@@ -1,4 +1,4 @@
-#include "server/sim/sim_invariants.h"
+#include "tests/sim/sim_invariants.h"
 
 #include <cstring>
 #include <memory>
@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "transport/rnic/device.h"
 
-namespace unloadkv::server {
+namespace unloadkv::world {
 namespace {
 
 // One node's region, writable by peers, and the bytes a peer writes into it.
@@ -119,4 +119,4 @@ TEST_F(SimInvariantsTest, RefusalMustBeWhereTheNicRefuses) {
 }
 
 }  // namespace
-}  // namespace unloadkv::server
+}  // namespace unloadkv::world

@@ -5,7 +5,7 @@
 # (every thread's voluntary + involuntary switches), bytes (sent + received) and packets on the
 # loopback interface per operation (/proc/net/dev), and, in a second run under `strace -c -f` on the server, system
 # calls per operation by name (strace slows that run; only its counts are used).
-#   bazel run -c opt //client/ycsb:op_profile -- [--workload c] [--threads 8] [--records 20000]
+#   bazel run -c opt //tests/ycsb:op_profile -- [--workload c] [--threads 8] [--records 20000]
 #                                                [--ops 50000] [--systems unloadkv,redis,memcached]
 # Needs perf (linux-perf) and strace; prints one table.
 set -euo pipefail

@@ -7,7 +7,7 @@
 # limit have no scans: not E), then prints a side-by-side table, writes it as CSV and draws PNG
 # plots with gnuplot. The table runs every workload --runs times (fresh servers each time) and
 # gives each figure's median with the spread (min-max) of unloadkv's ratios over the runs.
-#   bazel run -c opt //client/ycsb:compare -- [--records N] [--ops N] [--threads N] [--runs 3]
+#   bazel run -c opt //tests/ycsb:compare -- [--records N] [--ops N] [--threads N] [--runs 3]
 #                                             [--workloads a,b,c,e,f] [--sweep 1,4,8,16,64]
 #                                             [--sweep_workload a] [--pipeline_ops N] [--out DIR]
 # The pipelined table: one client with 1, 16 and 64 requests in flight, GET and SET of 100 B

@@ -1,4 +1,4 @@
-#include "server/sim/cluster_world.h"
+#include "tests/sim/cluster_world.h"
 
 #include <cstring>
 #include <utility>
@@ -7,7 +7,7 @@
 #include "transport/engine/engine.h"
 #include "transport/engine/policy.h"
 
-namespace unloadkv::server {
+namespace unloadkv::world {
 namespace {
 
 constexpr char kCluster[] = "sim";
@@ -430,4 +430,4 @@ bool ClusterWorld::Step() {
   return true;
 }
 
-}  // namespace unloadkv::server
+}  // namespace unloadkv::world

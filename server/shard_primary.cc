@@ -1,0 +1,151 @@
+// ShardReplica: as primary, the write log: sequence numbers, sending each write to every link,
+// committing in order once every voting link acknowledged it (the commit rule).
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/replication_records.h"
+#include "server/shard_replica.h"
+#include "transport/base/logging.h"
+
+namespace unloadkv::server {
+ReplicaLink::Item ShardReplica::ItemFor(const Entry& e) {
+  ReplicaLink::Item item;
+  const KvStore::Mutation& m = e.mutation;
+  if (!e.barrier && m.op == KvStore::Mutation::Op::kPut && m.size > 0) {
+    item.writes.push_back(
+        {rnic::ScatterGatherEntry{mr_->address() + m.slot.offset, m.size, mr_->lkey()},
+         m.slot.offset});
+  }
+  item.request.set_shard(id_);
+  item.request.set_epoch(epoch_);
+  if (e.barrier) {
+    proto::ReplicationRecord* r = item.request.add_records();
+    r->set_op(proto::ReplicationRecord::NOOP);
+    r->set_seq(e.seq);
+  } else {
+    *item.request.add_records() = ToRecord(m, e.seq);
+  }
+  return item;
+}
+
+void ShardReplica::Submit(KvStore::Mutation m, Done done) {
+  Entry e;
+  e.mutation = std::move(m);
+  e.done = std::move(done);
+  Append(std::move(e));
+}
+
+void ShardReplica::Barrier(std::function<void(absl::Status)> done) {
+  Entry e;
+  e.barrier = true;
+  e.on_barrier = std::move(done);
+  Append(std::move(e));
+}
+
+void ShardReplica::Append(Entry entry) {
+  Callbacks out;
+  std::vector<std::shared_ptr<ReplicaLink>> flush;
+  {
+    MutexLock l(&mu_);
+    if (role_ != Role::kPrimary) {
+      if (entry.barrier) {
+        out.push_back([f = std::move(entry.on_barrier)] {
+          f(absl::AbortedError("not the primary of this shard"));
+        });
+      } else {
+        store_->Abandon(entry.mutation);
+        out.push_back([f = std::move(entry.done)] {
+          f(absl::AbortedError("not the primary of this shard"));
+        });
+      }
+    } else {
+      Entry& e = pending_.emplace_back(std::move(entry));
+      e.seq = next_seq_++;
+      std::weak_ptr<ShardReplica> self = weak_from_this();
+      for (auto& [node, ls] : links_) {
+        if (ls.failed) continue;
+        ReplicaLink::Item item = ItemFor(e);
+        item.done = [self, node = node, seq = e.seq](auto r) {
+          if (auto s = self.lock()) s->OnAck(node, seq, false, r);
+        };
+        ls.link->Push(std::move(item));  // queued only: sent by Flush, outside the lock
+        flush.push_back(ls.link);
+      }
+      CommitReady(&out);
+    }
+  }
+  for (auto& link : flush) link->Flush();
+  for (auto& f : out) f();
+}
+
+void ShardReplica::CommitReady(Callbacks* out) {
+  while (!pending_.empty()) {
+    Entry& e = pending_.front();
+    for (const auto& [node, ls] : links_) {
+      if (e.seq >= ls.votes_from && ls.acked < e.seq) return;  // still waits on this link
+    }
+    if (e.barrier) {
+      out->push_back([f = std::move(e.on_barrier)] { f(absl::OkStatus()); });
+    } else {
+      if (store_->Commit(e.mutation)) {
+        out->push_back([f = std::move(e.done), v = e.mutation.version] { f(v); });
+      } else {  // a DELETE that found the key already deleted by a write committed before it
+        out->push_back([f = std::move(e.done)] { f(absl::NotFoundError("no such key")); });
+      }
+    }
+    pending_.pop_front();
+  }
+}
+
+void ShardReplica::FailPendingLocked(const std::string& why, Callbacks* out) {
+  for (Entry& e : pending_) {
+    if (e.barrier) {
+      out->push_back([f = std::move(e.on_barrier), why] {
+        f(absl::AbortedError(absl::StrCat("not the primary: ", why)));
+      });
+    } else {
+      // Not abandoned: a backup may have applied it, so its slot stays as the data may be.
+      out->push_back([f = std::move(e.done), why] {
+        f(absl::UnavailableError(absl::StrCat("write outcome unknown: ", why)));
+      });
+    }
+  }
+  pending_.clear();
+}
+
+void ShardReplica::OnAck(const std::string& node, uint64_t seq, bool snapshot,
+                         const absl::StatusOr<proto::ReplicateResponse>& r) {
+  Callbacks out;
+  std::map<std::string, LinkState> closed;
+  {
+    MutexLock l(&mu_);
+    auto it = links_.find(node);
+    if (it == links_.end() || role_ != Role::kPrimary) return;
+    LinkState& ls = it->second;
+    if (!r.ok()) {
+      if (r.status().code() == absl::StatusCode::kAborted) {
+        // The backup follows a newer epoch: this replica is no longer the primary.
+        Log(LogLevel::kWarning,
+            absl::StrCat("shard ", id_, ": backup ", node, " refused epoch ", epoch_, " (",
+                         r.status().message(), "); stepping down"));
+        role_ = Role::kDeposed;
+        FailPendingLocked(absl::StrCat("deposed at epoch ", epoch_), &out);
+        closed.swap(links_);
+      } else if (!ls.failed) {
+        Log(LogLevel::kWarning, absl::StrCat("shard ", id_, ": link to backup ", node,
+                                             " failed: ", r.status().ToString()));
+        ls.failed = true;
+      }
+    } else if (snapshot) {
+      --ls.snapshot_pending;
+    } else {
+      ls.acked = std::max(ls.acked, std::max(seq, r->applied_seq()));
+      CommitReady(&out);
+    }
+  }
+  Retire(&closed);
+  for (auto& f : out) f();
+}
+
+}  // namespace unloadkv::server
