@@ -262,40 +262,39 @@ int Cluster(const std::vector<std::string>& args) {
   return 0;
 }
 
-int Main(int argc, char** argv) {
-  if (argc < 2) return Usage("no command");
-  const std::string cmd = argv[1];
-  const std::vector<std::string> args(argv + 2, argv + argc);
-  if (cmd == "cluster") return Cluster(args);
+// Checks a data command's arguments and the flags it reads; the usage error, or "".
+std::string CommandError(const std::string& cmd, const std::vector<std::string>& args) {
   auto want = [&](size_t lo, size_t hi) { return args.size() >= lo && args.size() <= hi; };
-  if (cmd == "get" && !want(1, 1)) return Usage("usage: get KEY");
-  if (cmd == "put" && !want(2, 2)) return Usage("usage: put KEY VALUE");
-  if (cmd == "del" && !want(1, 1)) return Usage("usage: del KEY");
-  if (cmd == "scan" && !want(0, 2)) return Usage("usage: scan [START [END]]");
+  if (cmd == "get" && !want(1, 1)) return "usage: get KEY";
+  if (cmd == "put" && !want(2, 2)) return "usage: put KEY VALUE";
+  if (cmd == "del" && !want(1, 1)) return "usage: del KEY";
+  if (cmd == "scan" && !want(0, 2)) return "usage: scan [START [END]]";
   if ((cmd == "stats" || cmd == "load") && !want(0, 0)) {
-    return Usage(absl::StrCat(cmd, " takes no arguments"));
+    return absl::StrCat(cmd, " takes no arguments");
   }
   if (cmd != "get" && cmd != "put" && cmd != "del" && cmd != "scan" && cmd != "stats" &&
       cmd != "load") {
-    return Usage(absl::StrCat("unknown command '", cmd, "'"));
+    return absl::StrCat("unknown command '", cmd, "'");
   }
-  if (FLAGS_timeout_ms < 1) return Usage("--timeout_ms must be positive");
+  if (FLAGS_timeout_ms < 1) return "--timeout_ms must be positive";
   if (cmd == "load") {
-    if (std::string why = LoadFlagsError(); !why.empty()) return Usage(why);
+    if (std::string why = LoadFlagsError(); !why.empty()) return why;
   }
   if (cmd == "scan" && (FLAGS_limit < 1 || FLAGS_limit > proto::kMaxScanLimit)) {
-    return Usage("--limit must be in 1..1000");
+    return "--limit must be in 1..1000";
   }
+  if (FLAGS_etcd.empty() != FLAGS_cluster.empty()) {
+    return "a cluster needs both --etcd=HOST:PORT and --cluster=NAME";
+  }
+  return "";
+}
 
+// The SDK's options from the flags, for data command `cmd`.
+ClientOptions OptionsFromFlags(const std::string& cmd) {
   ClientOptions o;
   o.server = FLAGS_server;
-  if (!FLAGS_etcd.empty() || !FLAGS_cluster.empty()) {
-    if (FLAGS_etcd.empty() || FLAGS_cluster.empty()) {
-      return Usage("a cluster needs both --etcd=HOST:PORT and --cluster=NAME");
-    }
-    o.etcd = FLAGS_etcd;
-    o.cluster = FLAGS_cluster;
-  }
+  o.etcd = FLAGS_etcd;
+  o.cluster = FLAGS_cluster;
   o.auth_file = AuthFile();
   o.user = FLAGS_user;
   const cluster::EtcdSecurity etcd = EtcdSecurityFlags();
@@ -309,21 +308,11 @@ int Main(int argc, char** argv) {
   o.timeout = absl::Milliseconds(FLAGS_timeout_ms);
   o.caller_progress = FLAGS_caller_progress;
   o.max_in_flight = cmd == "load" ? FLAGS_in_flight : 8;
-  std::shared_ptr<prometheus::Registry> registry;
-  std::unique_ptr<engine::PrometheusEngineMetrics> metrics;
-  std::unique_ptr<http::MetricsEndpoint> endpoint;
-  if (cmd == "load" && !FLAGS_metrics.empty()) {
-    registry = std::make_shared<prometheus::Registry>();
-    metrics = std::make_unique<engine::PrometheusEngineMetrics>(registry);
-    auto e = http::MetricsEndpoint::Start(FLAGS_metrics, registry);
-    if (!e.ok()) return Fail(e.status());
-    endpoint = std::move(*e);
-    o.metrics = metrics.get();
-  }
-  auto client = Client::Connect(o);
-  if (!client.ok()) return Fail(client.status());
-  Client& c = **client;
+  return o;
+}
 
+// One of get, put, del, scan, stats on `c`; the exit status.
+int RunCommand(Client& c, const std::string& cmd, const std::vector<std::string>& args) {
   if (cmd == "get") {
     absl::StatusOr<std::string> v = c.Get(args[0]);
     if (!v.ok()) return Fail(v.status());
@@ -343,7 +332,7 @@ int Main(int argc, char** argv) {
       std::printf("%s\t%s\n", Printable(k).c_str(), Printable(v).c_str());
     }
     if (p->more) std::printf("(more)\n");
-  } else if (cmd == "stats") {
+  } else {  // stats
     absl::StatusOr<proto::StatsResponse> s = c.Stats();
     if (!s.ok()) return Fail(s.status());
     std::printf(
@@ -353,10 +342,32 @@ int Main(int argc, char** argv) {
         (unsigned long long)s->arena_used_bytes(), (unsigned long long)s->connections(),
         (unsigned long long)s->offload_writes(), (unsigned long long)s->unload_writes(),
         s->transport().c_str(), s->staging_memory().c_str());
-  } else {
-    return Load(c, endpoint.get());
   }
   return 0;
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2) return Usage("no command");
+  const std::string cmd = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  if (cmd == "cluster") return Cluster(args);
+  if (std::string why = CommandError(cmd, args); !why.empty()) return Usage(why);
+  ClientOptions o = OptionsFromFlags(cmd);
+  // `load --metrics`: the client side's engine series, served while it runs.
+  std::shared_ptr<prometheus::Registry> registry;
+  std::unique_ptr<engine::PrometheusEngineMetrics> metrics;
+  std::unique_ptr<http::MetricsEndpoint> endpoint;
+  if (cmd == "load" && !FLAGS_metrics.empty()) {
+    registry = std::make_shared<prometheus::Registry>();
+    metrics = std::make_unique<engine::PrometheusEngineMetrics>(registry);
+    auto e = http::MetricsEndpoint::Start(FLAGS_metrics, registry);
+    if (!e.ok()) return Fail(e.status());
+    endpoint = std::move(*e);
+    o.metrics = metrics.get();
+  }
+  auto client = Client::Connect(o);
+  if (!client.ok()) return Fail(client.status());
+  return cmd == "load" ? Load(**client, endpoint.get()) : RunCommand(**client, cmd, args);
 }
 
 }  // namespace

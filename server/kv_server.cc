@@ -17,18 +17,41 @@
 
 namespace unloadkv::server {
 
-absl::Status ValidateOptions(const KvServerOptions& o) {
+namespace {
+
+// InvalidArgument "--<flag>=<value>: must be in lo..hi<or>" unless lo <= value <= hi.
+absl::Status CheckRange(absl::string_view flag, int64_t value, int64_t lo, int64_t hi,
+                        absl::string_view or_what = "") {
+  if (value >= lo && value <= hi) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, "=", value, ": must be in ", lo, "..", hi, or_what));
+}
+
+// Where the server listens and what it runs on.
+absl::Status ValidatePlace(const KvServerOptions& o) {
   if (o.embedding != nullptr) {
     if (o.embedding->device == nullptr || o.embedding->clock == nullptr) {
       return absl::InvalidArgumentError("an embedded server needs a device and a clock");
     }
-  } else if (absl::StatusOr<sockaddr_in> a = ParseHostPort(o.listen, true); !a.ok()) {
+    return absl::OkStatus();
+  }
+  if (absl::StatusOr<sockaddr_in> a = ParseHostPort(o.listen, true); !a.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--listen: ", a.status().message()));
   }
-  if (o.embedding == nullptr && o.transport != "soft" && o.transport != "verbs") {
+  if (o.transport != "soft" && o.transport != "verbs") {
     return absl::InvalidArgumentError(
         absl::StrCat("--transport='", o.transport, "': choose soft or verbs"));
   }
+  if (!o.metrics_address.empty()) {
+    if (absl::StatusOr<sockaddr_in> a = ParseHostPort(o.metrics_address, true); !a.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--metrics: ", a.status().message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Sizes, counts, deadlines and quotas.
+absl::Status ValidateLimits(const KvServerOptions& o) {
   if (o.arena_bytes < SlabArena::kChunkBytes || o.arena_bytes > (uint64_t{1} << 40)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--arena_bytes=", o.arena_bytes, ": must be between 1 MiB and 1 TiB"));
@@ -37,35 +60,18 @@ absl::Status ValidateOptions(const KvServerOptions& o) {
       !p.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--policy: ", p.status().message()));
   }
-  if (o.unload_workers < 1 || o.unload_workers > engine::kMaxUnloadWorkers) {
-    return absl::InvalidArgumentError(absl::StrCat("--unload_workers=", o.unload_workers,
-                                                   ": must be in 1..", engine::kMaxUnloadWorkers));
-  }
-  if (!o.metrics_address.empty() && o.embedding == nullptr) {
-    if (absl::StatusOr<sockaddr_in> a = ParseHostPort(o.metrics_address, true); !a.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("--metrics: ", a.status().message()));
-    }
-  }
-  if (o.max_connections < 0 || o.max_connections > 65536) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--max_connections=", o.max_connections,
-                     ": must be in 1..65536, or 0 for what the node holds"));
-  }
-  if (o.max_half_open < 1 || o.max_half_open > 4096) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--max_half_open=", o.max_half_open, ": must be in 1..4096"));
-  }
-  if (o.max_pending_hellos < 1 || o.max_pending_hellos > 4096) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--max_pending_hellos=", o.max_pending_hellos, ": must be in 1..4096"));
+  for (const absl::Status& st :
+       {CheckRange("unload_workers", o.unload_workers, 1, engine::kMaxUnloadWorkers),
+        CheckRange("max_connections", o.max_connections, 0, 65536,
+                   ", or 0 for what the node holds"),
+        CheckRange("max_half_open", o.max_half_open, 1, 4096),
+        CheckRange("max_pending_hellos", o.max_pending_hellos, 1, 4096),
+        CheckRange("max_connections_per_host", o.max_connections_per_host, 0, 65536,
+                   ", or 0 for no cap")}) {
+    if (!st.ok()) return st;
   }
   if (o.hello_deadline <= absl::ZeroDuration() || o.handshake_deadline <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("hello and handshake deadlines must be positive");
-  }
-  if (o.max_connections_per_host < 0 || o.max_connections_per_host > 65536) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--max_connections_per_host=", o.max_connections_per_host,
-                     ": must be in 1..65536, or 0 for no cap"));
   }
   if (o.max_grant_bytes_per_connection != 0 &&
       (o.max_grant_bytes_per_connection < proto::kMaxValueBytes ||
@@ -78,36 +84,50 @@ absl::Status ValidateOptions(const KvServerOptions& o) {
   if (o.idle_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--idle_timeout_s must not be negative");
   }
+  return absl::OkStatus();
+}
+
+// Protected mode (as Redis's): without users, anyone who reaches the port holds every role,
+// so only this host may reach it; a cluster node must be able to prove it is one.
+absl::Status ValidateTrust(const KvServerOptions& o) {
   const bool authenticated = !o.auth_file.empty() || o.auth != nullptr;
-  if (!authenticated && !o.insecure && o.embedding == nullptr) {
-    // Protected mode (as Redis's): without users, anyone who reaches the port holds every
-    // role, so only this host may reach it.
-    absl::StatusOr<HostPort> hp = SplitHostPort(o.listen, true);
-    if (hp.ok() && !IsLoopbackHost(hp->host)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "--listen=", o.listen,
-          " is not a loopback address and no --auth_file is given: anyone who reaches it could "
-          "read, overwrite and wipe every key (protected mode). Give --auth_file "
-          "(docs/security.md), or --insecure to serve without authentication anyway"));
-    }
+  if (authenticated || o.insecure) return absl::OkStatus();
+  absl::StatusOr<HostPort> hp = SplitHostPort(o.listen, true);
+  if (o.embedding == nullptr && hp.ok() && !IsLoopbackHost(hp->host)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--listen=", o.listen,
+        " is not a loopback address and no --auth_file is given: anyone who reaches it could "
+        "read, overwrite and wipe every key (protected mode). Give --auth_file "
+        "(docs/security.md), or --insecure to serve without authentication anyway"));
   }
   if (IsClusterMode(o)) {
-    if (o.cluster_map == nullptr) {
-      if (absl::Status st = cluster::CheckClusterName(o.cluster); !st.ok()) return st;
+    return absl::FailedPreconditionError(
+        absl::StrCat("cluster mode needs --auth_file with a node entry for this node (\"", o.node,
+                     " node SECRET\") so that only nodes replicate and join (docs/security.md); "
+                     "--insecure runs a cluster without authentication (loopback tests only)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateCluster(const KvServerOptions& o) {
+  if (!IsClusterMode(o)) {
+    if (!o.cluster.empty() || !o.node.empty()) {
+      return absl::InvalidArgumentError("--cluster and --node need --etcd");
     }
-    if (!authenticated && !o.insecure) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cluster mode needs --auth_file with a node entry for this node (\"", o.node,
-                       " node SECRET\") so that only nodes replicate and join (docs/security.md); "
-                       "--insecure runs a cluster without authentication (loopback tests only)"));
-    }
-    if (absl::Status st = cluster::CheckNodeName(o.node); !st.ok()) return st;
-    if (o.lease_ttl < absl::Seconds(1) || o.lease_ttl > absl::Seconds(60)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--lease_ttl_s=", absl::ToInt64Seconds(o.lease_ttl), ": must be 1..60"));
-    }
-  } else if (!o.cluster.empty() || !o.node.empty()) {
-    return absl::InvalidArgumentError("--cluster and --node need --etcd");
+    return absl::OkStatus();
+  }
+  if (o.cluster_map == nullptr) {
+    if (absl::Status st = cluster::CheckClusterName(o.cluster); !st.ok()) return st;
+  }
+  if (absl::Status st = cluster::CheckNodeName(o.node); !st.ok()) return st;
+  return CheckRange("lease_ttl_s", absl::ToInt64Seconds(o.lease_ttl), 1, 60);
+}
+
+}  // namespace
+
+absl::Status ValidateOptions(const KvServerOptions& o) {
+  for (const auto& check : {ValidatePlace, ValidateLimits, ValidateCluster, ValidateTrust}) {
+    if (absl::Status st = check(o); !st.ok()) return st;
   }
   return absl::OkStatus();
 }

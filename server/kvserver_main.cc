@@ -76,17 +76,9 @@ void OnSignal(int) { g_stop.store(true); }
 void OnReload(int) { g_reload.store(true); }
 void OnCut(int) { g_cut.store(true); }
 void OnHeal(int) { g_cut.store(false); }
-}  // namespace
 
-int main(int argc, char** argv) {
-  gflags::SetUsageMessage("unloadkv key-value server");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  if (argc > 1) {
-    std::fprintf(stderr, "kvserver: unexpected argument '%s' (flags are --name=value)\n", argv[1]);
-    return 2;
-  }
-  unloadkv::SetMinLogLevel(FLAGS_verbose ? unloadkv::LogLevel::kInfo
-                                         : unloadkv::LogLevel::kWarning);
+// The server's options from the flags.
+unloadkv::server::KvServerOptions OptionsFromFlags() {
   unloadkv::server::KvServerOptions o;
   o.listen = FLAGS_listen;
   o.transport = FLAGS_transport;
@@ -107,39 +99,32 @@ int main(int argc, char** argv) {
   o.insecure = FLAGS_insecure;
   o.max_grant_bytes_per_connection = FLAGS_max_grant_bytes_per_connection;
   o.max_connections_per_host = FLAGS_max_connections_per_host;
-  if (FLAGS_idle_timeout_s < 0) {
-    std::fprintf(stderr, "kvserver: --idle_timeout_s must not be negative\n");
-    return 2;
-  }
-  o.idle_timeout = absl::Seconds(FLAGS_idle_timeout_s);
+  o.idle_timeout = absl::Seconds(FLAGS_idle_timeout_s);  // negative: refused by Start
   o.etcd_security.ca_file = FLAGS_etcd_ca;
   o.etcd_security.cert_file = FLAGS_etcd_cert;
   o.etcd_security.key_file = FLAGS_etcd_key;
   o.etcd_security.user = FLAGS_etcd_user;
   o.etcd_security.password_file = FLAGS_etcd_password_file;
-  if (FLAGS_fault_signals) {
-    o.network_cut = &g_cut;
-    struct sigaction cut {
-    }, heal{};
-    cut.sa_handler = OnCut;
-    heal.sa_handler = OnHeal;
-    sigaction(SIGUSR1, &cut, nullptr);
-    sigaction(SIGUSR2, &heal, nullptr);
-  }
-  auto server = unloadkv::server::KvServer::Start(o);
-  if (!server.ok()) {
-    std::fprintf(stderr, "kvserver: cannot start: %s\n", server.status().ToString().c_str());
-    return 1;
-  }
+  if (FLAGS_fault_signals) o.network_cut = &g_cut;
+  return o;
+}
+
+void Install(int sig, void (*handler)(int)) {
   struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
-  struct sigaction hup {};
-  hup.sa_handler = OnReload;
-  sigaction(SIGHUP, &hup, nullptr);
+  sa.sa_handler = handler;
+  sigaction(sig, &sa, nullptr);
+}
+
+// Once serving: SIGTERM and SIGINT stop, SIGHUP reloads the auth file; SIGPIPE is ignored (a
+// peer gone is an error of the call, not the process's end).
+void InstallSignalHandlers() {
+  Install(SIGTERM, OnSignal);
+  Install(SIGINT, OnSignal);
+  Install(SIGHUP, OnReload);
   std::signal(SIGPIPE, SIG_IGN);
-  unloadkv::server::KvServer& s = **server;
+}
+
+void PrintStartup(const unloadkv::server::KvServer& s) {
   std::printf(
       "kvserver: listening on %s (transport %s)\n"
       "kvserver: arena %llu MiB on %s; staging rings on %s\n"
@@ -147,17 +132,41 @@ int main(int argc, char** argv) {
       "kvserver: max_connections %s\n"
       "kvserver: authentication: %s\n",
       s.address().c_str(), s.transport().c_str(),
-      static_cast<unsigned long long>(o.arena_bytes >> 20), s.arena_memory().c_str(),
+      static_cast<unsigned long long>(FLAGS_arena_bytes >> 20), s.arena_memory().c_str(),
       s.staging_memory().c_str(), s.metrics_url().empty() ? "(off)" : s.metrics_url().c_str(),
       s.connection_budget().c_str(), s.auth_summary().c_str());
   if (s.clustered()) {
-    std::printf("kvserver: node %s of cluster %s (etcd at %s)\n", o.node.c_str(), o.cluster.c_str(),
-                o.etcd.c_str());
+    std::printf("kvserver: node %s of cluster %s (etcd at %s)\n", FLAGS_node.c_str(),
+                FLAGS_cluster.c_str(), FLAGS_etcd.c_str());
   }
   std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("unloadkv key-value server");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (argc > 1) {
+    std::fprintf(stderr, "kvserver: unexpected argument '%s' (flags are --name=value)\n", argv[1]);
+    return 2;
+  }
+  unloadkv::SetMinLogLevel(FLAGS_verbose ? unloadkv::LogLevel::kInfo
+                                         : unloadkv::LogLevel::kWarning);
+  if (FLAGS_fault_signals) {  // --fault_signals: SIGUSR1 cuts, SIGUSR2 heals, from the start
+    Install(SIGUSR1, OnCut);
+    Install(SIGUSR2, OnHeal);
+  }
+  auto server = unloadkv::server::KvServer::Start(OptionsFromFlags());
+  if (!server.ok()) {
+    std::fprintf(stderr, "kvserver: cannot start: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  InstallSignalHandlers();
+  unloadkv::server::KvServer& s = **server;
+  PrintStartup(s);
   s.Run(g_stop, &g_reload);
-  unloadkv::server::KvStore::Stats st = s.stats();
   std::printf("kvserver: shut down cleanly (%llu keys held at exit)\n",
-              static_cast<unsigned long long>(st.keys));
+              static_cast<unsigned long long>(s.stats().keys));
   return 0;
 }

@@ -3,9 +3,9 @@
 #include "server/status_page.h"
 
 namespace unloadkv::server {
+namespace {
 
-const std::string& StatusPageHtml() {
-  static const std::string* const kPage = new std::string(R"HTML(<!DOCTYPE html>
+constexpr char kPage[] = R"HTML(<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -175,8 +175,13 @@ setInterval(refresh, 1000);
 </script>
 </body>
 </html>
-)HTML");
-  return *kPage;
+)HTML";
+
+}  // namespace
+
+const std::string& StatusPageHtml() {
+  static const std::string* const page = new std::string(kPage);
+  return *page;
 }
 
 }  // namespace unloadkv::server

@@ -455,6 +455,8 @@ TEST_F(ClusterFaultTest, PausedPrimaryNeitherAcknowledgesNorServesStaleReads) {
     }
     probe_done = true;
   });
+  // Give the probe time to start dialing the stopped node (nothing to observe from outside:
+  // its connect sits in the paused node's accept queue), then wake the node.
   absl::SleepFor(absl::Milliseconds(200));
   kill(nodes_[primary]->pid(), SIGCONT);
   probe.join();

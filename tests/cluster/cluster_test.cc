@@ -164,21 +164,30 @@ TEST_F(ClusterTest, APrimaryThatLeavesIsReplacedAndNoAcknowledgedWriteIsLost) {
   std::unique_ptr<Client> c = Connect();
   const std::string first = View().shard_list[0].primary;
   std::atomic<bool> stop{false};
-  std::map<std::string, std::string> acked;
-  std::atomic<int> unknown{0};
+  std::map<std::string, std::string> acked;  // the writer's
+  std::atomic<int> acked_count{0}, unknown{0};
   std::thread writer([&] {
     for (int i = 0; !stop.load(); ++i) {
       const std::string key = absl::StrCat("w", i), value = absl::StrCat("v", i);
       absl::Status st = c->Put(key, value);
       if (st.ok()) {
         acked[key] = value;
+        ++acked_count;
       } else {
         EXPECT_EQ(st.code(), absl::StatusCode::kUnknown) << st;
         ++unknown;
       }
     }
   });
-  absl::SleepFor(absl::Milliseconds(300));
+  // Until `n` more writes were acknowledged (bounded).
+  auto writes = [&](int n) {
+    const int target = acked_count.load() + n;
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (acked_count.load() < target && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  };
+  writes(30);
   const absl::Time left = absl::Now();
   nodes_.at(first)->Stop();  // revokes its lease: a backup takes over at once
   absl::Time replaced = absl::InfiniteFuture();
@@ -191,7 +200,7 @@ TEST_F(ClusterTest, APrimaryThatLeavesIsReplacedAndNoAcknowledgedWriteIsLost) {
     absl::SleepFor(absl::Milliseconds(5));
   }
   ASSERT_LT(replaced, absl::InfiniteFuture());
-  absl::SleepFor(absl::Milliseconds(300));
+  writes(30);  // some on the successor
   stop = true;
   writer.join();
   std::printf("failover after the primary left: %.0f ms; %zu writes acknowledged, %d unknown\n",

@@ -26,6 +26,7 @@
 #include "transport/base/net.h"
 #include "transport/base/test_listeners.h"
 #include "transport/rpc/bootstrap.h"
+#include "transport/rpc/handshake.h"
 
 namespace unloadkv {
 namespace {
@@ -353,9 +354,10 @@ TEST(KvHardeningTest, ConnectHasOneDeadlineForAllItsSteps) {
   std::thread slow_server([&] {
     absl::StatusOr<ScopedFd> fd = (*listener)->Accept(absl::Seconds(5));
     if (!fd.ok() || !fd->valid()) return;
+    (void)rpc::WriteAll(fd->get(), rpc::EncodeChallenge(rpc::NewNonce()) + "\n", absl::Seconds(5));
     (void)rpc::ReadLine(fd->get(), rpc::kMaxBootstrapLine, absl::Seconds(5));
-    absl::SleepFor(absl::Milliseconds(700));
-    (void)rpc::WriteAll(fd->get(), absl::StrCat("ok ", *info, "\n"), absl::Seconds(5));
+    absl::SleepFor(absl::Milliseconds(700));  // the slow server under test
+    (void)rpc::WriteAll(fd->get(), absl::StrCat("ok - ", *info, "\n"), absl::Seconds(5));
     absl::SleepFor(absl::Seconds(1));  // keep the socket open while the client waits
   });
   const absl::Time t0 = absl::Now();

@@ -27,6 +27,7 @@
 #include "gflags/gflags.h"
 #include "tests/sim/sim_binding.h"
 #include "transport/base/logging.h"
+#include "transport/bench/gnuplot.h"
 
 DEFINE_string(sizes, "small,large",
               "working sets: small (fits the NIC's translation cache), large");
@@ -326,34 +327,31 @@ bool Plot(const std::string& dir, const std::vector<Row>& rows,
       d << "\n\n";
     }
   }
-  const std::string script = dir + "/sim_compare.gp";
-  {
-    std::ofstream g(script);
-    g << "set terminal pngcairo size 1100,700\nset style data histogram\n"
-         "set style histogram clustered gap 1\nset style fill solid 0.8 border -1\n"
-         "set key top left\nset grid ytics\n";
-    for (int plot = 0; plot < 2; ++plot) {
-      g << "set output '" << dir
-        << (plot == 0 ? "/sim_compare_throughput.png'\n" : "/sim_compare_unloaded.png'\n");
-      g << "set multiplot layout " << sizes.size() << ",1 title 'MODELED: YCSB on the simulated "
-        << "fabric, " << (plot == 0 ? "throughput / offload-only" : "value writes unloaded (%)")
-        << "'\n";
-      for (size_t s = 0; s < sizes.size(); ++s) {
-        g << "set title '" << sizes[s] << " working set'\n";
-        g << (plot == 0 ? "set yrange [0:*]\nset ylabel 'x offload-only'\n"
-                        : "set yrange [0:105]\nset ylabel '% unloaded'\n");
-        g << "plot ";
-        for (size_t p = 0; p < policies.size(); ++p) {
-          g << (p ? ", " : "") << "'" << data << "' index " << s << " using " << 2 + 2 * p + plot
-            << ":xtic(1) title '" << policies[p] << "'";
-        }
-        g << "\n";
+  std::string script =
+      "set terminal pngcairo size 1100,700\nset style data histogram\n"
+      "set style histogram clustered gap 1\nset style fill solid 0.8 border -1\n"
+      "set key top left\nset grid ytics\n";
+  for (int plot = 0; plot < 2; ++plot) {
+    absl::StrAppend(&script, "set output '", dir,
+                    plot == 0 ? "/sim_compare_throughput.png'\n" : "/sim_compare_unloaded.png'\n");
+    absl::StrAppend(&script, "set multiplot layout ", sizes.size(),
+                    ",1 title 'MODELED: YCSB on the simulated fabric, ",
+                    plot == 0 ? "throughput / offload-only" : "value writes unloaded (%)", "'\n");
+    for (size_t s = 0; s < sizes.size(); ++s) {
+      absl::StrAppend(&script, "set title '", sizes[s], " working set'\n",
+                      plot == 0 ? "set yrange [0:*]\nset ylabel 'x offload-only'\n"
+                                : "set yrange [0:105]\nset ylabel '% unloaded'\n",
+                      "plot ");
+      for (size_t p = 0; p < policies.size(); ++p) {
+        absl::StrAppend(&script, p ? ", " : "", "'", data, "' index ", s, " using ",
+                        2 + 2 * p + plot, ":xtic(1) title '", policies[p], "'");
       }
-      g << "unset multiplot\n";
+      absl::StrAppend(&script, "\n");
     }
+    absl::StrAppend(&script, "unset multiplot\n");
   }
-  if (std::system(absl::StrCat("gnuplot '", script, "'").c_str()) != 0) {
-    std::fprintf(stderr, "sim_compare: gnuplot failed (is gnuplot installed?); no PNGs\n");
+  if (absl::Status st = bench::RunGnuplot(dir + "/sim_compare.gp", script); !st.ok()) {
+    std::fprintf(stderr, "sim_compare: %s; no PNGs\n", std::string(st.message()).c_str());
     return false;
   }
   return true;

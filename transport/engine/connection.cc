@@ -198,6 +198,65 @@ uint64_t ConnectionCqEntries(const EngineOptions& o) {
   return (1 + lanes) * send_wrs + o.message_slots + lanes * (o.staging_slots + 1) + send_wrs;
 }
 
+absl::Status Engine::AdmitToPools(ConnectionState& c) {
+  const EngineOptions& o = options_;
+  MutexLock l(&c.mu);
+  // The peer's first credits: buffers posted in the pools, reserved while the connection
+  // lives (each lane's also backs one unsolicited ack).
+  absl::StatusOr<std::vector<uint32_t>> slots = c.send_pool->Admit();
+  if (!slots.ok()) return slots.status();
+  if (absl::Status st = c.pool->Admit(); !st.ok()) {
+    c.send_pool->Leave(*slots, 0);
+    return st;
+  }
+  for (size_t k = 0; k < c.lanes.size(); ++k) {
+    if (absl::Status st = c.lanes[k].pool->Admit(); !st.ok()) {
+      for (size_t j = 0; j < k; ++j) c.lanes[j].pool->Leave(o.min_staging_credits + 1, {}, 0);
+      c.pool->Leave(o.min_message_credits, {}, 0);
+      c.send_pool->Leave(*slots, 0);
+      return st;
+    }
+  }
+  c.initiator.free_send_slots.assign(slots->begin(), slots->end());
+  c.admitted = true;
+  c.target.granted = o.min_message_credits;
+  c.target.credit_level = o.min_message_credits;
+  for (Lane& lane : c.lanes) {
+    lane.units = o.min_staging_credits;
+    lane.level = o.min_staging_credits;
+    lane.limit_sent = o.min_staging_credits;
+  }
+  return absl::OkStatus();
+}
+
+void Engine::DescribeLocal(ConnectionState& c) const {
+  const EngineOptions& o = options_;
+  c.local.qp = c.qp->local_attributes();
+  for (const Lane& lane : c.lanes) {
+    c.local.staging.push_back({lane.qp->qp_num(), lane.qp->local_attributes().psn});
+  }
+  c.local.staging_slots = o.staging_slots;
+  c.local.staging_credits = o.min_staging_credits;
+  c.local.slot_bytes = o.staging_slot_bytes;
+  c.local.message_slots = o.message_slots;
+  c.local.message_credits = o.min_message_credits;
+  c.local.max_message_bytes = o.max_message_bytes;
+}
+
+void Engine::ServeOnWorkers(const std::shared_ptr<ConnectionState>& c) {
+  for (size_t k = 0; k < workers_.size(); ++k) {
+    bool serves = static_cast<int>(k) == c->worker;
+    for (const Lane& lane : c->lanes) serves |= lane.worker == static_cast<int>(k);
+    if (!serves) continue;
+    MutexLock l(&workers_[k]->mu);
+    workers_[k]->conns[c->id] = c;
+    if (static_cast<int>(k) == c->worker) workers_[k]->main_qps[c->qp->qp_num()] = c->id;
+    for (const Lane& lane : c->lanes) {
+      if (lane.worker == static_cast<int>(k)) workers_[k]->stage_qps[lane.qp->qp_num()] = c->id;
+    }
+  }
+}
+
 absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
     std::unique_ptr<PathPolicy> policy) {
   if (policy == nullptr) return absl::InvalidArgumentError("CreateConnection: no policy");
@@ -231,55 +290,9 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
   c->message_header_bytes = MessageHeaderBytes(o.staging_lanes);
   if (absl::Status st = CreateQueuePairs(*c); !st.ok()) return st;
   if (absl::Status st = AllocateBuffers(*c); !st.ok()) return st;
-  {
-    MutexLock l(&c->mu);
-    // The peer's first credits: buffers posted in the pools, reserved while the connection
-    // lives (each lane's also backs one unsolicited ack).
-    absl::StatusOr<std::vector<uint32_t>> slots = c->send_pool->Admit();
-    if (!slots.ok()) return slots.status();
-    if (absl::Status st = c->pool->Admit(); !st.ok()) {
-      c->send_pool->Leave(*slots, 0);
-      return st;
-    }
-    for (size_t k = 0; k < c->lanes.size(); ++k) {
-      if (absl::Status st = c->lanes[k].pool->Admit(); !st.ok()) {
-        for (size_t j = 0; j < k; ++j) c->lanes[j].pool->Leave(o.min_staging_credits + 1, {}, 0);
-        c->pool->Leave(o.min_message_credits, {}, 0);
-        c->send_pool->Leave(*slots, 0);
-        return st;
-      }
-    }
-    c->initiator.free_send_slots.assign(slots->begin(), slots->end());
-    c->admitted = true;
-    c->target.granted = o.min_message_credits;
-    c->target.credit_level = o.min_message_credits;
-    for (Lane& lane : c->lanes) {
-      lane.units = o.min_staging_credits;
-      lane.level = o.min_staging_credits;
-      lane.limit_sent = o.min_staging_credits;
-    }
-  }
-  c->local.qp = c->qp->local_attributes();
-  for (const Lane& lane : c->lanes) {
-    c->local.staging.push_back({lane.qp->qp_num(), lane.qp->local_attributes().psn});
-  }
-  c->local.staging_slots = o.staging_slots;
-  c->local.staging_credits = o.min_staging_credits;
-  c->local.slot_bytes = o.staging_slot_bytes;
-  c->local.message_slots = o.message_slots;
-  c->local.message_credits = o.min_message_credits;
-  c->local.max_message_bytes = o.max_message_bytes;
-  for (size_t k = 0; k < workers_.size(); ++k) {
-    bool serves = static_cast<int>(k) == c->worker;
-    for (const Lane& lane : c->lanes) serves |= lane.worker == static_cast<int>(k);
-    if (!serves) continue;
-    MutexLock l(&workers_[k]->mu);
-    workers_[k]->conns[c->id] = c;
-    if (static_cast<int>(k) == c->worker) workers_[k]->main_qps[c->qp->qp_num()] = c->id;
-    for (const Lane& lane : c->lanes) {
-      if (lane.worker == static_cast<int>(k)) workers_[k]->stage_qps[lane.qp->qp_num()] = c->id;
-    }
-  }
+  if (absl::Status st = AdmitToPools(*c); !st.ok()) return st;
+  DescribeLocal(*c);
+  ServeOnWorkers(c);
   return std::unique_ptr<Connection>(new Connection(std::move(c)));
 }
 

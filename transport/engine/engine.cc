@@ -15,9 +15,10 @@ namespace unloadkv::engine {
 Engine::Engine(rnic::Device* device, const EngineOptions& options)
     : device_(device), options_(options), table_(std::make_shared<ValidationTable>()) {}
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(rnic::Device* device,
-                                                       const EngineOptions& options) {
-  if (device == nullptr) return absl::InvalidArgumentError("Engine: no device");
+namespace {
+
+// The options Create accepts; InvalidArgument naming the first out of range.
+absl::Status CheckOptions(const EngineOptions& options, const rnic::Device& device) {
   if (options.unload_workers < 1 || options.unload_workers > kMaxUnloadWorkers) {
     return absl::InvalidArgumentError(
         absl::StrCat("Engine: unload_workers must be in 1..", kMaxUnloadWorkers));
@@ -46,62 +47,78 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(rnic::Device* device,
     return absl::InvalidArgumentError(absl::StrCat("Engine: min_message_credits must be in 1..",
                                                    "message_slots (", options.message_slots, ")"));
   }
-  std::unique_ptr<Engine> e(new Engine(device, options));
   if (options.max_connections_per_worker < 1 || options.max_connections_per_worker > 65536) {
     return absl::InvalidArgumentError("Engine: max_connections_per_worker must be in 1..65536");
   }
   const uint64_t cq_entries = ConnectionCqEntries(options) * options.max_connections_per_worker;
-  if (cq_entries > static_cast<uint64_t>(device->limits().max_cqe)) {
+  if (cq_entries > static_cast<uint64_t>(device.limits().max_cqe)) {
     return absl::InvalidArgumentError(
         absl::StrCat("Engine: a worker CQ for ", options.max_connections_per_worker,
                      " connections would need ", cq_entries, " entries, over the device's ",
-                     device->limits().max_cqe, "; serve fewer per worker"));
+                     device.limits().max_cqe, "; serve fewer per worker"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(rnic::Device* device,
+                                                       const EngineOptions& options) {
+  if (device == nullptr) return absl::InvalidArgumentError("Engine: no device");
+  if (absl::Status st = CheckOptions(options, *device); !st.ok()) return st;
+  std::unique_ptr<Engine> e(new Engine(device, options));
+  const uint64_t cq_entries = ConnectionCqEntries(options) * options.max_connections_per_worker;
   for (int i = 0; i < options.unload_workers; ++i) {
-    auto w = std::make_unique<Worker>();
-    w->index = i;
-    w->clock = &device->clock();
-    // The pool first: its bound on connections is the tighter one, and the CQ is the larger.
-    ReceivePool::Options po;
-    po.buffer_bytes = MessageBufferBytes(options);
-    po.connections = options.max_connections_per_worker;
-    po.reserve = options.min_message_credits;
-    po.shared = options.shared_message_buffers;
-    po.wr_id_base = MakeWrId(WrKind::kPoolRecv, 0, 0);
-    absl::StatusOr<std::unique_ptr<ReceivePool>> pool = ReceivePool::Create(*device, po);
-    if (!pool.ok()) return pool.status();
-    w->pool = std::move(*pool);
-    SendSlotPool::Options so;
-    so.slot_bytes = po.buffer_bytes;
-    so.connections = options.max_connections_per_worker;
-    so.reserve = SendReserve(options);
-    so.shared = options.shared_message_buffers;
-    absl::StatusOr<std::unique_ptr<SendSlotPool>> send_pool = SendSlotPool::Create(*device, so);
-    if (!send_pool.ok()) return send_pool.status();
-    w->send_pool = std::move(*send_pool);
-    ReceivePool::Options st;
-    st.name = "staging pool";
-    st.buffer_bytes = options.staging_slot_bytes;
-    st.connections = options.max_connections_per_worker * uint32_t(options.staging_lanes);
-    st.reserve = options.min_staging_credits + 1;  // and one unsolicited ack
-    st.shared = options.shared_staging_buffers;
-    st.wr_id_base = MakeWrId(WrKind::kStagePoolRecv, 0, 0);
-    st.huge_pages = options.huge_pages;
-    st.modeled_huge_pages = options.modeled_huge_pages;
-    absl::StatusOr<std::unique_ptr<ReceivePool>> stage_pool = ReceivePool::Create(*device, st);
-    if (!stage_pool.ok()) return stage_pool.status();
-    w->stage_pool = std::move(*stage_pool);
-    absl::StatusOr<std::unique_ptr<rnic::CompletionQueue>> cq =
-        device->CreateCompletionQueue(static_cast<int>(cq_entries));
-    if (!cq.ok()) return cq.status();
-    w->cq = std::move(*cq);
-    e->workers_.push_back(std::move(w));
+    if (absl::Status st = e->AddWorker(i, cq_entries); !st.ok()) return st;
   }
   MappedMemory probe(size_t{2} << 20, options.huge_pages);
   e->staging_memory_ = !probe.huge() && options.huge_pages && options.modeled_huge_pages
                            ? "2 MiB huge pages (modeled node)"
                            : DescribePages(probe, options.huge_pages);
   return e;
+}
+
+absl::Status Engine::AddWorker(int index, uint64_t cq_entries) {
+  const EngineOptions& options = options_;
+  auto w = std::make_unique<Worker>();
+  w->index = index;
+  w->clock = &device_->clock();
+  // The pool first: its bound on connections is the tighter one, and the CQ is the larger.
+  ReceivePool::Options po;
+  po.buffer_bytes = MessageBufferBytes(options);
+  po.connections = options.max_connections_per_worker;
+  po.reserve = options.min_message_credits;
+  po.shared = options.shared_message_buffers;
+  po.wr_id_base = MakeWrId(WrKind::kPoolRecv, 0, 0);
+  absl::StatusOr<std::unique_ptr<ReceivePool>> pool = ReceivePool::Create(*device_, po);
+  if (!pool.ok()) return pool.status();
+  w->pool = std::move(*pool);
+  SendSlotPool::Options so;
+  so.slot_bytes = po.buffer_bytes;
+  so.connections = options.max_connections_per_worker;
+  so.reserve = SendReserve(options);
+  so.shared = options.shared_message_buffers;
+  absl::StatusOr<std::unique_ptr<SendSlotPool>> send_pool = SendSlotPool::Create(*device_, so);
+  if (!send_pool.ok()) return send_pool.status();
+  w->send_pool = std::move(*send_pool);
+  ReceivePool::Options st;
+  st.name = "staging pool";
+  st.buffer_bytes = options.staging_slot_bytes;
+  st.connections = options.max_connections_per_worker * uint32_t(options.staging_lanes);
+  st.reserve = options.min_staging_credits + 1;  // and one unsolicited ack
+  st.shared = options.shared_staging_buffers;
+  st.wr_id_base = MakeWrId(WrKind::kStagePoolRecv, 0, 0);
+  st.huge_pages = options.huge_pages;
+  st.modeled_huge_pages = options.modeled_huge_pages;
+  absl::StatusOr<std::unique_ptr<ReceivePool>> stage_pool = ReceivePool::Create(*device_, st);
+  if (!stage_pool.ok()) return stage_pool.status();
+  w->stage_pool = std::move(*stage_pool);
+  absl::StatusOr<std::unique_ptr<rnic::CompletionQueue>> cq =
+      device_->CreateCompletionQueue(static_cast<int>(cq_entries));
+  if (!cq.ok()) return cq.status();
+  w->cq = std::move(*cq);
+  workers_.push_back(std::move(w));
+  return absl::OkStatus();
 }
 
 Engine::~Engine() { Stop(); }

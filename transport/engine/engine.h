@@ -303,9 +303,17 @@ class Engine {
   struct Worker;
   friend class Connection;
   Engine(rnic::Device* device, const EngineOptions& options);
+  // Create's steps (engine.cc): worker `index` with its pools and a CQ of `cq_entries`.
+  absl::Status AddWorker(int index, uint64_t cq_entries);
   // CreateConnection's steps (connection.cc).
   absl::Status CreateQueuePairs(ConnectionState& c);
   absl::Status AllocateBuffers(ConnectionState& c);
+  // Takes the connection's reserves in its workers' pools: the peer's first credits.
+  absl::Status AdmitToPools(ConnectionState& c);
+  // Fills c.local: what the peer needs to connect.
+  void DescribeLocal(ConnectionState& c) const;
+  // Hands the connection to the workers serving its main QP and lanes.
+  void ServeOnWorkers(const std::shared_ptr<ConnectionState>& c);
 
   rnic::Device* device_;
   EngineOptions options_;

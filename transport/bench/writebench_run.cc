@@ -1,0 +1,281 @@
+#include "transport/bench/writebench_run.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <numeric>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "transport/backends/open_device.h"
+#include "transport/bench/writebench_flags.h"
+#include "transport/engine/engine.h"
+#include "transport/sim/fabric.h"
+
+namespace unloadkv::bench {
+
+bool Modeled() { return FLAGS_fabric == "sim"; }
+int StagingLanes() { return FLAGS_staging_lanes > 0 ? FLAGS_staging_lanes : FLAGS_unload_workers; }
+
+namespace {
+
+// An upper bound for policies that split by page heat, on zipfian writes: it knows the
+// workload (which no engine policy may), offloads the 4 KiB pages holding the K most frequent
+// items and unloads the rest. Not thread-safe (one connection).
+class OraclePolicy : public engine::PathPolicy {
+ public:
+  OraclePolicy(uint64_t k, uint64_t working_set, uint32_t write_size, uint64_t base) : base_(base) {
+    const uint64_t items = std::max<uint64_t>(1, working_set / write_size);
+    for (uint64_t rank = 0; rank < k; ++rank) {
+      hot_pages_.insert(ZipfianGenerator::Scramble(rank, items) * write_size >> 12);
+    }
+  }
+  absl::string_view name() const override { return "oracle"; }
+  engine::Decision Decide(uint64_t remote_addr, uint32_t, bool unload_possible) override {
+    if (!unload_possible || hot_pages_.contains((remote_addr - base_) >> 12)) {
+      return {engine::Path::kOffload, 0};
+    }
+    return {engine::Path::kUnload, 0};
+  }
+
+ private:
+  uint64_t base_;
+  absl::flat_hash_set<uint64_t> hot_pages_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::optional<uint64_t>> ParseOracle(absl::string_view name, Pattern pattern) {
+  if (!absl::ConsumePrefix(&name, "oracle:")) return std::optional<uint64_t>();
+  uint64_t k = 0;
+  if (!absl::SimpleAtoi(name, &k) || k < 1 || k > 1000000) {
+    return absl::InvalidArgumentError("oracle:K needs 1 <= K <= 1000000");
+  }
+  if (pattern != Pattern::kZipfian) {
+    return absl::InvalidArgumentError("oracle:K is defined for --pattern=zipfian only");
+  }
+  return std::optional<uint64_t>(k);
+}
+
+namespace {
+
+absl::StatusOr<std::unique_ptr<engine::PathPolicy>> MakeBenchPolicy(const Point& pt,
+                                                                    uint64_t base) {
+  absl::StatusOr<std::optional<uint64_t>> oracle = ParseOracle(pt.policy, pt.pattern);
+  if (!oracle.ok()) return oracle.status();
+  if (oracle->has_value()) {
+    return std::unique_ptr<engine::PathPolicy>(
+        new OraclePolicy(**oracle, pt.working_set, pt.write_size, base));
+  }
+  return engine::MakePolicy(pt.policy);
+}
+
+// The two nodes of a point: on the simulated fabric (created in *fabric), or two soft or verbs
+// devices.
+absl::Status OpenDevices(std::unique_ptr<sim::Fabric>* fabric, std::unique_ptr<rnic::Device>* a,
+                         std::unique_ptr<rnic::Device>* b) {
+  if (FLAGS_fabric == "sim") {
+    *fabric = std::make_unique<sim::Fabric>();
+    *a = (*fabric)->CreateDevice();
+    *b = (*fabric)->CreateDevice();
+    return absl::OkStatus();
+  }
+  if (FLAGS_fabric == "soft" || FLAGS_fabric == "verbs") {
+    // verbs: both nodes on the first active RNIC (loopback through the NIC); real two-host
+    // runs use the KV service. Without a device this fails with the reason and the fix.
+    backends::DeviceSpec spec;
+    spec.transport = FLAGS_fabric;
+    spec.soft_flag = "--fabric=soft";
+    auto da = backends::OpenDevice(spec);
+    if (!da.ok()) return da.status();
+    auto db = backends::OpenDevice(spec);
+    if (!db.ok()) return db.status();
+    *a = std::move(*da);
+    *b = std::move(*db);
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--fabric='", FLAGS_fabric, "': choose sim, soft or verbs"));
+}
+
+// Fills `r` from the latencies and paths of a point's writes (the first FLAGS_warmup are not
+// counted) and the time the measured ones took.
+void Summarize(const Point& pt, const std::vector<double>& lat,
+               const std::vector<uint8_t>& unloaded, absl::Duration measured, Result* r) {
+  const int64_t total = static_cast<int64_t>(lat.size());
+  r->ops = FLAGS_ops;
+  r->latencies_us.assign(lat.begin() + FLAGS_warmup, lat.end());
+  std::vector<double> sorted = r->latencies_us;
+  std::sort(sorted.begin(), sorted.end());
+  r->mean_us = std::accumulate(sorted.begin(), sorted.end(), 0.0) / sorted.size();
+  r->p50_us = sorted[sorted.size() / 2];
+  r->p99_us = sorted[std::min(sorted.size() - 1, sorted.size() * 99 / 100)];
+  const double secs = absl::ToDoubleSeconds(measured);
+  r->ops_per_s = secs > 0 ? FLAGS_ops / secs : 0;
+  r->gbps = r->ops_per_s * pt.write_size / 1e9;
+  r->unload_fraction =
+      std::accumulate(unloaded.begin() + FLAGS_warmup, unloaded.end(), 0.0) / FLAGS_ops;
+  double sum[2] = {0, 0};
+  int64_t n[2] = {0, 0};
+  for (int64_t i = FLAGS_warmup; i < total; ++i) {
+    sum[unloaded[i]] += lat[i];
+    ++n[unloaded[i]];
+  }
+  for (int p = 0; p < 2; ++p) r->path_mean_us[p] = n[p] > 0 ? sum[p] / n[p] : 0;
+}
+
+// With --trace, appends one line per measured write: policy, index, path, latency.
+absl::Status AppendTrace(const Point& pt, const std::vector<double>& lat,
+                         const std::vector<uint8_t>& unloaded) {
+  if (FLAGS_trace.empty()) return absl::OkStatus();
+  std::ofstream trace(FLAGS_trace, std::ios::app);
+  for (int64_t i = FLAGS_warmup; i < static_cast<int64_t>(lat.size()); ++i) {
+    trace << pt.policy << ' ' << i - FLAGS_warmup << ' ' << (unloaded[i] ? "unload" : "offload")
+          << ' ' << lat[i] << '\n';
+  }
+  if (!trace) return absl::InvalidArgumentError("--trace: cannot write " + FLAGS_trace);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// Runs one point: two nodes, one connection, a closed loop with FLAGS_window writes in flight.
+// Longer than our usual 80 lines on purpose: the loop's issue function, its completion
+// callback and the two ways of driving it (virtual time, worker threads) share the loop's
+// counters and buffers; read whole, the measurement's order of events is visible at once.
+absl::StatusOr<Result> RunPoint(const Point& pt) {
+  std::unique_ptr<sim::Fabric> fabric;
+  std::unique_ptr<rnic::Device> dev_a, dev_b;
+  if (absl::Status st = OpenDevices(&fabric, &dev_a, &dev_b); !st.ok()) return st;
+  engine::CountingMetrics metrics;
+  engine::EngineOptions opts;
+  opts.staging_slot_bytes = std::max<uint32_t>(16 << 10, pt.write_size + 64);
+  opts.unload_workers = FLAGS_unload_workers;
+  opts.staging_lanes = StagingLanes();
+  opts.metrics = &metrics;
+  opts.modeled_huge_pages = fabric != nullptr;  // the modeled nodes have huge pages
+  auto ea = engine::Engine::Create(dev_a.get(), opts);
+  auto eb = engine::Engine::Create(dev_b.get(), opts);
+  if (!ea.ok()) return ea.status();
+  if (!eb.ok()) return eb.status();
+  // The target's working set: reserved, touched only where written.
+  // At the same address every run (a hint the kernel takes when the range is free): the
+  // adaptive policy hashes page addresses into its heat sketch, so with the address varying
+  // (ASLR) the same seed gave different modeled results.
+  void* const kArenaHint = reinterpret_cast<void*>(uintptr_t{0x500000000000});
+  void* arena = mmap(kArenaHint, pt.working_set, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (arena == MAP_FAILED) return absl::ResourceExhaustedError("mmap of the working set failed");
+  // Unmapped on every return, after the regions registered on it are gone.
+  struct Unmap {
+    void* addr;
+    size_t length;
+    ~Unmap() { munmap(addr, length); }
+  } unmap{arena, pt.working_set};
+  std::vector<char> src(size_t{pt.write_size} * FLAGS_window, 'w');
+  absl::Status status;
+  Result r;
+  r.point = pt;
+  {
+    auto dst_mr =
+        (*eb)->RegisterMemory(arena, pt.working_set, rnic::kLocalWrite | rnic::kRemoteWrite);
+    auto src_mr = (*ea)->RegisterMemory(src.data(), src.size(), rnic::kLocalWrite);
+    if (!dst_mr.ok() || !src_mr.ok()) return !dst_mr.ok() ? dst_mr.status() : src_mr.status();
+    // Each connection has its own policy; writes go round-robin.
+    const int nconn = FLAGS_connections;
+    std::vector<std::unique_ptr<engine::Connection>> initiators, targets;
+    for (int k = 0; k < nconn; ++k) {
+      absl::StatusOr<std::unique_ptr<engine::PathPolicy>> p =
+          MakeBenchPolicy(pt, (*dst_mr)->address());
+      if (!p.ok()) return p.status();
+      auto ca = (*ea)->CreateConnection(std::move(*p));
+      auto cb = (*eb)->CreateConnection(std::make_unique<engine::OffloadPolicy>());
+      if (!ca.ok() || !cb.ok()) return !ca.ok() ? ca.status() : cb.status();
+      if (auto st = (*ca)->Connect((*cb)->local_info()); !st.ok()) return st;
+      if (auto st = (*cb)->Connect((*ca)->local_info()); !st.ok()) return st;
+      initiators.push_back(std::move(*ca));
+      targets.push_back(std::move(*cb));
+    }
+
+    const int64_t total = FLAGS_warmup + FLAGS_ops;
+    AddressStream addrs(pt.pattern, pt.working_set, pt.write_size, FLAGS_seed,
+                        std::max<int64_t>(1, total / 4));
+    std::vector<double> lat(total, 0);
+    std::vector<uint8_t> unloaded(total, 0);
+    std::mutex mu;
+    std::condition_variable cv;
+    int64_t issued = 0, completed = 0, failed = 0;
+    absl::Time measure_start, measure_end;
+    const Clock& clock = (*ea)->clock();
+    auto issue = [&](int64_t i) {
+      uint64_t off = addrs.Next();
+      if (i == FLAGS_warmup) measure_start = clock.Now();
+      size_t slot = size_t(i % FLAGS_window) * pt.write_size;
+      return initiators[i % nconn]->Write((*src_mr)->Sge(slot, pt.write_size),
+                                          (*dst_mr)->address() + off, (*dst_mr)->rkey(),
+                                          [&, i](const engine::WriteResult& w) {
+                                            std::lock_guard<std::mutex> l(mu);
+                                            lat[i] = absl::ToDoubleMicroseconds(w.latency);
+                                            unloaded[i] = w.path == engine::Path::kUnload;
+                                            failed += !w.ok();
+                                            if (++completed == total) measure_end = clock.Now();
+                                            cv.notify_one();
+                                          });
+    };
+    if (fabric) {
+      while (true) {
+        {
+          std::lock_guard<std::mutex> l(mu);
+          if (completed == total || failed > 0) break;
+        }
+        while (issued < total && issued - completed < FLAGS_window && status.ok()) {
+          status = issue(issued++);
+        }
+        if (!status.ok()) break;
+        if ((*ea)->PollOnce() + (*eb)->PollOnce() == 0) {
+          if (fabric->idle()) {
+            status = absl::InternalError("simulation stalled with writes outstanding");
+            break;
+          }
+          fabric->Run(int64_t{1} << 40);
+        }
+      }
+    } else {
+      (*ea)->Start();
+      (*eb)->Start();
+      std::unique_lock<std::mutex> l(mu);
+      while (completed < total && failed == 0 && status.ok()) {
+        while (issued < total && issued - completed < FLAGS_window && status.ok()) {
+          l.unlock();
+          status = issue(issued++);
+          l.lock();
+        }
+        cv.wait_for(l, std::chrono::milliseconds(100));
+      }
+      l.unlock();
+      (*ea)->Stop();
+      (*eb)->Stop();
+    }
+    if (status.ok() && failed > 0) {
+      status = absl::InternalError(absl::StrCat(failed, " writes failed"));
+    }
+    if (status.ok()) {
+      const absl::Duration measured = measure_end - measure_start;
+      Summarize(pt, lat, unloaded, measured, &r);
+      status = AppendTrace(pt, lat, unloaded);
+      if (fabric) r.mtt_misses = sim::StatsOf(*dev_b).mtt_misses;
+    }
+  }
+  if (!status.ok()) return status;
+  return r;
+}
+
+}  // namespace unloadkv::bench
