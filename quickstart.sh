@@ -47,15 +47,23 @@ METRICS_ADDR=127.0.0.1:9464
 run_demo() {
   log "building kvserver and kvclient (first build takes a few minutes)"
   "${BAZEL[@]}" build -c opt //server:kvserver //client:kvclient
-  local bin server_pid fifo
+  local bin line
   bin=$(bazel info -c opt bazel-bin 2>/dev/null)
-  fifo=$(mktemp -u)
-  mkfifo "$fifo"
-  "$bin/server/kvserver" --listen="$KV_ADDR" --metrics="$METRICS_ADDR" >"$fifo" &
-  server_pid=$!
-  trap 'kill -TERM $server_pid 2>/dev/null || true; rm -f "$fifo"' EXIT
-  exec 4<"$fifo"
-  local line
+  # Globals, not locals: the EXIT trap runs after this function returned.
+  DEMO_DIR=$(mktemp -d -t unloadkv-demo.XXXXXX)
+  SERVER_PID=
+  stop_demo() {
+    if [[ -n ${SERVER_PID:-} ]]; then
+      kill -KILL "$SERVER_PID" 2>/dev/null || true
+      wait "$SERVER_PID" 2>/dev/null || true
+    fi
+    rm -rf "${DEMO_DIR:-}"
+  }
+  trap stop_demo EXIT
+  mkfifo "$DEMO_DIR/out"
+  "$bin/server/kvserver" --listen="$KV_ADDR" --metrics="$METRICS_ADDR" >"$DEMO_DIR/out" &
+  SERVER_PID=$!
+  exec 4<"$DEMO_DIR/out"
   while IFS= read -r -t 30 line <&4; do  # start-up lines, then on to the workload
     printf '%s\n' "$line"
     [[ $line == *"metrics at"* ]] && break
@@ -71,12 +79,14 @@ run_demo() {
   grep -E '^unloadkv_(value_writes_total|unload_applied_writes_total|keys|arena_used_bytes)' <&3 || true
   exec 3<&-
   log "stopping kvserver with SIGTERM"
-  kill -TERM "$server_pid"
+  kill -TERM "$SERVER_PID"
   cat <&4
-  wait "$server_pid"
-  trap - EXIT
-  rm -f "$fifo"
+  exec 4<&-
+  wait "$SERVER_PID"
+  SERVER_PID=
   run_sim_demo
+  rm -rf "$DEMO_DIR"
+  trap - EXIT
 }
 
 # Why the engine exists, in one short MODELED run: the same kvserver and SDK code on the
@@ -86,9 +96,9 @@ run_sim_demo() {
   log "MODELED: YCSB workload A on the simulated fabric, 256 MiB of values (16x the reach of the"
   log "modeled NIC's translation cache): offload-only, unload-only and adaptive (about 2 minutes)"
   "${BAZEL[@]}" build -c opt //tests/sim:sim_compare
-  local bin out
+  local bin out="$DEMO_DIR/sim"
   bin=$(bazel info -c opt bazel-bin 2>/dev/null)
-  out=$(mktemp -d)
+  mkdir "$out"
   (cd "$bin/tests/sim/sim_compare.runfiles/unloadkv" &&
     "$bin/tests/sim/sim_compare" --sizes=large --large_records=262144 --workloads=load,a \
       --policies=offload,unload,adaptive --bound=false --operations=400000 --out_dir="$out" \
@@ -105,7 +115,6 @@ run_sim_demo() {
     }' "$out/sim_compare.csv"
   log "where the gain comes from and where it stops: docs/sim-kv.md;"
   log "the whole comparison (A-F, two sizes): bazel run -c opt //tests/sim:sim_compare"
-  rm -rf "$out"
 }
 
 # The cluster demo (docs/cluster.md): a local etcd and three kvservers on loopback, one shard
@@ -120,7 +129,7 @@ run_cluster() {
   local bin i
   bin=$(bazel info -c opt bazel-bin 2>/dev/null)
   # Globals, not locals: the EXIT trap runs after this function returned.
-  CLUSTER_DIR=$(mktemp -d)
+  CLUSTER_DIR=$(mktemp -d -t unloadkv-cluster.XXXXXX)
   ETCD_PID=
   LOAD_PID=
   declare -gA NODE_PID=()
@@ -213,9 +222,6 @@ run_cluster() {
 PASSED=0
 FAILED=0
 test_phase() {
-  local name=$1
-  shift
-  log "test phase: $name"
   local out rc=0
   out=$(mktemp)
   "${BAZEL[@]}" test --test_summary=short "$@" 2>&1 | tee "$out" | grep -E '^(//|FAIL|ERROR)' || true
@@ -226,8 +232,20 @@ test_phase() {
   if ((rc != 0 && f == 0)); then f=1; fi  # a build error counts as a failure
   PASSED=$((PASSED + p))
   FAILED=$((FAILED + f))
-  log "$name: $p passed, $f failed"
+  log "$p passed, $f failed"
   rm -f "$out"
+}
+
+# Counts one check: passes when the command exits 0.
+check() {
+  if "$@"; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); log "FAILED: $*"; fi
+}
+
+# The layering the BUILD files promise (docs/testing.md, "Static checks").
+static_phase() {
+  check python3 tests/layering/layer_check.py
+  check python3 tests/layering/include_check.py
+  check python3 tests/layering/function_length.py
 }
 
 # Runs a libFuzzer target (clang, own output base) for $2 seconds on a fresh corpus.
@@ -246,12 +264,18 @@ fuzz_run() {
   rm -rf "$corpus" "$corpus.log"
 }
 
+# Every test target tagged "fuzz" (a decoder's fuzzer), 15 s of libFuzzer each.
+fuzz_phase() {
+  local targets target
+  targets=$(bazel query 'attr(tags, "\bfuzz\b", tests(//...))' 2>/dev/null) || { check false; return; }
+  for target in $targets; do fuzz_run "$target" 15; done
+}
+
 # The whole cluster under seeded faults, 100 seeds on the release build, then the seeds that
 # found bugs with today's fault generator (docs/sim-cluster.md, "Bugs it found"; those below
 # 101 are in the range already).
 SIM_SEEDS=1..100,216
 sim_phase() {
-  log "test phase: cluster simulation, seeds $SIM_SEEDS (release build)"
   local out
   out=$(mktemp)
   if bazel run -c opt //tests/sim:cluster_sim -- --seeds="$SIM_SEEDS" >"$out" 2>&1; then
@@ -264,21 +288,77 @@ sim_phase() {
   rm -f "$out"
 }
 
+# Runs `./quickstart.sh $1` as the README says, within $2 seconds, in its own process group
+# and with its own TMPDIR. Fails if it fails or hangs, if any process of its group outlives it
+# (the leftovers are listed, then killed), or if it leaves anything in its TMPDIR.
+readme_run() {
+  local cmd=$1 limit=$2 box pid rc=0 left
+  box=$(mktemp -d -t unloadkv-readme.XXXXXX)
+  mkdir "$box/tmp"
+  log "./quickstart.sh $cmd (at most ${limit} s; output in the log below if it fails)"
+  # timeout(1) makes its own process group and, on expiry, signals the whole group.
+  TMPDIR="$box/tmp" timeout --kill-after=10 "$limit" ./quickstart.sh "$cmd" >"$box/log" 2>&1 &
+  pid=$!
+  wait "$pid" || rc=$?
+  left=$(pgrep -g "$pid" -a || true)
+  local failure=
+  if ((rc == 124 || rc == 137)); then
+    failure="still running after ${limit} s (hung)"
+  elif ((rc != 0)); then
+    failure="exited with status $rc"
+  elif [[ -n $left ]]; then
+    failure="left processes behind: $(echo "$left" | tr '\n' ';')"
+  elif [[ -n $(ls -A "$box/tmp") ]]; then
+    failure="left temporary files behind: $(ls -A "$box/tmp" | tr '\n' ' ')"
+  fi
+  if [[ -n $failure ]]; then
+    tail -30 "$box/log" >&2
+    log "FAILED: ./quickstart.sh $cmd $failure"
+    FAILED=$((FAILED + 1))
+  else
+    grep -E 'MODELED|offload-only|failover|rejoin' "$box/log" | head -12 | sed 's/^/  /' >&2 || true
+    PASSED=$((PASSED + 1))
+  fi
+  [[ -n $left ]] && pkill -KILL -g "$pid" 2>/dev/null || true
+  rm -rf "$box"
+}
+
+readme_phase() {
+  readme_run demo 600
+  readme_run cluster 300
+}
+
+# Runs one phase and records its wall time and outcome for the table at the end.
+PHASE_ROWS=()
+phase() {
+  local name=$1 start=$SECONDS failed_before=$FAILED
+  shift
+  log "phase: $name"
+  "$@"
+  local secs=$((SECONDS - start)) result=ok
+  ((FAILED == failed_before)) || result="FAILED ($((FAILED - failed_before)))"
+  PHASE_ROWS+=("$(printf '%-58s %3d:%02d  %s' "$name" $((secs / 60)) $((secs % 60)) "$result")")
+}
+
 run_tests() {
-  test_phase "unit, conformance, two-process and fuzz-regression tests" //...
-  test_phase "AddressSanitizer + UndefinedBehaviorSanitizer" --config=asan //...
-  test_phase "ThreadSanitizer on the concurrent parts" --config=tsan //transport/... //client/... //tests/kv/... \
+  local start=$SECONDS row
+  phase "static checks (layers, declared includes, function length)" static_phase
+  phase "unit, conformance, process and fuzz-regression tests" test_phase //...
+  # The sanitizers see every unit and fuzz-regression test; the process-level suites (tag
+  # "process": real kvservers, etcd, Prometheus, browsers) ran once above.
+  phase "AddressSanitizer + UBSan (all but process suites)" test_phase --config=asan \
+    --build_tests_only --test_tag_filters=-process //...
+  phase "ThreadSanitizer (the concurrent code)" test_phase --config=tsan --build_tests_only \
+    --test_tag_filters=-process,-fuzz //transport/... //client/... //server/... //tests/kv/... \
     //tests/cluster/...
-  sim_phase
-  local target
-  for target in //transport/soft:frame_fuzzer //transport/engine:staging_header_fuzzer \
-      //transport/rpc:rpc_frame_fuzzer //transport/rpc:handshake_fuzzer \
-      //transport/engine:connection_info_fuzzer \
-      //transport/engine:engine_wire_fuzzer //transport/cluster:map_records_fuzzer \
-      //proto:field_record_fuzzer; do
-    fuzz_run "$target" 15
-  done
+  phase "cluster simulation, seeds $SIM_SEEDS (release build)" sim_phase
+  phase "README commands: ./quickstart.sh demo, ./quickstart.sh cluster" readme_phase
+  phase "libFuzzer, 15 s per decoder" fuzz_phase
   echo
+  printf '%-58s %6s  %s\n' phase time result
+  for row in "${PHASE_ROWS[@]}"; do echo "$row"; done
+  local secs=$((SECONDS - start))
+  printf '%-58s %3d:%02d\n' total $((secs / 60)) $((secs % 60))
   echo "${PASSED} passed, ${FAILED} failed"
   ((FAILED == 0))
 }

@@ -99,7 +99,7 @@ TEST(KvHardeningTest, SilentDribblingAndBlackHoleHellosDoNotDelayNewClients) {
     ASSERT_TRUE(c.ok()) << c.status();
     ASSERT_TRUE((*c)->Put(absl::StrCat("k", round), "v").ok());
     EXPECT_LT(absl::Now() - t0, testing::Bound(absl::Seconds(1))) << "round " << round;
-    usleep(100 * 1000);
+    usleep(100 * 1000);  // the dribbler's pace: one byte per round, inside its hello deadline
   }
   // Silent sockets are answered and closed after the 2 s hello deadline (after the challenge
   // every connection gets at once).
@@ -272,7 +272,7 @@ TEST(KvHardeningTest, IdleMetricsConnectionsDoNotBlockScrapes) {
   ServerProcess s({"--metrics=127.0.0.1:0"});
   std::vector<ScopedFd> idle;
   for (int i = 0; i < 50; ++i) idle.push_back(DialOrDie(s.metrics_address()));
-  usleep(100 * 1000);
+  usleep(100 * 1000);  // nothing reports an idle socket accepted: give the server the chance
   const absl::Time t0 = absl::Now();
   const std::string m = Scrape(s.metrics_address(), 3000);
   EXPECT_LT(absl::Now() - t0, testing::Bound(absl::Seconds(1)));

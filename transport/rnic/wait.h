@@ -1,5 +1,7 @@
-// Blocking helpers for tests, benchmarks and simple clients. Never call them inside an event
-// loop: they block the calling thread.
+// Waiting for a device's completions. WaitForWork is the one wait of every thread that owns a
+// CQ, the engine's workers included (it is how a worker sleeps when idle); WaitForCompletion(s)
+// are blocking helpers for tests, benchmarks and tools. Each blocks the calling thread, so none
+// may run inside an event loop that must not block.
 #ifndef UNLOADKV_TRANSPORT_RNIC_WAIT_H_
 #define UNLOADKV_TRANSPORT_RNIC_WAIT_H_
 
