@@ -352,7 +352,7 @@ run_tests() {
     --test_tag_filters=-process,-fuzz //transport/... //client/... //server/... //tests/kv/... \
     //tests/cluster/...
   phase "cluster simulation, seeds $SIM_SEEDS (release build)" sim_phase
-  phase "README commands: ./quickstart.sh demo, ./quickstart.sh cluster" readme_phase
+  phase "README commands (./quickstart.sh demo, cluster)" readme_phase
   phase "libFuzzer, 15 s per decoder" fuzz_phase
   echo
   printf '%-58s %6s  %s\n' phase time result
