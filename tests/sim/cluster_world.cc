@@ -233,11 +233,10 @@ absl::Status ClusterWorld::RogueWrite(int i, engine::Path path, Rogue kind, uint
   uint64_t in_bounds = 8;  // of the write's bytes, those inside the arena
   if (kind == Rogue::kUnknownKey) {
     addr = arena_end - kBytes;
-    rkey |= 0x00ffffff;  // the node's key space (sim keys name their node), its last key
+    // A key no region or window of the fabric holds (keys are random: a guess).
+    rkey = static_cast<uint32_t>(salt * 0x9e3779b97f4a7c15ULL >> 32) | 1;
     in_bounds = kBytes;
-    if (sim::RemoteWritable(fabric_, rkey, addr, kBytes)) {
-      return absl::UnavailableError("the unknown key is in use");
-    }
+    if (fabric_.KeyInUse(rkey)) return absl::UnavailableError("the unknown key is in use");
   }
 
   client_devices_.push_back(fabric_.CreateDevice(options_.client_model));

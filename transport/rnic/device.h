@@ -12,6 +12,7 @@
 #include "transport/base/clock.h"
 #include "transport/rnic/completion_queue.h"
 #include "transport/rnic/memory_region.h"
+#include "transport/rnic/memory_window.h"
 #include "transport/rnic/queue_pair.h"
 #include "transport/rnic/shared_receive_queue.h"
 
@@ -42,6 +43,10 @@ class Device {
   // the returned region is destroyed. Fails on a null address, zero length, or unknown bits.
   virtual absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length,
                                                                        uint32_t access) = 0;
+
+  // An unbound type-2 memory window of this device (memory_window.h). Fails when the device
+  // has none left (verbs: ENOMEM) or supports none.
+  virtual absl::StatusOr<std::unique_ptr<MemoryWindow>> AllocateWindow() = 0;
 
   // `capacity` is a sizing hint: backends without a hard limit may hold more.
   virtual absl::StatusOr<std::unique_ptr<CompletionQueue>> CreateCompletionQueue(int capacity) = 0;

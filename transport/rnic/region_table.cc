@@ -12,22 +12,41 @@ const char* AccessVerdictName(AccessVerdict v) {
       return "no_permission";
     case AccessVerdict::kOutOfBounds:
       return "out_of_bounds";
+    case AccessVerdict::kWrongQp:
+      return "wrong_qp";
   }
   return "unknown";
 }
 
-AccessVerdict RegionTable::Check(uint32_t key, uint64_t addr, uint64_t length,
-                                 uint32_t required) const {
-  if (length == 0) return AccessVerdict::kOk;
-  auto it = regions_.find(key);
-  if (it == regions_.end()) return AccessVerdict::kUnknownKey;
-  const RegionEntry& r = it->second;
+namespace {
+
+AccessVerdict CheckEntry(const RegionEntry& r, uint64_t addr, uint64_t length, uint32_t required) {
   if ((r.access & required) != required) return AccessVerdict::kNoPermission;
   // Written to avoid overflow: addr + length may wrap for hostile inputs.
   if (addr < r.addr || addr - r.addr > r.length || length > r.length - (addr - r.addr)) {
     return AccessVerdict::kOutOfBounds;
   }
   return AccessVerdict::kOk;
+}
+
+}  // namespace
+
+AccessVerdict RegionTable::Check(uint32_t key, uint64_t addr, uint64_t length, uint32_t required,
+                                 uint32_t via) const {
+  if (length == 0) return AccessVerdict::kOk;
+  auto it = regions_.find(key);
+  if (it == regions_.end()) return AccessVerdict::kUnknownKey;
+  const RegionEntry& r = it->second;
+  if (r.is_window() && r.bound_to != via) return AccessVerdict::kWrongQp;
+  return CheckEntry(r, addr, length, required);
+}
+
+AccessVerdict RegionTable::CheckLocal(uint32_t key, uint64_t addr, uint64_t length,
+                                      uint32_t required) const {
+  if (length == 0) return AccessVerdict::kOk;
+  auto it = regions_.find(key);
+  if (it == regions_.end() || it->second.is_window()) return AccessVerdict::kUnknownKey;
+  return CheckEntry(it->second, addr, length, required);
 }
 
 }  // namespace unloadkv::rnic

@@ -17,6 +17,12 @@ absl::string_view OpcodeName(Opcode op) {
       return "SEND_WITH_IMM";
     case Opcode::kRead:
       return "READ";
+    case Opcode::kBindWindow:
+      return "BIND_WINDOW";
+    case Opcode::kLocalInvalidate:
+      return "LOCAL_INVALIDATE";
+    case Opcode::kSendWithInvalidate:
+      return "SEND_WITH_INVALIDATE";
   }
   return "UNKNOWN";
 }
@@ -30,7 +36,12 @@ WcOpcode CompletionOpcode(Opcode op) {
       return WcOpcode::kRead;
     case Opcode::kSend:
     case Opcode::kSendWithImm:
+    case Opcode::kSendWithInvalidate:
       return WcOpcode::kSend;
+    case Opcode::kBindWindow:
+      return WcOpcode::kBindWindow;
+    case Opcode::kLocalInvalidate:
+      return WcOpcode::kLocalInvalidate;
   }
   return WcOpcode::kSend;
 }
@@ -47,6 +58,10 @@ absl::string_view WcOpcodeName(WcOpcode op) {
       return "RECV";
     case WcOpcode::kRecvRdmaWithImm:
       return "RECV_RDMA_WITH_IMM";
+    case WcOpcode::kBindWindow:
+      return "BIND_WINDOW";
+    case WcOpcode::kLocalInvalidate:
+      return "LOCAL_INVALIDATE";
   }
   return "UNKNOWN";
 }
@@ -69,6 +84,8 @@ absl::string_view WcStatusName(WcStatus status) {
       return "transport retry exceeded";
     case WcStatus::kFlushed:
       return "flushed";
+    case WcStatus::kWindowBindError:
+      return "memory window bind error";
   }
   return "unknown status";
 }
@@ -86,9 +103,10 @@ uint64_t SendWorkRequest::TotalLength() const { return SumSge(*this); }
 uint64_t RecvWorkRequest::TotalLength() const { return SumSge(*this); }
 
 std::string WorkCompletion::DebugString() const {
-  return absl::StrFormat("wc{wr_id=%u op=%s status=%s byte_len=%u imm=%s qp=%u}", wr_id,
-                         WcOpcodeName(opcode), WcStatusName(status), byte_len,
-                         has_imm ? absl::StrCat(imm) : "none", qp_num);
+  return absl::StrFormat(
+      "wc{wr_id=%u op=%s status=%s byte_len=%u imm=%s%s qp=%u}", wr_id, WcOpcodeName(opcode),
+      WcStatusName(status), byte_len, has_imm ? absl::StrCat(imm) : "none",
+      has_invalidate ? absl::StrCat(" invalidated=", invalidated_rkey) : "", qp_num);
 }
 
 namespace {
@@ -132,6 +150,29 @@ SendWorkRequest MakeRead(uint64_t wr_id, ScatterGatherEntry local, uint64_t remo
                          uint32_t rkey) {
   SendWorkRequest wr = MakeWrite(wr_id, local, remote_addr, rkey);
   wr.opcode = Opcode::kRead;
+  return wr;
+}
+
+SendWorkRequest MakeBindWindow(uint64_t wr_id, MemoryWindow* window, const MemoryRegion& region,
+                               uint64_t addr, uint64_t length, uint32_t access) {
+  SendWorkRequest wr;
+  wr.wr_id = wr_id;
+  wr.opcode = Opcode::kBindWindow;
+  wr.bind = WindowBind{window, &region, addr, length, access};
+  return wr;
+}
+
+SendWorkRequest MakeLocalInvalidate(uint64_t wr_id, uint32_t rkey) {
+  SendWorkRequest wr;
+  wr.wr_id = wr_id;
+  wr.opcode = Opcode::kLocalInvalidate;
+  wr.invalidate_rkey = rkey;
+  return wr;
+}
+
+SendWorkRequest MakeSendWithInvalidate(uint64_t wr_id, ScatterGatherEntry local, uint32_t rkey) {
+  SendWorkRequest wr = Single(wr_id, Opcode::kSendWithInvalidate, local);
+  wr.invalidate_rkey = rkey;
   return wr;
 }
 

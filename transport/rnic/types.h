@@ -9,6 +9,8 @@
 //   CQ   completion queue: where finished work requests are reported.
 //   imm  32-bit immediate value carried by *_WITH_IMM operations to the receiver.
 //   PSN  packet sequence number of a request within one QP's request stream.
+//   MW   memory window: a remote key for a sub-range of an MR, bound by a work request on one
+//        QP and usable only by requests arriving on that QP (type 2, memory_window.h).
 #ifndef UNLOADKV_TRANSPORT_RNIC_TYPES_H_
 #define UNLOADKV_TRANSPORT_RNIC_TYPES_H_
 
@@ -20,11 +22,17 @@
 
 namespace unloadkv::rnic {
 
+class MemoryRegion;
+class MemoryWindow;
+
 // Memory access rights of an MR. Values equal IBV_ACCESS_* so the verbs backend passes them on.
 enum Access : uint32_t {
   kLocalWrite = 1u << 0,
   kRemoteWrite = 1u << 1,
   kRemoteRead = 1u << 2,
+  // Memory windows may be bound to the region (IBV_ACCESS_MW_BIND). A window's own rights are
+  // kRemoteWrite and kRemoteRead, given at the bind; the region needs none of them itself.
+  kMwBind = 1u << 4,
   // Not an access right: a hint that the memory is backed by 2 MiB huge pages. Backends that
   // model address translation (sim) translate such a region in 2 MiB pages; the others ignore
   // it (for verbs the kernel knows the page size by itself).
@@ -38,6 +46,13 @@ enum class Opcode : uint8_t {
   kSend,
   kSendWithImm,
   kRead,
+  // Local operations on memory windows: executed by this device in send-queue order, never
+  // sent. kBindWindow binds `bind`; kLocalInvalidate invalidates the window `invalidate_rkey`.
+  kBindWindow,
+  kLocalInvalidate,
+  // A SEND that also invalidates, at the receiver, the window `invalidate_rkey` bound to the
+  // receiving QP (before the receive completes). Carries no imm.
+  kSendWithInvalidate,
 };
 
 // What a work completion reports on.
@@ -47,6 +62,8 @@ enum class WcOpcode : uint8_t {
   kSend,
   kRecv,             // a SEND or SEND_WITH_IMM consumed this receive
   kRecvRdmaWithImm,  // a WRITE_WITH_IMM consumed this receive
+  kBindWindow,
+  kLocalInvalidate,
 };
 
 // Completion status codes; each mirrors the ibv_wc_status of the same name.
@@ -59,6 +76,10 @@ enum class WcStatus : uint8_t {
   kRnrRetryExceeded,      // IBV_WC_RNR_RETRY_EXC_ERR: receiver had no receive posted
   kRetryExceeded,         // IBV_WC_RETRY_EXC_ERR: peer unreachable or gone
   kFlushed,               // IBV_WC_WR_FLUSH_ERR: QP entered the error state first
+  // IBV_WC_MW_BIND_ERR: a bind the device could not do (window already bound, range outside
+  // the region, region without kMwBind, kRemoteWrite on a region without kLocalWrite) or an
+  // invalidation of a key that names no window bound to this QP. Moves the QP to kError.
+  kWindowBindError,
 };
 
 absl::string_view OpcodeName(Opcode op);
@@ -76,6 +97,17 @@ struct ScatterGatherEntry {
 
 inline constexpr int kMaxSge = 4;
 
+// What a kBindWindow request binds: `window` to [addr, addr+length) of `region` (same device),
+// with `access` (kRemoteWrite and/or kRemoteRead), on the QP it is posted on. The window's new
+// key is window->rkey() once PostSend returned; it works when the bind completes (or earlier).
+struct WindowBind {
+  MemoryWindow* window = nullptr;
+  const MemoryRegion* region = nullptr;
+  uint64_t addr = 0;
+  uint64_t length = 0;
+  uint32_t access = 0;
+};
+
 // A request for the send queue. Local buffers are gathered (WRITE*, SEND*) or scattered into
 // (READ) in list order. The buffers must stay valid and unmodified until the request completes.
 struct SendWorkRequest {
@@ -83,10 +115,12 @@ struct SendWorkRequest {
   Opcode opcode = Opcode::kSend;
   std::array<ScatterGatherEntry, kMaxSge> sg_list{};
   int num_sge = 0;
-  uint64_t remote_addr = 0;  // WRITE, WRITE_WITH_IMM, READ
-  uint32_t rkey = 0;         // WRITE, WRITE_WITH_IMM, READ
-  uint32_t imm = 0;          // WRITE_WITH_IMM, SEND_WITH_IMM
-  bool signaled = true;      // false: no completion on success (errors always complete)
+  uint64_t remote_addr = 0;      // WRITE, WRITE_WITH_IMM, READ
+  uint32_t rkey = 0;             // WRITE, WRITE_WITH_IMM, READ
+  uint32_t imm = 0;              // WRITE_WITH_IMM, SEND_WITH_IMM
+  uint32_t invalidate_rkey = 0;  // LOCAL_INVALIDATE, SEND_WITH_INVALIDATE
+  WindowBind bind;               // BIND_WINDOW
+  bool signaled = true;          // false: no completion on success (errors always complete)
 
   uint64_t TotalLength() const;
 };
@@ -108,6 +142,9 @@ struct WorkCompletion {
   uint32_t byte_len = 0;  // receives: bytes placed (for kRecvRdmaWithImm, the WRITE's length)
   uint32_t imm = 0;       // valid when has_imm
   bool has_imm = false;
+  // A SEND_WITH_INVALIDATE consumed this receive and invalidated the window of this key.
+  bool has_invalidate = false;
+  uint32_t invalidated_rkey = 0;
   uint32_t qp_num = 0;
 
   std::string DebugString() const;
@@ -122,6 +159,10 @@ SendWorkRequest MakeSend(uint64_t wr_id, ScatterGatherEntry local);
 SendWorkRequest MakeSendWithImm(uint64_t wr_id, ScatterGatherEntry local, uint32_t imm);
 SendWorkRequest MakeRead(uint64_t wr_id, ScatterGatherEntry local, uint64_t remote_addr,
                          uint32_t rkey);
+SendWorkRequest MakeBindWindow(uint64_t wr_id, MemoryWindow* window, const MemoryRegion& region,
+                               uint64_t addr, uint64_t length, uint32_t access);
+SendWorkRequest MakeLocalInvalidate(uint64_t wr_id, uint32_t rkey);
+SendWorkRequest MakeSendWithInvalidate(uint64_t wr_id, ScatterGatherEntry local, uint32_t rkey);
 RecvWorkRequest MakeRecv(uint64_t wr_id, ScatterGatherEntry local);
 
 }  // namespace unloadkv::rnic

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "transport/rnic/request_checks.h"
+#include "transport/sim/windows.h"
 
 namespace unloadkv::sim {
 namespace {
@@ -85,18 +86,21 @@ int64_t Miss(NodeState& n, int64_t t) {
 int64_t Translate(NodeState& n, uint32_t key, uint64_t addr, uint64_t len, int64_t t) {
   if (len == 0) return t;
   int64_t ready = t;
+  // A window has its own context (MPT) but its region's translations (MTT).
+  const rnic::RegionEntry* e = n.regions.Find(key);
+  const uint32_t mtt_key = e != nullptr && e->is_window() ? e->region_key : key;
   if (n.mpt.Touch(key)) {
     ++n.stats.mpt_hits;
   } else {
     ++n.stats.mpt_misses;
     ready = Miss(n, ready);
   }
-  auto it = n.paging.find(key);
+  auto it = n.paging.find(mtt_key);
   const uint64_t ps = it == n.paging.end() ? 4096 : it->second.page_size;
   const uint64_t off = it == n.paging.end() ? addr : addr - it->second.base;
   int64_t done = ready;
   for (uint64_t page = off / ps; page <= (off + len - 1) / ps; ++page) {
-    if (n.mtt.Touch((uint64_t{key} << 40) ^ page)) {
+    if (n.mtt.Touch((uint64_t{mtt_key} << 40) ^ page)) {
       ++n.stats.mtt_hits;
     } else {
       ++n.stats.mtt_misses;
@@ -152,6 +156,14 @@ void Respond(Fabric& f, NodeState& from, int64_t depart, int req_node, uint32_t 
           FailQp(f, *n, *qp, rnic::WcStatus::kFlushed, /*tell_peer=*/true);
           return;
         }
+        if (o.local_op) {
+          // Not done yet cannot happen: a later request leaves the NIC only after it is done
+          // (tx_ready_ns), so its response comes later than the local operation's completion.
+          if (!o.done) break;
+          CompleteSend(f, *qp, o, rnic::WcStatus::kSuccess);
+          qp->outstanding.pop_front();
+          continue;
+        }
         if (static_cast<int32_t>(o.psn - psn) > 0) break;
         if (o.psn == psn && status != rnic::WcStatus::kSuccess) {
           FailQp(f, *n, *qp, status, /*tell_peer=*/false);
@@ -168,6 +180,7 @@ void Respond(Fabric& f, NodeState& from, int64_t depart, int req_node, uint32_t 
         CompleteSend(f, *qp, o, rnic::WcStatus::kSuccess);
         qp->outstanding.pop_front();
       }
+      CompleteLocalOps(f, *qp);
       if (!qp->outstanding.empty() &&
           qp->outstanding.front().local_error != rnic::WcStatus::kSuccess) {
         FailQp(f, *n, *qp, rnic::WcStatus::kFlushed, /*tell_peer=*/true);
@@ -219,6 +232,7 @@ void FailQp(Fabric& f, NodeState& n, SimQpState& qp, rnic::WcStatus head_status,
   if (qp.state == rnic::QpState::kError) return;
   qp.state = rnic::QpState::kError;
   ++qp.epoch;
+  UnbindWindowsOfQp(n, qp);  // their keys stop working with it
   bool head = true;
   for (const Outstanding& o : qp.outstanding) {
     CompleteSend(f, qp, o,
@@ -255,7 +269,7 @@ Request MakeRequest(const rnic::SendWorkRequest& wr, uint32_t psn) {
   r.opcode = wr.opcode;
   r.psn = psn;
   r.remote_addr = wr.remote_addr;
-  r.rkey = wr.rkey;
+  r.rkey = wr.opcode == rnic::Opcode::kSendWithInvalidate ? wr.invalidate_rkey : wr.rkey;
   r.imm = wr.imm;
   r.length = static_cast<uint32_t>(wr.TotalLength());
   if (wr.opcode != rnic::Opcode::kRead) {
@@ -352,8 +366,11 @@ void Place(Fabric& f, int node, uint32_t qp_num, uint64_t epoch, const Request& 
     wc.opcode = req.opcode == rnic::Opcode::kWriteWithImm ? rnic::WcOpcode::kRecvRdmaWithImm
                                                           : rnic::WcOpcode::kRecv;
     wc.byte_len = req.length;
-    wc.has_imm = req.opcode != rnic::Opcode::kSend;
+    wc.has_imm =
+        req.opcode == rnic::Opcode::kWriteWithImm || req.opcode == rnic::Opcode::kSendWithImm;
     wc.imm = wc.has_imm ? req.imm : 0;
+    wc.has_invalidate = req.opcode == rnic::Opcode::kSendWithInvalidate;
+    wc.invalidated_rkey = wc.has_invalidate ? req.rkey : 0;
     wc.qp_num = q->qp_num;
     SimCqState* cq = q->recv_cq;
     f.Schedule(f.now_ns() + n->model.nic.pcie_rtt_ns / 2,
@@ -389,6 +406,15 @@ absl::Status PostSend(Fabric& f, NodeState& n, SimQpState& qp,
     }
     if (!rnic::LocalBuffersValid(n.regions, wr)) {
       o.local_error = rnic::WcStatus::kLocalProtectionError;
+    }
+    const bool local_op =
+        wr.opcode == rnic::Opcode::kBindWindow || wr.opcode == rnic::Opcode::kLocalInvalidate;
+    if (local_op && o.local_error == rnic::WcStatus::kSuccess && !qp.poisoned) {
+      o.local_error = DoLocalOp(f, n, qp, wr);
+      if (o.local_error == rnic::WcStatus::kSuccess) {
+        ScheduleLocalOp(f, n, qp, std::move(o));
+        continue;
+      }
     }
     if (o.local_error != rnic::WcStatus::kSuccess || qp.poisoned) {
       if (qp.outstanding.empty()) {
@@ -477,7 +503,16 @@ void Drain(Fabric& f, NodeState& n, SimQpState& qp) {
     bool needs_recv = r.opcode != rnic::Opcode::kWrite && !is_read;
     if (is_write || is_read) {
       uint32_t need = is_write ? uint32_t{rnic::kRemoteWrite} : uint32_t{rnic::kRemoteRead};
-      if (n.regions.Check(r.rkey, r.remote_addr, r.length, need) != rnic::AccessVerdict::kOk) {
+      if (n.regions.Check(r.rkey, r.remote_addr, r.length, need, qp.qp_num) !=
+          rnic::AccessVerdict::kOk) {
+        Refuse(f, n, qp, r, rnic::WcStatus::kRemoteAccessError);
+        return;
+      }
+    }
+    const bool invalidates = r.opcode == rnic::Opcode::kSendWithInvalidate;
+    if (invalidates) {
+      auto w = n.bound.find(r.rkey);
+      if (w == n.bound.end() || w->second->qp != qp.qp_num) {
         Refuse(f, n, qp, r, rnic::WcStatus::kRemoteAccessError);
         return;
       }
@@ -497,6 +532,8 @@ void Drain(Fabric& f, NodeState& n, SimQpState& qp) {
       }
       qp.placing.push_back(recv);
     }
+    // Accepted: the window is invalid from here on, before the receive completes.
+    if (invalidates) UnbindWindow(n, n.bound.at(r.rkey));
     // The receive pipeline: message processing, translation, DMA to host memory.
     int64_t start = std::max(f.now_ns(), n.rx_free_ns);
     n.rx_free_ns = start + m.nic_op_ns;

@@ -47,6 +47,12 @@ class Fabric {
   // A new node with its own NIC and CPU, as an rnic::Device.
   std::unique_ptr<rnic::Device> CreateDevice(const NodeModel& model = NodeModel());
 
+  // Seeds the memory keys of the nodes created from now on (rnic::KeySource::Seeded): the
+  // same seed gives the same keys. Default 1.
+  void SetKeySeed(uint64_t seed) { key_seed_ = seed; }
+  // A region or window of some node holds `key`.
+  bool KeyInUse(uint32_t key) const;
+
   // Virtual time since the fabric was created.
   int64_t now_ns() const { return now_ns_; }
   const Clock& clock() const { return clock_; }
@@ -113,6 +119,7 @@ class Fabric {
   int64_t jitter_max_ns_ = 0;
   std::mt19937_64 jitter_rng_;
   std::map<int, int64_t> node_delay_ns_;  // SetNodeDelay, nodes with one only
+  uint64_t key_seed_ = 1;
   VirtualClock clock_{this};
 };
 
@@ -120,9 +127,13 @@ class Fabric {
 NodeStats StatsOf(const rnic::Device& device);
 // The fabric node id of such a device (-1 for any other device).
 int NodeIdOf(const rnic::Device& device);
-// Whether [addr, addr + length) lies in a region registered under `rkey` for remote writes on
-// a live node of `fabric`: memory a check may read (it is mapped while registered).
-bool RemoteWritable(const Fabric& fabric, uint32_t rkey, uint64_t addr, uint64_t length);
+// Whether [addr, addr + length) lies in a region, or a bound window, registered under `rkey`
+// for remote writes on a live node of `fabric`: memory a check may read (it is mapped while
+// registered). A window's key counts only through the QP `via_qp` of its node it is bound to
+// (kAnyQp: through whichever). Keys are unique across a fabric's nodes.
+inline constexpr uint32_t kAnyQp = 0xffffffff;
+bool RemoteWritable(const Fabric& fabric, uint32_t rkey, uint64_t addr, uint64_t length,
+                    uint32_t via_qp = kAnyQp);
 
 }  // namespace unloadkv::sim
 

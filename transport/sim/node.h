@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "transport/rnic/key_source.h"
+#include "transport/rnic/memory_window.h"
 #include "transport/rnic/queue_pair.h"
 #include "transport/rnic/region_table.h"
 #include "transport/rnic/srq_state.h"
@@ -39,6 +42,19 @@ struct Outstanding {
   rnic::SendWorkRequest wr;
   uint32_t psn = 0;
   rnic::WcStatus local_error = rnic::WcStatus::kSuccess;
+  // A bind or local invalidation (done when posted): completes once `done` (the NIC finished
+  // it, in modeled time) and every earlier request completed.
+  bool local_op = false;
+  bool done = false;
+  uint64_t local_id = 0;
+};
+
+// A memory window (rnic/memory_window.h).
+struct SimWindowState {
+  uint32_t key = 0;  // while bound
+  uint32_t qp = 0;
+  uint32_t region_key = 0;
+  uint32_t last_key = 0;  // MemoryWindow::rkey()
 };
 
 // A shared receive queue: its receives and the QPs (numbers, on its node) drawing from it.
@@ -73,6 +89,8 @@ struct SimQpState {
   int64_t last_placed_ns = 0;   // and are placed at the target in order
   int64_t last_arrival_ns = 0;  // with jitter: no request overtakes an earlier one
   bool poisoned = false;
+  absl::flat_hash_set<uint32_t> window_keys;  // windows bound to this QP
+  uint64_t next_local_id = 1;
   // A request or response of this QP was lost on a cut link: it sends nothing more and fails
   // after the transport timeout (Fabric::SetLinkCut).
   bool lost = false;
@@ -91,7 +109,10 @@ struct NodeState {
     uint64_t base;
   };
   absl::flat_hash_map<uint32_t, Paging> paging;
-  uint32_t next_key = 1;
+  // Keys from a generator seeded by the fabric (runs replay), unpredictable without the seed.
+  rnic::KeySource keys = rnic::KeySource::Seeded(0);
+  absl::flat_hash_map<const rnic::MemoryWindow*, SimWindowState*> windows;
+  absl::flat_hash_map<uint32_t, SimWindowState*> bound;  // by key
   uint32_t next_qp = 1;
   int next_core = 0;
   absl::flat_hash_map<uint32_t, std::unique_ptr<SimQpState>> qps;

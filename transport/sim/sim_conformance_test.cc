@@ -1,5 +1,6 @@
 // Runs the RNIC conformance suite on the simulated fabric.
 #include "transport/conformance/conformance_suite.h"
+#include "transport/conformance/window_suite.h"
 #include "transport/sim/fabric.h"
 
 namespace unloadkv::rnic {
@@ -15,6 +16,7 @@ struct SimBackend {
 };
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Sim, RnicConformanceTest, SimBackend);
+INSTANTIATE_TYPED_TEST_SUITE_P(Sim, RnicWindowTest, SimBackend);
 
 }  // namespace
 }  // namespace unloadkv::rnic

@@ -11,6 +11,7 @@
 #include "transport/sim/datapath.h"
 #include "transport/sim/fabric.h"
 #include "transport/sim/node.h"
+#include "transport/sim/windows.h"
 
 namespace unloadkv::sim {
 
@@ -101,10 +102,25 @@ class SimMemoryRegion : public rnic::MemoryRegion {
   ~SimMemoryRegion() override {
     node_->regions.Erase(rkey());
     node_->paging.erase(rkey());
+    UnbindWindowsOfRegion(*node_, rkey());  // its windows go with it
   }
 
  private:
   NodeState* node_;
+};
+
+class SimMemoryWindow : public rnic::MemoryWindow {
+ public:
+  explicit SimMemoryWindow(NodeState* node) : node_(node) { node_->windows[this] = &state_; }
+  ~SimMemoryWindow() override {
+    if (state_.key != 0) UnbindWindow(*node_, &state_);
+    node_->windows.erase(this);
+  }
+  uint32_t rkey() const override { return state_.last_key; }
+
+ private:
+  NodeState* node_;
+  SimWindowState state_;
 };
 
 class SimCompletionQueue : public rnic::CompletionQueue {
@@ -238,13 +254,16 @@ class SimDevice : public rnic::Device {
   absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> RegisterMemory(void* addr, size_t length,
                                                                      uint32_t access) override {
     if (absl::Status st = rnic::CheckRegistration(addr, length, access); !st.ok()) return st;
-    uint32_t key = (static_cast<uint32_t>(node_->id) << 24) | (node_->next_key++ & 0xffffff);
+    const uint32_t key = node_->keys.Next([&](uint32_t k) { return f_->KeyInUse(k); });
     size_t page = (access & rnic::kHugePageBacked) ? size_t{2} << 20 : 4096;
     access &= ~uint32_t{rnic::kHugePageBacked};
     node_->regions.Insert(key, {reinterpret_cast<uint64_t>(addr), length, access});
     node_->paging[key] = {page, reinterpret_cast<uint64_t>(addr)};
     rnic::MemoryRegion::Description d{addr, length, key, key, access, page};
     return std::unique_ptr<rnic::MemoryRegion>(new SimMemoryRegion(d, node_));
+  }
+  absl::StatusOr<std::unique_ptr<rnic::MemoryWindow>> AllocateWindow() override {
+    return std::unique_ptr<rnic::MemoryWindow>(new SimMemoryWindow(node_));
   }
   absl::StatusOr<std::unique_ptr<rnic::CompletionQueue>> CreateCompletionQueue(
       int capacity) override {
@@ -310,6 +329,7 @@ std::unique_ptr<rnic::Device> Fabric::CreateDevice(const NodeModel& model) {
   auto node = std::make_unique<NodeState>();
   node->id = static_cast<int>(nodes_.size());
   node->model = model;
+  node->keys = rnic::KeySource::Seeded(key_seed_ * 0x9e3779b97f4a7c15ULL + nodes_.size());
   node->mpt = LruSet(model.nic.mpt_cache_entries);
   node->mtt = LruSet(model.nic.mtt_cache_entries);
   node->translation_unit_free.assign(std::max(1, model.nic.translation_units), 0);
@@ -324,10 +344,25 @@ NodeStats StatsOf(const rnic::Device& device) {
   return d == nullptr ? NodeStats() : d->node()->stats;
 }
 
-bool RemoteWritable(const Fabric& fabric, uint32_t rkey, uint64_t addr, uint64_t length) {
-  const NodeState* n = fabric.node(static_cast<int>(rkey >> 24));  // keys name their node
-  return n != nullptr && n->alive &&
-         n->regions.Check(rkey, addr, length, rnic::kRemoteWrite) == rnic::AccessVerdict::kOk;
+bool Fabric::KeyInUse(uint32_t key) const {
+  for (const auto& n : nodes_) {
+    if (n->regions.Contains(key)) return true;
+  }
+  return false;
+}
+
+bool RemoteWritable(const Fabric& fabric, uint32_t rkey, uint64_t addr, uint64_t length,
+                    uint32_t via_qp) {
+  for (int id = 0;; ++id) {  // keys are unique across the fabric's nodes
+    const NodeState* n = fabric.node(id);
+    if (n == nullptr) return false;
+    const rnic::RegionEntry* e = n->regions.Find(rkey);
+    if (e == nullptr) continue;
+    return n->alive &&
+           n->regions.Check(rkey, addr, length, rnic::kRemoteWrite,
+                            e->is_window() && via_qp == kAnyQp ? e->bound_to : via_qp) ==
+               rnic::AccessVerdict::kOk;
+  }
 }
 
 int NodeIdOf(const rnic::Device& device) {

@@ -44,6 +44,11 @@ inline FrameType FrameTypeOf(rnic::Opcode op) {
       return FrameType::kSendWithImm;
     case rnic::Opcode::kRead:
       return FrameType::kReadRequest;
+    case rnic::Opcode::kSendWithInvalidate:
+      return FrameType::kSendWithInvalidate;
+    case rnic::Opcode::kBindWindow:  // local operations: never framed
+    case rnic::Opcode::kLocalInvalidate:
+      break;
   }
   return FrameType::kSend;
 }

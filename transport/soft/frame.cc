@@ -11,11 +11,14 @@
 namespace unloadkv::soft {
 namespace {
 
-bool KnownType(uint8_t t) { return (t >= 1 && t <= 9) || (t >= 16 && t <= 19); }
+bool KnownType(uint8_t t) { return (t >= 1 && t <= 10) || (t >= 16 && t <= 19); }
 
 }  // namespace
 
-bool IsRequest(FrameType t) { return t >= FrameType::kWrite && t <= FrameType::kReadRequest; }
+bool IsRequest(FrameType t) {
+  return (t >= FrameType::kWrite && t <= FrameType::kReadRequest) ||
+         t == FrameType::kSendWithInvalidate;
+}
 
 bool IsResponse(FrameType t) { return t >= FrameType::kAck; }
 
@@ -119,6 +122,7 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(const char* in, uint64_t max_paylo
     case FrameType::kWriteWithImm:
     case FrameType::kSend:
     case FrameType::kSendWithImm:
+    case FrameType::kSendWithInvalidate:
       if (h.aux & ~kAckRequested) {
         return absl::DataLossError(
             absl::StrCat("frame: unknown request flags 0x", absl::Hex(h.aux)));

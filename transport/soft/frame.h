@@ -13,9 +13,10 @@
 namespace unloadkv::soft {
 
 inline constexpr uint16_t kFrameMagic = 0x4B55;  // "UK"
-// 4: CONNECT carries the pair's connect token. 3: one stream per pair of devices, every frame
-// naming its QPs (2 used one stream per QP pair, 1 one stream per direction).
-inline constexpr uint8_t kFrameVersion = 4;
+// 5: SEND_WITH_INVALIDATE (memory windows). 4: CONNECT carries the pair's connect token. 3: one
+// stream per pair of devices, every frame naming its QPs (2 used one stream per QP pair, 1 one
+// stream per direction).
+inline constexpr uint8_t kFrameVersion = 5;
 inline constexpr size_t kFrameHeaderSize = 40;
 
 enum class FrameType : uint8_t {
@@ -33,6 +34,9 @@ enum class FrameType : uint8_t {
                     // the pair's connect token (SetConnectToken)
   kConnectAck = 8,  // listener -> dialer: both ends are connected; requests may flow
   kDisconnect = 9,  // the sender's QP is gone or in error (or refuses the CONNECT)
+  // A request like kSend that also invalidates, at the responder, the memory window whose key
+  // is in rkey (bound to the receiving QP), before its receive completes.
+  kSendWithInvalidate = 10,
   // Responses (responder -> requester).
   kAck = 16,           // every request with PSN <= psn (other than READs) succeeded
   kNak = 17,           // request `psn` failed with status aux (a WcStatus); QP is now in error

@@ -57,7 +57,7 @@ TEST(FrameHeaderTest, RejectsMalformedHeadersNamingTheProblem) {
   } cases[] = {
       {[](std::string& b) { b[0] ^= 1; }, "magic"},
       {[](std::string& b) { b[2] = 9; }, "version"},
-      {[](std::string& b) { b[3] = 10; }, "unknown type"},
+      {[](std::string& b) { b[3] = 11; }, "unknown type"},
       {[](std::string& b) { b[3] = 0; }, "unknown type"},
       {[](std::string& b) { b[7] = 0x7f; }, "exceeds the limit"},
       {[](std::string& b) {

@@ -19,12 +19,14 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "transport/base/logging.h"
 #include "transport/base/mapped_memory.h"
 #include "transport/base/mutex.h"
 #include "transport/rnic/completion_queue.h"
 #include "transport/rnic/device.h"
+#include "transport/rnic/key_source.h"
 #include "transport/rnic/queue_pair.h"
 #include "transport/rnic/region_table.h"
 #include "transport/rnic/srq_state.h"
@@ -69,6 +71,10 @@ struct Stream : public FrameSink {
   bool hello_seen;        // inbound: the HELLO arrived (outbound: true)
   bool dead = false;      // closed; freed at the end of the current Progress
   bool draining = false;  // closing: no more input, flushing what is queued (a DISCONNECT)
+  // Draining, all output sent and our side shut down: input is read and dropped until the
+  // peer closes (or the drain deadline), so that closing never resets a connection whose peer
+  // is still sending (a reset can destroy the NAK we sent before the peer reads it).
+  bool lingering = false;
   bool in_dirty = false;  // listed in Nic::dirty_
   // Outbound: the TCP connect has not completed yet (output waits for it).
   bool connecting = false;
@@ -97,6 +103,17 @@ struct Outstanding {
   // Set when the request failed a local check at post time; it is never sent, and completes
   // with this status once every earlier request has completed.
   rnic::WcStatus local_error = rnic::WcStatus::kSuccess;
+  // A bind or local invalidation: done at post, never sent, completed once it is the oldest
+  // outstanding.
+  bool local_op = false;
+};
+
+// A memory window (rnic/memory_window.h); guarded by Nic::mu_ but for last_key.
+struct WindowCore {
+  uint32_t key = 0;                   // while bound; 0 when unbound
+  uint32_t qp = 0;                    // the QP it is bound to
+  uint32_t region_key = 0;            // the region it lies in
+  std::atomic<uint32_t> last_key{0};  // MemoryWindow::rkey()
 };
 
 // A shared receive queue's receives and the QPs drawing from it; guarded by Nic::mu_.
@@ -131,6 +148,11 @@ struct QpCore {
   std::optional<rnic::RecvWorkRequest> taken;
   bool poisoned = false;  // a local_error request is queued: send nothing more
   uint32_t last_ack_request_psn = 0;
+  absl::flat_hash_set<uint32_t> window_keys;  // windows bound to this QP
+  // The rkey and PSN of the WRITE whose payload is being placed (key 0: none). Invalidating
+  // that key ends it: the rest is dropped and the WRITE refused.
+  uint32_t placing_key = 0;
+  uint32_t placing_psn = 0;
 
   // Responder state.
   uint32_t expected_psn = 0;    // PSN of the next request
@@ -165,6 +187,9 @@ class Nic : public std::enable_shared_from_this<Nic> {
   // Control path (soft_device.cc).
   absl::StatusOr<uint32_t> Register(void* addr, size_t length, uint32_t access);
   void Deregister(uint32_t key);
+  // Memory windows: `handle` is the rnic::MemoryWindow that bind requests name.
+  void AddWindow(const rnic::MemoryWindow* handle, WindowCore* window);
+  void RemoveWindow(const rnic::MemoryWindow* handle, WindowCore* window);
   absl::StatusOr<QpCore*> CreateQp(const rnic::QpConfig& config, std::shared_ptr<CqCore> scq,
                                    std::shared_ptr<CqCore> rcq, std::shared_ptr<SrqCore> srq);
   absl::Status PostSrqRecv(SrqCore* srq, absl::Span<const rnic::RecvWorkRequest> wrs);
@@ -209,6 +234,8 @@ class Nic : public std::enable_shared_from_this<Nic> {
   void ExpireHandshakes(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReadStream(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FeedBuffered(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A lingering stream's input: read and dropped; closes it at the peer's end of stream.
+  void DropInput(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FlushStream(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FlushDirty() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateInterest(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -236,6 +263,16 @@ class Nic : public std::enable_shared_from_this<Nic> {
   const rnic::RecvWorkRequest* ReceiveFor(QpCore* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes and returns the receive ReceiveFor returned.
   rnic::RecvWorkRequest ConsumeReceive(QpCore* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Memory windows (windows.cc). A bind or an invalidation, done at post: kSuccess or why not.
+  rnic::WcStatus BindWindow(QpCore* qp, const rnic::WindowBind& bind)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  rnic::WcStatus InvalidateWindow(QpCore* qp, uint32_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The key stops working: off the region table, the window unbound.
+  void Unbind(WindowCore* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Completes the local operations at the head of `qp`'s outstanding requests that are done.
+  void CompleteLocalOps(QpCore* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The local operation `o` of `qp` at post: done and completed, or queued in order.
+  void PostLocalOp(QpCore* qp, Outstanding o) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends the ACKs in ack_soon_ still owed, and empties it.
   void SendOwedAcks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After a batch of requests read from a stream: for each QP they were for, ACK now if
@@ -326,9 +363,10 @@ class Nic : public std::enable_shared_from_this<Nic> {
   std::thread thread_;
   std::atomic<bool> stop_{false};
 
-  rnic::RegionTable regions_ ABSL_GUARDED_BY(mu_);
-  uint32_t key_salt_;
-  uint32_t next_key_ ABSL_GUARDED_BY(mu_) = 1;
+  rnic::RegionTable regions_ ABSL_GUARDED_BY(mu_);  // regions and bound windows
+  rnic::KeySource keys_ ABSL_GUARDED_BY(mu_) = rnic::KeySource::Random();
+  absl::flat_hash_map<const rnic::MemoryWindow*, WindowCore*> windows_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint32_t, WindowCore*> bound_ ABSL_GUARDED_BY(mu_);  // by key
   uint32_t next_qp_num_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint32_t, std::unique_ptr<QpCore>> qps_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);

@@ -74,7 +74,9 @@ int Nic::ProgressHeld(absl::Duration max_wait) {
       continue;
     }
     if (events[i].events & EPOLLOUT) FlushStream(s);
-    if (!s->dead && !s->draining && (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
+    if (!s->dead && s->lingering && (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
+      DropInput(s);
+    } else if (!s->dead && !s->draining && (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
       ReadStream(s);
     }
   }

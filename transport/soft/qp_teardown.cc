@@ -44,6 +44,9 @@ void Nic::FailQp(QpCore* qp, rnic::WcStatus head_status, absl::string_view reaso
         absl::StrCat("soft qp ", qp->qp_num, " -> error: ", reason));
   }
   qp->state = rnic::QpState::kError;
+  // Its windows' keys stop working with it.
+  while (!qp->window_keys.empty()) Unbind(bound_.at(*qp->window_keys.begin()));
+  qp->placing_key = 0;
   // Off the stream first: its requests not yet sent must not leave once their buffers are the
   // caller's again (the completions below hand them back).
   Detach(qp, tell_peer);
@@ -88,6 +91,7 @@ void Nic::Detach(QpCore* qp, bool tell_peer) {
   if (s->current == qp) {  // a payload of this QP's is being placed: the rest is skipped
     s->reader.DiscardRest();
     s->current = nullptr;
+    qp->placing_key = 0;
   }
   if (tell_peer && !s->dead && !s->draining) EnqueueControl(qp, FrameType::kDisconnect);
   qp->stream = nullptr;
@@ -129,10 +133,17 @@ void Nic::ForgetOutbound(Stream* s) {
 void Nic::CloseStream(Stream* s, bool drain) {
   if (s->dead) return;
   ForgetOutbound(s);
-  if (drain && !s->out.empty()) {
+  if (drain && !s->connecting) {
+    // Queued output first, then our side shuts and input is dropped until the peer's side
+    // closes (FlushStream, DropInput): at most one second.
     s->draining = true;
     s->drain_deadline = absl::Now() + absl::Seconds(1);
-    s->want_write = true;
+    if (s->out.empty()) {
+      shutdown(s->fd, SHUT_WR);
+      s->lingering = true;
+    } else {
+      s->want_write = true;
+    }
     UpdateInterest(s);
     ArmStallTimer();
     return;

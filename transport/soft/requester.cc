@@ -57,6 +57,10 @@ absl::Status Nic::PostSend(QpCore* qp, absl::Span<const rnic::SendWorkRequest> w
       qp->outstanding.push_back(o);
       continue;
     }
+    if (wr.opcode == rnic::Opcode::kBindWindow || wr.opcode == rnic::Opcode::kLocalInvalidate) {
+      PostLocalOp(qp, o);
+      continue;
+    }
     o.psn = qp->next_psn++;
     if (wr.opcode != rnic::Opcode::kRead &&
         (wr.signaled || o.psn - qp->last_ack_request_psn >= kAckRequestInterval ||
@@ -83,7 +87,7 @@ void Nic::EnqueueRequest(QpCore* qp, const Outstanding& o) {
   h.psn = o.psn;
   h.imm = wr.imm;
   h.remote_addr = wr.remote_addr;
-  h.rkey = wr.rkey;
+  h.rkey = wr.opcode == rnic::Opcode::kSendWithInvalidate ? wr.invalidate_rkey : wr.rkey;
   h.qp = qp->peer_qp;
   h.src_qp = qp->qp_num;
   if (wr.opcode == rnic::Opcode::kRead) {
@@ -100,6 +104,7 @@ void Nic::SendOutstanding(QpCore* qp) {
     // A request that failed its local check is never sent, nor anything posted after it (the
     // QP is poisoned: those wait to be flushed), as PostSend does.
     if (o.local_error != rnic::WcStatus::kSuccess) break;
+    if (o.local_op) continue;  // done at post, never sent
     EnqueueRequest(qp, o);
   }
 }
@@ -189,6 +194,11 @@ void Nic::CompleteAckedThrough(QpCore* qp, uint32_t psn, bool inclusive) {
     if (o.local_error != rnic::WcStatus::kSuccess) {
       FailQp(qp, rnic::WcStatus::kFlushed, "local protection error in a send request");
       return;
+    }
+    if (o.local_op) {  // a bind or invalidation: done, and now the oldest
+      CompleteSend(qp, o, rnic::WcStatus::kSuccess);
+      qp->outstanding.pop_front();
+      continue;
     }
     if (inclusive ? !PsnLessEq(o.psn, psn) : !PsnLess(o.psn, psn)) break;
     if (o.wr.opcode == rnic::Opcode::kRead) break;  // completes on its response only

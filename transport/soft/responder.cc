@@ -68,7 +68,7 @@ PayloadPlan Nic::OnRequestHeader(Stream* s, const FrameHeader& h) {
     case FrameType::kWrite:
     case FrameType::kWriteWithImm: {
       rnic::AccessVerdict v =
-          regions_.Check(h.rkey, h.remote_addr, h.payload_len, rnic::kRemoteWrite);
+          regions_.Check(h.rkey, h.remote_addr, h.payload_len, rnic::kRemoteWrite, qp->qp_num);
       if (v != rnic::AccessVerdict::kOk) {
         return Refuse(
             qp, h, rnic::WcStatus::kRemoteAccessError,
@@ -77,10 +77,23 @@ PayloadPlan Nic::OnRequestHeader(Stream* s, const FrameHeader& h) {
       }
       if (h.type == FrameType::kWriteWithImm && ReceiveFor(qp) == nullptr) return not_ready();
       s->current = qp;
+      if (h.payload_len > 0) {
+        qp->placing_key = h.rkey;
+        qp->placing_psn = h.psn;
+      }
       return PlaceAt(h.remote_addr, h.payload_len);
     }
     case FrameType::kSend:
-    case FrameType::kSendWithImm: {
+    case FrameType::kSendWithImm:
+    case FrameType::kSendWithInvalidate: {
+      if (h.type == FrameType::kSendWithInvalidate) {
+        auto w = bound_.find(h.rkey);
+        if (w == bound_.end() || w->second->qp != qp->qp_num) {
+          return Refuse(qp, h, rnic::WcStatus::kRemoteAccessError,
+                        absl::StrCat("SEND_WITH_INVALIDATE of key 0x", absl::Hex(h.rkey),
+                                     ", which names no window bound to this QP"));
+        }
+      }
       const rnic::RecvWorkRequest* r = ReceiveFor(qp);
       if (r == nullptr) return not_ready();
       if (h.payload_len > r->TotalLength()) {
@@ -95,11 +108,14 @@ PayloadPlan Nic::OnRequestHeader(Stream* s, const FrameHeader& h) {
             qp, h, rnic::WcStatus::kRemoteInvalidRequest,
             absl::StrCat("SEND of ", h.payload_len, " bytes into a ", room, "-byte receive"));
       }
+      // Accepted: the window is invalid from here on, before the receive completes.
+      if (h.type == FrameType::kSendWithInvalidate) Unbind(bound_.at(h.rkey));
       s->current = qp;
       return PlaceInto(*r, h.payload_len);
     }
     case FrameType::kReadRequest: {
-      rnic::AccessVerdict v = regions_.Check(h.rkey, h.remote_addr, h.aux, rnic::kRemoteRead);
+      rnic::AccessVerdict v =
+          regions_.Check(h.rkey, h.remote_addr, h.aux, rnic::kRemoteRead, qp->qp_num);
       if (v != rnic::AccessVerdict::kOk) {
         return Refuse(
             qp, h, rnic::WcStatus::kRemoteAccessError,
@@ -116,19 +132,23 @@ PayloadPlan Nic::OnRequestHeader(Stream* s, const FrameHeader& h) {
 
 void Nic::OnRequestDone(QpCore* qp, const FrameHeader& h) {
   ++qp->expected_psn;
+  qp->placing_key = 0;
   switch (h.type) {
     case FrameType::kWrite:
       break;
     case FrameType::kWriteWithImm:
     case FrameType::kSend:
-    case FrameType::kSendWithImm: {
+    case FrameType::kSendWithImm:
+    case FrameType::kSendWithInvalidate: {
       rnic::WorkCompletion wc;
       wc.wr_id = ConsumeReceive(qp).wr_id;
       wc.opcode = h.type == FrameType::kWriteWithImm ? rnic::WcOpcode::kRecvRdmaWithImm
                                                      : rnic::WcOpcode::kRecv;
       wc.byte_len = h.payload_len;
-      wc.has_imm = h.type != FrameType::kSend;
+      wc.has_imm = h.type == FrameType::kWriteWithImm || h.type == FrameType::kSendWithImm;
       wc.imm = wc.has_imm ? h.imm : 0;
+      wc.has_invalidate = h.type == FrameType::kSendWithInvalidate;
+      wc.invalidated_rkey = wc.has_invalidate ? h.rkey : 0;
       wc.qp_num = qp->qp_num;
       Deliver(*qp->recv_cq, wc);
       break;

@@ -7,6 +7,7 @@
 
 #include "transport/base/logging.h"
 #include "transport/conformance/conformance_suite.h"
+#include "transport/conformance/window_suite.h"
 #include "transport/soft/soft_device.h"
 
 namespace unloadkv::rnic {
@@ -26,6 +27,7 @@ struct SoftThreaded {
 };
 
 INSTANTIATE_TYPED_TEST_SUITE_P(SoftThreaded, RnicConformanceTest, SoftThreaded);
+INSTANTIATE_TYPED_TEST_SUITE_P(SoftThreaded, RnicWindowTest, SoftThreaded);
 
 // No progress thread: the owner drives the device by calling Progress, as an event loop does
 // when event_fd() is readable (and CompletionQueue::Poll does when it finds nothing). Here the
@@ -43,6 +45,9 @@ class OwnerDrivenDevice : public Device {
   absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length,
                                                                uint32_t access) override {
     return device_->RegisterMemory(addr, length, access);
+  }
+  absl::StatusOr<std::unique_ptr<MemoryWindow>> AllocateWindow() override {
+    return device_->AllocateWindow();
   }
   absl::StatusOr<std::unique_ptr<CompletionQueue>> CreateCompletionQueue(int capacity) override {
     return device_->CreateCompletionQueue(capacity);
@@ -81,6 +86,7 @@ struct SoftOwnerDriven {
 };
 
 INSTANTIATE_TYPED_TEST_SUITE_P(SoftOwnerDriven, RnicConformanceTest, SoftOwnerDriven);
+INSTANTIATE_TYPED_TEST_SUITE_P(SoftOwnerDriven, RnicWindowTest, SoftOwnerDriven);
 
 }  // namespace
 }  // namespace unloadkv::rnic

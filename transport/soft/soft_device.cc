@@ -94,6 +94,19 @@ class SoftSharedReceiveQueue : public rnic::SharedReceiveQueue {
   std::shared_ptr<Nic> nic_;
 };
 
+class SoftMemoryWindow : public rnic::MemoryWindow {
+ public:
+  explicit SoftMemoryWindow(std::shared_ptr<Nic> nic) : nic_(std::move(nic)) {
+    nic_->AddWindow(this, &core_);
+  }
+  ~SoftMemoryWindow() override { nic_->RemoveWindow(this, &core_); }
+  uint32_t rkey() const override { return core_.last_key.load(std::memory_order_acquire); }
+
+ private:
+  std::shared_ptr<Nic> nic_;
+  WindowCore core_;
+};
+
 class SoftQueuePair : public rnic::QueuePair {
  public:
   SoftQueuePair(QpCore* core, std::shared_ptr<Nic> nic) : core_(core), nic_(std::move(nic)) {}
@@ -133,8 +146,7 @@ Nic::Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thr
       address_(std::move(address)),
       limits_(limits),
       thread_mode_(thread_mode),
-      defer_acks_(defer_acks),
-      key_salt_(std::random_device{}() & 0xfff) {
+      defer_acks_(defer_acks) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = nullptr;  // listener
@@ -184,10 +196,7 @@ absl::StatusOr<uint32_t> Nic::Register(void* addr, size_t length, uint32_t acces
   if (absl::Status st = rnic::CheckRegistration(addr, length, access); !st.ok()) return st;
   access &= ~uint32_t{rnic::kHugePageBacked};  // a translation hint; nothing to model here
   MutexLock l(&mu_);
-  uint32_t key;
-  do {
-    key = (key_salt_ << 20) | (next_key_++ & 0xfffff);
-  } while (key == 0 || regions_.Contains(key));
+  const uint32_t key = keys_.Next([&](uint32_t k) { return regions_.Contains(k); });
   regions_.Insert(key, {reinterpret_cast<uint64_t>(addr), length, access});
   return key;
 }
@@ -195,6 +204,12 @@ absl::StatusOr<uint32_t> Nic::Register(void* addr, size_t length, uint32_t acces
 void Nic::Deregister(uint32_t key) {
   MutexLock l(&mu_);
   regions_.Erase(key);
+  // Its windows go with it.
+  std::vector<WindowCore*> on_it;
+  for (const auto& [k, w] : bound_) {
+    if (w->region_key == key) on_it.push_back(w);
+  }
+  for (WindowCore* w : on_it) Unbind(w);
 }
 
 absl::StatusOr<QpCore*> Nic::CreateQp(const rnic::QpConfig& config, std::shared_ptr<CqCore> scq,
@@ -405,6 +420,10 @@ absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> SoftDevice::RegisterMemory(v
   if (!key.ok()) return key.status();
   rnic::MemoryRegion::Description d{addr, length, *key, *key, access, 4096};
   return std::unique_ptr<rnic::MemoryRegion>(new SoftMemoryRegion(d, nic_));
+}
+
+absl::StatusOr<std::unique_ptr<rnic::MemoryWindow>> SoftDevice::AllocateWindow() {
+  return std::unique_ptr<rnic::MemoryWindow>(new SoftMemoryWindow(nic_));
 }
 
 absl::StatusOr<std::unique_ptr<rnic::CompletionQueue>> SoftDevice::CreateCompletionQueue(

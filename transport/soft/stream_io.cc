@@ -196,7 +196,11 @@ void Nic::FlushStream(Stream* s) {
     }
   }
   if (s->draining) {
-    FinishClose(s);
+    // Everything is sent: our side ends here; the stream closes once the peer's does.
+    shutdown(s->fd, SHUT_WR);
+    s->lingering = true;
+    s->want_write = false;
+    UpdateInterest(s);
     return;
   }
   if (s->want_write) {
@@ -218,7 +222,7 @@ void Nic::FlushDirty() {
 void Nic::UpdateInterest(Stream* s) {
   if (s->dead) return;
   epoll_event ev{};
-  ev.events = (s->draining ? 0 : EPOLLIN) | (s->want_write ? EPOLLOUT : 0);
+  ev.events = (s->draining && !s->lingering ? 0 : EPOLLIN) | (s->want_write ? EPOLLOUT : 0);
   ev.data.ptr = s;
   epoll_ctl(epfd_, EPOLL_CTL_MOD, s->fd, &ev);
 }
@@ -269,6 +273,21 @@ void Nic::ReadStream(Stream* s) {
     return;
   }
   AckTouched();
+}
+
+void Nic::DropInput(Stream* s) {
+  char scratch[16384];
+  for (size_t budget = kReadBudgetBytes; budget > 0;) {
+    ssize_t got = recv(s->fd, scratch, sizeof(scratch), MSG_DONTWAIT);
+    if (got > 0) {
+      budget -= std::min<size_t>(budget, static_cast<size_t>(got));
+      continue;
+    }
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    FinishClose(s);  // the peer closed (or the connection broke): done
+    return;
+  }
 }
 
 void Nic::FeedBuffered(Stream* s) {

@@ -1,6 +1,7 @@
 // The RNIC conformance suite on rdma-core. Without a device (or Soft-RoCE) every case skips
 // with the reason; docs/rdma.md tells how to run it on real hardware.
 #include "transport/conformance/conformance_suite.h"
+#include "transport/conformance/window_suite.h"
 #include "transport/verbs/verbs_device.h"
 
 namespace unloadkv::rnic {
@@ -19,6 +20,7 @@ struct VerbsBackend {
 };
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Verbs, RnicConformanceTest, VerbsBackend);
+INSTANTIATE_TYPED_TEST_SUITE_P(Verbs, RnicWindowTest, VerbsBackend);
 
 }  // namespace
 }  // namespace unloadkv::rnic

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "transport/rnic/backend_objects.h"
+#include "transport/rnic/key_source.h"
 #include "transport/rnic/request_checks.h"
 #include "transport/rnic/srq_state.h"
 #include "transport/verbs/verbs_mapping.h"
@@ -72,10 +73,50 @@ class VerbsMemoryRegion : public rnic::MemoryRegion {
  public:
   VerbsMemoryRegion(const Description& d, ibv_mr* mr) : MemoryRegion(d), mr_(mr) {}
   ~VerbsMemoryRegion() override { ibv_dereg_mr(mr_); }
+  ibv_mr* mr() const { return mr_; }
 
  private:
   ibv_mr* mr_;
 };
+
+// A type-2 window. Its key's upper 24 bits are the device's index; each bind draws the tag.
+class VerbsMemoryWindow : public rnic::MemoryWindow {
+ public:
+  explicit VerbsMemoryWindow(ibv_mw* mw) : mw_(mw), rkey_(mw->rkey) {}
+  ~VerbsMemoryWindow() override { ibv_dealloc_mw(mw_); }
+  uint32_t rkey() const override { return rkey_.load(std::memory_order_acquire); }
+  ibv_mw* mw() const { return mw_; }
+  // The key the next bind gives the window (set once it is posted).
+  uint32_t NextKey() const {
+    const uint32_t random = rnic::KeySource::Random().Next([](uint32_t) { return false; });
+    return NextWindowKey(rkey(), static_cast<uint8_t>(random));
+  }
+  void set_rkey(uint32_t key) { rkey_.store(key, std::memory_order_release); }
+
+ private:
+  ibv_mw* mw_;
+  std::atomic<uint32_t> rkey_;
+};
+
+// Fills the bind part of `wr` from `w`; InvalidArgument for another backend's objects.
+absl::Status FillBind(const rnic::WindowBind& b, size_t index, ibv_send_wr* wr,
+                      VerbsMemoryWindow** window, uint32_t* key) {
+  auto* mw = dynamic_cast<VerbsMemoryWindow*>(b.window);
+  auto* mr = dynamic_cast<const VerbsMemoryRegion*>(b.region);
+  if (mw == nullptr || mr == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PostSend: request ", index, " binds a window or region of another device"));
+  }
+  *window = mw;
+  *key = mw->NextKey();
+  wr->bind_mw.mw = mw->mw();
+  wr->bind_mw.rkey = *key;
+  wr->bind_mw.bind_info.mr = mr->mr();
+  wr->bind_mw.bind_info.addr = b.addr;
+  wr->bind_mw.bind_info.length = b.length;
+  wr->bind_mw.bind_info.mw_access_flags = static_cast<unsigned int>(MapAccess(b.access));
+  return absl::OkStatus();
+}
 
 class VerbsCompletionQueue : public rnic::CompletionQueue {
  public:
@@ -96,6 +137,8 @@ class VerbsCompletionQueue : public rnic::CompletionQueue {
       w.byte_len = wc[i].byte_len;
       w.has_imm = (wc[i].wc_flags & IBV_WC_WITH_IMM) != 0;
       w.imm = w.has_imm ? ntohl(wc[i].imm_data) : 0;
+      w.has_invalidate = (wc[i].wc_flags & IBV_WC_WITH_INV) != 0;
+      w.invalidated_rkey = w.has_invalidate ? wc[i].invalidated_rkey : 0;
       w.qp_num = wc[i].qp_num;
     }
     return n < 0 ? 0 : n;
@@ -260,12 +303,30 @@ class VerbsQueuePair : public rnic::QueuePair {
       if (w.opcode == rnic::Opcode::kWriteWithImm || w.opcode == rnic::Opcode::kSendWithImm) {
         wr.imm_data = htonl(w.imm);
       }
-      if (w.opcode != rnic::Opcode::kSend && w.opcode != rnic::Opcode::kSendWithImm) {
-        wr.wr.rdma.remote_addr = w.remote_addr;
-        wr.wr.rdma.rkey = w.rkey;
+      VerbsMemoryWindow* window = nullptr;
+      uint32_t window_key = 0;
+      switch (w.opcode) {
+        case rnic::Opcode::kBindWindow:
+          if (absl::Status st = FillBind(w.bind, i, &wr, &window, &window_key); !st.ok()) {
+            return st;
+          }
+          break;
+        case rnic::Opcode::kLocalInvalidate:
+        case rnic::Opcode::kSendWithInvalidate:
+          wr.invalidate_rkey = w.invalidate_rkey;
+          break;
+        case rnic::Opcode::kWrite:
+        case rnic::Opcode::kWriteWithImm:
+        case rnic::Opcode::kRead:
+          wr.wr.rdma.remote_addr = w.remote_addr;
+          wr.wr.rdma.rkey = w.rkey;
+          break;
+        default:
+          break;
       }
       ibv_send_wr* bad = nullptr;
       if (int e = ibv_post_send(qp_, &wr, &bad)) return PostError("ibv_post_send", "send", i, e);
+      if (window != nullptr) window->set_rkey(window_key);
     }
     return absl::OkStatus();
   }
@@ -413,6 +474,12 @@ absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> VerbsDevice::RegisterMemory(
   rnic::MemoryRegion::Description desc{
       addr, length, mr->lkey, mr->rkey, access & ~uint32_t{rnic::kHugePageBacked}, 4096};
   return std::unique_ptr<rnic::MemoryRegion>(new VerbsMemoryRegion(desc, mr));
+}
+
+absl::StatusOr<std::unique_ptr<rnic::MemoryWindow>> VerbsDevice::AllocateWindow() {
+  ibv_mw* mw = ibv_alloc_mw(pd_, IBV_MW_TYPE_2);
+  if (mw == nullptr) return VerbError("ibv_alloc_mw(IBV_MW_TYPE_2)", errno);
+  return std::unique_ptr<rnic::MemoryWindow>(new VerbsMemoryWindow(mw));
 }
 
 absl::StatusOr<std::unique_ptr<rnic::CompletionQueue>> VerbsDevice::CreateCompletionQueue(

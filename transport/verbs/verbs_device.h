@@ -37,6 +37,7 @@ class VerbsDevice : public rnic::Device {
   rnic::DeviceLimits limits() const override;
   absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> RegisterMemory(void* addr, size_t length,
                                                                      uint32_t access) override;
+  absl::StatusOr<std::unique_ptr<rnic::MemoryWindow>> AllocateWindow() override;
   absl::StatusOr<std::unique_ptr<rnic::CompletionQueue>> CreateCompletionQueue(
       int capacity) override;
   absl::StatusOr<std::unique_ptr<rnic::QueuePair>> CreateQueuePair(

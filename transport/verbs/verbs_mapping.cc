@@ -20,8 +20,9 @@ rnic::WcStatus MapWcStatus(int s) {
     case IBV_WC_LOC_LEN_ERR:
       return rnic::WcStatus::kLocalLengthError;
     case IBV_WC_LOC_PROT_ERR:
-    case IBV_WC_MW_BIND_ERR:
       return rnic::WcStatus::kLocalProtectionError;
+    case IBV_WC_MW_BIND_ERR:
+      return rnic::WcStatus::kWindowBindError;
     case IBV_WC_REM_ACCESS_ERR:
       return rnic::WcStatus::kRemoteAccessError;
     case IBV_WC_REM_INV_REQ_ERR:
@@ -49,6 +50,10 @@ rnic::WcOpcode MapWcOpcode(int op) {
       return rnic::WcOpcode::kSend;
     case IBV_WC_RECV_RDMA_WITH_IMM:
       return rnic::WcOpcode::kRecvRdmaWithImm;
+    case IBV_WC_BIND_MW:
+      return rnic::WcOpcode::kBindWindow;
+    case IBV_WC_LOCAL_INV:
+      return rnic::WcOpcode::kLocalInvalidate;
     default:
       return rnic::WcOpcode::kRecv;  // IBV_WC_RECV
   }
@@ -66,6 +71,12 @@ int MapSendOpcode(rnic::Opcode op) {
       return IBV_WR_SEND_WITH_IMM;
     case rnic::Opcode::kRead:
       return IBV_WR_RDMA_READ;
+    case rnic::Opcode::kBindWindow:
+      return IBV_WR_BIND_MW;
+    case rnic::Opcode::kLocalInvalidate:
+      return IBV_WR_LOCAL_INV;
+    case rnic::Opcode::kSendWithInvalidate:
+      return IBV_WR_SEND_WITH_INV;
   }
   return IBV_WR_SEND;
 }
@@ -75,7 +86,16 @@ int MapAccess(uint32_t access) {
   if (access & rnic::kLocalWrite) out |= IBV_ACCESS_LOCAL_WRITE;
   if (access & rnic::kRemoteWrite) out |= IBV_ACCESS_REMOTE_WRITE;
   if (access & rnic::kRemoteRead) out |= IBV_ACCESS_REMOTE_READ;
+  if (access & rnic::kMwBind) out |= IBV_ACCESS_MW_BIND;
   return out;
+}
+
+uint32_t NextWindowKey(uint32_t current, uint8_t random_tag) {
+  // ibv_inc_rkey keeps the index (upper 24 bits) and changes the tag; a random tag that is
+  // not the current one makes the next key unpredictable in its 8 free bits.
+  uint8_t tag = random_tag;
+  if (tag == static_cast<uint8_t>(current)) tag = static_cast<uint8_t>(tag + 1);
+  return (current & 0xffffff00u) | tag;
 }
 
 RnrSettings MapRnrTimeout(absl::Duration timeout) {

@@ -24,6 +24,9 @@ rnic::WcOpcode MapWcOpcode(int ibv_opcode);
 int MapSendOpcode(rnic::Opcode op);
 // rnic::Access bits -> ibv_access_flags (kHugePageBacked dropped: the kernel knows).
 int MapAccess(uint32_t access);
+// The key of a type-2 window's next bind: its index (upper 24 bits, the device's) with a new
+// 8-bit tag, `random_tag` unless that is the current one (then the next value).
+uint32_t NextWindowKey(uint32_t current, uint8_t random_tag);
 // QpConfig::rnr_timeout -> (min_rnr_timer code, rnr_retry): infinite -> retry 7 (forever).
 struct RnrSettings {
   uint8_t min_rnr_timer;

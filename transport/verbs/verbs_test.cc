@@ -39,6 +39,21 @@ TEST(VerbsMappingTest, OpcodesAndAccessFlagsMap) {
   EXPECT_FALSE(MapMtu(1500).ok());
 }
 
+TEST(VerbsMappingTest, MemoryWindowsMapToType2Verbs) {
+  EXPECT_EQ(MapSendOpcode(rnic::Opcode::kBindWindow), IBV_WR_BIND_MW);
+  EXPECT_EQ(MapSendOpcode(rnic::Opcode::kLocalInvalidate), IBV_WR_LOCAL_INV);
+  EXPECT_EQ(MapSendOpcode(rnic::Opcode::kSendWithInvalidate), IBV_WR_SEND_WITH_INV);
+  EXPECT_EQ(MapWcOpcode(IBV_WC_BIND_MW), rnic::WcOpcode::kBindWindow);
+  EXPECT_EQ(MapWcOpcode(IBV_WC_LOCAL_INV), rnic::WcOpcode::kLocalInvalidate);
+  EXPECT_EQ(MapWcStatus(IBV_WC_MW_BIND_ERR), rnic::WcStatus::kWindowBindError);
+  EXPECT_EQ(MapAccess(rnic::kLocalWrite | rnic::kMwBind),
+            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+  // A bind keeps the window's index and changes the tag, never to the current one.
+  EXPECT_EQ(NextWindowKey(0x12345600, 0x7f), 0x1234567fu);
+  EXPECT_EQ(NextWindowKey(0x1234567f, 0x7f), 0x12345680u);
+  EXPECT_EQ(NextWindowKey(0x123456ff, 0xff), 0x12345600u);
+}
+
 TEST(VerbsMappingTest, AddressesRoundTripAndBadOnesAreRejected) {
   VerbsAddress a;
   a.lid = 17;
