@@ -329,9 +329,13 @@ void HandleCompletion(const std::shared_ptr<ConnectionState>& cp, const rnic::Wo
           break;
         }
         OnStageReceive(c, wc, stage_lane, staged_valid, copy.length, metrics, out);
+        if (!c.windows.ops.empty()) FinishWindowOps(c, out);  // an invalidation may wait
         break;
       case WrKind::kPoolRecv:
         OnPoolReceive(c, wc, out);
+        break;
+      case WrKind::kWindow:
+        OnWindowCompleted(c, wc, out);
         break;
     }
     std::vector<TargetState::Held> deliver = TakeDeliverable(c);

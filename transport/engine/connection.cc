@@ -195,7 +195,9 @@ uint64_t ConnectionCqEntries(const EngineOptions& o) {
   // Receives: the message pool buffers its peer may fill (at most message_slots credits), the
   // staged writes of its lanes (at most staging_slots credits each) and one unsolicited ack
   // each, and the acks of its own staged writes (at most one per write: send_wrs).
-  return (1 + lanes) * send_wrs + o.message_slots + lanes * (o.staging_slots + 1) + send_wrs;
+  // Plus the main QP's memory-window binds and invalidations (windows.cc).
+  return (1 + lanes) * send_wrs + kWindowWrBudget + o.message_slots +
+         lanes * (o.staging_slots + 1) + send_wrs;
 }
 
 absl::Status Engine::AdmitToPools(ConnectionState& c) {
@@ -278,6 +280,7 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
   c->engine = this;
   c->options = options_;
   c->id = next_connection_++ & 0xffffff;
+  c->table = table_;
   c->worker = static_cast<int>(c->id % workers_.size());
   c->pool = workers_[c->worker]->pool;
   c->send_pool = workers_[c->worker]->send_pool;
@@ -301,7 +304,7 @@ absl::Status Engine::CreateQueuePairs(ConnectionState& c) {
   rnic::QpConfig cfg;
   cfg.send_cq = workers_[c.worker]->cq.get();
   cfg.recv_cq = cfg.send_cq;
-  cfg.max_send_wr = c.initiator.max_send_wrs + kAckSlots;
+  cfg.max_send_wr = c.initiator.max_send_wrs + kAckSlots + kWindowWrBudget;
   cfg.srq = c.pool->srq();
   cfg.rnr_timeout = absl::InfiniteDuration();  // the peer engine always reposts
   absl::StatusOr<std::unique_ptr<rnic::QueuePair>> qp = device_->CreateQueuePair(cfg);

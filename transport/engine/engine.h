@@ -57,6 +57,7 @@
 #include "transport/engine/invariant_checks.h"
 #include "transport/engine/metrics.h"
 #include "transport/engine/policy.h"
+#include "transport/engine/staged_write_check.h"
 #include "transport/rnic/device.h"
 
 namespace unloadkv::engine {
@@ -164,6 +165,16 @@ struct WriteOptions {
   bool lazy_completion = false;
 };
 using SendCallback = std::function<void(rnic::WcStatus)>;
+// A memory window (rnic/memory_window.h) of this engine's device to bind on a connection:
+// [addr, addr + length) of `region` (registered through Engine::RegisterMemory with kMwBind),
+// writable by the connection's peer only.
+struct WindowGrant {
+  rnic::MemoryWindow* window = nullptr;  // unbound; outlives its binding
+  const rnic::MemoryRegion* region = nullptr;
+  uint64_t addr = 0;
+  uint64_t length = 0;
+};
+using WindowCallback = std::function<void(absl::Status)>;
 // Receives each message; the bytes are valid only during the call.
 using MessageHandler = std::function<void(absl::Span<const char>)>;
 
@@ -209,6 +220,25 @@ class Connection {
     ConnectionState* state_;
   };
   Batch BeginBatch();
+
+  // Memory protection (docs/security.md). Binds each window on this connection, writable by
+  // the peer only: the NIC admits the peer's offloaded writes through it, and the unload
+  // workers its staged writes exactly as the NIC would (the window's key, range and this
+  // connection). On return each window's rkey() is its key, valid for the peer once `done`
+  // runs with ok (it is posted in order with the connection's other window work; a failed bind
+  // fails the connection, and `done` gets the error). Fails at once (calls nothing) when the
+  // connection is not connected or failed, for a grant without a window or region, and with
+  // ResourceExhausted when more than 128 window operations would be in flight.
+  absl::Status BindWindows(absl::Span<const WindowGrant> grants, WindowCallback done);
+  // Ends the window `rkey` bound on this connection. From the call on, staged writes through
+  // it are refused; once `done` runs with ok, no write of the peer through it, on either path,
+  // places another byte (the NIC's invalidation completed, and staged writes admitted before
+  // the call are in place). Fails at once for a key not bound on this connection. If the
+  // connection fails first, `done` gets an error: its windows died with its QPs.
+  absl::Status InvalidateWindow(uint32_t rkey, WindowCallback done);
+  // Installs a further check of every staged write of this connection (staged_write_check.h):
+  // what the application knows and the NIC cannot. Null removes it.
+  void SetStagedWriteCheck(std::shared_ptr<const StagedWriteCheck> check);
 
   // Initiator-side queue state, for tests and debugging: once everything posted has completed,
   // all message slots are free and no send WR is outstanding.

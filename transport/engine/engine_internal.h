@@ -26,6 +26,7 @@
 #include "transport/engine/send_slot_pool.h"
 #include "transport/engine/staging_header.h"
 #include "transport/engine/target_state.h"
+#include "transport/engine/window_state.h"
 #include "transport/rnic/region_table.h"
 
 namespace unloadkv::engine {
@@ -57,7 +58,8 @@ enum class WrKind : uint8_t {
   kAck,
   kQuietMessage = 6,
   kPoolRecv,
-  kStagePoolRecv
+  kStagePoolRecv,
+  kWindow,  // a bind or invalidation of a memory window (windows.cc), on the main QP
 };
 inline uint64_t MakeWrId(WrKind k, uint32_t conn, uint32_t index) {
   return (uint64_t{static_cast<uint8_t>(k)} << 56) | (uint64_t{conn & 0xffffff} << 32) | index;
@@ -66,7 +68,8 @@ inline WrKind KindOf(uint64_t wr_id) { return static_cast<WrKind>(wr_id >> 56); 
 inline uint32_t ConnOf(uint64_t wr_id) { return (wr_id >> 32) & 0xffffff; }
 inline uint32_t IndexOf(uint64_t wr_id) { return static_cast<uint32_t>(wr_id); }
 
-// The regions peers may write to, as registered through Engine::RegisterMemory.
+// The regions peers may write to, as registered through Engine::RegisterMemory, and the
+// windows bound on connections (RegionEntry::bound_to = WindowOwner of the connection).
 struct ValidationTable {
   Mutex mu;
   rnic::RegionTable regions ABSL_GUARDED_BY(mu);
@@ -83,6 +86,7 @@ struct ConnectionState {
 
   Mutex mu;
   Engine* engine = nullptr;
+  std::shared_ptr<ValidationTable> table;  // the engine's
   EngineOptions options;
   uint32_t id = 0;
   int worker = 0;  // serves the main QP and lane 0
@@ -121,6 +125,7 @@ struct ConnectionState {
 
   InitiatorState initiator ABSL_GUARDED_BY(mu);
   TargetState target ABSL_GUARDED_BY(mu);
+  WindowState windows ABSL_GUARDED_BY(mu);
 
   // Callbacks due, in post order, and whether a thread is running them (which one). Worker
   // threads complete ops concurrently; queueing under `mu` and running on one thread at a time
@@ -193,6 +198,17 @@ inline uint32_t SignalEvery(const EngineOptions& o) {
 // Every main-QP WR before `main_index` is known complete: quiet messages give back their send
 // slots and queue entries, quiet writes complete.
 void RetireQuietBefore(ConnectionState& c, uint64_t main_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+
+// Memory windows (windows.cc).
+// What the engine's table names as the holder of a window bound on `c` (never 0: regions).
+inline uint32_t WindowOwner(const ConnectionState& c) { return c.id + 1; }
+// A bind or invalidation on the main QP completed.
+void OnWindowCompleted(ConnectionState& c, const rnic::WorkCompletion& wc, Deferred& out)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+// Finishes, in order, the window operations whose work is done; after any staged write commit.
+void FinishWindowOps(ConnectionState& c, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+// The connection failed: pending window operations get an error, its keys leave the table.
+void FailWindows(ConnectionState& c, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 
 // Target-side helpers (staged_write.cc).
 

@@ -14,6 +14,10 @@ const char* ValidationFailureName(ValidationFailure f) {
       return "bad_header";
     case ValidationFailure::kBadSequence:
       return "bad_sequence";
+    case ValidationFailure::kWrongConnection:
+      return "wrong_connection";
+    case ValidationFailure::kNotGranted:
+      return "not_granted";
   }
   return "unknown";
 }

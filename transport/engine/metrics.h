@@ -16,10 +16,12 @@ enum class ValidationFailure : uint8_t {
   kUnknownKey,
   kNoPermission,
   kOutOfBounds,
-  kBadHeader,    // truncated, unknown version, length mismatch, reserved bits
-  kBadSequence,  // not the next sequence number of the connection
+  kBadHeader,        // truncated, unknown version, length mismatch, reserved bits
+  kBadSequence,      // not the next sequence number of the connection
+  kWrongConnection,  // a memory window bound on another connection
+  kNotGranted,       // refused by the connection's StagedWriteCheck (the application's grants)
 };
-inline constexpr int kValidationFailureKinds = 5;
+inline constexpr int kValidationFailureKinds = 7;
 const char* ValidationFailureName(ValidationFailure f);
 
 // Thread-safety: called from engine worker threads concurrently; implementations must be

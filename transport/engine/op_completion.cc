@@ -116,6 +116,7 @@ void FinishInOrder(ConnectionState& c, Deferred& out) {
 
 void FailConnection(ConnectionState& c, Deferred& out, FailScope scope) {
   if (scope == FailScope::kMainFailed || scope == FailScope::kClose) c.qp->SetError();
+  FailWindows(c, out);  // the device unbinds them with the QP; the table forgets them
   // Lanes go down with the first failure (after a refusal only the refusing lane: the
   // initiator must read the NAK before its other lanes see the connection close) or on close.
   if (!c.failed || scope == FailScope::kClose) {

@@ -18,6 +18,8 @@ ValidationFailure FailureOf(rnic::AccessVerdict v) {
       return ValidationFailure::kUnknownKey;
     case rnic::AccessVerdict::kNoPermission:
       return ValidationFailure::kNoPermission;
+    case rnic::AccessVerdict::kWrongQp:
+      return ValidationFailure::kWrongConnection;
     default:
       return ValidationFailure::kOutOfBounds;
   }
@@ -55,14 +57,21 @@ bool ValidateStagedWrite(ConnectionState& c, int lane_index, uint32_t buffer, ui
                         ", staging credits up to ", lane.limit_sent));
     return false;
   }
-  // Exactly the NIC's check, against the regions registered through this engine.
+  // Exactly the NIC's check, against the regions registered through this engine and the
+  // windows bound on this connection; then the application's own (SetStagedWriteCheck).
   rnic::AccessVerdict verdict;
   {
     MutexLock l(&table.mu);
-    verdict = table.regions.Check(h->rkey, h->remote_addr, h->length, rnic::kRemoteWrite);
+    verdict =
+        table.regions.Check(h->rkey, h->remote_addr, h->length, rnic::kRemoteWrite, WindowOwner(c));
+  }
+  ValidationFailure failure = FailureOf(verdict);
+  if (verdict == rnic::AccessVerdict::kOk && c.windows.check != nullptr) {
+    verdict = c.windows.check->Check(h->rkey, h->remote_addr, h->length);
+    failure = ValidationFailure::kNotGranted;
   }
   if (verdict != rnic::AccessVerdict::kOk) {
-    Refuse(c, lane, rnic::WcStatus::kRemoteAccessError, FailureOf(verdict), metrics,
+    Refuse(c, lane, rnic::WcStatus::kRemoteAccessError, failure, metrics,
            absl::StrCat("rkey 0x", absl::Hex(h->rkey), " addr 0x", absl::Hex(h->remote_addr),
                         " len ", h->length));
     return false;

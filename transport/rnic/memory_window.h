@@ -20,6 +20,10 @@ namespace unloadkv::rnic {
 //    on q, when q fails or is destroyed, when its region is deregistered, or when the window is
 //    destroyed. An invalidation takes effect no later than its completion (the receive's, for
 //    SEND_WITH_INVALIDATE).
+//  * A bind or invalidation completes (kBindWindow / kLocalInvalidate) once done. Verbs and the
+//    simulated NIC complete it in send-queue order; the soft RNIC completes it when posted, not
+//    after the QP's earlier requests, whose ACKs a soft peer may delay by milliseconds. Callers
+//    must not infer anything about earlier requests from it.
 //  * Keys are drawn at random (rnic/key_source.h) and never equal a live key of the device.
 //
 // Destroying the window unbinds it. The window must not outlive its device. Thread-safety:

@@ -103,9 +103,6 @@ struct Outstanding {
   // Set when the request failed a local check at post time; it is never sent, and completes
   // with this status once every earlier request has completed.
   rnic::WcStatus local_error = rnic::WcStatus::kSuccess;
-  // A bind or local invalidation: done at post, never sent, completed once it is the oldest
-  // outstanding.
-  bool local_op = false;
 };
 
 // A memory window (rnic/memory_window.h); guarded by Nic::mu_ but for last_key.
@@ -269,10 +266,8 @@ class Nic : public std::enable_shared_from_this<Nic> {
   rnic::WcStatus InvalidateWindow(QpCore* qp, uint32_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The key stops working: off the region table, the window unbound.
   void Unbind(WindowCore* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Completes the local operations at the head of `qp`'s outstanding requests that are done.
-  void CompleteLocalOps(QpCore* qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The local operation `o` of `qp` at post: done and completed, or queued in order.
-  void PostLocalOp(QpCore* qp, Outstanding o) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The local operation `o` of `qp` at post: done and completed.
+  void PostLocalOp(QpCore* qp, const Outstanding& o) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends the ACKs in ack_soon_ still owed, and empties it.
   void SendOwedAcks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After a batch of requests read from a stream: for each QP they were for, ACK now if

@@ -104,7 +104,6 @@ void Nic::SendOutstanding(QpCore* qp) {
     // A request that failed its local check is never sent, nor anything posted after it (the
     // QP is poisoned: those wait to be flushed), as PostSend does.
     if (o.local_error != rnic::WcStatus::kSuccess) break;
-    if (o.local_op) continue;  // done at post, never sent
     EnqueueRequest(qp, o);
   }
 }
@@ -194,11 +193,6 @@ void Nic::CompleteAckedThrough(QpCore* qp, uint32_t psn, bool inclusive) {
     if (o.local_error != rnic::WcStatus::kSuccess) {
       FailQp(qp, rnic::WcStatus::kFlushed, "local protection error in a send request");
       return;
-    }
-    if (o.local_op) {  // a bind or invalidation: done, and now the oldest
-      CompleteSend(qp, o, rnic::WcStatus::kSuccess);
-      qp->outstanding.pop_front();
-      continue;
     }
     if (inclusive ? !PsnLessEq(o.psn, psn) : !PsnLess(o.psn, psn)) break;
     if (o.wr.opcode == rnic::Opcode::kRead) break;  // completes on its response only

@@ -62,22 +62,14 @@ void Nic::Unbind(WindowCore* w) {
   w->qp = 0;
 }
 
-void Nic::PostLocalOp(QpCore* qp, Outstanding o) {
-  o.local_op = true;
+void Nic::PostLocalOp(QpCore* qp, const Outstanding& o) {
   const rnic::SendWorkRequest& wr = o.wr;
   rnic::WcStatus st = wr.opcode == rnic::Opcode::kBindWindow
                           ? BindWindow(qp, wr.bind)
                           : InvalidateWindow(qp, wr.invalidate_rkey);
   if (st != rnic::WcStatus::kSuccess) {
-    // As a local protection error: completes in order with this status, failing the QP.
-    o.local_error = st;
-    if (qp->outstanding.empty()) {
-      CompleteSend(qp, o, st);
-      FailQp(qp, rnic::WcStatus::kFlushed, "memory window bind or invalidation refused");
-      return;
-    }
-    qp->poisoned = true;
-    qp->outstanding.push_back(o);
+    CompleteSend(qp, o, st);
+    FailQp(qp, rnic::WcStatus::kFlushed, "memory window bind or invalidation refused");
     return;
   }
   // A WRITE through the key may be mid-placement (its header passed the check before the
@@ -96,17 +88,9 @@ void Nic::PostLocalOp(QpCore* qp, Outstanding o) {
     CompleteSend(qp, o, rnic::WcStatus::kFlushed);
     return;
   }
-  qp->outstanding.push_back(o);
-  CompleteLocalOps(qp);
-}
-
-void Nic::CompleteLocalOps(QpCore* qp) {
-  while (!qp->outstanding.empty()) {
-    const Outstanding& o = qp->outstanding.front();
-    if (!o.local_op || o.local_error != rnic::WcStatus::kSuccess) return;
-    CompleteSend(qp, o, rnic::WcStatus::kSuccess);
-    qp->outstanding.pop_front();
-  }
+  // Done, and completed now: not after the QP's earlier requests, whose ACKs a soft peer may
+  // delay (docs/wire-soft.md, memory windows).
+  CompleteSend(qp, o, rnic::WcStatus::kSuccess);
 }
 
 }  // namespace unloadkv::soft

@@ -1,0 +1,181 @@
+// Memory windows a connection grants its peer (Connection::BindWindows, InvalidateWindow):
+// binds and invalidations posted on the main QP in order, their keys in the engine's
+// validation table (so that staged writes are checked as the NIC checks offloaded ones), and
+// an invalidation that also waits for the staged writes admitted before it.
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "transport/engine/engine_internal.h"
+
+namespace unloadkv::engine {
+namespace {
+
+// Posts queued window WRs while the budget allows. False when the QP refused one (the
+// connection is then failed by the caller).
+bool PostWindowWrs(ConnectionState& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  WindowState& w = c.windows;
+  while (!w.unposted.empty() && w.posted < kWindowWrBudget) {
+    if (!c.qp->PostSend(w.unposted.front()).ok()) return false;
+    w.unposted.pop_front();
+    ++w.posted;
+  }
+  return true;
+}
+
+rnic::SendWorkRequest WindowWr(ConnectionState& c, rnic::SendWorkRequest wr)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  wr.wr_id = MakeWrId(WrKind::kWindow, c.id, static_cast<uint32_t>(c.windows.next_index++));
+  wr.signaled = true;
+  return wr;
+}
+
+}  // namespace
+
+absl::Status Connection::BindWindows(absl::Span<const WindowGrant> grants, WindowCallback done) {
+  ConnectionState& c = *state_;
+  for (const WindowGrant& g : grants) {
+    if (g.window == nullptr || g.region == nullptr || g.length == 0) {
+      return absl::InvalidArgumentError("BindWindows: a grant without window, region or bytes");
+    }
+  }
+  Deferred out;
+  {
+    MutexLock l(&c.mu);
+    if (!c.connected || c.failed) {
+      return absl::FailedPreconditionError("BindWindows: connection not connected or failed");
+    }
+    // Binds never wait behind queued work: their keys are drawn when posted, and the caller
+    // needs them on return.
+    if (!c.windows.unposted.empty() || c.windows.posted + grants.size() > kWindowWrBudget) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "BindWindows: ", c.windows.posted + c.windows.unposted.size(),
+          " window operations in flight on this connection, at most ", kWindowWrBudget));
+    }
+    WindowOp op;
+    op.done = std::move(done);
+    for (const WindowGrant& g : grants) {
+      rnic::SendWorkRequest wr = WindowWr(
+          c, rnic::MakeBindWindow(0, g.window, *g.region, g.addr, g.length, rnic::kRemoteWrite));
+      if (absl::Status st = c.qp->PostSend(wr); !st.ok()) {
+        FailConnection(c, out, FailScope::kMainFailed);
+        QueueCallbacks(c, out);
+        return st;
+      }
+      ++c.windows.posted;
+      ++op.completions_due;
+    }
+    {
+      MutexLock t(&c.table->mu);
+      for (const WindowGrant& g : grants) {
+        const uint32_t key = g.window->rkey();
+        c.table->regions.Insert(
+            key, {g.addr, g.length, rnic::kRemoteWrite, WindowOwner(c), g.region->lkey()});
+        c.windows.keys.insert(key);
+      }
+    }
+    if (grants.empty()) {
+      out.push_back([d = std::move(op.done)] { d(absl::OkStatus()); });
+    } else {
+      c.windows.ops.push_back(std::move(op));
+    }
+    QueueCallbacks(c, out);
+  }
+  RunCallbacks(c);
+  return absl::OkStatus();
+}
+
+absl::Status Connection::InvalidateWindow(uint32_t rkey, WindowCallback done) {
+  ConnectionState& c = *state_;
+  Deferred out;
+  {
+    MutexLock l(&c.mu);
+    if (!c.windows.keys.contains(rkey)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("InvalidateWindow: key 0x", absl::Hex(rkey), " is bound on no window here"));
+    }
+    if (c.failed) return absl::FailedPreconditionError("InvalidateWindow: connection failed");
+    // Staged writes are refused from here on (a worker validating one holds c.mu, so none is
+    // between its check and its count in in_hand).
+    {
+      MutexLock t(&c.table->mu);
+      c.table->regions.Erase(rkey);
+    }
+    c.windows.keys.erase(rkey);
+    WindowOp op;
+    op.invalidation = true;
+    op.done = std::move(done);
+    op.completions_due = 1;
+    for (size_t k = 0; k < c.lanes.size(); ++k) {
+      op.drain_to[k] = c.lanes[k].expected_seq + c.lanes[k].in_hand;
+    }
+    c.windows.unposted.push_back(WindowWr(c, rnic::MakeLocalInvalidate(0, rkey)));
+    c.windows.ops.push_back(std::move(op));
+    if (!PostWindowWrs(c)) FailConnection(c, out, FailScope::kMainFailed);
+    QueueCallbacks(c, out);
+  }
+  RunCallbacks(c);
+  return absl::OkStatus();
+}
+
+void Connection::SetStagedWriteCheck(std::shared_ptr<const StagedWriteCheck> check) {
+  MutexLock l(&state_->mu);
+  state_->windows.check = std::move(check);
+}
+
+void OnWindowCompleted(ConnectionState& c, const rnic::WorkCompletion& wc, Deferred& out) {
+  WindowState& w = c.windows;
+  if (w.posted > 0) --w.posted;
+  for (WindowOp& op : w.ops) {
+    if (op.completions_due == 0) continue;
+    --op.completions_due;
+    if (wc.status != rnic::WcStatus::kSuccess && op.status.ok()) {
+      op.status = absl::UnavailableError(
+          absl::StrCat(op.invalidation ? "window invalidation" : "window bind",
+                       " failed: ", rnic::WcStatusName(wc.status)));
+    }
+    break;
+  }
+  if (wc.status != rnic::WcStatus::kSuccess) {
+    FailConnection(c, out, FailScope::kMainFailed);
+    return;
+  }
+  if (!PostWindowWrs(c)) {
+    FailConnection(c, out, FailScope::kMainFailed);
+    return;
+  }
+  FinishWindowOps(c, out);
+}
+
+void FinishWindowOps(ConnectionState& c, Deferred& out) {
+  WindowState& w = c.windows;
+  while (!w.ops.empty()) {
+    WindowOp& op = w.ops.front();
+    if (op.completions_due > 0) return;
+    if (op.invalidation) {
+      for (size_t k = 0; k < c.lanes.size(); ++k) {
+        if (c.lanes[k].expected_seq < op.drain_to[k]) return;
+      }
+    }
+    out.push_back([d = std::move(op.done), st = op.status] { d(st); });
+    w.ops.pop_front();
+  }
+}
+
+void FailWindows(ConnectionState& c, Deferred& out) {
+  WindowState& w = c.windows;
+  for (WindowOp& op : w.ops) {
+    absl::Status st =
+        op.status.ok() ? absl::UnavailableError("the connection failed: its windows died with it")
+                       : op.status;
+    out.push_back([d = std::move(op.done), st] { d(st); });
+  }
+  w.ops.clear();
+  w.unposted.clear();
+  if (!w.keys.empty()) {
+    MutexLock t(&c.table->mu);
+    for (uint32_t key : w.keys) c.table->regions.Erase(key);
+  }
+  w.keys.clear();
+}
+
+}  // namespace unloadkv::engine
