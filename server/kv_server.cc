@@ -202,6 +202,7 @@ absl::Status KvServer::StartEngine() {
                                      embedded != nullptr ? embedded->checks : nullptr);
   if (!engine.ok()) return engine.status();
   engine_ = std::move(*engine);
+  if (options_.memory_protection) grant_windows_ = std::make_unique<GrantWindows>(device_);
   return absl::OkStatus();
 }
 
@@ -237,10 +238,15 @@ ShardTable::Factory KvServer::ReplicaFactory(bool huge_pages) {
   void* const base = options_.embedding != nullptr ? options_.embedding->arena_address : nullptr;
   const uint64_t stride = (arena_bytes + (uint64_t{1} << 30) - 1) & ~((uint64_t{1} << 30) - 1);
   auto created = std::make_shared<uint64_t>(0);
+  ShardReplica::Protection protection;
+  protection.windows = grant_windows_ != nullptr;
+  if (GrantWindows* windows = grant_windows_.get()) {
+    protection.on_demoted = [windows](uint32_t shard) { windows->RevokeShard(shard); };
+  }
   return [=](uint32_t shard) {
     void* address = base == nullptr ? nullptr : static_cast<char*>(base) + (*created)++ * stride;
     return ShardReplica::Create(engine, shard, arena_bytes, huge_pages, reaper, close_peer, address,
-                                grant_quota);
+                                grant_quota, protection);
   };
 }
 
@@ -286,6 +292,7 @@ KvService::Hooks KvServer::ServiceHooks() {
     };
   }
   hooks.network_cut = options_.network_cut;
+  hooks.grant_windows = grant_windows_.get();
   return hooks;
 }
 
@@ -410,6 +417,7 @@ void KvServer::ClosePeer(uint64_t id) {
 }
 
 void KvServer::DropClient(uint64_t id) {
+  if (grant_windows_ != nullptr) grant_windows_->DropClient(id);
   for (const std::shared_ptr<ShardReplica>& r : shards_->All()) r->store().DropClient(id);
 }
 

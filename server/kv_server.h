@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "server/admission.h"
 #include "server/cluster_node.h"
+#include "server/grant_windows.h"
 #include "server/kv_service.h"
 #include "server/kv_store.h"
 #include "server/reaper.h"
@@ -97,6 +98,11 @@ struct KvServerOptions {
   // host (0: no cap but max_connections); how long a client connection may send nothing
   // before it is closed (zero: never; node connections are exempt).
   uint64_t max_grant_bytes_per_connection = 0;
+  // Memory protection (docs/security.md): a client writes only the slots it was granted and has
+  // not used yet, on both paths (grant windows and the unload workers' grant check), and a
+  // backup's mirror only its attached primary. Off (kvserver --memory_protection=false) only
+  // to measure what protection costs: any client may then write any byte of the arena.
+  bool memory_protection = true;
   int max_connections_per_host = 0;
   absl::Duration idle_timeout = absl::ZeroDuration();
   // Cluster mode (docs/cluster.md): with `etcd` (or an injected `cluster_map`) the node joins
@@ -224,7 +230,10 @@ class KvServer {
   std::string connection_budget_;
   std::unique_ptr<cluster::ClusterMap> owned_map_;  // etcd, when not injected
   std::unique_ptr<cluster::ClusterMap> cut_map_;    // the map behind the injectable cut
-  std::unique_ptr<ShardTable> shards_;              // before the engine stops: MRs in it
+  // Windows of clients' grants: device objects, so after the engine's device is open and
+  // before its end; outlives the shards (a replica destroyed as primary revokes through it).
+  std::unique_ptr<GrantWindows> grant_windows_;
+  std::unique_ptr<ShardTable> shards_;  // before the engine stops: MRs in it
   std::unique_ptr<KvService> service_;
   std::unique_ptr<rpc::RpcServer> rpc_;
   std::unique_ptr<Admission> admission_;

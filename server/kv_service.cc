@@ -116,15 +116,34 @@ void KvService::Grant(const Peer& peer, const proto::GrantRequest& req,
       replica->store().GrantSlots(peer.id, req.size(), req.count(), &over_quota);
   if (over_quota && metrics_ != nullptr) metrics_->OnGrantRefused("connection_quota");
   if (!grants.ok()) return reply(grants.status());
-  proto::GrantResponse resp;
-  for (const KvStore::Grant& g : *grants) {
-    proto::SlotGrant* pg = resp.add_grants();
-    pg->set_grant_id(g.id);
-    pg->set_addr(replica->arena_addr() + g.slot.offset);
-    pg->set_rkey(replica->arena_rkey());
-    pg->set_capacity(g.slot.capacity);
+  auto answer = [replica, reply, grants = *grants](const std::vector<uint32_t>& keys) {
+    proto::GrantResponse resp;
+    for (size_t i = 0; i < grants.size(); ++i) {
+      proto::SlotGrant* pg = resp.add_grants();
+      pg->set_grant_id(grants[i].id);
+      pg->set_addr(replica->arena_addr() + grants[i].slot.offset);
+      pg->set_rkey(keys[i]);
+      pg->set_capacity(grants[i].slot.capacity);
+    }
+    reply(std::move(resp));
+  };
+  GrantWindows* windows = hooks_.grant_windows;
+  if (windows == nullptr || !replica->protected_memory()) {
+    return answer(std::vector<uint32_t>(grants->size(), replica->arena_rkey()));
   }
-  reply(std::move(resp));
+  // Each grant a window onto exactly its slot, on this client's connection; its staged writes
+  // are checked against the same grants.
+  std::shared_ptr<engine::Connection> conn = peer.connection.lock();
+  if (conn == nullptr) {
+    for (const KvStore::Grant& g : *grants) replica->store().RevokeGrant(peer.id, g.id);
+    return reply(absl::UnavailableError("GRANT: the connection is closing"));
+  }
+  conn->SetStagedWriteCheck(windows->ChecksFor(peer.id));
+  windows->Bind(conn, peer.id, replica->id(), replica->store(), *grants, replica->arena_region(),
+                [answer, reply](absl::StatusOr<std::vector<uint32_t>> keys) {
+                  if (!keys.ok()) return reply(keys.status());
+                  answer(*keys);
+                });
 }
 
 void KvService::Put(const Peer& peer, const proto::PutRequest& req,
@@ -132,20 +151,29 @@ void KvService::Put(const Peer& peer, const proto::PutRequest& req,
   if (absl::Status st = proto::CheckKey(req.key()); !st.ok()) return reply(st);
   std::shared_ptr<ShardReplica> replica = shards_->PrimaryFor(req.key());
   if (replica == nullptr) return reply(NotPrimary("the key's shard"));
-  absl::StatusOr<KvStore::Mutation> m =
-      req.merge_fields()
-          ? replica->store().PrepareMerge(peer.id, req.key(), req.grant_id(), req.value_size())
-          : replica->store().PreparePut(peer.id, req.key(), req.grant_id(), req.value_size());
-  if (!m.ok()) return reply(m.status());
-  const int path = proto::WritePath_IsValid(req.value_path()) ? req.value_path() : 0;
-  value_writes_[path].fetch_add(1, std::memory_order_relaxed);
-  if (metrics_ != nullptr) metrics_->OnValueWrite(static_cast<proto::WritePath>(path));
-  replica->Submit(std::move(*m), [reply](absl::StatusOr<uint64_t> v) {
-    if (!v.ok()) return reply(v.status());
-    proto::PutResponse resp;
-    resp.set_version(*v);
-    reply(std::move(resp));
-  });
+  auto publish = [this, peer_id = peer.id, replica, req, reply] {
+    absl::StatusOr<KvStore::Mutation> m =
+        req.merge_fields()
+            ? replica->store().PrepareMerge(peer_id, req.key(), req.grant_id(), req.value_size())
+            : replica->store().PreparePut(peer_id, req.key(), req.grant_id(), req.value_size());
+    if (!m.ok()) return reply(m.status());
+    const int path = proto::WritePath_IsValid(req.value_path()) ? req.value_path() : 0;
+    value_writes_[path].fetch_add(1, std::memory_order_relaxed);
+    if (metrics_ != nullptr) metrics_->OnValueWrite(static_cast<proto::WritePath>(path));
+    replica->Submit(std::move(*m), [reply](absl::StatusOr<uint64_t> v) {
+      if (!v.ok()) return reply(v.status());
+      proto::PutResponse resp;
+      resp.set_version(*v);
+      reply(std::move(resp));
+    });
+  };
+  if (hooks_.grant_windows == nullptr) return publish();
+  // The grant's window ends before its value is published: no byte lands in a published slot.
+  if (absl::Status st =
+          hooks_.grant_windows->Release(peer.id, replica->id(), req.grant_id(), publish);
+      !st.ok()) {
+    reply(st);
+  }
 }
 
 void KvService::Get(const Peer&, const proto::GetRequest& req, Reply<proto::GetResponse> reply) {
@@ -236,7 +264,17 @@ void KvService::Attach(const Peer& peer, const proto::AttachRequest& req,
   if (!replica.ok()) return reply(replica.status());
   proto::AttachRequest checked = req;
   checked.set_primary(peer.user);  // logged as who proved it, not as what it claims
-  reply((*replica)->Attach(checked, peer.id));
+  absl::StatusOr<proto::AttachResponse> resp = (*replica)->Attach(checked, peer.id);
+  if (!resp.ok() || !(*replica)->protected_memory()) return reply(resp);
+  // The primary writes the mirror through a window bound on its own connection only.
+  std::shared_ptr<engine::Connection> conn = peer.connection.lock();
+  if (conn == nullptr) return reply(absl::UnavailableError("REPLICA_ATTACH: connection closing"));
+  (*replica)->BindMirror(conn, peer.id,
+                         [resp = *resp, reply](absl::StatusOr<uint32_t> key) mutable {
+                           if (!key.ok()) return reply(key.status());
+                           resp.set_arena_rkey(*key);
+                           reply(std::move(resp));
+                         });
 }
 
 void KvService::Replicate(const Peer& peer, const proto::ReplicateRequest& req,

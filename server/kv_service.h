@@ -24,6 +24,7 @@
 
 #include "proto/kv.pb.h"
 #include "proto/replication.pb.h"
+#include "server/grant_windows.h"
 #include "server/server_metrics.h"
 #include "server/shard_table.h"
 #include "transport/base/clock.h"
@@ -50,6 +51,8 @@ class KvService {
     // Fault injection (nullable): while set, requests from other nodes go unanswered, as if
     // the network to them were down.
     const std::atomic<bool>* network_cut = nullptr;
+    // Memory protection (nullable: off): the windows of clients' grants.
+    GrantWindows* grant_windows = nullptr;
   };
   KvService(ShardTable* shards, ServerMetrics* metrics, const Clock* clock, Hooks hooks);
 

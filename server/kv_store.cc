@@ -298,6 +298,14 @@ size_t KvStore::DropClient(uint64_t client) {
   return freed.size();
 }
 
+bool KvStore::RevokeGrant(uint64_t client, uint64_t grant_id) {
+  MutexLock l(&mu_);
+  absl::StatusOr<Slot> slot = TakeGrantLocked(client, grant_id, 0);
+  if (!slot.ok()) return false;
+  slabs_.Free(*slot);
+  return true;
+}
+
 KvStore::Stats KvStore::stats() const {
   MutexLock l(&mu_);
   return Stats{index_.size(), slabs_.capacity_bytes(), slabs_.used_bytes(), grants_.size()};

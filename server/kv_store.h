@@ -140,6 +140,9 @@ class KvStore {
   // The client's connection ended: its outstanding grants are revoked and their slots freed.
   // Returns how many.
   size_t DropClient(uint64_t client);
+  // Revokes one unused grant of `client` and frees its slot (its memory window could not be
+  // bound); false when it is no unused grant of the client.
+  bool RevokeGrant(uint64_t client, uint64_t grant_id);
   Stats stats() const;
 
  private:

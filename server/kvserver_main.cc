@@ -55,6 +55,10 @@ DEFINE_bool(insecure, false,
 DEFINE_uint64(max_grant_bytes_per_connection, 0,
               "bytes of arena slots one connection may hold in unused grants, per shard "
               "replica; 0: arena_bytes / 32");
+DEFINE_bool(memory_protection, true,
+            "clients write only the slots granted to them and not yet used, on both paths (a "
+            "memory window per grant; docs/security.md); false only to measure what that "
+            "costs: any client may then write any byte of the arena");
 DEFINE_int32(max_connections_per_host, 0,
              "client connections from one host address at once; 0: no cap but "
              "--max_connections");
@@ -98,6 +102,7 @@ unloadkv::server::KvServerOptions OptionsFromFlags() {
   o.auth_file = FLAGS_auth_file;
   o.insecure = FLAGS_insecure;
   o.max_grant_bytes_per_connection = FLAGS_max_grant_bytes_per_connection;
+  o.memory_protection = FLAGS_memory_protection;
   o.max_connections_per_host = FLAGS_max_connections_per_host;
   o.idle_timeout = absl::Seconds(FLAGS_idle_timeout_s);  // negative: refused by Start
   o.etcd_security.ca_file = FLAGS_etcd_ca;
@@ -130,11 +135,15 @@ void PrintStartup(const unloadkv::server::KvServer& s) {
       "kvserver: arena %llu MiB on %s; staging rings on %s\n"
       "kvserver: metrics at %s\n"
       "kvserver: max_connections %s\n"
-      "kvserver: authentication: %s\n",
+      "kvserver: authentication: %s\n"
+      "kvserver: memory protection: %s\n",
       s.address().c_str(), s.transport().c_str(),
       static_cast<unsigned long long>(FLAGS_arena_bytes >> 20), s.arena_memory().c_str(),
       s.staging_memory().c_str(), s.metrics_url().empty() ? "(off)" : s.metrics_url().c_str(),
-      s.connection_budget().c_str(), s.auth_summary().c_str());
+      s.connection_budget().c_str(), s.auth_summary().c_str(),
+      FLAGS_memory_protection ? "on (each grant a memory window; unloads checked against grants)"
+                              : "OFF (--memory_protection=false): any client may write any "
+                                "byte of the arena");
   if (s.clustered()) {
     std::printf("kvserver: node %s of cluster %s (etcd at %s)\n", FLAGS_node.c_str(),
                 FLAGS_cluster.c_str(), FLAGS_etcd.c_str());

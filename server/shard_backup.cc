@@ -13,6 +13,7 @@ absl::StatusOr<proto::AttachResponse> ShardReplica::Attach(const proto::AttachRe
   std::map<std::string, LinkState> closed;
   absl::StatusOr<proto::AttachResponse> result;
   uint64_t old_peer = 0;
+  bool was_primary = false;
   {
     MutexLock l(&mu_);
     if (req.epoch() < fence_) {
@@ -25,6 +26,7 @@ absl::StatusOr<proto::AttachResponse> ShardReplica::Attach(const proto::AttachRe
           arena_bytes_, "; give every node the same --arena_bytes"));
     }
     if (role_ == Role::kPrimary) {
+      was_primary = true;
       // A newer primary exists: this one was deposed without learning it yet.
       FailPendingLocked(absl::StrCat("node ", req.primary(), " took over at epoch ", req.epoch()),
                         &out);
@@ -47,6 +49,8 @@ absl::StatusOr<proto::AttachResponse> ShardReplica::Attach(const proto::AttachRe
   if (old_peer != 0 && close_peer_) close_peer_(old_peer);
   Retire(&closed);
   for (auto& f : out) f();
+  // Before the new primary writes the mirror: clients' windows onto it end here.
+  Demoted(was_primary);
   return result;
 }
 
@@ -94,6 +98,40 @@ absl::StatusOr<proto::ReplicateResponse> ShardReplica::Apply(const proto::Replic
   proto::ReplicateResponse resp;
   resp.set_applied_seq(applied_seq_);
   return resp;
+}
+
+void ShardReplica::BindMirror(const std::shared_ptr<engine::Connection>& conn, uint64_t peer,
+                              std::function<void(absl::StatusOr<uint32_t>)> done) {
+  if (!protection_.windows) return done(mr_->rkey());
+  rnic::MemoryWindow* window = nullptr;
+  {
+    MutexLock l(&mu_);
+    if (primary_peer_ != peer) {
+      return done(absl::AbortedError(
+          absl::StrCat("shard ", id_, ": connection ", peer, " is not the attached primary's")));
+    }
+    if (mirror_window_ != nullptr && mirror_peer_ == peer) return done(mirror_window_->rkey());
+    // A window of an earlier primary's connection died with it (close_peer_ closed it).
+    absl::StatusOr<std::unique_ptr<rnic::MemoryWindow>> w = device_->AllocateWindow();
+    if (!w.ok()) return done(w.status());
+    mirror_window_ = std::move(*w);
+    mirror_peer_ = peer;
+    window = mirror_window_.get();
+  }
+  engine::WindowGrant g{window, mr_.get(), mr_->address(), arena_bytes_};
+  std::weak_ptr<ShardReplica> self = weak_from_this();
+  absl::Status st = conn->BindWindows({&g, 1}, [self, window, done](absl::Status s) {
+    std::shared_ptr<ShardReplica> r = self.lock();
+    if (!s.ok() || r == nullptr) return done(s.ok() ? absl::AbortedError("replica gone") : s);
+    uint32_t key = 0;
+    {
+      MutexLock l(&r->mu_);
+      if (r->mirror_window_.get() == window) key = window->rkey();
+    }
+    if (key == 0) return done(absl::AbortedError("another primary attached meanwhile"));
+    done(key);
+  });
+  if (!st.ok()) done(st);
 }
 
 }  // namespace unloadkv::server

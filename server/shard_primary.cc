@@ -118,6 +118,7 @@ void ShardReplica::OnAck(const std::string& node, uint64_t seq, bool snapshot,
                          const absl::StatusOr<proto::ReplicateResponse>& r) {
   Callbacks out;
   std::map<std::string, LinkState> closed;
+  bool deposed = false;
   {
     MutexLock l(&mu_);
     auto it = links_.find(node);
@@ -130,6 +131,7 @@ void ShardReplica::OnAck(const std::string& node, uint64_t seq, bool snapshot,
             absl::StrCat("shard ", id_, ": backup ", node, " refused epoch ", epoch_, " (",
                          r.status().message(), "); stepping down"));
         role_ = Role::kDeposed;
+        deposed = true;
         FailPendingLocked(absl::StrCat("deposed at epoch ", epoch_), &out);
         closed.swap(links_);
       } else if (!ls.failed) {
@@ -146,6 +148,7 @@ void ShardReplica::OnAck(const std::string& node, uint64_t seq, bool snapshot,
   }
   Retire(&closed);
   for (auto& f : out) f();
+  Demoted(deposed);
 }
 
 }  // namespace unloadkv::server

@@ -10,9 +10,11 @@ namespace unloadkv::server {
 absl::StatusOr<std::shared_ptr<ShardReplica>> ShardReplica::Create(
     engine::Engine* engine, uint32_t id, uint64_t arena_bytes, bool huge_pages, Reaper* reaper,
     std::function<void(uint64_t)> close_peer, void* address_hint,
-    uint64_t max_grant_bytes_per_client) {
+    uint64_t max_grant_bytes_per_client, Protection protection) {
   std::shared_ptr<ShardReplica> r(new ShardReplica());
   r->id_ = id;
+  r->protection_ = std::move(protection);
+  r->device_ = engine->device();
   r->reaper_ = reaper;
   r->close_peer_ = std::move(close_peer);
   r->arena_bytes_ = arena_bytes;
@@ -21,7 +23,10 @@ absl::StatusOr<std::shared_ptr<ShardReplica>> ShardReplica::Create(
     return absl::ResourceExhaustedError(
         absl::StrCat("arena: cannot map ", arena_bytes, " bytes; lower --arena_bytes"));
   }
-  uint32_t access = rnic::kLocalWrite | rnic::kRemoteWrite | rnic::kRemoteRead;
+  // Least privilege: nothing reads an arena remotely; with windows nothing writes it through
+  // the arena's own key either.
+  uint32_t access =
+      rnic::kLocalWrite | (r->protection_.windows ? rnic::kMwBind : rnic::kRemoteWrite);
   if (r->memory_->huge()) access |= rnic::kHugePageBacked;
   auto mr = engine->RegisterMemory(r->memory_->data(), r->memory_->size(), access);
   if (!mr.ok()) return mr.status();
@@ -36,13 +41,25 @@ absl::StatusOr<std::shared_ptr<ShardReplica>> ShardReplica::Create(
 ShardReplica::~ShardReplica() {
   std::map<std::string, LinkState> links;
   Callbacks out;
+  bool was_primary;
+  uint64_t mirror_peer;
   {
     MutexLock l(&mu_);
     links.swap(links_);
     FailPendingLocked("replica closed", &out);
+    was_primary = role_ == Role::kPrimary;
+    mirror_peer = mirror_peer_;
   }
   for (auto& f : out) f();
   Retire(&links);  // their callbacks find the replica gone
+  // Its arena goes away: no window onto it may outlive this (the primary's connection would
+  // keep the mirror window's key in its engine table).
+  if (mirror_peer != 0 && close_peer_) close_peer_(mirror_peer);
+  Demoted(was_primary);
+}
+
+void ShardReplica::Demoted(bool was_primary) {
+  if (was_primary && protection_.on_demoted) protection_.on_demoted(id_);
 }
 
 void ShardReplica::Retire(std::map<std::string, LinkState>* links) {
@@ -114,8 +131,10 @@ void ShardReplica::StepDown(const std::string& why) {
   Callbacks out;
   std::map<std::string, LinkState> closed;
   uint64_t old_peer;
+  bool was_primary;
   {
     MutexLock l(&mu_);
+    was_primary = role_ == Role::kPrimary;
     if (role_ == Role::kPrimary) role_ = Role::kDeposed;
     FailPendingLocked(why, &out);
     closed.swap(links_);
@@ -127,6 +146,7 @@ void ShardReplica::StepDown(const std::string& why) {
   // forever (found by cluster_sim, seed 5 of the partition sweep).
   if (old_peer != 0 && close_peer_) close_peer_(old_peer);
   for (auto& f : out) f();
+  Demoted(was_primary);
 }
 
 void ShardReplica::Tick() {

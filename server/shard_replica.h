@@ -38,6 +38,17 @@
 
 namespace unloadkv::server {
 
+// Memory protection (docs/security.md): with `windows`, the arena carries no remote right of
+// its own; clients write it through grant windows (grant_windows.h) and the attached primary
+// through one window over the whole arena bound on its connection (BindMirror). Without, the
+// arena is remote-writable through its own key (for measuring what protection costs).
+// `on_demoted(shard)` runs (outside the replica's lock) whenever the replica stops being the
+// shard's primary or is destroyed as one: what clients were granted must end.
+struct ReplicaProtection {
+  bool windows = false;
+  std::function<void(uint32_t shard)> on_demoted;
+};
+
 class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
  public:
   enum class Role {
@@ -46,6 +57,7 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
     kDeposed,  // learned it lost the primary role: serves nothing, awaits removal
   };
   using Done = std::function<void(absl::StatusOr<uint64_t> version)>;
+  using Protection = ReplicaProtection;
 
   // Maps and registers an arena of `arena_bytes` for shard `id`; the replica starts as a
   // backup at epoch 0 holding nothing. ResourceExhausted when the arena cannot be mapped.
@@ -58,13 +70,15 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   static absl::StatusOr<std::shared_ptr<ShardReplica>> Create(
       engine::Engine* engine, uint32_t id, uint64_t arena_bytes, bool huge_pages, Reaper* reaper,
       std::function<void(uint64_t peer)> close_peer, void* address_hint = nullptr,
-      uint64_t max_grant_bytes_per_client = 0);
+      uint64_t max_grant_bytes_per_client = 0, Protection protection = {});
   ~ShardReplica();
 
   uint32_t id() const { return id_; }
   KvStore& store() { return *store_; }
   uint64_t arena_addr() const { return mr_->address(); }
   uint32_t arena_rkey() const { return mr_->rkey(); }
+  const rnic::MemoryRegion& arena_region() const { return *mr_; }
+  bool protected_memory() const { return protection_.windows; }
   uint64_t arena_bytes() const { return arena_bytes_; }
   const MappedMemory& memory() const { return *memory_; }
   Role role() const;
@@ -125,6 +139,13 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   // Writes submitted and not yet committed.
   size_t pending() const;
 
+  // The key through which the primary attached on connection `peer` (`conn`) writes this
+  // backup's mirror: a window over the whole arena bound on that connection (its own until the
+  // connection ends; the same primary attaching again on it gets it again). `done` runs once it
+  // works. Without windows, the arena's own key at once.
+  void BindMirror(const std::shared_ptr<engine::Connection>& conn, uint64_t peer,
+                  std::function<void(absl::StatusOr<uint32_t>)> done);
+
  private:
   struct Entry {
     uint64_t seq = 0;
@@ -144,6 +165,8 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   using Callbacks = std::vector<std::function<void()>>;
 
   ShardReplica() = default;
+  // The replica stopped being the primary (`was_primary`): tell on_demoted. Outside mu_.
+  void Demoted(bool was_primary);
   // Hands every link in `links` to the reaper.
   void Retire(std::map<std::string, LinkState>* links);
   // Gives `entry` (a write or a barrier) the next sequence number and sends it to every
@@ -162,6 +185,8 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   uint64_t arena_bytes_ = 0;
   Reaper* reaper_ = nullptr;
   std::function<void(uint64_t)> close_peer_;
+  Protection protection_;
+  rnic::Device* device_ = nullptr;
   std::unique_ptr<MappedMemory> memory_;
   std::unique_ptr<rnic::MemoryRegion> mr_;
   std::unique_ptr<KvStore> store_;
@@ -179,6 +204,9 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   uint64_t applied_seq_ ABSL_GUARDED_BY(mu_) = 0;   // 0: no live record yet since the attach
   uint64_t first_seq_ ABSL_GUARDED_BY(mu_) = 0;     // the first live record's, if the snapshot said
   uint64_t primary_peer_ ABSL_GUARDED_BY(mu_) = 0;  // connection of the attached primary
+  // The mirror's window and the connection it is bound on (BindMirror).
+  std::unique_ptr<rnic::MemoryWindow> mirror_window_ ABSL_GUARDED_BY(mu_);
+  uint64_t mirror_peer_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace unloadkv::server

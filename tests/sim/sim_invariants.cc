@@ -24,9 +24,9 @@ bool SimInvariants::OverwrittenSince(uint32_t sender, uint64_t seq, uint64_t add
 }
 
 SimInvariants::Verdict SimInvariants::Examine(uint32_t sender, const Write& w) {
-  if (!sim::RemoteWritable(*fabric_, w.rkey, w.addr, w.bytes.size())) {
-    return Verdict::kNothingToShow;
-  }
+  // Readable while a region of a live node covers it (the write's own key may be gone: a
+  // grant's window ends at its PUT).
+  if (!sim::Mapped(*fabric_, w.addr, w.bytes.size())) return Verdict::kNothingToShow;
   if (OverwrittenSince(sender, w.seq, w.addr, w.bytes.size())) {
     ++counts_.overwritten;
     return Verdict::kNothingToShow;
@@ -54,9 +54,10 @@ bool SimInvariants::WriteCompleted(const std::string& connection, uint64_t op, c
   return false;
 }
 
-bool SimInvariants::WriteRefused(size_t length, uint64_t remote_addr, uint32_t rkey) {
+bool SimInvariants::WriteRefused(size_t length, uint64_t remote_addr, uint32_t rkey,
+                                 uint32_t target_qp) {
   ++counts_.refusals_checked;
-  if (!sim::RemoteWritable(*fabric_, rkey, remote_addr, length)) return true;
+  if (!sim::RemoteWritable(*fabric_, rkey, remote_addr, length, target_qp)) return true;
   ++counts_.refusal_violations;
   return false;
 }

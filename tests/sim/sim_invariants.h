@@ -45,7 +45,8 @@ class SimInvariants : public engine::InvariantChecks {
 
   bool WriteCompleted(const std::string& connection, uint64_t op, const void* local, size_t length,
                       uint64_t remote_addr, uint32_t rkey) override;
-  bool WriteRefused(size_t length, uint64_t remote_addr, uint32_t rkey) override;
+  bool WriteRefused(size_t length, uint64_t remote_addr, uint32_t rkey,
+                    uint32_t target_qp) override;
   void WriteIssued(const std::string& connection, uint64_t op, const void* local, size_t length,
                    uint64_t remote_addr, uint32_t rkey) override;
   void WriteFinished(const std::string& connection, uint64_t op) override;

@@ -111,9 +111,9 @@ TEST_F(SimInvariantsTest, FinishedOrOverwrittenWritesAreNotRequired) {
 }
 
 TEST_F(SimInvariantsTest, RefusalMustBeWhereTheNicRefuses) {
-  EXPECT_TRUE(checks_.WriteRefused(64, At(4090), mr_->rkey()));      // out of bounds
-  EXPECT_TRUE(checks_.WriteRefused(64, At(0), mr_->rkey() ^ 0xff));  // unknown key
-  EXPECT_FALSE(checks_.WriteRefused(64, At(0), mr_->rkey()));        // writable
+  EXPECT_TRUE(checks_.WriteRefused(64, At(4090), mr_->rkey(), 1));      // out of bounds
+  EXPECT_TRUE(checks_.WriteRefused(64, At(0), mr_->rkey() ^ 0xff, 1));  // unknown key
+  EXPECT_FALSE(checks_.WriteRefused(64, At(0), mr_->rkey(), 1));        // writable
   EXPECT_EQ(checks_.counts().refusals_checked, 3u);
   EXPECT_EQ(checks_.counts().refusal_violations, 1u);
 }

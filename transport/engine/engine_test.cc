@@ -274,7 +274,7 @@ class RecordingChecks : public InvariantChecks {
     events_.push_back(absl::StrCat("completed ", connection, " op ", op));
     return true;
   }
-  bool WriteRefused(size_t, uint64_t, uint32_t) override { return true; }
+  bool WriteRefused(size_t, uint64_t, uint32_t, uint32_t) override { return true; }
   void WriteIssued(const std::string& connection, uint64_t op, const void* local, size_t length,
                    uint64_t remote_addr, uint32_t) override {
     MutexLock l(&mu_);

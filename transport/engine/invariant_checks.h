@@ -30,9 +30,11 @@ class InvariantChecks {
   virtual bool WriteCompleted(const std::string& connection, uint64_t op, const void* local,
                               size_t length, uint64_t remote_addr, uint32_t rkey) = 0;
   // Invariant 3 (same refusals): a write was reported refused with kRemoteAccessError, on
-  // either path; the target NIC must refuse that destination too. Returns false when the
-  // destination is writable (the engine logs an error).
-  virtual bool WriteRefused(size_t length, uint64_t remote_addr, uint32_t rkey) = 0;
+  // either path; the target NIC must refuse that destination too, arriving on the target's
+  // main QP `target_qp` of the connection (a memory window works only through the QP it is
+  // bound on). Returns false when the destination is writable (the engine logs an error).
+  virtual bool WriteRefused(size_t length, uint64_t remote_addr, uint32_t rkey,
+                            uint32_t target_qp) = 0;
 
   // Invariant 2 (a message is handed over after the writes before it are visible), the
   // sending end: write `op` (ops, writes and messages, are numbered in issue order per

@@ -52,7 +52,7 @@ void CheckFinishedWrite(ConnectionState& c, const Op& op) ABSL_EXCLUSIVE_LOCKS_R
   InvariantChecks& checks = *c.options.checks;
   const char* path = op.path == Path::kUnload ? "unloaded" : "offloaded";
   if (op.status == rnic::WcStatus::kRemoteAccessError) {
-    if (!checks.WriteRefused(op.local.length, op.remote_addr, op.rkey)) {
+    if (!checks.WriteRefused(op.local.length, op.remote_addr, op.rkey, c.remote.qp.qp_num)) {
       Log(LogLevel::kError,
           absl::StrCat("engine: connection ", c.id, " (", c.check_name, " to ", c.peer_check_name,
                        "): an ", path, " write of ", op.local.length, " bytes (op ", op.id,

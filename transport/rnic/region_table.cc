@@ -41,6 +41,13 @@ AccessVerdict RegionTable::Check(uint32_t key, uint64_t addr, uint64_t length, u
   return CheckEntry(r, addr, length, required);
 }
 
+bool RegionTable::Covers(uint64_t addr, uint64_t length) const {
+  for (const auto& [key, r] : regions_) {
+    if (!r.is_window() && CheckEntry(r, addr, length, 0) == AccessVerdict::kOk) return true;
+  }
+  return false;
+}
+
 AccessVerdict RegionTable::CheckLocal(uint32_t key, uint64_t addr, uint64_t length,
                                       uint32_t required) const {
   if (length == 0) return AccessVerdict::kOk;

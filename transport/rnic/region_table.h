@@ -56,6 +56,9 @@ class RegionTable {
   AccessVerdict Check(uint32_t key, uint64_t addr, uint64_t length, uint32_t required,
                       uint32_t via = 0) const;
 
+  // Whether a region (not a window) holds all of [addr, addr+length). Scans every entry.
+  bool Covers(uint64_t addr, uint64_t length) const;
+
   // The local check of an SGE's lkey: as Check, but only regions count (a window's key is not
   // an lkey).
   AccessVerdict CheckLocal(uint32_t key, uint64_t addr, uint64_t length, uint32_t required) const;

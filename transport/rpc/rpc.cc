@@ -62,6 +62,7 @@ void RpcServer::Serve(engine::Connection* conn, Peer peer) {
 
 void RpcServer::Serve(std::shared_ptr<engine::Connection> conn, Peer peer_value) {
   engine::Connection* raw = conn.get();
+  peer_value.connection = conn;
   auto peer = std::make_shared<const Peer>(std::move(peer_value));
   raw->SetMessageHandler([this, shared_conn = std::move(conn), peer](absl::Span<const char> bytes) {
     const absl::Time arrived = clock_->Now();

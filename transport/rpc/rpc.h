@@ -36,6 +36,9 @@ struct Peer {
   uint64_t id = 0;     // the server's tag for the connection
   std::string user;    // the authenticated user; without authentication, the name it claimed
   uint32_t roles = 0;  // rpc::Role bits (auth_file.h)
+  // The connection the requests arrive on (set by RpcServer::Serve; empty when served without
+  // shared ownership): what a handler binds the peer's memory windows on.
+  std::weak_ptr<engine::Connection> connection;
 };
 
 // An engine that carries RPCs over `device`: `options` (workers, limits, metrics) with

@@ -132,6 +132,9 @@ int NodeIdOf(const rnic::Device& device);
 // registered). A window's key counts only through the QP `via_qp` of its node it is bound to
 // (kAnyQp: through whichever). Keys are unique across a fabric's nodes.
 inline constexpr uint32_t kAnyQp = 0xffffffff;
+// Whether [addr, addr + length) lies inside a region (not a window) of a live node: memory a
+// check may read, whatever key wrote it.
+bool Mapped(const Fabric& fabric, uint64_t addr, uint64_t length);
 bool RemoteWritable(const Fabric& fabric, uint32_t rkey, uint64_t addr, uint64_t length,
                     uint32_t via_qp = kAnyQp);
 

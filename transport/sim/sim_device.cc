@@ -351,6 +351,14 @@ bool Fabric::KeyInUse(uint32_t key) const {
   return false;
 }
 
+bool Mapped(const Fabric& fabric, uint64_t addr, uint64_t length) {
+  for (int id = 0;; ++id) {
+    const NodeState* n = fabric.node(id);
+    if (n == nullptr) return false;
+    if (n->alive && n->regions.Covers(addr, length)) return true;
+  }
+}
+
 bool RemoteWritable(const Fabric& fabric, uint32_t rkey, uint64_t addr, uint64_t length,
                     uint32_t via_qp) {
   for (int id = 0;; ++id) {  // keys are unique across the fabric's nodes

@@ -318,6 +318,12 @@ class Nic : public std::enable_shared_from_this<Nic> {
   QpCore* QpFor(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frame handlers, called from Stream's FrameSink methods.
   PayloadPlan OnRequestHeader(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Its WRITE / SEND cases, and the RNR NAK for a request that found no receive.
+  PayloadPlan OnWriteHeader(Stream* s, QpCore* qp, const FrameHeader& h)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  PayloadPlan OnSendHeader(Stream* s, QpCore* qp, const FrameHeader& h)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  PayloadPlan NotReady(QpCore* qp, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnRequestDone(QpCore* qp, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   PayloadPlan OnResponseHeader(Stream* s, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnResponseDone(QpCore* qp, const FrameHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

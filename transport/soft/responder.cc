@@ -56,63 +56,14 @@ PayloadPlan Nic::OnRequestHeader(Stream* s, const FrameHeader& h) {
            absl::StrCat("request psn ", h.psn, ", expected ", qp->expected_psn));
     return Discard();
   }
-  // RNR: NAK the request (acknowledging everything before it) and drop the rest until it
-  // comes again.
-  auto not_ready = [&] {
-    if (qp->ack_pending) SendAck(qp);
-    EnqueueControl(qp, FrameType::kRnrNak, h.psn);
-    qp->rnr_dropping = true;
-    return Discard();
-  };
   switch (h.type) {
     case FrameType::kWrite:
-    case FrameType::kWriteWithImm: {
-      rnic::AccessVerdict v =
-          regions_.Check(h.rkey, h.remote_addr, h.payload_len, rnic::kRemoteWrite, qp->qp_num);
-      if (v != rnic::AccessVerdict::kOk) {
-        return Refuse(
-            qp, h, rnic::WcStatus::kRemoteAccessError,
-            absl::StrCat("WRITE rkey 0x", absl::Hex(h.rkey), " addr 0x", absl::Hex(h.remote_addr),
-                         " len ", h.payload_len, ": ", rnic::AccessVerdictName(v)));
-      }
-      if (h.type == FrameType::kWriteWithImm && ReceiveFor(qp) == nullptr) return not_ready();
-      s->current = qp;
-      if (h.payload_len > 0) {
-        qp->placing_key = h.rkey;
-        qp->placing_psn = h.psn;
-      }
-      return PlaceAt(h.remote_addr, h.payload_len);
-    }
+    case FrameType::kWriteWithImm:
+      return OnWriteHeader(s, qp, h);
     case FrameType::kSend:
     case FrameType::kSendWithImm:
-    case FrameType::kSendWithInvalidate: {
-      if (h.type == FrameType::kSendWithInvalidate) {
-        auto w = bound_.find(h.rkey);
-        if (w == bound_.end() || w->second->qp != qp->qp_num) {
-          return Refuse(qp, h, rnic::WcStatus::kRemoteAccessError,
-                        absl::StrCat("SEND_WITH_INVALIDATE of key 0x", absl::Hex(h.rkey),
-                                     ", which names no window bound to this QP"));
-        }
-      }
-      const rnic::RecvWorkRequest* r = ReceiveFor(qp);
-      if (r == nullptr) return not_ready();
-      if (h.payload_len > r->TotalLength()) {
-        const uint64_t room = r->TotalLength();
-        rnic::WorkCompletion wc;
-        wc.wr_id = ConsumeReceive(qp).wr_id;
-        wc.status = rnic::WcStatus::kLocalLengthError;
-        wc.opcode = rnic::WcOpcode::kRecv;
-        wc.qp_num = qp->qp_num;
-        Deliver(*qp->recv_cq, wc);
-        return Refuse(
-            qp, h, rnic::WcStatus::kRemoteInvalidRequest,
-            absl::StrCat("SEND of ", h.payload_len, " bytes into a ", room, "-byte receive"));
-      }
-      // Accepted: the window is invalid from here on, before the receive completes.
-      if (h.type == FrameType::kSendWithInvalidate) Unbind(bound_.at(h.rkey));
-      s->current = qp;
-      return PlaceInto(*r, h.payload_len);
-    }
+    case FrameType::kSendWithInvalidate:
+      return OnSendHeader(s, qp, h);
     case FrameType::kReadRequest: {
       rnic::AccessVerdict v =
           regions_.Check(h.rkey, h.remote_addr, h.aux, rnic::kRemoteRead, qp->qp_num);
@@ -128,6 +79,61 @@ PayloadPlan Nic::OnRequestHeader(Stream* s, const FrameHeader& h) {
     default:
       return Discard();
   }
+}
+
+PayloadPlan Nic::NotReady(QpCore* qp, const FrameHeader& h) {
+  // RNR: NAK the request (acknowledging everything before it) and drop the rest until it
+  // comes again.
+  if (qp->ack_pending) SendAck(qp);
+  EnqueueControl(qp, FrameType::kRnrNak, h.psn);
+  qp->rnr_dropping = true;
+  return Discard();
+}
+
+PayloadPlan Nic::OnWriteHeader(Stream* s, QpCore* qp, const FrameHeader& h) {
+  rnic::AccessVerdict v =
+      regions_.Check(h.rkey, h.remote_addr, h.payload_len, rnic::kRemoteWrite, qp->qp_num);
+  if (v != rnic::AccessVerdict::kOk) {
+    return Refuse(
+        qp, h, rnic::WcStatus::kRemoteAccessError,
+        absl::StrCat("WRITE rkey 0x", absl::Hex(h.rkey), " addr 0x", absl::Hex(h.remote_addr),
+                     " len ", h.payload_len, ": ", rnic::AccessVerdictName(v)));
+  }
+  if (h.type == FrameType::kWriteWithImm && ReceiveFor(qp) == nullptr) return NotReady(qp, h);
+  s->current = qp;
+  if (h.payload_len > 0) {
+    qp->placing_key = h.rkey;
+    qp->placing_psn = h.psn;
+  }
+  return PlaceAt(h.remote_addr, h.payload_len);
+}
+
+PayloadPlan Nic::OnSendHeader(Stream* s, QpCore* qp, const FrameHeader& h) {
+  if (h.type == FrameType::kSendWithInvalidate) {
+    auto w = bound_.find(h.rkey);
+    if (w == bound_.end() || w->second->qp != qp->qp_num) {
+      return Refuse(qp, h, rnic::WcStatus::kRemoteAccessError,
+                    absl::StrCat("SEND_WITH_INVALIDATE of key 0x", absl::Hex(h.rkey),
+                                 ", which names no window bound to this QP"));
+    }
+  }
+  const rnic::RecvWorkRequest* r = ReceiveFor(qp);
+  if (r == nullptr) return NotReady(qp, h);
+  if (h.payload_len > r->TotalLength()) {
+    const uint64_t room = r->TotalLength();
+    rnic::WorkCompletion wc;
+    wc.wr_id = ConsumeReceive(qp).wr_id;
+    wc.status = rnic::WcStatus::kLocalLengthError;
+    wc.opcode = rnic::WcOpcode::kRecv;
+    wc.qp_num = qp->qp_num;
+    Deliver(*qp->recv_cq, wc);
+    return Refuse(qp, h, rnic::WcStatus::kRemoteInvalidRequest,
+                  absl::StrCat("SEND of ", h.payload_len, " bytes into a ", room, "-byte receive"));
+  }
+  // Accepted: the window is invalid from here on, before the receive completes.
+  if (h.type == FrameType::kSendWithInvalidate) Unbind(bound_.at(h.rkey));
+  s->current = qp;
+  return PlaceInto(*r, h.payload_len);
 }
 
 void Nic::OnRequestDone(QpCore* qp, const FrameHeader& h) {

@@ -1,0 +1,239 @@
+#include "server/grant_windows.h"
+
+#include "absl/strings/str_cat.h"
+#include "transport/base/logging.h"
+
+namespace unloadkv::server {
+
+void ConnectionGrants::Add(uint32_t rkey, uint64_t addr, uint64_t length) {
+  MutexLock l(&mu_);
+  ranges_[rkey] = {addr, length};
+}
+
+void ConnectionGrants::Remove(uint32_t rkey) {
+  MutexLock l(&mu_);
+  ranges_.erase(rkey);
+}
+
+rnic::AccessVerdict ConnectionGrants::Check(uint32_t rkey, uint64_t addr, uint64_t length) const {
+  MutexLock l(&mu_);
+  auto it = ranges_.find(rkey);
+  if (it == ranges_.end()) return rnic::AccessVerdict::kUnknownKey;
+  const Range& r = it->second;
+  // Written to avoid overflow: addr + length may wrap for hostile inputs.
+  if (addr < r.addr || addr - r.addr > r.length || length > r.length - (addr - r.addr)) {
+    return rnic::AccessVerdict::kOutOfBounds;
+  }
+  return rnic::AccessVerdict::kOk;
+}
+
+GrantWindows::~GrantWindows() {
+  MutexLock l(&mu_);
+  entries_.clear();
+}
+
+std::shared_ptr<ConnectionGrants> GrantWindows::ChecksFor(uint64_t client) {
+  MutexLock l(&mu_);
+  std::shared_ptr<ConnectionGrants>& c = checks_[client];
+  if (c == nullptr) c = std::make_shared<ConnectionGrants>();
+  return c;
+}
+
+size_t GrantWindows::windows() const {
+  MutexLock l(&mu_);
+  return entries_.size();
+}
+
+namespace {
+
+// The bind's completion and the registration of its keys, whichever comes second, answer.
+class BindJoin {
+ public:
+  explicit BindJoin(std::function<void(absl::StatusOr<std::vector<uint32_t>>)> done)
+      : done_(std::move(done)) {}
+  void Completed(absl::Status st) { Arrive(std::move(st), true); }
+  void Registered(std::vector<uint32_t> keys) {
+    {
+      MutexLock l(&mu_);
+      keys_ = std::move(keys);
+    }
+    Arrive(absl::OkStatus(), false);
+  }
+
+ private:
+  void Arrive(absl::Status st, bool completion) {
+    std::function<void(absl::StatusOr<std::vector<uint32_t>>)> done;
+    std::vector<uint32_t> keys;
+    absl::Status result;
+    {
+      MutexLock l(&mu_);
+      if (completion) status_ = std::move(st);
+      if (++arrived_ < 2) return;
+      done = std::move(done_);
+      keys = keys_;
+      result = status_;
+    }
+    if (!result.ok()) return done(result);
+    done(std::move(keys));
+  }
+
+  Mutex mu_;
+  int arrived_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> keys_ ABSL_GUARDED_BY(mu_);
+  std::function<void(absl::StatusOr<std::vector<uint32_t>>)> done_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+void GrantWindows::Bind(const std::shared_ptr<engine::Connection>& conn, uint64_t client,
+                        uint32_t shard, KvStore& store, const std::vector<KvStore::Grant>& grants,
+                        const rnic::MemoryRegion& arena,
+                        std::function<void(absl::StatusOr<std::vector<uint32_t>>)> done) {
+  std::vector<engine::WindowGrant> specs;
+  std::vector<std::unique_ptr<rnic::MemoryWindow>> windows;
+  for (const KvStore::Grant& g : grants) {
+    absl::StatusOr<std::unique_ptr<rnic::MemoryWindow>> w = device_->AllocateWindow();
+    if (!w.ok()) {
+      for (const KvStore::Grant& r : grants) store.RevokeGrant(client, r.id);
+      return done(w.status());
+    }
+    specs.push_back({w->get(), &arena, arena.address() + g.slot.offset, g.slot.capacity});
+    windows.push_back(std::move(*w));
+  }
+  // The grants are known here before their windows are bound: a PUT that names one meanwhile
+  // is refused (Release), so no value is published while a window onto its slot may still
+  // come into being.
+  {
+    MutexLock l(&mu_);
+    for (size_t i = 0; i < grants.size(); ++i) {
+      Entry& e = entries_[Key{shard, grants[i].id}];
+      e.client = client;
+      e.binding = true;
+      e.window = std::move(windows[i]);
+      e.conn = conn;
+    }
+  }
+  auto join = std::make_shared<BindJoin>(std::move(done));
+  absl::Status posted =
+      conn->BindWindows(specs, [join](absl::Status st) { join->Completed(std::move(st)); });
+  if (!posted.ok()) {
+    for (const KvStore::Grant& g : grants) {
+      Forget(Key{shard, g.id});
+      store.RevokeGrant(client, g.id);
+    }
+    join->Completed(posted);
+    join->Registered({});
+    return;
+  }
+  std::shared_ptr<ConnectionGrants> check = ChecksFor(client);
+  std::vector<uint32_t> keys;
+  {
+    MutexLock l(&mu_);
+    for (size_t i = 0; i < grants.size(); ++i) {
+      auto it = entries_.find(Key{shard, grants[i].id});
+      if (it == entries_.end()) {  // dropped meanwhile: the connection ended
+        keys.push_back(0);
+        continue;
+      }
+      Entry& e = it->second;
+      e.rkey = specs[i].window->rkey();
+      e.binding = false;
+      check->Add(e.rkey, specs[i].addr, specs[i].length);
+      keys.push_back(e.rkey);
+    }
+  }
+  join->Registered(std::move(keys));
+}
+
+absl::Status GrantWindows::Release(uint64_t client, uint32_t shard, uint64_t grant_id,
+                                   std::function<void()> then) {
+  std::shared_ptr<engine::Connection> conn;
+  uint32_t rkey = 0;
+  std::shared_ptr<ConnectionGrants> check;
+  const Key key{shard, grant_id};
+  {
+    MutexLock l(&mu_);
+    auto it = entries_.find(key);
+    if (it == entries_.end() || it->second.client != client) {
+      then();  // nothing of this client's bound here: the store decides
+      return absl::OkStatus();
+    }
+    Entry& e = it->second;
+    if (e.releasing || e.binding) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("grant ", grant_id,
+                       e.binding ? " is not granted yet (its window is being bound)"
+                                 : " is being used by another PUT"));
+    }
+    e.releasing = true;
+    conn = e.conn.lock();
+    rkey = e.rkey;
+    auto c = checks_.find(client);
+    if (c != checks_.end()) check = c->second;
+  }
+  if (check != nullptr) check->Remove(rkey);  // its staged writes are refused from here on
+  auto finish = [this, key, then = std::move(then)](absl::Status) {
+    Forget(key);
+    then();
+  };
+  if (conn == nullptr || !conn->InvalidateWindow(rkey, finish).ok()) {
+    // The connection is gone or failed: its windows died with its QPs. Close waits for the
+    // staged writes still being copied.
+    if (conn != nullptr) conn->Close();
+    finish(absl::OkStatus());
+  }
+  return absl::OkStatus();
+}
+
+void GrantWindows::Forget(const Key& key) {
+  std::unique_ptr<rnic::MemoryWindow> window;
+  MutexLock l(&mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return;
+  window = std::move(it->second.window);
+  entries_.erase(it);
+}
+
+void GrantWindows::DropClient(uint64_t client) {
+  std::vector<std::unique_ptr<rnic::MemoryWindow>> gone;
+  MutexLock l(&mu_);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->second.client == client) {
+      gone.push_back(std::move(it->second.window));
+      entries_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  checks_.erase(client);
+}
+
+void GrantWindows::RevokeShard(uint32_t shard) {
+  std::vector<std::shared_ptr<engine::Connection>> holders;
+  {
+    MutexLock l(&mu_);
+    for (const auto& [key, e] : entries_) {
+      if (key.shard != shard) continue;
+      if (std::shared_ptr<engine::Connection> c = e.conn.lock()) holders.push_back(std::move(c));
+    }
+  }
+  if (!holders.empty()) {
+    Log(LogLevel::kInfo,
+        absl::StrCat("kvserver: shard ", shard, " is no longer primary here: ", "closing the ",
+                     holders.size(), " client connections holding windows into it"));
+  }
+  for (const std::shared_ptr<engine::Connection>& c : holders) c->Close();
+  std::vector<std::unique_ptr<rnic::MemoryWindow>> gone;
+  MutexLock l(&mu_);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->first.shard == shard) {
+      gone.push_back(std::move(it->second.window));
+      entries_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace unloadkv::server
