@@ -350,7 +350,7 @@ run_tests() {
     --build_tests_only --test_tag_filters=-process //...
   phase "ThreadSanitizer (the concurrent code)" test_phase --config=tsan --build_tests_only \
     --test_tag_filters=-process,-fuzz //transport/... //client/... //server/... //tests/kv/... \
-    //tests/cluster/...
+    //tests/cluster/... //tests/security:memory_protection_test
   phase "cluster simulation, seeds $SIM_SEEDS (release build)" sim_phase
   phase "README commands (./quickstart.sh demo, cluster)" readme_phase
   phase "libFuzzer, 15 s per decoder" fuzz_phase

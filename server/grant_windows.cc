@@ -1,5 +1,7 @@
 #include "server/grant_windows.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "transport/base/logging.h"
 
@@ -42,6 +44,18 @@ std::shared_ptr<ConnectionGrants> GrantWindows::ChecksFor(uint64_t client) {
 size_t GrantWindows::windows() const {
   MutexLock l(&mu_);
   return entries_.size();
+}
+
+std::vector<GrantWindows::Live> GrantWindows::LiveWindows(uint32_t shard) const {
+  std::vector<Live> out;
+  MutexLock l(&mu_);
+  for (const auto& [key, e] : entries_) {
+    if (key.shard == shard && !e.binding && !e.releasing) {
+      out.push_back({e.client, e.rkey, e.addr, e.length});
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Live& a, const Live& b) { return a.rkey < b.rkey; });
+  return out;
 }
 
 namespace {
@@ -138,6 +152,8 @@ void GrantWindows::Bind(const std::shared_ptr<engine::Connection>& conn, uint64_
       }
       Entry& e = it->second;
       e.rkey = specs[i].window->rkey();
+      e.addr = specs[i].addr;
+      e.length = specs[i].length;
       e.binding = false;
       check->Add(e.rkey, specs[i].addr, specs[i].length);
       keys.push_back(e.rkey);

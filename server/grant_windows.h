@@ -75,6 +75,13 @@ class GrantWindows {
   // The staged-write check of `client`'s connection (created on first use).
   std::shared_ptr<ConnectionGrants> ChecksFor(uint64_t client);
   size_t windows() const;
+  // For tests and the simulation (a rogue that stole keys): the bound windows into `shard`.
+  struct Live {
+    uint64_t client = 0;
+    uint32_t rkey = 0;
+    uint64_t addr = 0, length = 0;
+  };
+  std::vector<Live> LiveWindows(uint32_t shard) const;
 
  private:
   struct Key {
@@ -89,6 +96,7 @@ class GrantWindows {
   struct Entry {
     uint64_t client = 0;
     uint32_t rkey = 0;
+    uint64_t addr = 0, length = 0;
     bool binding = false;    // its window is being bound: not usable yet
     bool releasing = false;  // a PUT is ending it
     std::unique_ptr<rnic::MemoryWindow> window;

@@ -176,6 +176,8 @@ class KvServer {
   const ClusterNode* cluster_node() const { return cluster_node_.get(); }
   ClusterNode* cluster_node() { return cluster_node_.get(); }
   ShardTable& shards() { return *shards_; }
+  // The windows of clients' grants (null with memory protection off). Tests and simulation.
+  GrantWindows* grant_windows() { return grant_windows_.get(); }
   // Established client connections: all of them, or those from `host`.
   size_t connections() const;
   size_t connections_from(const std::string& host) const;

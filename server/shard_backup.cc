@@ -100,6 +100,11 @@ absl::StatusOr<proto::ReplicateResponse> ShardReplica::Apply(const proto::Replic
   return resp;
 }
 
+uint32_t ShardReplica::mirror_key() const {
+  MutexLock l(&mu_);
+  return mirror_window_ != nullptr ? mirror_window_->rkey() : 0;
+}
+
 void ShardReplica::BindMirror(const std::shared_ptr<engine::Connection>& conn, uint64_t peer,
                               std::function<void(absl::StatusOr<uint32_t>)> done) {
   if (!protection_.windows) return done(mr_->rkey());

@@ -145,6 +145,8 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   // works. Without windows, the arena's own key at once.
   void BindMirror(const std::shared_ptr<engine::Connection>& conn, uint64_t peer,
                   std::function<void(absl::StatusOr<uint32_t>)> done);
+  // For tests and the simulation: the mirror window's key (0: none).
+  uint32_t mirror_key() const;
 
  private:
   struct Entry {

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "proto/limits.h"
 #include "transport/backends/open_device.h"
 #include "transport/rpc/bootstrap.h"
@@ -28,14 +29,20 @@ absl::Status OpenEngine(bool huge_pages, std::unique_ptr<rnic::Device>* device,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RawConnection>> RawConnection::Open(
-    const std::string& server, const rpc::Credentials* credentials) {
+    const std::string& server, const rpc::Credentials* credentials, engine::Path path) {
   std::unique_ptr<RawConnection> r(new RawConnection());
   if (absl::Status st = OpenEngine(true, &r->device_, &r->engine_); !st.ok()) return st;
   r->buf_.assign(proto::kMaxValueBytes, 0);
   auto mr = r->engine_->RegisterMemory(r->buf_.data(), r->buf_.size(), rnic::kLocalWrite);
   if (!mr.ok()) return mr.status();
   r->mr_ = std::move(*mr);
-  auto conn = r->engine_->CreateConnection(std::make_unique<engine::OffloadPolicy>());
+  std::unique_ptr<engine::PathPolicy> policy;
+  if (path == engine::Path::kUnload) {
+    policy = std::make_unique<engine::UnloadPolicy>();
+  } else {
+    policy = std::make_unique<engine::OffloadPolicy>();
+  }
+  auto conn = r->engine_->CreateConnection(std::move(policy));
   if (!conn.ok()) return conn.status();
   r->conn_ = std::move(*conn);
   r->rpc_ = std::make_unique<rpc::RpcClient>(r->conn_.get(), RealClock::Get());
@@ -61,8 +68,9 @@ absl::StatusOr<std::string> RawConnection::Call(uint16_t method, const std::stri
   return rpc_->CallAndWait(method, payload, absl::Seconds(5));
 }
 
-absl::StatusOr<proto::SlotGrant> RawConnection::Grant(uint32_t size) {
+absl::StatusOr<proto::SlotGrant> RawConnection::Grant(uint32_t size, uint32_t shard) {
   proto::GrantRequest req;
+  req.set_shard(shard);
   req.set_size(size);
   req.set_count(1);
   auto bytes = Call(proto::GRANT, req);
@@ -75,19 +83,36 @@ absl::StatusOr<proto::SlotGrant> RawConnection::Grant(uint32_t size) {
 }
 
 absl::Status RawConnection::WriteValue(const proto::SlotGrant& g, const std::string& value) {
-  std::memcpy(buf_.data(), value.data(), value.size());
-  std::atomic<int> done{0};
-  std::atomic<bool> ok{false};
-  absl::Status st = conn_->Write(mr_->Sge(0, static_cast<uint32_t>(value.size())), g.addr(),
-                                 g.rkey(), [&](const engine::WriteResult& r) {
-                                   ok = r.ok();
-                                   done = 1;
+  absl::StatusOr<engine::WriteResult> r = WriteRaw(g.addr(), g.rkey(), value);
+  if (!r.ok()) return r.status();
+  return r->ok() ? absl::OkStatus()
+                 : absl::InternalError(
+                       absl::StrCat("value write failed: ", rnic::WcStatusName(r->status)));
+}
+
+absl::StatusOr<engine::WriteResult> RawConnection::WriteRaw(uint64_t addr, uint32_t rkey,
+                                                            const std::string& bytes) {
+  std::memcpy(buf_.data(), bytes.data(), bytes.size());
+  // Shared with the callback, which may run after a call that timed out.
+  struct Outcome {
+    std::atomic<bool> done{false};
+    engine::WriteResult result;
+  };
+  auto out = std::make_shared<Outcome>();
+  absl::Status st = conn_->Write(mr_->Sge(0, static_cast<uint32_t>(bytes.size())), addr, rkey,
+                                 [out](const engine::WriteResult& r) {
+                                   out->result = r;
+                                   out->done.store(true, std::memory_order_release);
                                  });
   if (!st.ok()) return st;
   const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  while (!done.load() && absl::Now() < deadline) absl::SleepFor(absl::Microseconds(50));
-  if (!done.load()) return absl::DeadlineExceededError("value write did not complete");
-  return ok ? absl::OkStatus() : absl::InternalError("value write failed");
+  while (!out->done.load(std::memory_order_acquire) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Microseconds(50));
+  }
+  if (!out->done.load(std::memory_order_acquire)) {
+    return absl::DeadlineExceededError("the write did not complete within 5 s");
+  }
+  return out->result;
 }
 
 absl::Status RawConnection::Put(const std::string& key, uint64_t grant_id, uint32_t size) {

@@ -20,19 +20,25 @@ namespace unloadkv::testing {
 
 class RawConnection {
  public:
-  // Connects to `server`, proving `credentials` (nullable: none).
+  // Connects to `server`, proving `credentials` (nullable: none); its writes take `path`.
   static absl::StatusOr<std::unique_ptr<RawConnection>> Open(
-      const std::string& server, const rpc::Credentials* credentials = nullptr);
+      const std::string& server, const rpc::Credentials* credentials = nullptr,
+      engine::Path path = engine::Path::kOffload);
   ~RawConnection();
 
   absl::StatusOr<std::string> Call(uint16_t method, const std::string& payload);
   absl::StatusOr<std::string> Call(proto::Method method, const google::protobuf::Message& m) {
     return Call(static_cast<uint16_t>(method), m.SerializeAsString());
   }
-  absl::StatusOr<proto::SlotGrant> Grant(uint32_t size);
+  absl::StatusOr<proto::SlotGrant> Grant(uint32_t size, uint32_t shard = 0);
   // Writes `value` into the slot and waits until the write completed (it is in server memory).
   absl::Status WriteValue(const proto::SlotGrant& g, const std::string& value);
   absl::Status Put(const std::string& key, uint64_t grant_id, uint32_t size);
+  // Writes `bytes` to [addr, addr + size) under `rkey`, whatever was granted, and waits for
+  // the outcome: what the engine reported (status, path), or DeadlineExceeded.
+  absl::StatusOr<engine::WriteResult> WriteRaw(uint64_t addr, uint32_t rkey,
+                                               const std::string& bytes);
+  bool failed() const { return conn_->failed(); }
   // Sends raw bytes as a message (bypassing RPC framing).
   absl::Status SendRaw(const std::string& bytes);
 

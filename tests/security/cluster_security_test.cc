@@ -151,6 +151,55 @@ proto::ReplicateRequest DeleteRecord(uint32_t shard, uint64_t epoch, const std::
   return r;
 }
 
+// Memory protection across shards: a node that holds two shards' arenas admits a client's
+// writes into one shard only through that client's own grants there, on both paths: its own
+// window key of the other shard, or another client's key of this one, write nothing.
+TEST_F(ClusterSecurityTest, AGrantOfOneShardWritesNothingIntoAnotherShardsArena) {
+  ASSERT_TRUE(map_->Create(1, *cluster::InitialShards(2, {})).ok());
+  StartNode("n1", auth_);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  auto both_served = [&] {
+    absl::StatusOr<ClusterView> v = map_->Read();
+    if (!v.ok() || v->shard_list.size() != 2) return false;
+    for (const ShardInfo& s : v->shard_list) {
+      if (!v->IsLive(s.primary)) return false;
+    }
+    return true;
+  };
+  while (!both_served() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_TRUE(both_served());
+  const rpc::Credentials creds = Creds(testing::kTestClientUser);
+  auto victim = RawConnection::Open(nodes_.at("n1")->address(), &creds);
+  ASSERT_TRUE(victim.ok()) << victim.status();
+  absl::StatusOr<proto::SlotGrant> theirs = (*victim)->Grant(128, /*shard=*/1);
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  ASSERT_TRUE((*victim)->WriteValue(*theirs, "shard-one-value").ok());
+  for (engine::Path path : {engine::Path::kOffload, engine::Path::kUnload}) {
+    SCOPED_TRACE(engine::PathName(path));
+    for (bool own_key : {true, false}) {
+      auto attacker = RawConnection::Open(nodes_.at("n1")->address(), &creds, path);
+      ASSERT_TRUE(attacker.ok()) << attacker.status();
+      absl::StatusOr<proto::SlotGrant> mine = (*attacker)->Grant(128, /*shard=*/0);
+      ASSERT_TRUE(mine.ok()) << mine.status();
+      const uint32_t key = own_key ? mine->rkey() : theirs->rkey();
+      absl::StatusOr<engine::WriteResult> r = (*attacker)->WriteRaw(theirs->addr(), key, "EVIL");
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->status, rnic::WcStatus::kRemoteAccessError) << rnic::WcStatusName(r->status);
+      EXPECT_EQ(r->path, path);
+    }
+  }
+  // The victim's slot still holds its bytes: published, they read back.
+  const std::string key = "\xc0victim";  // shard 1 of 2: keys from byte 0x80 on
+  ASSERT_TRUE((*victim)->Put(key, theirs->grant_id(), 15).ok());
+  proto::GetRequest get;
+  get.set_key(key);
+  absl::StatusOr<std::string> raw = (*victim)->Call(proto::GET, get);
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  proto::GetResponse resp;
+  ASSERT_TRUE(resp.ParseFromString(*raw));
+  EXPECT_EQ(resp.value(), "shard-one-value");
+}
+
 TEST_F(ClusterSecurityTest, NodeRequestsAreServedOnlyFromTheMapsPrimary) {
   ASSERT_TRUE(map_->Create(3, *cluster::InitialShards(1, {})).ok());
   for (const char* n : {"n1", "n2", "n3"}) StartNode(n, auth_);

@@ -398,10 +398,19 @@ class SimRun {
       }
     }
     const engine::Path path = rng_() % 2 == 0 ? engine::Path::kOffload : engine::Path::kUnload;
-    const auto kind =
-        rng_() % 2 == 0 ? ClusterWorld::Rogue::kAcrossEnd : ClusterWorld::Rogue::kUnknownKey;
-    const char* what =
-        kind == ClusterWorld::Rogue::kAcrossEnd ? "across an arena's end" : "under an unknown key";
+    // Half of them replay keys stolen from the victim node: another client's grant window, or
+    // the window its attached primary writes the mirror through.
+    static constexpr ClusterWorld::Rogue kKinds[] = {
+        ClusterWorld::Rogue::kAcrossEnd, ClusterWorld::Rogue::kUnknownKey,
+        ClusterWorld::Rogue::kStolenGrantKey, ClusterWorld::Rogue::kStolenMirrorKey};
+    static constexpr const char* kKindNames[] = {"across_end", "unknown_key", "stolen_grant_key",
+                                                 "stolen_mirror_key"};
+    static constexpr const char* kWhat[] = {"across an arena's end", "under an unknown key",
+                                            "with a client's stolen grant key",
+                                            "with a primary's stolen mirror key"};
+    const size_t k = rng_() % 4;
+    const ClusterWorld::Rogue kind = kKinds[k];
+    const char* what = kWhat[k];
     engine::Path took = path;
     const absl::Status st = w_->RogueWrite(victim, path, kind, rng_(), &took);
     Note(absl::StrFormat("fault rogue_write %s: %s on the %s path -> %s", w_->node_name(victim),
@@ -409,6 +418,7 @@ class SimRun {
     if (absl::IsUnavailable(st)) return;
     if (!st.ok()) return void(Fail(absl::StrCat("rogue write ", what, ": ", st.message())));
     ++out_.refused[engine::PathName(took)];
+    ++out_.refused[kKindNames[k]];
   }
 
   void Heal() {
@@ -839,9 +849,11 @@ int Main(int argc, char** argv) {
         " messages handed over after the %" PRIu64
         " unfinished writes issued before them (2), %" PRIu64
         " refusals where the NIC refuses (3); rogue writes refused as the NIC would: offload %d, "
-        "unload %d; %" PRIu64 " checks skipped (another connection wrote there since)\n",
+        "unload %d (across an arena's end %d, unknown key %d, stolen grant key %d, stolen mirror "
+        "key %d); %" PRIu64 " checks skipped (another connection wrote there since)\n",
         inv.writes_verified, inv.messages_checked, inv.writes_before_checked, inv.refusals_checked,
-        refused["offload"], refused["unload"], inv.overwritten);
+        refused["offload"], refused["unload"], refused["across_end"], refused["unknown_key"],
+        refused["stolen_grant_key"], refused["stolen_mirror_key"], inv.overwritten);
     std::printf(
         "simulated %.1f s of cluster time in %.1f s real (%.0fx): one real hour covers "
         "%.1f simulated cluster-hours\n",

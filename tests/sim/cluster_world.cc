@@ -237,6 +237,24 @@ absl::Status ClusterWorld::RogueWrite(int i, engine::Path path, Rogue kind, uint
     rkey = static_cast<uint32_t>(salt * 0x9e3779b97f4a7c15ULL >> 32) | 1;
     in_bounds = kBytes;
     if (fabric_.KeyInUse(rkey)) return absl::UnavailableError("the unknown key is in use");
+  } else if (kind == Rogue::kStolenGrantKey) {
+    // From the `salt`-th replica on, the first that has granted slots.
+    std::vector<server::GrantWindows::Live> live;
+    for (size_t k = 0; k < replicas.size() && live.empty(); ++k) {
+      const std::shared_ptr<ShardReplica>& q = replicas[(salt + k) % replicas.size()];
+      if (srv->grant_windows() != nullptr) live = srv->grant_windows()->LiveWindows(q->id());
+    }
+    if (live.empty()) return absl::UnavailableError("no client holds a grant there to steal");
+    const server::GrantWindows::Live& v = live[(salt >> 8) % live.size()];
+    if (v.length < kBytes) return absl::UnavailableError("the stolen grant's slot is small");
+    addr = v.addr;
+    rkey = v.rkey;
+    in_bounds = kBytes;
+  } else if (kind == Rogue::kStolenMirrorKey) {
+    rkey = r->mirror_key();
+    if (rkey == 0) return absl::UnavailableError("no mirror window there to steal");
+    addr = r->arena_addr() + ((salt >> 8) % (r->arena_bytes() / kBytes)) * kBytes;
+    in_bounds = kBytes;
   }
 
   client_devices_.push_back(fabric_.CreateDevice(options_.client_model));

@@ -144,14 +144,18 @@ class ClusterWorld {
 
   // A rogue peer: connects to node `i` as a client does, then writes 64 bytes drawn from
   // `salt` where the node's NIC must refuse them, into one of its arenas (the `salt`-th
-  // replica): across the arena's end (kAcrossEnd, the first 8 bytes in bounds) or inside it
-  // under a key no region has (kUnknownKey). Its policy sends the write on `path`. Engine
+  // replica): across the arena's end under the arena's own key (kAcrossEnd, the first 8 bytes
+  // in bounds), inside it under a key no region or window has (kUnknownKey), into another
+  // client's granted slot with that client's stolen window key (kStolenGrantKey), or into a
+  // backup's mirror with its primary's stolen window key (kStolenMirrorKey): a window works
+  // only on the connection it is bound on. Its policy sends the write on `path`. Engine
   // invariant 3, end to end: OK when the write was refused with kRemoteAccessError and its
   // in-bounds bytes were not copied (the node then drops the failed connection: the leak
-  // checks see it gone); Unavailable when the node is down or holds no replica; Internal,
+  // checks see it gone); Unavailable when the node is down or holds no replica (or no key of
+  // the kind to steal); Internal,
   // naming what happened, otherwise. `took` (optional) gets the path the write took.
   // Call from a participant; returns within 5 s of virtual time.
-  enum class Rogue { kAcrossEnd, kUnknownKey };
+  enum class Rogue { kAcrossEnd, kUnknownKey, kStolenGrantKey, kStolenMirrorKey };
   absl::Status RogueWrite(int i, engine::Path path, Rogue kind, uint64_t salt,
                           engine::Path* took = nullptr);
 
