@@ -58,55 +58,25 @@ std::vector<GrantWindows::Live> GrantWindows::LiveWindows(uint32_t shard) const 
   return out;
 }
 
-namespace {
-
-// The bind's completion and the registration of its keys, whichever comes second, answer.
-class BindJoin {
- public:
-  explicit BindJoin(std::function<void(absl::StatusOr<std::vector<uint32_t>>)> done)
-      : done_(std::move(done)) {}
-  void Completed(absl::Status st) { Arrive(std::move(st), true); }
-  void Registered(std::vector<uint32_t> keys) {
-    {
-      MutexLock l(&mu_);
-      keys_ = std::move(keys);
-    }
-    Arrive(absl::OkStatus(), false);
-  }
-
- private:
-  void Arrive(absl::Status st, bool completion) {
-    std::function<void(absl::StatusOr<std::vector<uint32_t>>)> done;
-    std::vector<uint32_t> keys;
-    absl::Status result;
-    {
-      MutexLock l(&mu_);
-      if (completion) status_ = std::move(st);
-      if (++arrived_ < 2) return;
-      done = std::move(done_);
-      keys = keys_;
-      result = status_;
-    }
-    if (!result.ok()) return done(result);
-    done(std::move(keys));
-  }
-
-  Mutex mu_;
-  int arrived_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint32_t> keys_ ABSL_GUARDED_BY(mu_);
-  std::function<void(absl::StatusOr<std::vector<uint32_t>>)> done_ ABSL_GUARDED_BY(mu_);
-};
-
-}  // namespace
-
 void GrantWindows::Bind(const std::shared_ptr<engine::Connection>& conn, uint64_t client,
                         uint32_t shard, KvStore& store, const std::vector<KvStore::Grant>& grants,
                         const rnic::MemoryRegion& arena,
                         std::function<void(absl::StatusOr<std::vector<uint32_t>>)> done) {
   std::vector<engine::WindowGrant> specs;
   std::vector<std::unique_ptr<rnic::MemoryWindow>> windows;
-  for (const KvStore::Grant& g : grants) {
+  {
+    MutexLock l(&mu_);
+    while (windows.size() < grants.size() && !free_.empty()) {
+      windows.push_back(std::move(free_.back()));
+      free_.pop_back();
+    }
+  }
+  for (size_t i = 0; i < grants.size(); ++i) {
+    const KvStore::Grant& g = grants[i];
+    if (i < windows.size()) {
+      specs.push_back({windows[i].get(), &arena, arena.address() + g.slot.offset, g.slot.capacity});
+      continue;
+    }
     absl::StatusOr<std::unique_ptr<rnic::MemoryWindow>> w = device_->AllocateWindow();
     if (!w.ok()) {
       for (const KvStore::Grant& r : grants) store.RevokeGrant(client, r.id);
@@ -128,17 +98,16 @@ void GrantWindows::Bind(const std::shared_ptr<engine::Connection>& conn, uint64_
       e.conn = conn;
     }
   }
-  auto join = std::make_shared<BindJoin>(std::move(done));
-  absl::Status posted =
-      conn->BindWindows(specs, [join](absl::Status st) { join->Completed(std::move(st)); });
+  // The answer need not wait for the binds' completion: it leaves on the same send queue
+  // after them (Connection::BindWindows), so the client cannot use a key before its window
+  // works. A failed bind fails the connection, which ends the client's grants (DropClient).
+  absl::Status posted = conn->BindWindows(specs, [](absl::Status) {});
   if (!posted.ok()) {
     for (const KvStore::Grant& g : grants) {
-      Forget(Key{shard, g.id});
+      Forget(Key{shard, g.id}, /*invalidated=*/false);
       store.RevokeGrant(client, g.id);
     }
-    join->Completed(posted);
-    join->Registered({});
-    return;
+    return done(posted);
   }
   std::shared_ptr<ConnectionGrants> check = ChecksFor(client);
   std::vector<uint32_t> keys;
@@ -159,7 +128,7 @@ void GrantWindows::Bind(const std::shared_ptr<engine::Connection>& conn, uint64_
       keys.push_back(e.rkey);
     }
   }
-  join->Registered(std::move(keys));
+  done(std::move(keys));
 }
 
 absl::Status GrantWindows::Release(uint64_t client, uint32_t shard, uint64_t grant_id,
@@ -189,26 +158,31 @@ absl::Status GrantWindows::Release(uint64_t client, uint32_t shard, uint64_t gra
     if (c != checks_.end()) check = c->second;
   }
   if (check != nullptr) check->Remove(rkey);  // its staged writes are refused from here on
-  auto finish = [this, key, then = std::move(then)](absl::Status) {
-    Forget(key);
+  auto finish = [this, key, then = std::move(then)](absl::Status st) {
+    Forget(key, /*invalidated=*/st.ok());
     then();
   };
   if (conn == nullptr || !conn->InvalidateWindow(rkey, finish).ok()) {
     // The connection is gone or failed: its windows died with its QPs. Close waits for the
     // staged writes still being copied.
     if (conn != nullptr) conn->Close();
-    finish(absl::OkStatus());
+    finish(absl::UnavailableError("the connection ended"));
   }
   return absl::OkStatus();
 }
 
-void GrantWindows::Forget(const Key& key) {
-  std::unique_ptr<rnic::MemoryWindow> window;
+void GrantWindows::Forget(const Key& key, bool invalidated) {
+  std::unique_ptr<rnic::MemoryWindow> window;  // destroyed after the lock is released
   MutexLock l(&mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return;
   window = std::move(it->second.window);
   entries_.erase(it);
+  // A window whose invalidation completed is unbound and can be bound again; one that died with
+  // its connection's QPs is given back to the device.
+  if (invalidated && window != nullptr && free_.size() < kMaxFreeWindows) {
+    free_.push_back(std::move(window));
+  }
 }
 
 void GrantWindows::DropClient(uint64_t client) {

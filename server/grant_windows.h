@@ -50,8 +50,10 @@ class GrantWindows {
   ~GrantWindows();
 
   // Binds one window per grant of `shard` (slots of `arena`, which starts at `arena_addr`) on
-  // `conn`, the connection of `client`; `done` gets each grant's key, in order, once the
-  // windows work. On failure the grants are revoked from `store` and `done` gets why.
+  // `conn`, the connection of `client`; `done` gets each grant's key, in order, once the binds
+  // are posted: an answer sent on `conn` after that leaves behind them, so the keys work by
+  // the time the client reads it. On failure the grants are revoked from `store` and `done`
+  // gets why. `done` runs before Bind returns.
   void Bind(const std::shared_ptr<engine::Connection>& conn, uint64_t client, uint32_t shard,
             KvStore& store, const std::vector<KvStore::Grant>& grants,
             const rnic::MemoryRegion& arena,
@@ -103,13 +105,17 @@ class GrantWindows {
     std::weak_ptr<engine::Connection> conn;
   };
 
-  // Forgets an entry and gives its window back to the device (its binding must be dead).
-  void Forget(const Key& key);
+  // Forgets an entry; its window goes to free_ when `invalidated` (unbound, reusable), else
+  // back to the device (its binding must be dead).
+  void Forget(const Key& key, bool invalidated);
 
   rnic::Device* const device_;
   mutable Mutex mu_;
   absl::flat_hash_map<Key, Entry> entries_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::shared_ptr<ConnectionGrants>> checks_ ABSL_GUARDED_BY(mu_);
+  // Unbound windows to bind again: allocating one per grant costs a device call each.
+  static constexpr size_t kMaxFreeWindows = 4096;
+  std::vector<std::unique_ptr<rnic::MemoryWindow>> free_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace unloadkv::server

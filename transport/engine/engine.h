@@ -225,8 +225,11 @@ class Connection {
   // the peer only: the NIC admits the peer's offloaded writes through it, and the unload
   // workers its staged writes exactly as the NIC would (the window's key, range and this
   // connection). On return each window's rkey() is its key, valid for the peer once `done`
-  // runs with ok (it is posted in order with the connection's other window work; a failed bind
-  // fails the connection, and `done` gets the error). Fails at once (calls nothing) when the
+  // runs with ok, and already for a message this connection sends after the call returned:
+  // the binds are posted (one post, one signaled completion) before it on the same send queue,
+  // which executes in order, so a peer that learns a key from that message finds it working.
+  // A failed bind fails the connection, and `done` gets the error. Fails at once (calls
+  // nothing) when the
   // connection is not connected or failed, for a grant without a window or region, and with
   // ResourceExhausted when more than 128 window operations would be in flight.
   absl::Status BindWindows(absl::Span<const WindowGrant> grants, WindowCallback done);

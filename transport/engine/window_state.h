@@ -24,7 +24,10 @@ namespace unloadkv::engine {
 inline constexpr uint32_t kWindowWrBudget = 128;
 
 struct WindowOp {
-  uint32_t completions_due = 0;  // its work requests not yet completed
+  // Only its last work request is signaled (a send queue completes in order), so one
+  // completion ends it; `wrs` go back to the budget then.
+  uint32_t completions_due = 0;
+  uint32_t wrs = 0;
   bool invalidation = false;
   // An invalidation: each lane's staged writes (by sequence) that were admitted before it and
   // must be in place before it is done.

@@ -2,7 +2,9 @@
 // binds and invalidations posted on the main QP in order, their keys in the engine's
 // validation table (so that staged writes are checked as the NIC checks offloaded ones), and
 // an invalidation that also waits for the staged writes admitted before it.
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "transport/engine/engine_internal.h"
@@ -22,10 +24,10 @@ bool PostWindowWrs(ConnectionState& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   return true;
 }
 
-rnic::SendWorkRequest WindowWr(ConnectionState& c, rnic::SendWorkRequest wr)
+rnic::SendWorkRequest WindowWr(ConnectionState& c, rnic::SendWorkRequest wr, bool signaled)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   wr.wr_id = MakeWrId(WrKind::kWindow, c.id, static_cast<uint32_t>(c.windows.next_index++));
-  wr.signaled = true;
+  wr.signaled = signaled;
   return wr;
 }
 
@@ -53,17 +55,25 @@ absl::Status Connection::BindWindows(absl::Span<const WindowGrant> grants, Windo
     }
     WindowOp op;
     op.done = std::move(done);
-    for (const WindowGrant& g : grants) {
-      rnic::SendWorkRequest wr = WindowWr(
-          c, rnic::MakeBindWindow(0, g.window, *g.region, g.addr, g.length, rnic::kRemoteWrite));
-      if (absl::Status st = c.qp->PostSend(wr); !st.ok()) {
-        FailConnection(c, out, FailScope::kMainFailed);
-        QueueCallbacks(c, out);
-        return st;
-      }
-      ++c.windows.posted;
-      ++op.completions_due;
+    // One completion for the batch: the last bind is signaled, and an earlier one that fails
+    // completes with its error anyway (failing the QP).
+    // One post (one doorbell) for the batch.
+    std::vector<rnic::SendWorkRequest> wrs;
+    wrs.reserve(grants.size());
+    for (size_t i = 0; i < grants.size(); ++i) {
+      const WindowGrant& g = grants[i];
+      wrs.push_back(WindowWr(
+          c, rnic::MakeBindWindow(0, g.window, *g.region, g.addr, g.length, rnic::kRemoteWrite),
+          /*signaled=*/i + 1 == grants.size()));
     }
+    if (absl::Status st = c.qp->PostSend(wrs); !st.ok()) {
+      FailConnection(c, out, FailScope::kMainFailed);
+      QueueCallbacks(c, out);
+      return st;
+    }
+    op.wrs = static_cast<uint32_t>(wrs.size());
+    c.windows.posted += op.wrs;
+    op.completions_due = op.wrs > 0 ? 1 : 0;
     {
       MutexLock t(&c.table->mu);
       for (const WindowGrant& g : grants) {
@@ -105,10 +115,12 @@ absl::Status Connection::InvalidateWindow(uint32_t rkey, WindowCallback done) {
     op.invalidation = true;
     op.done = std::move(done);
     op.completions_due = 1;
+    op.wrs = 1;
     for (size_t k = 0; k < c.lanes.size(); ++k) {
       op.drain_to[k] = c.lanes[k].expected_seq + c.lanes[k].in_hand;
     }
-    c.windows.unposted.push_back(WindowWr(c, rnic::MakeLocalInvalidate(0, rkey)));
+    c.windows.unposted.push_back(
+        WindowWr(c, rnic::MakeLocalInvalidate(0, rkey), /*signaled=*/true));
     c.windows.ops.push_back(std::move(op));
     if (!PostWindowWrs(c)) FailConnection(c, out, FailScope::kMainFailed);
     QueueCallbacks(c, out);
@@ -124,10 +136,10 @@ void Connection::SetStagedWriteCheck(std::shared_ptr<const StagedWriteCheck> che
 
 void OnWindowCompleted(ConnectionState& c, const rnic::WorkCompletion& wc, Deferred& out) {
   WindowState& w = c.windows;
-  if (w.posted > 0) --w.posted;
   for (WindowOp& op : w.ops) {
     if (op.completions_due == 0) continue;
     --op.completions_due;
+    w.posted -= std::min(w.posted, op.wrs);
     if (wc.status != rnic::WcStatus::kSuccess && op.status.ok()) {
       op.status = absl::UnavailableError(
           absl::StrCat(op.invalidation ? "window invalidation" : "window bind",
