@@ -8,16 +8,19 @@
 // instead measures what authentication costs (docs/security.md): two kvservers, one with an
 // auth file and one without, in alternating rounds of connects, 1-in-flight PUT/GET p50 and
 // 64-in-flight throughput; each round's ratio on/off next to the run-to-run spread.
+//   bazel run -c opt //tests/bench:kv_bench -- --protection_compare [--policy=unload]
+// the same for memory protection (docs/security.md): servers with and without
+// --memory_protection, plus GRANT round trips of 1 and 64 slots, where windows are bound.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -29,7 +32,9 @@
 #include "absl/strings/strip.h"
 #include "client/client.h"
 #include "gflags/gflags.h"
+#include "proto/kv.pb.h"
 #include "tests/bench/client_load.h"
+#include "tests/kv/raw_connection.h"
 #include "tests/support/subprocess.h"
 #include "transport/base/logging.h"
 #include "transport/base/mutex.h"
@@ -44,6 +49,9 @@ DEFINE_int32(rounds, 5, "1 in flight: rounds of (rnic_bench, PUT, GET), ops/roun
 DEFINE_bool(auth_compare, false,
             "measure authentication's cost: servers with and without an auth file, "
             "alternated in --rounds rounds");
+DEFINE_bool(protection_compare, false,
+            "measure memory protection's cost: servers with and without it, alternated in "
+            "--rounds rounds, plus GRANT round trips of 1 and 64 slots");
 DEFINE_bool(caller_progress, true,
             "the calling thread drives the connection (ClientOptions::caller_progress)");
 
@@ -102,8 +110,8 @@ struct Server {
 };
 
 absl::StatusOr<Server> StartServer(const std::vector<std::string>& extra) {
-  std::vector<std::string> args{"server/kvserver", "--listen=127.0.0.1:0", "--metrics=",
-                                "--arena_bytes=268435456"};
+  std::vector<std::string> args{"server/kvserver", "--listen=127.0.0.1:0",
+                                "--metrics=", "--arena_bytes=268435456"};
   args.insert(args.end(), extra.begin(), extra.end());
   testing::Child child = testing::Spawn(args, /*capture_stderr=*/false);
   const std::string line = testing::ReadLine(child.out_fd);
@@ -120,8 +128,7 @@ absl::StatusOr<Server> StartServer(const std::vector<std::string>& extra) {
 // Writes a one-user auth file (mode 600) for the comparison; returns its path.
 std::string WriteBenchAuthFile() {
   const char* dir = std::getenv("TMPDIR");
-  const std::string path = absl::StrCat(dir != nullptr ? dir : "/tmp", "/kv_bench_auth.",
-                                        getpid());
+  const std::string path = absl::StrCat(dir != nullptr ? dir : "/tmp", "/kv_bench_auth.", getpid());
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   const std::string line = "bench client kv-bench-secret-0123456789abcdef\n";
   if (fd < 0 || write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
@@ -132,47 +139,96 @@ std::string WriteBenchAuthFile() {
   return path;
 }
 
-// Authentication on and off, alternated in rounds: connect time (median of 20 connects), PUT
-// and GET p50 at 1 in flight, PUT ops/s at 64 in flight.
-int AuthCompare() {
+// GRANT round trips of `count` slots each on a fresh protocol-level connection to `server`
+// (reconnecting every 16 calls: at most 1024 grants are outstanding per connection; the first
+// 4 calls after a reconnect are not counted); p50 in us.
+absl::StatusOr<double> GrantP50(const std::string& server, uint32_t count, int calls) {
+  std::vector<double> us;
+  proto::GrantRequest req;
+  req.set_size(FLAGS_value_size);
+  req.set_count(count);
+  std::unique_ptr<testing::RawConnection> conn;
+  for (int i = 0; i < calls; ++i) {
+    if (i % 16 == 0) {
+      conn.reset();
+      auto c = testing::RawConnection::Open(server);
+      if (!c.ok()) return c.status();
+      conn = std::move(*c);
+    }
+    const absl::Time t0 = absl::Now();
+    absl::StatusOr<std::string> reply = conn->Call(proto::GRANT, req);
+    // The first calls on a fresh connection overlap the server's teardown of the last one.
+    if (i % 16 >= 4) us.push_back(absl::ToDoubleMicroseconds(absl::Now() - t0));
+    proto::GrantResponse g;
+    if (!reply.ok()) return reply.status();
+    if (!g.ParseFromString(*reply) || g.grants_size() != static_cast<int>(count)) {
+      return absl::InternalError("a GRANT answered fewer slots than asked");
+    }
+  }
+  return Percentile(us, 0.5);
+}
+
+// Two configurations of one server, compared side by side.
+struct Variant {
+  std::vector<std::string> server_args;
+  bool auth = false;  // the client proves the bench user of the auth file
+};
+struct Comparison {
+  const char* flag;   // the kv_bench flag, for the title
+  const char* title;  // what differs
+  const char* label;  // the column naming the variant
+  const char* note;   // printed under the ratios
+  Variant off, on;
+  bool grants = false;  // also GRANT round trips of 1 and 64 slots (what binds cost)
+};
+
+// Configurations off and on, alternated in rounds: connect time (median of 20 connects), PUT
+// and GET p50 at 1 in flight, PUT ops/s at 64 in flight, and optionally GRANT p50 of 1 and 64
+// slots.
+int Compare(const Comparison& cmp) {
   const std::string auth_file = WriteBenchAuthFile();
-  absl::StatusOr<Server> plain = StartServer({});
-  absl::StatusOr<Server> authed = StartServer({"--auth_file=" + auth_file});
+  auto args = [&](const Variant& v) {
+    std::vector<std::string> a = v.server_args;
+    if (v.auth) a.push_back("--auth_file=" + auth_file);
+    return a;
+  };
+  absl::StatusOr<Server> servers[2] = {StartServer(args(cmp.off)), StartServer(args(cmp.on))};
   auto stop = [&] {
-    for (const absl::StatusOr<Server>* s : {&plain, &authed}) {
-      if (s->ok()) {
-        kill((*s)->pid, SIGTERM);
-        testing::WaitExit((*s)->pid);
+    for (const absl::StatusOr<Server>& s : servers) {
+      if (s.ok()) {
+        kill(s->pid, SIGTERM);
+        testing::WaitExit(s->pid);
       }
     }
     unlink(auth_file.c_str());
   };
-  if (!plain.ok() || !authed.ok()) {
-    std::fprintf(stderr, "kv_bench: %s\n",
-                 (!plain.ok() ? plain.status() : authed.status()).ToString().c_str());
-    stop();
-    return 1;
+  for (const absl::StatusOr<Server>& s : servers) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "kv_bench: %s\n", s.status().ToString().c_str());
+      stop();
+      return 1;
+    }
   }
-  auto options = [&](bool auth) {
+  auto options = [&](int a) {
     ClientOptions o;
-    o.server = auth ? authed->address : plain->address;
+    o.server = servers[a]->address;
     o.policy = FLAGS_policy;
     o.caller_progress = FLAGS_caller_progress;
     o.max_in_flight = 64;
-    if (auth) o.auth_file = auth_file;
+    if ((a == 1 ? cmp.on : cmp.off).auth) o.auth_file = auth_file;
     return o;
   };
   std::unique_ptr<Client> clients[2];
   for (int a = 0; a < 2; ++a) {
-    auto c = Client::Connect(options(a == 1));
+    auto c = Client::Connect(options(a));
     if (!c.ok()) {
       std::fprintf(stderr, "kv_bench: %s\n", c.status().ToString().c_str());
       stop();
       return 1;
     }
     clients[a] = std::move(*c);
-    std::fprintf(stderr, "kv_bench: preloading %llu keys (auth %s) ...\n",
-                 static_cast<unsigned long long>(FLAGS_keys), a == 1 ? "on" : "off");
+    std::fprintf(stderr, "kv_bench: preloading %llu keys (%s %s) ...\n",
+                 static_cast<unsigned long long>(FLAGS_keys), cmp.label, a == 1 ? "on" : "off");
     for (uint64_t k = 0; k < FLAGS_keys; ++k) {
       if (!clients[a]->Put(absl::StrCat("key", k), std::string(FLAGS_value_size, 'v')).ok()) {
         std::fprintf(stderr, "kv_bench: preload failed\n");
@@ -181,17 +237,21 @@ int AuthCompare() {
       }
     }
   }
-  std::printf(
-      "kv_bench --auth_compare: two kvservers over the soft transport, loopback, one with an "
-      "auth file (measured)\n");
+  std::printf("kv_bench %s: two kvservers over the soft transport, loopback, %s (measured)\n",
+              cmp.flag, cmp.title);
   std::printf("value %u B, %llu ops per 1-in-flight point, policy %s, %d rounds (off then on)\n\n",
               FLAGS_value_size, static_cast<unsigned long long>(FLAGS_ops / FLAGS_rounds),
               FLAGS_policy.c_str(), FLAGS_rounds);
-  std::printf("%-5s %-4s | %-14s | %-11s | %-11s | %-13s\n", "round", "auth", "connect ms p50",
-              "PUT p50 us", "GET p50 us", "PUT64 ops/s");
+  constexpr int kMetrics = 6;
+  const char* names[kMetrics] = {"connect ms p50", "PUT p50 us",    "GET p50 us",
+                                 "PUT64 ops/s",    "GRANT1 p50 us", "GRANT64 p50 us"};
+  const int metrics = cmp.grants ? kMetrics : 4;
+  std::printf("%-5s %-4s", "round", cmp.label);
+  for (int k = 0; k < metrics; ++k) std::printf(" | %14s", names[k]);
+  std::printf("\n");
   const uint64_t round_ops = std::max<uint64_t>(100, FLAGS_ops / FLAGS_rounds);
-  // [metric][auth] per round: connect ms, PUT p50, GET p50, PUT64 ops/s.
-  std::vector<double> m[4][2];
+  // [metric][variant] per round.
+  std::vector<double> m[kMetrics][2];
   uint64_t errors = 0;
   for (int r = 1; r <= FLAGS_rounds; ++r) {
     std::fprintf(stderr, "  round %d of %d ...\n", r, FLAGS_rounds);
@@ -199,7 +259,7 @@ int AuthCompare() {
       std::vector<double> connect_ms;
       for (int i = 0; i < 20; ++i) {
         const absl::Time t0 = absl::Now();
-        auto c = Client::Connect(options(a == 1));
+        auto c = Client::Connect(options(a));
         if (!c.ok()) {
           ++errors;
           continue;
@@ -210,32 +270,64 @@ int AuthCompare() {
       Point get = RunPoint(*clients[a], false, 1, round_ops, 20 + r);
       Point put64 = RunPoint(*clients[a], true, 64, 4 * round_ops, 30 + r);
       errors += put.errors + get.errors + put64.errors;
-      const double values[4] = {Percentile(connect_ms, 0.5), put.p50, get.p50, put64.ops_per_s};
-      for (int k = 0; k < 4; ++k) m[k][a].push_back(values[k]);
-      std::printf("%-5d %-4s | %14.2f | %11.1f | %11.1f | %13.0f\n", r, a ? "on" : "off",
-                  values[0], values[1], values[2], values[3]);
+      double values[kMetrics] = {
+          Percentile(connect_ms, 0.5), put.p50, get.p50, put64.ops_per_s, 0, 0};
+      if (cmp.grants) {
+        for (int g = 0; g < 2; ++g) {
+          absl::StatusOr<double> p50 = GrantP50(servers[a]->address, g == 0 ? 1 : 64, 64);
+          if (!p50.ok()) {
+            std::fprintf(stderr, "kv_bench: GRANT: %s\n", p50.status().ToString().c_str());
+            ++errors;
+          }
+          values[4 + g] = p50.ok() ? *p50 : 0;
+        }
+      }
+      std::printf("%-5d %-4s", r, a ? "on" : "off");
+      for (int k = 0; k < metrics; ++k) {
+        m[k][a].push_back(values[k]);
+        std::printf(" | %14.*f", k == 3 ? 0 : k == 0 ? 2 : 1, values[k]);
+      }
+      std::printf("\n");
       std::fflush(stdout);
     }
   }
   std::printf("\n%-14s | %-9s | %-30s\n", "", "on/off", "off's own spread (max/min of rounds)");
-  const char* names[4] = {"connect", "PUT p50", "GET p50", "PUT64 ops/s"};
-  for (int k = 0; k < 4; ++k) {
+  for (int k = 0; k < metrics; ++k) {
     std::vector<double> ratio;
-    for (size_t i = 0; i < m[k][0].size(); ++i) ratio.push_back(m[k][1][i] / m[k][0][i]);
+    for (size_t i = 0; i < m[k][0].size(); ++i) {
+      if (m[k][0][i] > 0) ratio.push_back(m[k][1][i] / m[k][0][i]);
+    }
     const auto [lo, hi] = std::minmax_element(m[k][0].begin(), m[k][0].end());
-    std::printf("%-14s | %8.3fx | %.3fx\n", names[k], Percentile(ratio, 0.5), *hi / *lo);
+    std::printf("%-14s | %8.3fx | %.3fx\n", names[k], Percentile(ratio, 0.5),
+                *lo > 0 ? *hi / *lo : 0);
   }
-  std::printf(
-      "(on/off: median over rounds of the per-round ratio; authentication is once per "
-      "connection, so only connect should move beyond the spread)\nfailed operations: %llu\n",
-      static_cast<unsigned long long>(errors));
+  if (cmp.grants) {
+    std::printf(
+        "binding, per grant: %.2f us in a GRANT of 1, %.2f us in a GRANT of 64 "
+        "(median on-off difference of GRANT p50, divided by the slots)\n",
+        Percentile(m[4][1], 0.5) - Percentile(m[4][0], 0.5),
+        (Percentile(m[5][1], 0.5) - Percentile(m[5][0], 0.5)) / 64);
+  }
+  std::printf("(on/off: median over rounds of the per-round ratio; %s)\nfailed operations: %llu\n",
+              cmp.note, static_cast<unsigned long long>(errors));
   for (auto& c : clients) c.reset();
   stop();
   return errors == 0 ? 0 : 1;
 }
 
 int Main() {
-  if (FLAGS_auth_compare) return AuthCompare();
+  if (FLAGS_auth_compare) {
+    return Compare({"--auth_compare", "one with an auth file", "auth",
+                    "authentication is once per connection, so only connect should move beyond "
+                    "the spread",
+                    Variant{}, Variant{{}, true}});
+  }
+  if (FLAGS_protection_compare) {
+    return Compare({"--protection_compare", "one with --memory_protection=false", "prot",
+                    "protection binds a window per grant and ends it at the PUT: GRANT and PUT "
+                    "carry its cost",
+                    Variant{{"--memory_protection=false"}}, Variant{}, /*grants=*/true});
+  }
   std::vector<int> depths;
   for (absl::string_view d : absl::StrSplit(FLAGS_in_flight, ',')) {
     int v;

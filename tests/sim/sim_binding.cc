@@ -110,6 +110,9 @@ absl::StatusOr<SimOptions> ReadSimOptions(const Properties& p, const WorkloadCon
                engine::kMaxUnloadWorkers);
   if (!workers.ok()) return workers.status();
   o.world.server.unload_workers = static_cast<int>(*workers);
+  absl::StatusOr<bool> protection = p.GetBool("sim.memory_protection", true);
+  if (!protection.ok()) return protection.status();
+  o.world.server.memory_protection = *protection;
   o.world.server.policy = o.policy;  // writes the server initiates (none on a single node)
   o.world.server.max_connections = 2048;
   return o;

@@ -9,6 +9,7 @@
 //   sim.arena_huge_pages     arena on modeled 2 MiB pages; default false (4 KiB, where the
 //                            NIC's translation caches can miss)
 //   sim.unload_workers       server engine workers; default: the server's modeled cores
+//   sim.memory_protection    grants as memory windows (docs/security.md); default true
 //   sim.<parameter>          the cost model, both nodes (transport/sim/model.h, docs/
 //                            sim-model.md): wire_latency_ns wire_gbps pcie_rtt_ns pcie_gbps
 //                            nic_op_ns max_inline_bytes mpt_cache_entries mtt_cache_entries

@@ -43,6 +43,9 @@ DEFINE_uint64(seed, 1, "workload seed (the same for every policy)");
 DEFINE_bool(bound, true,
             "also run the large working set offloaded on a NIC whose translation misses cost "
             "nothing (policy 'bound'): no split of the writes between the paths can beat it");
+DEFINE_bool(memory_protection, true,
+            "grants as memory windows on the client's connection (kvserver's default); false: "
+            "the arena writable through its rkey, as before docs/security.md's memory protection");
 DEFINE_int32(jobs, 2, "series (size x policy) run at once, each in a process of its own");
 DEFINE_string(series, "", "internal: run the one series SIZE:POLICY and print its CSV lines");
 DEFINE_string(out_dir, "",
@@ -143,6 +146,7 @@ absl::Status RunSeries(const std::string& size, int64_t records, const std::stri
   base->Set("unloadkv.policy", policy == "bound" ? "offload" : policy, "sim_compare");
   if (policy == "bound") base->Set("sim.miss_pcie_reads", "0", "sim_compare");
   base->Set("sim.seed", absl::StrCat(FLAGS_seed), "sim_compare");
+  base->Set("sim.memory_protection", FLAGS_memory_protection ? "true" : "false", "sim_compare");
   absl::StatusOr<WorkloadConfig> base_config = ReadWorkloadConfig(*base);
   if (!base_config.ok()) return base_config.status();
   // The arena is sized for the records and every insert D and E may add.
@@ -223,7 +227,8 @@ std::string Table(const std::vector<Row>& rows, const std::vector<std::string>& 
   std::string out = absl::StrCat(
       "MODELED: YCSB on the simulated fabric, virtual time (docs/sim-kv.md); ", FLAGS_threads,
       " client threads, 1 x ", kFieldLength, " B field per record, ", FLAGS_operations,
-      " operations per workload (E: ", FLAGS_scan_operations, "), seed ", FLAGS_seed, "\n");
+      " operations per workload (E: ", FLAGS_scan_operations, "), seed ", FLAGS_seed,
+      ", memory protection ", FLAGS_memory_protection ? "on" : "off", "\n");
   for (const std::string& size : sizes) {
     const Row* any = nullptr;
     for (const Row& r : rows) {
@@ -376,13 +381,15 @@ absl::StatusOr<std::vector<Row>> RunAllSeries(const std::string& dir,
           {absl::StrCat(size, ":", p), absl::StrCat(dir, "/series_", size, "_", p, ".csv")});
     }
   }
-  const std::vector<std::string> args = {"--workloads=" + FLAGS_workloads,
-                                         absl::StrCat("--operations=", FLAGS_operations),
-                                         absl::StrCat("--scan_operations=", FLAGS_scan_operations),
-                                         absl::StrCat("--small_records=", FLAGS_small_records),
-                                         absl::StrCat("--large_records=", FLAGS_large_records),
-                                         absl::StrCat("--threads=", FLAGS_threads),
-                                         absl::StrCat("--seed=", FLAGS_seed)};
+  const std::vector<std::string> args = {
+      "--workloads=" + FLAGS_workloads,
+      absl::StrCat("--operations=", FLAGS_operations),
+      absl::StrCat("--scan_operations=", FLAGS_scan_operations),
+      absl::StrCat("--small_records=", FLAGS_small_records),
+      absl::StrCat("--large_records=", FLAGS_large_records),
+      absl::StrCat("--threads=", FLAGS_threads),
+      absl::StrCat("--seed=", FLAGS_seed),
+      absl::StrCat("--memory_protection=", FLAGS_memory_protection ? "true" : "false")};
   size_t next = 0, running = 0, failed = 0;
   while (next < children.size() || running > 0) {
     if (next < children.size() && running < static_cast<size_t>(FLAGS_jobs)) {

@@ -15,6 +15,7 @@ DECLARE_int32(window);
 DECLARE_int32(unload_workers);
 DECLARE_int32(staging_lanes);
 DECLARE_int32(connections);
+DECLARE_bool(memory_protection);
 DECLARE_uint64(seed);
 DECLARE_string(csv);
 DECLARE_bool(sweep);

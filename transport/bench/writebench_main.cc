@@ -35,6 +35,10 @@ DEFINE_int32(unload_workers, 2,
 DEFINE_int32(staging_lanes, 0,
              "staging lanes per connection, each served by its own worker (0: one per worker)");
 DEFINE_int32(connections, 1, "connections the writes are spread over, round-robin");
+DEFINE_bool(memory_protection, false,
+            "the target region carries no remote rights: each connection writes through a "
+            "memory window bound on its own QP, and its staged writes pass a check of that "
+            "window (docs/benchmarks.md, \"Memory protection\")");
 DEFINE_uint64(seed, 1, "workload seed");
 DEFINE_string(csv, "", "append one row per (policy, point) to this CSV file");
 DEFINE_bool(sweep, false,
@@ -132,10 +136,12 @@ int Main() {
   }
   std::printf(
       "writebench on %s: %s numbers; %d unload worker(s), %d staging lane(s) per connection, "
-      "%d connection(s); window %d, %lld writes per point after %lld warm-up writes, seed %llu\n",
+      "%d connection(s)%s; window %d, %lld writes per point after %lld warm-up writes, seed "
+      "%llu\n",
       FLAGS_fabric.c_str(),
       Modeled() ? "MODELED (simulated fabric, virtual time)" : "MEASURED (real time)",
-      FLAGS_unload_workers, StagingLanes(), FLAGS_connections, FLAGS_window,
+      FLAGS_unload_workers, StagingLanes(), FLAGS_connections,
+      FLAGS_memory_protection ? " writing through memory windows" : "", FLAGS_window,
       static_cast<long long>(FLAGS_ops), static_cast<long long>(FLAGS_warmup),
       static_cast<unsigned long long>(FLAGS_seed));
   PrintHeader();

@@ -145,6 +145,59 @@ absl::Status AppendTrace(const Point& pt, const std::vector<double>& lat,
   return absl::OkStatus();
 }
 
+// Admits a staged write only inside the one window bound for its connection (kvserver's
+// ConnectionGrants does the same per slot, with a hash lookup). Immutable: thread-safe.
+class WindowCheck : public engine::StagedWriteCheck {
+ public:
+  WindowCheck(uint32_t rkey, uint64_t addr, uint64_t length)
+      : rkey_(rkey), addr_(addr), length_(length) {}
+  rnic::AccessVerdict Check(uint32_t rkey, uint64_t addr, uint64_t length) const override {
+    if (rkey != rkey_) return rnic::AccessVerdict::kUnknownKey;
+    if (addr < addr_ || addr - addr_ > length_ || length > length_ - (addr - addr_)) {
+      return rnic::AccessVerdict::kOutOfBounds;
+    }
+    return rnic::AccessVerdict::kOk;
+  }
+
+ private:
+  const uint32_t rkey_;
+  const uint64_t addr_, length_;
+};
+
+// --memory_protection: binds a window over all of `dst` on each target connection (the peer of
+// the initiator at the same index) and installs its check; returns each connection's key once
+// every bind completed. The windows go to *windows, which must outlive the connections.
+absl::StatusOr<std::vector<uint32_t>> BindTargetWindows(
+    sim::Fabric* fabric, engine::Engine& ea, engine::Engine& eb, const rnic::MemoryRegion& dst,
+    std::vector<std::unique_ptr<engine::Connection>>& targets,
+    std::vector<std::unique_ptr<rnic::MemoryWindow>>* windows) {
+  // Shared with the callbacks: an early return may leave binds in flight.
+  auto bound = std::make_shared<std::atomic<int>>(0);
+  auto failed = std::make_shared<std::atomic<int>>(0);
+  std::vector<uint32_t> keys;
+  for (auto& target : targets) {
+    absl::StatusOr<std::unique_ptr<rnic::MemoryWindow>> w = eb.device()->AllocateWindow();
+    if (!w.ok()) return w.status();
+    windows->push_back(std::move(*w));
+    rnic::MemoryWindow* window = windows->back().get();
+    engine::WindowGrant g{window, &dst, dst.address(), dst.length()};
+    absl::Status st = target->BindWindows(
+        {&g, 1}, [bound, failed](absl::Status s) { (s.ok() ? *bound : *failed).fetch_add(1); });
+    if (!st.ok()) return st;
+    target->SetStagedWriteCheck(
+        std::make_shared<WindowCheck>(window->rkey(), dst.address(), dst.length()));
+    keys.push_back(window->rkey());
+  }
+  // The engines are not started yet: drive them here (bounded: a bind completes in
+  // microseconds, modeled or real).
+  for (int spins = 0; *bound + *failed < static_cast<int>(targets.size()); ++spins) {
+    if (spins > 10000000) return absl::DeadlineExceededError("window binds did not complete");
+    if (ea.PollOnce() + eb.PollOnce() == 0 && fabric != nullptr) fabric->Run(int64_t{1} << 40);
+  }
+  if (*failed > 0) return absl::InternalError("a window bind failed");
+  return keys;
+}
+
 }  // namespace
 
 // Runs one point: two nodes, one connection, a closed loop with FLAGS_window writes in flight.
@@ -185,12 +238,14 @@ absl::StatusOr<Result> RunPoint(const Point& pt) {
   Result r;
   r.point = pt;
   {
-    auto dst_mr =
-        (*eb)->RegisterMemory(arena, pt.working_set, rnic::kLocalWrite | rnic::kRemoteWrite);
+    auto dst_mr = (*eb)->RegisterMemory(
+        arena, pt.working_set,
+        rnic::kLocalWrite | (FLAGS_memory_protection ? rnic::kMwBind : rnic::kRemoteWrite));
     auto src_mr = (*ea)->RegisterMemory(src.data(), src.size(), rnic::kLocalWrite);
     if (!dst_mr.ok() || !src_mr.ok()) return !dst_mr.ok() ? dst_mr.status() : src_mr.status();
     // Each connection has its own policy; writes go round-robin.
     const int nconn = FLAGS_connections;
+    std::vector<std::unique_ptr<rnic::MemoryWindow>> windows;  // outlive the connections
     std::vector<std::unique_ptr<engine::Connection>> initiators, targets;
     for (int k = 0; k < nconn; ++k) {
       absl::StatusOr<std::unique_ptr<engine::PathPolicy>> p =
@@ -203,6 +258,13 @@ absl::StatusOr<Result> RunPoint(const Point& pt) {
       if (auto st = (*cb)->Connect((*ca)->local_info()); !st.ok()) return st;
       initiators.push_back(std::move(*ca));
       targets.push_back(std::move(*cb));
+    }
+    // The key each connection writes with: the region's, or its own window's.
+    std::vector<uint32_t> rkeys(nconn, (*dst_mr)->rkey());
+    if (FLAGS_memory_protection) {
+      auto keys = BindTargetWindows(fabric.get(), **ea, **eb, **dst_mr, targets, &windows);
+      if (!keys.ok()) return keys.status();
+      rkeys = std::move(*keys);
     }
 
     const int64_t total = FLAGS_warmup + FLAGS_ops;
@@ -220,7 +282,7 @@ absl::StatusOr<Result> RunPoint(const Point& pt) {
       if (i == FLAGS_warmup) measure_start = clock.Now();
       size_t slot = size_t(i % FLAGS_window) * pt.write_size;
       return initiators[i % nconn]->Write((*src_mr)->Sge(slot, pt.write_size),
-                                          (*dst_mr)->address() + off, (*dst_mr)->rkey(),
+                                          (*dst_mr)->address() + off, rkeys[i % nconn],
                                           [&, i](const engine::WriteResult& w) {
                                             std::lock_guard<std::mutex> l(mu);
                                             lat[i] = absl::ToDoubleMicroseconds(w.latency);
