@@ -1,5 +1,6 @@
 #include "transport/rnic/key_source.h"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
@@ -19,14 +20,21 @@ KeySource KeySource::Seeded(uint64_t seed) {
   return KeySource(key);
 }
 
+KeySource::~KeySource() { OPENSSL_cleanse(ahead_.data(), sizeof(ahead_)); }
+
 uint32_t KeySource::Draw() {
   uint32_t v = 0;
   if (seed_key_.empty()) {
-    if (RAND_bytes(reinterpret_cast<unsigned char*>(&v), sizeof(v)) != 1) {
-      // No key is better than a guessable one.
-      Log(LogLevel::kError, "RAND_bytes failed: cannot draw a memory key");
-      std::abort();
+    if (next_ahead_ == kAhead) {
+      if (RAND_bytes(reinterpret_cast<unsigned char*>(ahead_.data()), sizeof(ahead_)) != 1) {
+        // No key is better than a guessable one.
+        Log(LogLevel::kError, "RAND_bytes failed: cannot draw a memory key");
+        std::abort();
+      }
+      next_ahead_ = 0;
     }
+    v = ahead_[next_ahead_];
+    ahead_[next_ahead_++] = 0;  // handed out once
     return v;
   }
   unsigned char counter[sizeof(counter_)];

@@ -2,6 +2,8 @@
 #ifndef UNLOADKV_TRANSPORT_RNIC_KEY_SOURCE_H_
 #define UNLOADKV_TRANSPORT_RNIC_KEY_SOURCE_H_
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -19,6 +21,10 @@ class KeySource {
  public:
   static KeySource Random();
   static KeySource Seeded(uint64_t seed);
+  // Wipes the keys drawn ahead and not handed out.
+  ~KeySource();
+  KeySource(const KeySource&) = default;
+  KeySource& operator=(const KeySource&) = default;
 
   // A key that is not 0 and for which `live(key)` is false.
   uint32_t Next(absl::FunctionRef<bool(uint32_t)> live);
@@ -29,6 +35,11 @@ class KeySource {
 
   std::string seed_key_;  // empty: RAND_bytes
   uint64_t counter_ = 0;
+  // Random(): keys drawn ahead, kAhead per RAND_bytes call (a call costs about the same for
+  // 1 KiB as for 4 bytes: 1.2-1.4 us here, which a GRANT of 64 slots paid 64 times).
+  static constexpr size_t kAhead = 256;
+  std::array<uint32_t, kAhead> ahead_{};
+  size_t next_ahead_ = kAhead;
 };
 
 }  // namespace unloadkv::rnic

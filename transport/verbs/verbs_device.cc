@@ -88,7 +88,8 @@ class VerbsMemoryWindow : public rnic::MemoryWindow {
   ibv_mw* mw() const { return mw_; }
   // The key the next bind gives the window (set once it is posted).
   uint32_t NextKey() const {
-    const uint32_t random = rnic::KeySource::Random().Next([](uint32_t) { return false; });
+    thread_local rnic::KeySource keys = rnic::KeySource::Random();  // draws ahead, per thread
+    const uint32_t random = keys.Next([](uint32_t) { return false; });
     return NextWindowKey(rkey(), static_cast<uint8_t>(random));
   }
   void set_rkey(uint32_t key) { rkey_.store(key, std::memory_order_release); }
