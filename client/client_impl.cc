@@ -176,13 +176,15 @@ void NodeClient::Wait(const std::function<bool()>& done) {
 }
 
 absl::Status NodeClient::Call(proto::Method method, const google::protobuf::Message& req,
-                              Reply done) {
+                              Reply done, const engine::SendOptions& send) {
   // Every answer wakes the threads in Wait after its callback ran.
-  absl::StatusOr<uint64_t> id = rpc_->Call(method, req.SerializeAsString(), options_.timeout,
-                                           [this, done = std::move(done)](auto r) {
-                                             done(std::move(r));
-                                             Signal();
-                                           });
+  absl::StatusOr<uint64_t> id = rpc_->Call(
+      method, req.SerializeAsString(), options_.timeout,
+      [this, done = std::move(done)](auto r) {
+        done(std::move(r));
+        Signal();
+      },
+      send);
   if (id.ok()) return absl::OkStatus();
   return conn_->failed() ? ConnectionError() : id.status();
 }

@@ -86,7 +86,8 @@ class NodeClient : public Client {
   // The embedded client's poller (ClientEmbedding::add_poller).
   int PollEmbedded();
   // Sends one request; `done` runs exactly once if this returns OK, never otherwise.
-  absl::Status Call(proto::Method method, const google::protobuf::Message& req, Reply done);
+  absl::Status Call(proto::Method method, const google::protobuf::Message& req, Reply done,
+                    const engine::SendOptions& send = {});
   // One PING round trip, without retries.
   absl::Status Ping(absl::Duration timeout);
   absl::Status ConnectionError() const;

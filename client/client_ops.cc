@@ -89,18 +89,25 @@ void NodeClient::WriteAndPut(uint32_t shard, const std::string& key, const std::
   req.set_value_path(!posted                            ? proto::PATH_UNKNOWN
                      : *posted == engine::Path::kUnload ? proto::UNLOAD
                                                         : proto::OFFLOAD);
-  absl::Status st = Call(proto::PUT, req, [done, release](absl::StatusOr<std::string> bytes) {
-    // An answer from the server (not a local timeout or cancellation) means it saw the PUT.
-    const absl::StatusCode code = bytes.status().code();
-    if (release && code != absl::StatusCode::kDeadlineExceeded &&
-        code != absl::StatusCode::kCancelled) {
-      release();
-    }
-    absl::StatusOr<proto::PutResponse> r =
-        client_internal::Parse<proto::PutResponse>(std::move(bytes));
-    if (!r.ok()) return done(std::move(r).status());
-    done(r->version());
-  });
+  // The PUT ends the grant's window itself where the server made it one (SlotGrant.window):
+  // the server's NIC invalidates it as the PUT arrives, after the value write before it.
+  engine::SendOptions send;
+  if (g.window()) send.invalidate_rkey = g.rkey();
+  absl::Status st = Call(
+      proto::PUT, req,
+      [done, release](absl::StatusOr<std::string> bytes) {
+        // An answer from the server (not a local timeout or cancellation) means it saw the PUT.
+        const absl::StatusCode code = bytes.status().code();
+        if (release && code != absl::StatusCode::kDeadlineExceeded &&
+            code != absl::StatusCode::kCancelled) {
+          release();
+        }
+        absl::StatusOr<proto::PutResponse> r =
+            client_internal::Parse<proto::PutResponse>(std::move(bytes));
+        if (!r.ok()) return done(std::move(r).status());
+        done(r->version());
+      },
+      send);
   batch.reset();
   if (!st.ok()) {
     GrantsOf(shard).Return(g);  // never named by a PUT: still unused

@@ -116,7 +116,9 @@ void KvService::Grant(const Peer& peer, const proto::GrantRequest& req,
       replica->store().GrantSlots(peer.id, req.size(), req.count(), &over_quota);
   if (over_quota && metrics_ != nullptr) metrics_->OnGrantRefused("connection_quota");
   if (!grants.ok()) return reply(grants.status());
-  auto answer = [replica, reply, grants = *grants](const std::vector<uint32_t>& keys) {
+  GrantWindows* windows = hooks_.grant_windows;
+  const bool windowed = windows != nullptr && replica->protected_memory();
+  auto answer = [replica, reply, windowed, grants = *grants](const std::vector<uint32_t>& keys) {
     proto::GrantResponse resp;
     for (size_t i = 0; i < grants.size(); ++i) {
       proto::SlotGrant* pg = resp.add_grants();
@@ -124,11 +126,11 @@ void KvService::Grant(const Peer& peer, const proto::GrantRequest& req,
       pg->set_addr(replica->arena_addr() + grants[i].slot.offset);
       pg->set_rkey(keys[i]);
       pg->set_capacity(grants[i].slot.capacity);
+      pg->set_window(windowed);
     }
     reply(std::move(resp));
   };
-  GrantWindows* windows = hooks_.grant_windows;
-  if (windows == nullptr || !replica->protected_memory()) {
+  if (!windowed) {
     return answer(std::vector<uint32_t>(grants->size(), replica->arena_rkey()));
   }
   // Each grant a window onto exactly its slot, on this client's connection; its staged writes

@@ -8,11 +8,11 @@
 // changes nothing. Until Put, a written slot is invisible, so a client that dies between its
 // value write and its Put leaves no trace (DropClient returns its slots).
 //
-// Trust model: the arena is one registered region, so a client holding its rkey can write any
-// slot, published or not, with RDMA; the store protects against stale and forged *grants*, not
-// against a client that writes outside its grants (as in FaRM-style designs, clients are
-// trusted with the rkey). Who may connect at all is the auth file's decision (admission.h);
-// what an authenticated client can still do is in docs/security.md.
+// Trust model: the store protects against stale and forged *grants*; which bytes a client can
+// write with RDMA is decided outside it, by a memory window per grant on the client's
+// connection and the same grants checked on the unload path (grant_windows.h). Who may connect
+// at all is the auth file's decision (admission.h); what an authenticated client can still do
+// is in docs/security.md.
 //
 // Replication (docs/cluster.md) splits a write in two: Prepare* decides it (consumes the grant,
 // assigns the version) without making it visible; Commit makes it visible once every backup

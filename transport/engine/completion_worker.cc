@@ -126,8 +126,8 @@ void AdjustCredits(ConnectionState& c, bool wanted) ABSL_EXCLUSIVE_LOCKS_REQUIRE
 // peer had received when it sent it, and how many unloaded writes of each lane it posted
 // before it, which must be applied first: it is held until they are. A message that is not
 // delivered gives its buffer straight back.
-void OnMessageReceived(ConnectionState& c, uint32_t buffer, uint32_t byte_len, Deferred& out)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+void OnMessageReceived(ConnectionState& c, uint32_t buffer, uint32_t byte_len, uint32_t invalidated,
+                       Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   if (c.target.granted == 0) {
     c.pool->Recycle(buffer);
     return Violation(c, out,
@@ -158,6 +158,8 @@ void OnMessageReceived(ConnectionState& c, uint32_t buffer, uint32_t byte_len, D
   AdjustCredits(c, header->wants_credits);
   TargetState::Held h{buffer, byte_len - c.message_header_bytes, {}};
   for (size_t k = 0; k < c.lanes.size(); ++k) h.need[k] = header->lane_writes[k];
+  h.invalidated = invalidated;
+  if (invalidated != 0) OnPeerInvalidation(c, invalidated, h.need);
   c.target.held.push_back(h);
 }
 
@@ -169,11 +171,14 @@ void OnPoolReceive(ConnectionState& c, const rnic::WorkCompletion& wc, Deferred&
     c.pool->Recycle(buffer);
     return FailConnection(c, out, FailScope::kMainFailed);
   }
-  if (wc.opcode != rnic::WcOpcode::kRecv || !wc.has_imm || wc.imm != kImmMessage) {
+  // A message has kImmMessage, or invalidates one of our windows (SendOptions).
+  const bool invalidating = wc.opcode == rnic::WcOpcode::kRecv && wc.has_invalidate && !wc.has_imm;
+  if (!invalidating &&
+      (wc.opcode != rnic::WcOpcode::kRecv || !wc.has_imm || wc.imm != kImmMessage)) {
     c.pool->Recycle(buffer);
     return Violation(c, out, absl::StrCat("unexpected receive ", wc.DebugString()));
   }
-  OnMessageReceived(c, buffer, wc.byte_len, out);
+  OnMessageReceived(c, buffer, wc.byte_len, invalidating ? wc.invalidated_rkey : 0, out);
 }
 
 // The lane of `c` whose staging QP is `qp_num`, or -1.
@@ -216,6 +221,9 @@ std::vector<TargetState::Held> TakeDeliverable(ConnectionState& c)
                                       c.target.held.front().need[k]) >= 0;
     }
     if (!applied) break;
+    if (c.target.held.front().invalidated != 0) {
+      OnPeerInvalidationDelivered(c, c.target.held.front().invalidated);
+    }
     deliver.push_back(c.target.held.front());
     deliver.back().number = c.target.messages_taken++;
     c.target.held.pop_front();

@@ -165,6 +165,14 @@ struct WriteOptions {
   bool lazy_completion = false;
 };
 using SendCallback = std::function<void(rnic::WcStatus)>;
+struct SendOptions {
+  // Nonzero: the message goes as SEND_WITH_INVALIDATE of this key, a window the peer bound on
+  // this connection (BindWindows at the peer). The peer's NIC ends the window as the message
+  // arrives: writes of this connection posted after the message are refused through it on
+  // both paths, the ones before still land. A key the peer did not bind here fails the
+  // connection, as on verbs.
+  uint32_t invalidate_rkey = 0;
+};
 // A memory window (rnic/memory_window.h) of this engine's device to bind on a connection:
 // [addr, addr + length) of `region` (registered through Engine::RegisterMemory with kMwBind),
 // writable by the connection's peer only.
@@ -200,7 +208,8 @@ class Connection {
   // Sends a message of at most max_message_bytes; the bytes are copied before return. Without
   // a callback the message is posted unsignaled (no per-message completion, so no ACK packet
   // on the soft RNIC); its slot comes back with a later signaled completion on the same QP.
-  absl::Status Send(absl::Span<const char> message, SendCallback done);
+  absl::Status Send(absl::Span<const char> message, SendCallback done,
+                    const SendOptions& options = {});
 
   // Posts the writes and messages issued on this connection while the returned Batch lives
   // together when it is destroyed: one doorbell for all (on the soft RNIC, one packet train

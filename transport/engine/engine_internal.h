@@ -209,6 +209,16 @@ void OnWindowCompleted(ConnectionState& c, const rnic::WorkCompletion& wc, Defer
 void FinishWindowOps(ConnectionState& c, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 // The connection failed: pending window operations get an error, its keys leave the table.
 void FailWindows(ConnectionState& c, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+// A message of the peer that invalidated `key` arrived; `need` is its header's lane counts.
+void OnPeerInvalidation(ConnectionState& c, uint32_t key, const uint32_t* need)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+// That message is delivered: every staged write before it is applied; the key leaves the table.
+void OnPeerInvalidationDelivered(ConnectionState& c, uint32_t key)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+// Whether the staged write `sequence` of `lane` through `key` comes after a message of the
+// peer that invalidated the key (it must be refused as the NIC would).
+bool AfterPeerInvalidation(const ConnectionState& c, uint32_t key, int lane, uint64_t sequence)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 
 // Target-side helpers (staged_write.cc).
 

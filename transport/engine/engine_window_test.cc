@@ -189,6 +189,71 @@ TEST_P(EngineWindowTest, AfterAnInvalidationNeitherPathWritesThroughTheKey) {
   }
 }
 
+// A message that invalidates a window (SendOptions::invalidate_rkey) ends it behind the writes
+// posted before it, which land on both paths (on the unload path they travel the staging lanes
+// and may be validated after the message arrived); the target's own InvalidateWindow of the key
+// then only waits for them.
+TEST_P(EngineWindowTest, APeersInvalidatingMessageEndsTheWindowBehindTheWritesBeforeIt) {
+  for (Path path : {Path::kOffload, Path::kUnload}) {
+    SCOPED_TRACE(PathName(path));
+    std::fill(dst_.begin(), dst_.end(), 0);
+    const int i = Connect(path);
+    auto delivered = std::make_shared<std::atomic<int>>(0);
+    B(i).SetMessageHandler([delivered](absl::Span<const char>) { ++*delivered; });
+    const uint32_t key = Grant(i, 0, 4096);
+    std::memset(&src_[0], 'a', 1000);
+    auto landed = std::make_shared<std::atomic<int>>(0);
+    for (int k = 0; k < 4; ++k) {
+      ASSERT_TRUE(
+          A(i).Write(src_mr_->Sge(k * 250, 250), dst_mr_->address() + k * 250, key,
+                     [landed](const WriteResult& r) { landed->fetch_add(r.ok() ? 1 : 100); })
+              .ok());
+    }
+    SendOptions end_it;
+    end_it.invalidate_rkey = key;
+    ASSERT_TRUE(A(i).Send("put", nullptr, end_it).ok());
+    ASSERT_TRUE(h_->WaitUntil([&] { return delivered->load() == 1 && landed->load() == 4; },
+                              absl::Seconds(10)))
+        << "delivered " << delivered->load() << ", landed " << landed->load();
+    EXPECT_TRUE(DstHolds(0, 1000, 'a'));
+    ASSERT_TRUE(Invalidate(i, key));  // ended by the peer: no work request, writes drained
+    EXPECT_EQ(WriteThrough(i, 2000, 100, key, 'b').status, rnic::WcStatus::kRemoteAccessError);
+    EXPECT_TRUE(DstHolds(2000, 100, 0));
+  }
+}
+
+// A write posted right behind the invalidating message is refused on both paths, even when its
+// staged copy is validated before the message is delivered; nothing of it lands.
+TEST_P(EngineWindowTest, AWriteBehindAnInvalidatingMessageWritesNothing) {
+  for (Path path : {Path::kOffload, Path::kUnload}) {
+    SCOPED_TRACE(PathName(path));
+    std::fill(dst_.begin(), dst_.end(), 0);
+    const int i = Connect(path);
+    B(i).SetMessageHandler([](absl::Span<const char>) {});
+    const uint32_t key = Grant(i, 0, 4096);
+    SendOptions end_it;
+    end_it.invalidate_rkey = key;
+    ASSERT_TRUE(A(i).Send("put", nullptr, end_it).ok());
+    EXPECT_EQ(WriteThrough(i, 100, 100, key, 'c').status, rnic::WcStatus::kRemoteAccessError);
+    EXPECT_TRUE(DstHolds(0, 4096, 0));
+  }
+}
+
+// A message invalidating a key its connection did not bind fails the connection, as on verbs.
+TEST_P(EngineWindowTest, InvalidatingAnotherConnectionsWindowFailsTheConnection) {
+  const int victim = Connect(Path::kOffload);
+  const uint32_t key = Grant(victim, 0, 4096);
+  const int thief = Connect(Path::kOffload);
+  B(thief).SetMessageHandler([](absl::Span<const char>) {});
+  SendOptions end_it;
+  end_it.invalidate_rkey = key;
+  ASSERT_TRUE(A(thief).Send("put", nullptr, end_it).ok());
+  EXPECT_TRUE(h_->WaitUntil([&] { return A(thief).failed(); }, absl::Seconds(10)));
+  // The victim's window still works.
+  EXPECT_TRUE(WriteThrough(victim, 0, 64, key, 'v').ok());
+  EXPECT_TRUE(DstHolds(0, 64, 'v'));
+}
+
 // What the application's check refuses is refused as the NIC refuses, and counted.
 class DenyAbove : public StagedWriteCheck {
  public:

@@ -68,12 +68,16 @@ absl::StatusOr<bool> PostMessage(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCK
   // (SendReserve), so it cannot hold all of them in quiet messages with none signaled after.
   const bool signaled =
       op.send_done != nullptr || c.initiator.quiet_since_signaled + 1 >= SignalEvery(c.options);
-  rnic::SendWorkRequest wr = rnic::MakeSendWithImm(
-      MakeWrId(signaled ? WrKind::kMessage : WrKind::kQuietMessage, c.id,
-               static_cast<uint32_t>(op.id)),
+  const uint64_t wr_id = MakeWrId(signaled ? WrKind::kMessage : WrKind::kQuietMessage, c.id,
+                                  static_cast<uint32_t>(op.id));
+  const rnic::ScatterGatherEntry sge =
       c.send_pool->Sge(static_cast<uint32_t>(op.send_slot),
-                       static_cast<uint32_t>(c.message_header_bytes + op.message.size())),
-      kImmMessage);
+                       static_cast<uint32_t>(c.message_header_bytes + op.message.size()));
+  // A message carries kImmMessage, or, invalidating a window of the peer's, no immediate (a
+  // verbs SEND has one or the other); the peer takes either as a message.
+  rnic::SendWorkRequest wr = op.invalidate_rkey != 0
+                                 ? rnic::MakeSendWithInvalidate(wr_id, sge, op.invalidate_rkey)
+                                 : rnic::MakeSendWithImm(wr_id, sge, kImmMessage);
   wr.signaled = signaled;
   if (absl::Status st = PostMain(c, wr); !st.ok()) {
     ReleaseSendSlot(c, op.send_slot);
@@ -363,7 +367,8 @@ absl::Status Connection::Write(const rnic::ScatterGatherEntry& local, uint64_t r
   return absl::OkStatus();
 }
 
-absl::Status Connection::Send(absl::Span<const char> message, SendCallback done) {
+absl::Status Connection::Send(absl::Span<const char> message, SendCallback done,
+                              const SendOptions& options) {
   ConnectionState& c = *state_;
   Deferred out;
   {
@@ -378,6 +383,7 @@ absl::Status Connection::Send(absl::Span<const char> message, SendCallback done)
     op.id = c.initiator.next_op_id++;
     op.is_write = false;
     op.message.assign(message.data(), message.size());
+    op.invalidate_rkey = options.invalidate_rkey;
     ++c.initiator.queued_messages;
     op.send_done = std::move(done);
     op.submitted = c.engine->clock().Now();

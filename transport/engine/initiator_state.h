@@ -41,6 +41,7 @@ struct Op {
   std::string message;  // held until a send slot and a credit are free
   int send_slot = -1;
   SendCallback send_done;
+  uint32_t invalidate_rkey = 0;  // SendOptions::invalidate_rkey
 };
 
 struct InitiatorState {

@@ -65,6 +65,10 @@ bool ValidateStagedWrite(ConnectionState& c, int lane_index, uint32_t buffer, ui
     verdict =
         table.regions.Check(h->rkey, h->remote_addr, h->length, rnic::kRemoteWrite, WindowOwner(c));
   }
+  if (verdict == rnic::AccessVerdict::kOk &&
+      AfterPeerInvalidation(c, h->rkey, lane_index, h->sequence)) {
+    verdict = rnic::AccessVerdict::kUnknownKey;  // the NIC has ended the window by now
+  }
   ValidationFailure failure = FailureOf(verdict);
   if (verdict == rnic::AccessVerdict::kOk && c.windows.check != nullptr) {
     verdict = c.windows.check->Check(h->rkey, h->remote_addr, h->length);

@@ -39,7 +39,8 @@ struct TargetState {
   struct Held {
     uint32_t buffer, length;
     uint32_t need[kMaxLanes];
-    uint64_t number = 0;  // 0, 1, ... in delivery order; set by TakeDeliverable
+    uint64_t number = 0;       // 0, 1, ... in delivery order; set by TakeDeliverable
+    uint32_t invalidated = 0;  // the window key it invalidated (SEND_WITH_INVALIDATE), or 0
   };
   std::deque<Held> held;
 };

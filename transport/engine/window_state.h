@@ -5,10 +5,12 @@
 #ifndef UNLOADKV_TRANSPORT_ENGINE_WINDOW_STATE_H_
 #define UNLOADKV_TRANSPORT_ENGINE_WINDOW_STATE_H_
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "transport/engine/engine.h"
@@ -41,7 +43,14 @@ struct WindowState {
   std::deque<rnic::SendWorkRequest> unposted;  // beyond kWindowWrBudget
   uint32_t posted = 0;                         // window WRs on the main QP, not completed
   uint64_t next_index = 0;
-  absl::flat_hash_set<uint32_t> keys;             // bound on this connection: in the engine's table
+  absl::flat_hash_set<uint32_t> keys;  // bound on this connection: in the engine's table
+  // Keys the peer invalidated with a message not yet delivered, with that message's need (per
+  // lane, the staged writes posted before it): a staged write through the key at or after it
+  // is refused, as the NIC refuses the offloaded ones; the earlier ones still land.
+  absl::flat_hash_map<uint32_t, std::array<uint32_t, kMaxLanes>> closing;
+  // Keys whose invalidating message was delivered (out of the table): InvalidateWindow of one
+  // only waits for the staged writes admitted through it.
+  absl::flat_hash_set<uint32_t> peer_invalidated;
   std::shared_ptr<const StagedWriteCheck> check;  // SetStagedWriteCheck
 };
 

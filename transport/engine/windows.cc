@@ -99,34 +99,66 @@ absl::Status Connection::InvalidateWindow(uint32_t rkey, WindowCallback done) {
   Deferred out;
   {
     MutexLock l(&c.mu);
-    if (!c.windows.keys.contains(rkey)) {
+    if (c.windows.closing.contains(rkey)) OnPeerInvalidationDelivered(c, rkey);
+    const bool by_peer = c.windows.peer_invalidated.contains(rkey);
+    if (!by_peer && !c.windows.keys.contains(rkey)) {
       return absl::InvalidArgumentError(
           absl::StrCat("InvalidateWindow: key 0x", absl::Hex(rkey), " is bound on no window here"));
     }
     if (c.failed) return absl::FailedPreconditionError("InvalidateWindow: connection failed");
-    // Staged writes are refused from here on (a worker validating one holds c.mu, so none is
-    // between its check and its count in in_hand).
-    {
-      MutexLock t(&c.table->mu);
-      c.table->regions.Erase(rkey);
-    }
-    c.windows.keys.erase(rkey);
     WindowOp op;
     op.invalidation = true;
     op.done = std::move(done);
-    op.completions_due = 1;
-    op.wrs = 1;
+    // Staged writes through the key are refused from here on (a worker validating one holds
+    // c.mu, so none is between its check and its count in in_hand); the ones admitted before
+    // must be in place first.
     for (size_t k = 0; k < c.lanes.size(); ++k) {
       op.drain_to[k] = c.lanes[k].expected_seq + c.lanes[k].in_hand;
     }
-    c.windows.unposted.push_back(
-        WindowWr(c, rnic::MakeLocalInvalidate(0, rkey), /*signaled=*/true));
-    c.windows.ops.push_back(std::move(op));
-    if (!PostWindowWrs(c)) FailConnection(c, out, FailScope::kMainFailed);
+    if (by_peer) {
+      // The peer's NIC ended the window already (its key left the table): no work request.
+      c.windows.peer_invalidated.erase(rkey);
+      c.windows.ops.push_back(std::move(op));
+      FinishWindowOps(c, out);
+    } else {
+      {
+        MutexLock t(&c.table->mu);
+        c.table->regions.Erase(rkey);
+      }
+      c.windows.keys.erase(rkey);
+      op.completions_due = 1;
+      op.wrs = 1;
+      c.windows.unposted.push_back(
+          WindowWr(c, rnic::MakeLocalInvalidate(0, rkey), /*signaled=*/true));
+      c.windows.ops.push_back(std::move(op));
+      if (!PostWindowWrs(c)) FailConnection(c, out, FailScope::kMainFailed);
+    }
     QueueCallbacks(c, out);
   }
   RunCallbacks(c);
   return absl::OkStatus();
+}
+
+void OnPeerInvalidation(ConnectionState& c, uint32_t key, const uint32_t* need) {
+  if (!c.windows.keys.contains(key)) return;  // not a window of ours: the NIC judged it
+  std::array<uint32_t, kMaxLanes>& at = c.windows.closing[key];
+  for (size_t k = 0; k < c.lanes.size(); ++k) at[k] = need[k];
+}
+
+void OnPeerInvalidationDelivered(ConnectionState& c, uint32_t key) {
+  if (c.windows.closing.erase(key) == 0) return;
+  {
+    MutexLock t(&c.table->mu);
+    c.table->regions.Erase(key);
+  }
+  c.windows.keys.erase(key);
+  c.windows.peer_invalidated.insert(key);
+}
+
+bool AfterPeerInvalidation(const ConnectionState& c, uint32_t key, int lane, uint64_t sequence) {
+  auto it = c.windows.closing.find(key);
+  if (it == c.windows.closing.end()) return false;
+  return static_cast<int32_t>(static_cast<uint32_t>(sequence) - it->second[lane]) >= 0;
 }
 
 void Connection::SetStagedWriteCheck(std::shared_ptr<const StagedWriteCheck> check) {
@@ -183,6 +215,8 @@ void FailWindows(ConnectionState& c, Deferred& out) {
   }
   w.ops.clear();
   w.unposted.clear();
+  w.closing.clear();
+  w.peer_invalidated.clear();
   if (!w.keys.empty()) {
     MutexLock t(&c.table->mu);
     for (uint32_t key : w.keys) c.table->regions.Erase(key);

@@ -107,7 +107,8 @@ RpcClient::~RpcClient() {
 }
 
 absl::StatusOr<uint64_t> RpcClient::Call(uint16_t method, std::string request,
-                                         absl::Duration timeout, Callback done) {
+                                         absl::Duration timeout, Callback done,
+                                         const engine::SendOptions& send) {
   uint64_t id;
   {
     MutexLock l(&mu_);
@@ -129,7 +130,7 @@ absl::StatusOr<uint64_t> RpcClient::Call(uint16_t method, std::string request,
                      : static_cast<uint32_t>(
                            std::min<int64_t>(absl::ToInt64Microseconds(timeout), UINT32_MAX));
   f.payload = request;
-  absl::Status st = conn_->Send(EncodeRpcFrame(f), nullptr);
+  absl::Status st = conn_->Send(EncodeRpcFrame(f), nullptr, send);
   if (!st.ok()) {
     MutexLock l(&mu_);
     pending_.erase(id);

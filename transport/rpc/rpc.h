@@ -108,8 +108,9 @@ class RpcClient {
   // Starts a call; `done` runs exactly once (on an engine worker, or inside CheckDeadlines or
   // Cancel). Fails at once (and never runs `done`) when over max_in_flight, when the payload
   // is too large, or when the connection cannot send.
+  // `send` goes to the request's Connection::Send (a window the request invalidates).
   absl::StatusOr<uint64_t> Call(uint16_t method, std::string request, absl::Duration timeout,
-                                Callback done);
+                                Callback done, const engine::SendOptions& send = {});
   // Fails the call with CANCELLED if it is still outstanding.
   void Cancel(uint64_t call_id);
   // Fails every call whose deadline has passed with DEADLINE_EXCEEDED, or, once the

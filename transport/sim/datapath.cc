@@ -552,6 +552,9 @@ void Drain(Fabric& f, NodeState& n, SimQpState& qp) {
     }
     int64_t placed = is_read ? t + m.pcie_rtt_ns + TransferNs(r.length, m.pcie_gbps)
                              : t + TransferNs(r.length, m.pcie_gbps) + m.pcie_rtt_ns / 2;
+    // A SEND_WITH_INVALIDATE writes the window's context back (a posted write, half a round
+    // trip) before its receive completes (docs/sim-model.md).
+    if (invalidates) placed += m.pcie_rtt_ns / 2;
     placed = std::max(placed, qp.last_placed_ns);
     qp.last_placed_ns = placed;
     Request req = std::move(r);
