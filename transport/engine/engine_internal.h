@@ -205,7 +205,8 @@ inline uint32_t WindowOwner(const ConnectionState& c) { return c.id + 1; }
 // A bind or invalidation on the main QP completed.
 void OnWindowCompleted(ConnectionState& c, const rnic::WorkCompletion& wc, Deferred& out)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
-// Finishes, in order, the window operations whose work is done; after any staged write commit.
+// Finishes the window operations whose own work is done (binds complete in post order anyway);
+// after any staged write commit.
 void FinishWindowOps(ConnectionState& c, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 // The connection failed: pending window operations get an error, its keys leave the table.
 void FailWindows(ConnectionState& c, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);

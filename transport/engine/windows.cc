@@ -191,17 +191,21 @@ void OnWindowCompleted(ConnectionState& c, const rnic::WorkCompletion& wc, Defer
 }
 
 void FinishWindowOps(ConnectionState& c, Deferred& out) {
+  // Each op finishes when its own work is done: an invalidation the peer made waits for no
+  // bind posted before it (the completions of posted ones still arrive in order).
   WindowState& w = c.windows;
-  while (!w.ops.empty()) {
-    WindowOp& op = w.ops.front();
-    if (op.completions_due > 0) return;
-    if (op.invalidation) {
-      for (size_t k = 0; k < c.lanes.size(); ++k) {
-        if (c.lanes[k].expected_seq < op.drain_to[k]) return;
-      }
+  for (auto it = w.ops.begin(); it != w.ops.end();) {
+    WindowOp& op = *it;
+    bool done = op.completions_due == 0;
+    if (done && op.invalidation) {
+      for (size_t k = 0; k < c.lanes.size(); ++k) done &= c.lanes[k].expected_seq >= op.drain_to[k];
+    }
+    if (!done) {
+      ++it;
+      continue;
     }
     out.push_back([d = std::move(op.done), st = op.status] { d(st); });
-    w.ops.pop_front();
+    it = w.ops.erase(it);
   }
 }
 
