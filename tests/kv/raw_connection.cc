@@ -115,12 +115,15 @@ absl::StatusOr<engine::WriteResult> RawConnection::WriteRaw(uint64_t addr, uint3
   return out->result;
 }
 
-absl::Status RawConnection::Put(const std::string& key, uint64_t grant_id, uint32_t size) {
+absl::Status RawConnection::Put(const std::string& key, uint64_t grant_id, uint32_t size,
+                                uint32_t invalidate_rkey) {
   proto::PutRequest req;
   req.set_key(key);
   req.set_grant_id(grant_id);
   req.set_value_size(size);
-  return Call(proto::PUT, req).status();
+  engine::SendOptions send;
+  send.invalidate_rkey = invalidate_rkey;
+  return rpc_->CallAndWait(proto::PUT, req.SerializeAsString(), absl::Seconds(5), send).status();
 }
 
 absl::Status RawConnection::SendRaw(const std::string& bytes) {

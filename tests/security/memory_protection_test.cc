@@ -8,7 +8,8 @@
 //   * a forged grant: the attacker's own window key at another connection's published slot;
 //   * another connection's stolen key, at its published slot and at its unpublished one;
 //   * guessed keys: neighbours of a live key, and random ones;
-//   * a write through the grant after the PUT that spent it;
+//   * a write through the grant after the PUT that spent it (the server or the PUT ending it);
+//   * a PUT that ends another connection's window (SEND_WITH_INVALIDATE of its stolen key);
 //   * a write through an old grant's key after the client reconnected.
 #include <random>
 #include <string>
@@ -141,18 +142,41 @@ TEST_P(MemoryProtectionTest, GuessedKeysWriteNothing) {
   EXPECT_EQ(Usage(), before_) << "a refused write changed the arena's usage";
 }
 
+// Whether the server ends the window (a PUT sent plainly) or the PUT does (SEND_WITH_INVALIDATE,
+// as the SDK sends it), the grant's key writes nothing once its PUT was answered.
 TEST_P(MemoryProtectionTest, AWriteAfterThePutThatSpentTheGrantWritesNothing) {
-  std::unique_ptr<RawConnection> c = Open(GetParam());
-  ASSERT_NE(c, nullptr);
-  absl::StatusOr<proto::SlotGrant> g = c->Grant(kSlot);
-  ASSERT_TRUE(g.ok()) << g.status();
-  ASSERT_TRUE(c->WriteValue(*g, "first").ok());
-  ASSERT_TRUE(c->Put("mine", g->grant_id(), 5).ok());
-  absl::StatusOr<engine::WriteResult> r = c->WriteRaw(g->addr(), g->rkey(), "later");
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->status, rnic::WcStatus::kRemoteAccessError) << rnic::WcStatusName(r->status);
-  EXPECT_EQ(r->path, GetParam());
-  EXPECT_EQ(Get("mine"), "first");
+  for (bool put_ends_it : {false, true}) {
+    SCOPED_TRACE(put_ends_it ? "the PUT ends the window" : "the server ends the window");
+    std::unique_ptr<RawConnection> c = Open(GetParam());
+    ASSERT_NE(c, nullptr);
+    absl::StatusOr<proto::SlotGrant> g = c->Grant(kSlot);
+    ASSERT_TRUE(g.ok()) << g.status();
+    ASSERT_TRUE(g->window());
+    ASSERT_TRUE(c->WriteValue(*g, "first").ok());
+    ASSERT_TRUE(c->Put("mine", g->grant_id(), 5, put_ends_it ? g->rkey() : 0).ok());
+    absl::StatusOr<engine::WriteResult> r = c->WriteRaw(g->addr(), g->rkey(), "later");
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, rnic::WcStatus::kRemoteAccessError) << rnic::WcStatusName(r->status);
+    EXPECT_EQ(r->path, GetParam());
+    EXPECT_EQ(Get("mine"), "first");
+  }
+}
+
+// A PUT that tries to end another connection's window (its stolen key) fails its own
+// connection and ends nothing: the victim still writes and publishes through its grant.
+TEST_P(MemoryProtectionTest, APutEndingAnotherConnectionsWindowEndsNothing) {
+  std::unique_ptr<RawConnection> a = Open(GetParam());
+  ASSERT_NE(a, nullptr);
+  absl::StatusOr<proto::SlotGrant> own = a->Grant(kSlot);
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_FALSE(a->Put("theirs", own->grant_id(), 0, pending_.rkey()).ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!a->failed() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_TRUE(a->failed());
+  ASSERT_TRUE(victim_->WriteValue(pending_, kPending).ok());
+  ASSERT_TRUE(victim_->Put("pending", pending_.grant_id(), kPending.size()).ok());
+  EXPECT_EQ(Get("pending"), kPending);
+  EXPECT_EQ(Get("victim"), kValue);
 }
 
 TEST_P(MemoryProtectionTest, AnOldGrantsKeyWritesNothingAfterReconnecting) {

@@ -200,7 +200,8 @@ int RpcClient::in_flight() const {
 }
 
 absl::StatusOr<std::string> RpcClient::CallAndWait(uint16_t method, std::string request,
-                                                   absl::Duration timeout) {
+                                                   absl::Duration timeout,
+                                                   const engine::SendOptions& send) {
   struct Wait {
     std::mutex mu;
     std::condition_variable cv;
@@ -208,13 +209,15 @@ absl::StatusOr<std::string> RpcClient::CallAndWait(uint16_t method, std::string 
     absl::StatusOr<std::string> result = absl::UnknownError("no answer");
   };
   auto w = std::make_shared<Wait>();
-  absl::StatusOr<uint64_t> id =
-      Call(method, std::move(request), timeout, [w](absl::StatusOr<std::string> r) {
+  absl::StatusOr<uint64_t> id = Call(
+      method, std::move(request), timeout,
+      [w](absl::StatusOr<std::string> r) {
         std::lock_guard<std::mutex> l(w->mu);
         w->result = std::move(r);
         w->done = true;
         w->cv.notify_all();
-      });
+      },
+      send);
   if (!id.ok()) return id.status();
   std::unique_lock<std::mutex> l(w->mu);
   while (!w->done) {

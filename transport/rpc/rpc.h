@@ -121,7 +121,8 @@ class RpcClient {
 
   // Blocking convenience for tools and tests (never inside an event loop).
   absl::StatusOr<std::string> CallAndWait(uint16_t method, std::string request,
-                                          absl::Duration timeout);
+                                          absl::Duration timeout,
+                                          const engine::SendOptions& send = {});
   // The same where answers arrive only while someone moves the world (a simulation): `wait`
   // returns once its argument holds, running the world meanwhile.
   using Waiter = std::function<void(const std::function<bool()>& done)>;
