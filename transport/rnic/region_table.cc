@@ -56,4 +56,13 @@ AccessVerdict RegionTable::CheckLocal(uint32_t key, uint64_t addr, uint64_t leng
   return CheckEntry(it->second, addr, length, required);
 }
 
+bool RegionTable::CanBind(uint32_t region_key, uint32_t access, uint64_t addr,
+                          uint64_t length) const {
+  const RegionEntry* r = Find(region_key);
+  if (r == nullptr || r->is_window() || !(r->access & kMwBind)) return false;
+  if ((access & kRemoteWrite) && !(r->access & kLocalWrite)) return false;
+  // Written to avoid overflow: addr + length may wrap for hostile inputs.
+  return addr >= r->addr && addr - r->addr <= r->length && length <= r->length - (addr - r->addr);
+}
+
 }  // namespace unloadkv::rnic

@@ -63,6 +63,12 @@ class RegionTable {
   // an lkey).
   AccessVerdict CheckLocal(uint32_t key, uint64_t addr, uint64_t length, uint32_t required) const;
 
+  // Whether a type-2 window may be bound with `access` over [addr, addr+length) of the region
+  // (not a window) under `region_key`: the region allows binding (kMwBind), remote write needs
+  // its local write, and the range lies inside it. What the soft and simulated NICs check of a
+  // bind's region (the window's own state is theirs to check).
+  bool CanBind(uint32_t region_key, uint32_t access, uint64_t addr, uint64_t length) const;
+
  private:
   absl::flat_hash_map<uint32_t, RegionEntry> regions_;
 };

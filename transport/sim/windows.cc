@@ -23,15 +23,7 @@ rnic::WcStatus Bind(const Fabric& f, NodeState& n, SimQpState& qp, const rnic::W
   SimWindowState* w = wit->second;
   if (w->key != 0) return rnic::WcStatus::kWindowBindError;
   const uint32_t region_key = b.region->lkey();
-  const rnic::RegionEntry* r = n.regions.Find(region_key);
-  if (r == nullptr || r->is_window() || !(r->access & rnic::kMwBind)) {
-    return rnic::WcStatus::kWindowBindError;
-  }
-  if ((b.access & rnic::kRemoteWrite) && !(r->access & rnic::kLocalWrite)) {
-    return rnic::WcStatus::kWindowBindError;
-  }
-  if (b.addr < r->addr || b.addr - r->addr > r->length ||
-      b.length > r->length - (b.addr - r->addr)) {
+  if (!n.regions.CanBind(region_key, b.access, b.addr, b.length)) {
     return rnic::WcStatus::kWindowBindError;
   }
   const uint32_t key = n.keys.Next([&](uint32_t k) { return f.KeyInUse(k); });

@@ -22,18 +22,10 @@ rnic::WcStatus Nic::BindWindow(QpCore* qp, const rnic::WindowBind& b) {
   if (wit == windows_.end()) return rnic::WcStatus::kWindowBindError;  // another device's
   WindowCore* w = wit->second;
   if (w->key != 0) return rnic::WcStatus::kWindowBindError;  // type 2: invalidate first
-  const rnic::RegionEntry* r = regions_.Find(b.region->lkey());
-  if (r == nullptr || r->is_window() || !(r->access & rnic::kMwBind)) {
-    return rnic::WcStatus::kWindowBindError;
-  }
-  if ((b.access & rnic::kRemoteWrite) && !(r->access & rnic::kLocalWrite)) {
-    return rnic::WcStatus::kWindowBindError;
-  }
-  if (b.addr < r->addr || b.addr - r->addr > r->length ||
-      b.length > r->length - (b.addr - r->addr)) {
-    return rnic::WcStatus::kWindowBindError;
-  }
   const uint32_t region_key = b.region->lkey();
+  if (!regions_.CanBind(region_key, b.access, b.addr, b.length)) {
+    return rnic::WcStatus::kWindowBindError;
+  }
   const uint32_t key = keys_.Next([&](uint32_t k) { return regions_.Contains(k); });
   regions_.Insert(key, {b.addr, b.length, b.access, qp->qp_num, region_key});
   w->key = key;
