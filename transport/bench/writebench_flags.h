@@ -15,6 +15,8 @@ DECLARE_int32(window);
 DECLARE_int32(unload_workers);
 DECLARE_int32(staging_lanes);
 DECLARE_int32(connections);
+DECLARE_int64(connection_writes);
+DECLARE_bool(shared_target_model);
 DECLARE_bool(memory_protection);
 DECLARE_uint64(seed);
 DECLARE_string(csv);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gflags/gflags.h"
 #include "transport/base/logging.h"
@@ -35,6 +36,12 @@ DEFINE_int32(unload_workers, 2,
 DEFINE_int32(staging_lanes, 0,
              "staging lanes per connection, each served by its own worker (0: one per worker)");
 DEFINE_int32(connections, 1, "connections the writes are spread over, round-robin");
+DEFINE_int64(connection_writes, 0,
+             "> 0: connections opened one after another, each taking this many writes and "
+             "closed after they completed (--fabric=sim; replaces --connections)");
+DEFINE_bool(shared_target_model, true,
+            "connections into the target share what their policies learn (the engine's "
+            "per-target model); false: each connection learns alone");
 DEFINE_bool(memory_protection, false,
             "the target region carries no remote rights: each connection writes through a "
             "memory window bound on its own QP, and its staged writes pass a check of that "
@@ -76,6 +83,15 @@ bool FlagsUsable(const std::vector<std::string>& policies, const absl::StatusOr<
     std::fprintf(stderr,
                  "writebench: need 1 <= --unload_workers <= 64, 0 <= --staging_lanes <= 8, "
                  "1 <= --connections <= 64\n");
+    return false;
+  }
+  if (FLAGS_connection_writes < 0 ||
+      (FLAGS_connection_writes > 0 &&
+       (FLAGS_fabric != "sim" || FLAGS_memory_protection || FLAGS_connections != 1 ||
+        (FLAGS_warmup + FLAGS_ops) / FLAGS_connection_writes > 4096))) {
+    std::fprintf(stderr,
+                 "writebench: --connection_writes needs --fabric=sim, no --memory_protection, "
+                 "no --connections, and at most 4096 connections in the run\n");
     return false;
   }
   return true;
@@ -136,11 +152,16 @@ int Main() {
   }
   std::printf(
       "writebench on %s: %s numbers; %d unload worker(s), %d staging lane(s) per connection, "
-      "%d connection(s)%s; window %d, %lld writes per point after %lld warm-up writes, seed "
+      "%s%s%s; window %d, %lld writes per point after %lld warm-up writes, seed "
       "%llu\n",
       FLAGS_fabric.c_str(),
       Modeled() ? "MODELED (simulated fabric, virtual time)" : "MEASURED (real time)",
-      FLAGS_unload_workers, StagingLanes(), FLAGS_connections,
+      FLAGS_unload_workers, StagingLanes(),
+      FLAGS_connection_writes > 0
+          ? absl::StrCat("connections one after another, ", FLAGS_connection_writes,
+                         " writes each").c_str()
+          : absl::StrCat(FLAGS_connections, " connection(s)").c_str(),
+      FLAGS_shared_target_model ? "" : ", each learning alone (no shared target model)",
       FLAGS_memory_protection ? " writing through memory windows" : "", FLAGS_window,
       static_cast<long long>(FLAGS_ops), static_cast<long long>(FLAGS_warmup),
       static_cast<unsigned long long>(FLAGS_seed));
@@ -161,10 +182,12 @@ int Main() {
       if (!run({p, *pattern, *ws, static_cast<uint32_t>(*size)})) return 1;
     }
     if (*pattern == Pattern::kPhased) {
-      std::vector<int64_t> rc = Reconvergence(all);
+      std::vector<int64_t> rc = Reconvergence(all, kReconvergenceWindow);
       for (size_t i = 0; i < rc.size(); ++i) {
-        std::printf("phase %zu: adaptive within 10%% of the best static policy after %lld writes\n",
-                    i + 2, static_cast<long long>(rc[i]));
+        std::printf(
+            "phase %zu: adaptive's mean over %lld writes within 10%% of the best static "
+            "policy's after %lld writes\n",
+            i + 2, static_cast<long long>(kReconvergenceWindow), static_cast<long long>(rc[i]));
       }
     }
   } else {

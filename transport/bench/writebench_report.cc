@@ -51,7 +51,7 @@ absl::Status AppendCsv(const std::string& path, const std::vector<Result>& rows)
   return absl::OkStatus();
 }
 
-std::vector<int64_t> Reconvergence(const std::vector<Result>& runs) {
+std::vector<int64_t> Reconvergence(const std::vector<Result>& runs, int64_t window) {
   std::vector<int64_t> out;
   const Result* adaptive = nullptr;
   for (const Result& r : runs) {
@@ -72,7 +72,7 @@ std::vector<int64_t> Reconvergence(const std::vector<Result>& runs) {
       best = std::min(best, s / (end - mid));
     }
     int64_t found = -1;
-    const int64_t w = 500;
+    const int64_t w = window;
     double s = 0;
     for (int64_t i = begin; i < end; ++i) {
       s += adaptive->latencies_us[i];
@@ -207,12 +207,12 @@ int ReportSweep(const std::vector<Result>& all) {
   for (const Result& r : all) {
     if (r.point.pattern == Pattern::kPhased) phased.push_back(r);
   }
-  std::vector<int64_t> rc = Reconvergence(phased);
+  std::vector<int64_t> rc = Reconvergence(phased, kReconvergenceWindow);
   for (size_t i = 0; i < rc.size(); ++i) {
     std::printf(
-        "  phased 4GiB, phase %zu: adaptive within 10%% of the best static policy after "
-        "%lld writes\n",
-        i + 2, static_cast<long long>(rc[i]));
+        "  phased 4GiB, phase %zu: adaptive's mean over %lld writes within 10%% of the best "
+        "static policy's after %lld writes (want <= 200)\n",
+        i + 2, static_cast<long long>(kReconvergenceWindow), static_cast<long long>(rc[i]));
   }
   if (!FLAGS_png.empty() && !WritePlot(all, s0)) return 1;
   return 0;

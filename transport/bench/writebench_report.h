@@ -19,9 +19,11 @@ void PrintHeader();
 void PrintRow(const Result& r);
 // Appends `rows` to the CSV file at `path` (with a header when new); nothing when empty.
 absl::Status AppendCsv(const std::string& path, const std::vector<Result>& rows);
-// Writes after each phase change until adaptive's 500-write moving mean is within 10% of the
-// best static policy's mean over the second half of that phase; -1 if it never gets there.
-std::vector<int64_t> Reconvergence(const std::vector<Result>& runs);
+// Writes after each phase change until adaptive's `window`-write moving mean is within 10% of
+// the best static policy's mean over the second half of that phase; -1 if it never gets there.
+// The count is at least `window`: a window that starts at the phase change ends there.
+inline constexpr int64_t kReconvergenceWindow = 200;
+std::vector<int64_t> Reconvergence(const std::vector<Result>& runs, int64_t window);
 // The run of `policy` at that point, or nullptr.
 const Result* Find(const std::vector<Result>& all, const std::string& policy, Pattern pattern,
                    uint64_t ws, uint32_t size);

@@ -214,6 +214,7 @@ absl::StatusOr<Result> RunPoint(const Point& pt) {
   opts.unload_workers = FLAGS_unload_workers;
   opts.staging_lanes = StagingLanes();
   opts.metrics = &metrics;
+  opts.share_target_models = FLAGS_shared_target_model;
   opts.modeled_huge_pages = fabric != nullptr;  // the modeled nodes have huge pages
   auto ea = engine::Engine::Create(dev_a.get(), opts);
   auto eb = engine::Engine::Create(dev_b.get(), opts);
@@ -243,11 +244,16 @@ absl::StatusOr<Result> RunPoint(const Point& pt) {
         rnic::kLocalWrite | (FLAGS_memory_protection ? rnic::kMwBind : rnic::kRemoteWrite));
     auto src_mr = (*ea)->RegisterMemory(src.data(), src.size(), rnic::kLocalWrite);
     if (!dst_mr.ok() || !src_mr.ok()) return !dst_mr.ok() ? dst_mr.status() : src_mr.status();
-    // Each connection has its own policy; writes go round-robin.
-    const int nconn = FLAGS_connections;
+    // Each connection has its own policy; writes go round-robin, or with --connection_writes
+    // to one connection after another (each opened at its first write, closed after its last
+    // completed).
+    const int64_t total = FLAGS_warmup + FLAGS_ops;
+    const int64_t per_conn = FLAGS_connection_writes;
+    const int nconn =
+        per_conn > 0 ? static_cast<int>((total + per_conn - 1) / per_conn) : FLAGS_connections;
     std::vector<std::unique_ptr<rnic::MemoryWindow>> windows;  // outlive the connections
-    std::vector<std::unique_ptr<engine::Connection>> initiators, targets;
-    for (int k = 0; k < nconn; ++k) {
+    std::vector<std::unique_ptr<engine::Connection>> initiators(nconn), targets(nconn);
+    auto open = [&](int k) -> absl::Status {
       absl::StatusOr<std::unique_ptr<engine::PathPolicy>> p =
           MakeBenchPolicy(pt, (*dst_mr)->address());
       if (!p.ok()) return p.status();
@@ -256,8 +262,12 @@ absl::StatusOr<Result> RunPoint(const Point& pt) {
       if (!ca.ok() || !cb.ok()) return !ca.ok() ? ca.status() : cb.status();
       if (auto st = (*ca)->Connect((*cb)->local_info()); !st.ok()) return st;
       if (auto st = (*cb)->Connect((*ca)->local_info()); !st.ok()) return st;
-      initiators.push_back(std::move(*ca));
-      targets.push_back(std::move(*cb));
+      initiators[k] = std::move(*ca);
+      targets[k] = std::move(*cb);
+      return absl::OkStatus();
+    };
+    for (int k = 0; k < (per_conn > 0 ? 1 : nconn); ++k) {
+      if (absl::Status st = open(k); !st.ok()) return st;
     }
     // The key each connection writes with: the region's, or its own window's.
     std::vector<uint32_t> rkeys(nconn, (*dst_mr)->rkey());
@@ -266,8 +276,7 @@ absl::StatusOr<Result> RunPoint(const Point& pt) {
       if (!keys.ok()) return keys.status();
       rkeys = std::move(*keys);
     }
-
-    const int64_t total = FLAGS_warmup + FLAGS_ops;
+    std::vector<int64_t> conn_done(nconn, 0);  // completed writes per connection
     AddressStream addrs(pt.pattern, pt.working_set, pt.write_size, FLAGS_seed,
                         std::max<int64_t>(1, total / 4));
     std::vector<double> lat(total, 0);
@@ -281,16 +290,32 @@ absl::StatusOr<Result> RunPoint(const Point& pt) {
       uint64_t off = addrs.Next();
       if (i == FLAGS_warmup) measure_start = clock.Now();
       size_t slot = size_t(i % FLAGS_window) * pt.write_size;
-      return initiators[i % nconn]->Write((*src_mr)->Sge(slot, pt.write_size),
-                                          (*dst_mr)->address() + off, rkeys[i % nconn],
-                                          [&, i](const engine::WriteResult& w) {
-                                            std::lock_guard<std::mutex> l(mu);
-                                            lat[i] = absl::ToDoubleMicroseconds(w.latency);
-                                            unloaded[i] = w.path == engine::Path::kUnload;
-                                            failed += !w.ok();
-                                            if (++completed == total) measure_end = clock.Now();
-                                            cv.notify_one();
-                                          });
+      const int k = static_cast<int>(per_conn > 0 ? i / per_conn : i % nconn);
+      if (initiators[k] == nullptr) {
+        if (absl::Status st = open(k); !st.ok()) return st;
+      }
+      return initiators[k]->Write((*src_mr)->Sge(slot, pt.write_size),
+                                  (*dst_mr)->address() + off, rkeys[k],
+                                  [&, i, k](const engine::WriteResult& w) {
+                                    std::lock_guard<std::mutex> l(mu);
+                                    lat[i] = absl::ToDoubleMicroseconds(w.latency);
+                                    unloaded[i] = w.path == engine::Path::kUnload;
+                                    failed += !w.ok();
+                                    ++conn_done[k];
+                                    if (++completed == total) measure_end = clock.Now();
+                                    cv.notify_one();
+                                  });
+    };
+    // --connection_writes: closes the connections whose writes all completed (virtual time
+    // only, where no worker thread runs their callbacks meanwhile).
+    int closed = 0;
+    auto close_done = [&] {
+      while (per_conn > 0 && closed < nconn && initiators[closed] != nullptr &&
+             conn_done[closed] == std::min(per_conn, total - closed * per_conn)) {
+        initiators[closed].reset();
+        targets[closed].reset();
+        ++closed;
+      }
     };
     if (fabric) {
       while (true) {
@@ -302,6 +327,7 @@ absl::StatusOr<Result> RunPoint(const Point& pt) {
           status = issue(issued++);
         }
         if (!status.ok()) break;
+        close_done();
         if ((*ea)->PollOnce() + (*eb)->PollOnce() == 0) {
           if (fabric->idle()) {
             status = absl::InternalError("simulation stalled with writes outstanding");

@@ -14,6 +14,12 @@ AdaptivePolicy::AdaptivePolicy(const Options& options)
   options_.trend_blocks = std::clamp<uint32_t>(options_.trend_blocks, 1, kMaxTrendBlocks);
 }
 
+AdaptivePolicy::~AdaptivePolicy() {
+  if (target_ != nullptr && probing_ >= 0) {
+    target_->ReleaseProbe(probing_, reinterpret_cast<uintptr_t>(this));
+  }
+}
+
 int AdaptivePolicy::SizeClass(uint32_t length) {
   int c = 0;
   for (uint32_t limit = 256; c < kSizeClasses - 1 && length > limit; limit <<= 2) ++c;
@@ -42,16 +48,30 @@ bool AdaptivePolicy::Major(const Cell& cell) const {
          std::min<uint64_t>(decisions_, 2 * kShareWindow);
 }
 
+bool AdaptivePolicy::Known(int cell) const {
+  return cells_[cell].concluded || (target_ != nullptr && target_->Read(cell).known);
+}
+
+Path AdaptivePolicy::KnownRegime(int cell) const {
+  return cells_[cell].concluded || target_ == nullptr ? cells_[cell].regime
+                                                      : target_->Read(cell).regime;
+}
+
 Path AdaptivePolicy::EffectiveRegime(int cell) const {
-  if (cells_[cell].concluded) return cells_[cell].regime;
   const int heat = cell % kHeatClasses;
-  for (int h = heat - 1; h >= 0; --h) {
-    if (cells_[cell - heat + h].concluded) return cells_[cell - heat + h].regime;
+  for (int h = heat; h >= 0; --h) {
+    if (Known(cell - heat + h)) return KnownRegime(cell - heat + h);
   }
   return cells_[cell].regime;
 }
 
-void AdaptivePolicy::StartProbe(int cell) {
+bool AdaptivePolicy::StartProbe(int cell) {
+  if (target_ != nullptr &&
+      (!target_->Due(cell, options_.probe_interval) ||
+       !target_->TryClaimProbe(cell, reinterpret_cast<uintptr_t>(this),
+                               4 * uint64_t{options_.probe_interval}))) {
+    return false;  // another connection probed this cell of the target lately, or is probing
+  }
   probing_ = cell;
   probe_pos_ = 0;
   probe_age_ = 0;
@@ -67,6 +87,7 @@ void AdaptivePolicy::StartProbe(int cell) {
   other_skipped_ = 0;
   std::fill(std::begin(other_ns_), std::end(other_ns_), 0.0);
   probe_measured_ = probe_matched_ = 0;
+  return true;
 }
 
 Decision AdaptivePolicy::Decide(uint64_t remote_addr, uint32_t length, bool unload_possible) {
@@ -77,6 +98,10 @@ Decision AdaptivePolicy::Decide(uint64_t remote_addr, uint32_t length, bool unlo
     return {Path::kOffload, cell_index, kRegular};
   }
   Cell& cell = cells_[cell_index];
+  if (target_ != nullptr && ++cell.unflushed == kFlushWrites) {
+    target_->AddWrites(cell_index, kFlushWrites);
+    cell.unflushed = 0;
+  }
   // Each cell's share of the recent decisions (counts halved every kShareWindow).
   ++cell.recent;
   if (++decisions_ % kShareWindow == 0) {
@@ -87,20 +112,21 @@ Decision AdaptivePolicy::Decide(uint64_t remote_addr, uint32_t length, bool unlo
   bool colder_known = true;
   for (int h = 0; h < heat_class; ++h) {
     const Cell& c = cells_[cell_index - heat_class + h];
-    colder_known &= c.concluded || !Major(c);
+    colder_known &= Known(cell_index - heat_class + h) || !Major(c);
   }
   if (cell.until_probe > 0) {
     --cell.until_probe;
-  } else if (probing_ < 0 && major && colder_known && settled_) {
+  } else if (probing_ < 0 && major && colder_known && Settled()) {
     if (cell.warmup[0] + cell.warmup[1] == 0) {
-      cell.until_probe = options_.first_probe;  // nothing observed yet: wait a little
-    } else {
-      StartProbe(cell_index);
+      // Nothing observed yet: wait a little (less when other connections' writes settled the
+      // target: this connection may not live long).
+      cell.until_probe = settled_ ? options_.first_probe : options_.first_probe_settled_target;
+    } else if (StartProbe(cell_index)) {
       cell.until_probe = options_.probe_interval << cell.backoff;
     }
   }
   if (probing_ >= 0 && ++probe_age_ > 4 * options_.probe_interval) {
-    FinishProbe(/*aborted=*/true);  // abandoned: its cell's writes or their completions stopped
+    FinishProbe(ProbeEnd::kAbandoned);  // its cell's writes or their completions stopped
   }
   Path path = EffectiveRegime(cell_index);
   if (probing_ < 0 || probe_pos_ >= 2 * options_.probe_block) {
@@ -122,6 +148,7 @@ Decision AdaptivePolicy::Decide(uint64_t remote_addr, uint32_t length, bool unlo
 void AdaptivePolicy::Observe(const Decision& d, absl::Duration latency) {
   Cell& cell = cells_[d.cell];
   const int i = static_cast<int>(d.path);
+  ++path_observed_[i];
   // The first writes of a path on a connection pay one-time costs (on the simulated fabric the
   // first two unloaded writes took 9.3-9.7 us against 2.3-2.4 us later): they do not count.
   if (cell.warmup[i] < options_.warmup_samples) {
@@ -138,7 +165,8 @@ void AdaptivePolicy::Observe(const Decision& d, absl::Duration latency) {
     AddToTrend(ns, /*observed=*/true);
   }
   if (!current) return;
-  if (probed_path && seen_[1] == 0 && ++other_skipped_ > kAbortWindow) {
+  if (probed_path && seen_[1] == 0 && ++other_skipped_ > kAbortWindow &&
+      path_observed_[i] > kFreshPathWrites) {
     // The probed path's last kAbortWindow writes plainly slower than the cell's usual latency:
     // stop early (at a 4 KiB working set a probe of 1 KiB unloaded writes stalls on overlapping
     // offloaded ones throughout). The probe's first kAbortWindow writes do not count: a path's
@@ -154,7 +182,7 @@ void AdaptivePolicy::Observe(const Decision& d, absl::Duration latency) {
     if (++other_seen_ >= kAbortWindow &&
         other_sum_ns_ > kAbortWindow * usual * options_.abort_margin) {
       cells_[probing_].concluded = true;  // the regime stands
-      FinishProbe(/*aborted=*/true);
+      FinishProbe(ProbeEnd::kStoppedEarly);
       return;
     }
   }
@@ -185,6 +213,7 @@ void AdaptivePolicy::AddToTrend(double ns, bool observed) {
     settled_ = trend_blocks_ >= n && mean >= then * (1.0 - options_.hysteresis);
     then = mean;
     ++trend_blocks_;
+    if (target_ != nullptr) target_->AddTrendBlock(mean, n, options_.hysteresis);
   }
   trend_sum_ns_ = 0;
   trend_seen_ = 0;
@@ -199,7 +228,7 @@ bool AdaptivePolicy::OfCurrentProbe(const Decision& d) const {
 void AdaptivePolicy::FinishProbeIfComplete() {
   const bool routed = probe_pos_ >= 2 * options_.probe_block;
   if (routed && seen_[0] * 10 >= issued_[0] * 9 && seen_[1] * 10 >= issued_[1] * 9) {
-    FinishProbe(/*aborted=*/false);
+    FinishProbe(ProbeEnd::kCompleted);
   }
 }
 
@@ -215,19 +244,22 @@ void AdaptivePolicy::Unobserved(const Decision& d) {
   FinishProbeIfComplete();
 }
 
-void AdaptivePolicy::FinishProbe(bool aborted) {
-  Cell& cell = cells_[probing_];
+void AdaptivePolicy::FinishProbe(ProbeEnd end) {
+  const int index = probing_;
+  Cell& cell = cells_[index];
   probing_ = -1;
-  bool clearly_slower = aborted;
-  if (!aborted) {
+  bool clearly_slower = end != ProbeEnd::kCompleted;
+  double other = 0, regime = 0;
+  if (end == ProbeEnd::kCompleted) {
     // Inconclusive when most of the probe's writes were kept on the regime's path.
     const bool conclusive = seen_[0] > 0 && seen_[1] > 0 && probe_matched_ * 2 >= probe_measured_;
-    const double other = conclusive ? sum_ns_[0] / seen_[0] : 0;
-    const double regime = conclusive ? sum_ns_[1] / seen_[1] : 0;
+    other = conclusive ? sum_ns_[0] / seen_[0] : 0;
+    regime = conclusive ? sum_ns_[1] / seen_[1] : 0;
     cell.concluded |= conclusive;
     if (conclusive && other < regime * (1.0 - options_.hysteresis)) {
       if (++cell.wins < options_.wins_to_switch) {
         cell.until_probe = options_.first_probe / 2;  // confirm soon
+        PublishProbe(index, /*publish=*/false, 0, 0);  // nothing to share yet
         return;
       }
       cell.wins = 0;
@@ -235,6 +267,7 @@ void AdaptivePolicy::FinishProbe(bool aborted) {
       cell.backoff = 0;
       cell.until_probe = options_.probe_interval;
       ++switches_;
+      PublishProbe(index, /*publish=*/true, other, regime);
       return;
     }
     clearly_slower = !conclusive || other > regime * options_.backoff_margin;
@@ -243,12 +276,25 @@ void AdaptivePolicy::FinishProbe(bool aborted) {
       cell.wins = 0;
       cell.backoff = 0;
       cell.until_probe = options_.first_probe;
+      PublishProbe(index, /*publish=*/true, other, regime);
       return;
     }
+    if (!conclusive) end = ProbeEnd::kAbandoned;  // nothing learned to share
   }
   cell.wins = 0;
   cell.backoff = clearly_slower ? std::min(cell.backoff + 1, options_.max_backoff) : 0;
   cell.until_probe = options_.probe_interval << cell.backoff;
+  PublishProbe(index, /*publish=*/end != ProbeEnd::kAbandoned, other, regime);
+}
+
+void AdaptivePolicy::PublishProbe(int index, bool publish, double other_ns, double regime_ns) {
+  if (target_ == nullptr) return;
+  if (publish) {
+    const bool other_unloaded = Other(probe_regime_) == Path::kUnload;
+    target_->Publish(index, cells_[index].regime, other_unloaded ? regime_ns : other_ns,
+                     other_unloaded ? other_ns : regime_ns, cells_[index].backoff);
+  }
+  target_->ReleaseProbe(index, reinterpret_cast<uintptr_t>(this));
 }
 
 absl::StatusOr<std::unique_ptr<PathPolicy>> MakePolicy(absl::string_view name) {

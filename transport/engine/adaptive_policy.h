@@ -46,9 +46,11 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 
 #include "transport/engine/heat_sketch.h"
 #include "transport/engine/policy.h"
+#include "transport/engine/target_model.h"
 
 namespace unloadkv::engine {
 
@@ -73,6 +75,10 @@ class AdaptivePolicy : public PathPolicy {
     // not below its mean 128 x trend_blocks writes earlier by more than the hysteresis: while a
     // translation cache warms up, the current regime would be judged by a transient (1..32).
     uint32_t trend_blocks = 12;
+    // With a target model (AttachTarget): writes of a cell with nothing observed before its
+    // first probe, when the target's latency has already settled by other connections' writes
+    // (a short-lived connection must finish its probe while it lives).
+    uint32_t first_probe_settled_target = 16;
   };
   static constexpr int kSizeClasses = 6;
   static constexpr int kHeatClasses = 4;
@@ -81,6 +87,7 @@ class AdaptivePolicy : public PathPolicy {
 
   AdaptivePolicy() : AdaptivePolicy(Options()) {}
   explicit AdaptivePolicy(const Options& options);
+  ~AdaptivePolicy() override;
 
   absl::string_view name() const override { return "adaptive"; }
   Decision Decide(uint64_t remote_addr, uint32_t length, bool unload_possible) override;
@@ -91,6 +98,11 @@ class AdaptivePolicy : public PathPolicy {
   void Unobserved(const Decision& d) override;
   FullRingAction OnRingFull() const override { return FullRingAction::kOffload; }
   uint64_t switches() const override { return switches_; }
+  // Shares what this connection learns with every connection into the same device, and starts
+  // from what they learned: a cell this connection has not probed itself routes like the
+  // model's, a probe starts only when the model says one is due and this connection holds the
+  // cell's probe, and each concluded probe is published.
+  void AttachTarget(std::shared_ptr<TargetModel> target) override { target_ = std::move(target); }
 
   // For tests and reports: the path a cell's writes take outside probes.
   Path regime(int size_class, int heat_class) const {
@@ -110,12 +122,27 @@ class AdaptivePolicy : public PathPolicy {
     uint64_t recent = 0;     // decisions, halved every kShareWindow decisions of the policy
     double regular_ns = 0;   // moving mean (1/64) of its writes outside measured probe halves
     uint64_t regular_seen = 0;
+    uint32_t unflushed = 0;  // decisions not yet added to the target model's count
   };
+  static_assert(kSizeClasses * kHeatClasses == TargetModel::kCells);
+  static constexpr uint32_t kFlushWrites = 32;
+  // A cell's regime is known when this connection's probe concluded it, or the target model's.
+  bool Known(int cell) const;
+  Path KnownRegime(int cell) const;
+  bool Settled() const { return settled_ || (target_ != nullptr && target_->settled()); }
+  // How a probe ended: compared both regimes, stopped early (the other path plainly slower:
+  // the regime stands), or abandoned (its writes or their completions stopped coming).
+  enum class ProbeEnd { kCompleted, kStoppedEarly, kAbandoned };
   static constexpr uint64_t kShareWindow = 4096;
   Path EffectiveRegime(int cell) const;
   bool Major(const Cell& cell) const;
-  void StartProbe(int cell);
-  void FinishProbe(bool aborted);
+  // Starts a probe of `cell` if the target model (when attached) lets it; false if not.
+  bool StartProbe(int cell);
+  void FinishProbe(ProbeEnd end);
+  // With a target model: publishes the probe of `index` (when `publish`: its regime and
+  // back-off as now set, the measured blocks' mean latencies, 0 when not measured) and gives
+  // up the claim.
+  void PublishProbe(int index, bool publish, double other_ns, double regime_ns);
   // Whether `d` was a measured decision of the running probe.
   bool OfCurrentProbe(const Decision& d) const;
   // Finishes the probe once it routed all its writes and heard of 90% of each block's.
@@ -124,6 +151,7 @@ class AdaptivePolicy : public PathPolicy {
   void AddToTrend(double ns, bool observed);
 
   Options options_;
+  std::shared_ptr<TargetModel> target_;  // null: not attached (learns alone)
   HeatSketch sketch_;
   std::array<Cell, kSizeClasses * kHeatClasses> cells_;
   uint64_t switches_ = 0;
@@ -152,6 +180,13 @@ class AdaptivePolicy : public PathPolicy {
   uint32_t trend_seen_ = 0, trend_blocks_ = 0;
   uint32_t trend_observed_ = 0;  // of the block's trend_seen_ writes
   bool settled_ = false;
+  // Observed writes of each path over the connection's life. A path's first kFreshPathWrites
+  // on a connection do not count for stopping a probe early: a new connection's first unloaded
+  // writes queue for staging credits the target lends as the lane stays busy (sim, 4 GiB, a
+  // connection's first probe: 4.8 us over its unloaded writes 17-32 against 3.4 us offloaded,
+  // 2.7 us over its measured half).
+  static constexpr uint64_t kFreshPathWrites = 64;
+  uint64_t path_observed_[2] = {0, 0};
   // The probing cell's last kAbortWindow writes down the other path, settling ones too.
   static constexpr uint32_t kAbortWindow = 16;
   double other_ns_[kAbortWindow] = {};

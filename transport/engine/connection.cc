@@ -184,6 +184,9 @@ absl::Status Connection::Connect(const ConnectionInfo& remote) {
   }
   c.initiator.message_credits = remote.message_credits;
   for (Lane& lane : c.lanes) lane.limit = remote.staging_credits;
+  if (c.options.share_target_models) {
+    c.policy->AttachTarget(c.engine->target_models_.For(remote.qp.transport, remote.qp.address));
+  }
   c.connected = true;
   return absl::OkStatus();
 }

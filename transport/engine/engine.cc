@@ -13,7 +13,10 @@
 namespace unloadkv::engine {
 
 Engine::Engine(rnic::Device* device, const EngineOptions& options)
-    : device_(device), options_(options), table_(std::make_shared<ValidationTable>()) {}
+    : device_(device),
+      options_(options),
+      table_(std::make_shared<ValidationTable>()),
+      target_models_(&device->clock()) {}
 
 namespace {
 

@@ -58,6 +58,7 @@
 #include "transport/engine/metrics.h"
 #include "transport/engine/policy.h"
 #include "transport/engine/staged_write_check.h"
+#include "transport/engine/target_model.h"
 #include "transport/rnic/device.h"
 
 namespace unloadkv::engine {
@@ -117,6 +118,9 @@ struct EngineOptions {
   // this cannot deadlock as long as only one end of a connection does it. kvserver sets it;
   // a client must not (its own pipelining would starve the server's answers).
   bool throttle_when_backlogged = false;
+  // Connections into the same peer device share what their policies learn about it
+  // (target_model.h: warm starts, coordinated probes). False: each connection learns alone.
+  bool share_target_models = true;
   EngineMetrics* metrics = nullptr;  // optional; must outlive the engine
   // A simulation's checks of the invariants on every connection (invariant_checks.h); must
   // outlive the engine. Null: no checks.
@@ -340,6 +344,8 @@ class Engine {
   const std::string& staging_memory() const { return staging_memory_; }
   const Clock& clock() const { return device_->clock(); }
   rnic::Device* device() const { return device_; }
+  // What this engine's connections learned about each peer device they write into.
+  const TargetModels& target_models() const { return target_models_; }
 
  private:
   struct Worker;
@@ -362,6 +368,7 @@ class Engine {
   std::string staging_memory_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::shared_ptr<struct ValidationTable> table_;
+  TargetModels target_models_;
   Mutex create_mu_;  // serializes CreateConnection
   uint32_t next_connection_ ABSL_GUARDED_BY(create_mu_) = 0;
   std::atomic<bool> stop_{false};

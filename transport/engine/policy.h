@@ -13,6 +13,8 @@
 
 namespace unloadkv::engine {
 
+class TargetModel;
+
 // What a policy decided for one write; handed back with the write's observed latency.
 struct Decision {
   Path path = Path::kOffload;
@@ -43,6 +45,10 @@ class PathPolicy {
   // only later. Every decision ends in exactly one of Observe and Unobserved.
   virtual void Unobserved(const Decision& d) {}
   virtual FullRingAction OnRingFull() const { return FullRingAction::kWait; }
+  // The connection connected to a peer device whose model (target_model.h) the engine shares
+  // among every connection it has into that device. Called once, before the first Decide; a
+  // policy that learns may read and update the model (lock-free) from Decide and Observe.
+  virtual void AttachTarget(std::shared_ptr<TargetModel> target) {}
   // How many times the preferred path of some class changed.
   virtual uint64_t switches() const { return 0; }
 };
