@@ -462,6 +462,7 @@ void KvServer::RefreshGauges() {
   KvStore::Stats st = stats();
   server_metrics_->SetArena(st.arena_used_bytes, st.arena_bytes - st.arena_used_bytes);
   server_metrics_->SetKeys(st.keys);
+  engine_metrics_->SetTargetModels(engine::Summarize(engine_->target_models()));
   server_metrics_->SetConnections(connections());
   server_metrics_->SetAdmission(admission_->pending_hellos(), admission_->half_open());
   status_->MaybeSample(clock_->Now());

@@ -63,6 +63,46 @@ PrometheusEngineMetrics::PrometheusEngineMetrics(std::shared_ptr<prometheus::Reg
                    .Help("Times a path policy changed its preferred path for a class of writes")
                    .Register(*registry_)
                    .Add({});
+  models_ = &prometheus::BuildGauge()
+                 .Name("unloadkv_engine_target_models")
+                 .Help("Peer devices this node's adaptive policies keep a shared model of")
+                 .Register(*registry_)
+                 .Add({});
+  auto& cells = prometheus::BuildGauge()
+                    .Name("unloadkv_engine_target_model_cells")
+                    .Help("Cells (size class x heat class) of all target models that a probe "
+                          "concluded, by the regime it chose")
+                    .Register(*registry_);
+  auto& model_latency = prometheus::BuildGauge()
+                            .Name("unloadkv_engine_target_model_latency_seconds")
+                            .Help("Mean over known cells of the latency the last probe "
+                                  "measured on each path")
+                            .Register(*registry_);
+  for (int p = 0; p < 2; ++p) {
+    const std::string path = PathName(static_cast<Path>(p));
+    model_cells_[p] = &cells.Add({{"regime", path}});
+    model_latency_[p] = &model_latency.Add({{"path", path}});
+  }
+  model_age_ = &prometheus::BuildGauge()
+                    .Name("unloadkv_engine_target_model_oldest_age_seconds")
+                    .Help("Age of the oldest probe result any target model still routes by")
+                    .Register(*registry_)
+                    .Add({});
+  model_probes_ = &prometheus::BuildGauge()
+                       .Name("unloadkv_engine_target_model_probes")
+                       .Help("Probes in flight (one per cell and target at most)")
+                       .Register(*registry_)
+                       .Add({});
+}
+
+void PrometheusEngineMetrics::SetTargetModels(const TargetModelSummary& s) {
+  models_->Set(static_cast<double>(s.targets));
+  for (int p = 0; p < 2; ++p) {
+    model_cells_[p]->Set(static_cast<double>(s.cells[p]));
+    model_latency_[p]->Set(s.mean_ns[p] * 1e-9);
+  }
+  model_age_->Set(s.oldest_age_seconds);
+  model_probes_->Set(static_cast<double>(s.probing));
 }
 
 void PrometheusEngineMetrics::OnWriteCompleted(Path path, uint32_t bytes, absl::Duration latency,

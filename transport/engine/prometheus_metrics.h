@@ -10,6 +10,11 @@
 //   unloadkv_staging_ring_slots_in_use                   gauge, last posted value
 //   unloadkv_staging_ring_slots                          gauge, that connection's slots
 //   unloadkv_policy_switches_total
+//   unloadkv_engine_target_models                        gauge, per-target models (peers)
+//   unloadkv_engine_target_model_cells{regime}           gauge, known cells by regime
+//   unloadkv_engine_target_model_latency_seconds{path}   gauge, mean latency the probes measured
+//   unloadkv_engine_target_model_oldest_age_seconds      gauge, the oldest publication's age
+//   unloadkv_engine_target_model_probes                  gauge, probes in flight
 #ifndef UNLOADKV_TRANSPORT_ENGINE_PROMETHEUS_METRICS_H_
 #define UNLOADKV_TRANSPORT_ENGINE_PROMETHEUS_METRICS_H_
 
@@ -21,6 +26,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "transport/engine/metrics.h"
+#include "transport/engine/target_model.h"
 
 namespace unloadkv::engine {
 
@@ -37,6 +43,9 @@ class PrometheusEngineMetrics : public EngineMetrics {
   void OnStagedWriteApplied(uint32_t bytes) override;
   void OnRingOccupancy(uint32_t used, uint32_t capacity) override;
   void OnPolicySwitch() override;
+  // The target-model gauges, from Summarize(engine.target_models()): call it where the owner
+  // refreshes its gauges (it is not a hook the engine calls).
+  void SetTargetModels(const TargetModelSummary& s);
 
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
 
@@ -50,6 +59,11 @@ class PrometheusEngineMetrics : public EngineMetrics {
   prometheus::Gauge* ring_;
   prometheus::Gauge* ring_slots_;
   prometheus::Counter* switches_;
+  prometheus::Gauge* models_;
+  prometheus::Gauge* model_cells_[2];    // by Path
+  prometheus::Gauge* model_latency_[2];  // by Path
+  prometheus::Gauge* model_age_;
+  prometheus::Gauge* model_probes_;
 };
 
 }  // namespace unloadkv::engine
