@@ -70,13 +70,15 @@ PrometheusEngineMetrics::PrometheusEngineMetrics(std::shared_ptr<prometheus::Reg
                  .Add({});
   auto& cells = prometheus::BuildGauge()
                     .Name("unloadkv_engine_target_model_cells")
-                    .Help("Cells (size class x heat class) of all target models that a probe "
-                          "concluded, by the regime it chose")
+                    .Help(
+                        "Cells (size class x heat class) of all target models that a probe "
+                        "concluded, by the regime it chose")
                     .Register(*registry_);
   auto& model_latency = prometheus::BuildGauge()
                             .Name("unloadkv_engine_target_model_latency_seconds")
-                            .Help("Mean over known cells of the latency the last probe "
-                                  "measured on each path")
+                            .Help(
+                                "Mean over known cells of the latency the last probe "
+                                "measured on each path")
                             .Register(*registry_);
   for (int p = 0; p < 2; ++p) {
     const std::string path = PathName(static_cast<Path>(p));
