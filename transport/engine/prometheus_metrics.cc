@@ -63,6 +63,10 @@ PrometheusEngineMetrics::PrometheusEngineMetrics(std::shared_ptr<prometheus::Reg
                    .Help("Times a path policy changed its preferred path for a class of writes")
                    .Register(*registry_)
                    .Add({});
+  RegisterTargetModelGauges();
+}
+
+void PrometheusEngineMetrics::RegisterTargetModelGauges() {
   models_ = &prometheus::BuildGauge()
                  .Name("unloadkv_engine_target_models")
                  .Help("Peer devices this node's adaptive policies keep a shared model of")

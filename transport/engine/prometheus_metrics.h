@@ -50,6 +50,9 @@ class PrometheusEngineMetrics : public EngineMetrics {
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
 
  private:
+  // Registers the unloadkv_engine_target_model_* gauges; called once by the constructor.
+  void RegisterTargetModelGauges();
+
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Counter* writes_[2][2];  // [path][ok]
   prometheus::Counter* bytes_[2];
