@@ -230,6 +230,13 @@ test_phase() {
   p=$(grep -cE '^//.* PASSED' "$out" || true)
   f=$(grep -cE '^//.* (FAILED|TIMEOUT|NO STATUS|INCOMPLETE)' "$out" || true)
   if ((rc != 0 && f == 0)); then f=1; fi  # a build error counts as a failure
+  # A failing test's own log, so that CI's output says why (Bazel prints only its path).
+  local testlog
+  for testlog in $(grep -oE '^FAIL: //[^ ]+ \(see [^)]+\)' "$out" | sed -E 's/.*\(see ([^)]+)\)/\1/'); do
+    [[ -f $testlog ]] || continue
+    log "the last 60 lines of $testlog:"
+    tail -60 "$testlog" | sed 's/^/  | /' >&2
+  done
   PASSED=$((PASSED + p))
   FAILED=$((FAILED + f))
   log "$p passed, $f failed"
