@@ -103,6 +103,11 @@ class AdaptivePolicy : public PathPolicy {
   // model's, a probe starts only when the model says one is due and this connection holds the
   // cell's probe, and each concluded probe is published.
   void AttachTarget(std::shared_ptr<TargetModel> target) override { target_ = std::move(target); }
+  // A peer whose translation cache is full (kFull) is past warming up: this connection may
+  // probe without waiting for its own latency to settle (its misses are the working set's).
+  void OnTargetHint(rnic::TranslationCacheState cache) override {
+    target_cache_full_ = cache == rnic::TranslationCacheState::kFull;
+  }
 
   // For tests and reports: the path a cell's writes take outside probes.
   Path regime(int size_class, int heat_class) const {
@@ -129,7 +134,9 @@ class AdaptivePolicy : public PathPolicy {
   // A cell's regime is known when this connection's probe concluded it, or the target model's.
   bool Known(int cell) const;
   Path KnownRegime(int cell) const;
-  bool Settled() const { return settled_ || (target_ != nullptr && target_->settled()); }
+  bool Settled() const {
+    return settled_ || target_cache_full_ || (target_ != nullptr && target_->settled());
+  }
   // How a probe ended: compared both regimes, stopped early (the other path plainly slower:
   // the regime stands), or abandoned (its writes or their completions stopped coming).
   enum class ProbeEnd { kCompleted, kStoppedEarly, kAbandoned };
@@ -152,6 +159,7 @@ class AdaptivePolicy : public PathPolicy {
 
   Options options_;
   std::shared_ptr<TargetModel> target_;  // null: not attached (learns alone)
+  bool target_cache_full_ = false;       // OnTargetHint
   HeatSketch sketch_;
   std::array<Cell, kSizeClasses * kHeatClasses> cells_;
   uint64_t switches_ = 0;

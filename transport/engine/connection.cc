@@ -184,6 +184,7 @@ absl::Status Connection::Connect(const ConnectionInfo& remote) {
   }
   c.initiator.message_credits = remote.message_credits;
   for (Lane& lane : c.lanes) lane.limit = remote.staging_credits;
+  c.policy->OnTargetHint(remote.translation_cache);
   if (c.options.share_target_models) {
     c.policy->AttachTarget(c.engine->target_models_.For(remote.qp.transport, remote.qp.address));
   }
@@ -246,6 +247,7 @@ void Engine::DescribeLocal(ConnectionState& c) const {
   c.local.message_slots = o.message_slots;
   c.local.message_credits = o.min_message_credits;
   c.local.max_message_bytes = o.max_message_bytes;
+  c.local.translation_cache = device_->translation_cache_state();
 }
 
 void Engine::ServeOnWorkers(const std::shared_ptr<ConnectionState>& c) {

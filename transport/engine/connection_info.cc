@@ -16,11 +16,14 @@ std::string EncodeConnectionInfo(const ConnectionInfo& i) {
   for (const ConnectionInfo::StagingQp& q : i.staging) {
     absl::StrAppend(&staging, staging.empty() ? "" : ",", q.qp_num, ":", q.psn);
   }
-  return absl::StrCat(rnic::EncodeQpAttributes(i.qp), " staging=", staging,
-                      " staging_slots=", i.staging_slots, " staging_credits=", i.staging_credits,
-                      " slot_bytes=", i.slot_bytes, " message_slots=", i.message_slots,
-                      " message_credits=", i.message_credits,
-                      " max_message_bytes=", i.max_message_bytes);
+  return absl::StrCat(
+      rnic::EncodeQpAttributes(i.qp), " staging=", staging, " staging_slots=", i.staging_slots,
+      " staging_credits=", i.staging_credits, " slot_bytes=", i.slot_bytes,
+      " message_slots=", i.message_slots, " message_credits=", i.message_credits,
+      " max_message_bytes=", i.max_message_bytes,
+      i.translation_cache == rnic::TranslationCacheState::kFull      ? " translation_cache=full"
+      : i.translation_cache == rnic::TranslationCacheState::kWarming ? " translation_cache=warming"
+                                                                     : "");
 }
 
 namespace {
@@ -42,6 +45,7 @@ absl::StatusOr<ConnectionInfo> DecodeConnectionInfo(absl::string_view text) {
   if (text.size() > 2048) return absl::InvalidArgumentError("connection info: over 2 KiB");
   std::vector<std::string> qp_fields;
   ConnectionInfo info;
+  bool cache_seen = false;
   struct Field {
     const char* name;
     uint64_t* wide;
@@ -60,6 +64,16 @@ absl::StatusOr<ConnectionInfo> DecodeConnectionInfo(absl::string_view text) {
     if (kv.first == "transport" || kv.first == "address" || kv.first == "qp_num" ||
         kv.first == "psn") {
       qp_fields.emplace_back(token);
+      continue;
+    }
+    if (kv.first == "translation_cache") {  // optional
+      if (cache_seen || (kv.second != "full" && kv.second != "warming")) {
+        return absl::InvalidArgumentError(
+            "connection info: bad or repeated value for 'translation_cache' (full or warming)");
+      }
+      cache_seen = true;
+      info.translation_cache = kv.second == "full" ? rnic::TranslationCacheState::kFull
+                                                   : rnic::TranslationCacheState::kWarming;
       continue;
     }
     Field* f = nullptr;

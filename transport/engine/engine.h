@@ -144,6 +144,9 @@ struct ConnectionInfo {
   uint32_t message_slots = 0;    // message credits the peer may hand out at most
   uint32_t message_credits = 0;  // message credits the peer starts with (1..message_slots)
   uint32_t max_message_bytes = 0;
+  // The peer device's translation cache when it described itself (optional on the wire:
+  // "translation_cache=full|warming", absent for unknown); a hint for the path policy.
+  rnic::TranslationCacheState translation_cache = rnic::TranslationCacheState::kUnknown;
 };
 std::string EncodeConnectionInfo(const ConnectionInfo& info);
 absl::StatusOr<ConnectionInfo> DecodeConnectionInfo(absl::string_view text);

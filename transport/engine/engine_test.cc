@@ -1231,6 +1231,21 @@ TEST_P(EngineTest, BadParametersAreRejectedWithClearErrors) {
   EXPECT_EQ(round->staging_credits, ca_->local_info().staging_credits);
   EXPECT_EQ(round->staging_slots, ca_->local_info().staging_slots);
   EXPECT_FALSE(DecodeConnectionInfo("transport=soft staging_slots=3").ok());
+  // The translation-cache hint: optional, round-trips, one of two values, once.
+  EXPECT_EQ(round->translation_cache, ca_->local_info().translation_cache);
+  for (rnic::TranslationCacheState hint :
+       {rnic::TranslationCacheState::kWarming, rnic::TranslationCacheState::kFull}) {
+    info = ca_->local_info();
+    info.translation_cache = hint;
+    absl::StatusOr<ConnectionInfo> hinted = DecodeConnectionInfo(EncodeConnectionInfo(info));
+    ASSERT_TRUE(hinted.ok()) << hinted.status();
+    EXPECT_EQ(hinted->translation_cache, hint);
+  }
+  const std::string plain = EncodeConnectionInfo(ca_->local_info());
+  for (const char* bad : {" translation_cache=empty", " translation_cache=",
+                          " translation_cache=full translation_cache=full"}) {
+    EXPECT_FALSE(DecodeConnectionInfo(plain + bad).ok()) << bad;
+  }
   info = ca_->local_info();
   info.staging.push_back(info.staging.back());  // one lane more than this engine has
   auto lanes_differ = std::move(*ea_->CreateConnection(Only(Path::kUnload)));

@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "transport/engine/path.h"
+#include "transport/rnic/device.h"
 
 namespace unloadkv::engine {
 
@@ -49,6 +50,9 @@ class PathPolicy {
   // among every connection it has into that device. Called once, before the first Decide; a
   // policy that learns may read and update the model (lock-free) from Decide and Observe.
   virtual void AttachTarget(std::shared_ptr<TargetModel> target) {}
+  // What the peer device said of its translation cache when the connection connected (kUnknown:
+  // nothing). Called once, before the first Decide.
+  virtual void OnTargetHint(rnic::TranslationCacheState cache) {}
   // How many times the preferred path of some class changed.
   virtual uint64_t switches() const { return 0; }
 };

@@ -29,6 +29,12 @@ struct DeviceLimits {
   uint64_t host_bytes_per_peer = 0;
 };
 
+// The state of a device's page-translation cache (a NIC's MTT cache), a hint for its peers'
+// path policies (docs/engine.md, "Target hints"): kFull once it holds as many translations as
+// it can, so that its misses now are those of its working set and not of warming up; kWarming
+// before that; kUnknown where the device exposes nothing (verbs, soft).
+enum class TranslationCacheState : uint8_t { kUnknown, kWarming, kFull };
+
 // Thread-safety: all methods may be called from any thread. Objects created by a device must be
 // destroyed before it. The device never owns registered memory.
 class Device {
@@ -38,6 +44,9 @@ class Device {
   // Backend name as used in QpAttributes::transport ("soft", "sim", "verbs").
   virtual std::string transport() const = 0;
   virtual DeviceLimits limits() const = 0;
+  virtual TranslationCacheState translation_cache_state() const {
+    return TranslationCacheState::kUnknown;
+  }
 
   // Registers [addr, addr+length) with `access` (Access bits). The memory must stay valid until
   // the returned region is destroyed. Fails on a null address, zero length, or unknown bits.

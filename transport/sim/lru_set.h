@@ -33,6 +33,7 @@ class LruSet {
     return false;
   }
   size_t size() const { return index_.size(); }
+  size_t capacity() const { return capacity_; }
 
  private:
   size_t capacity_;

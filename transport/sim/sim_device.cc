@@ -251,6 +251,12 @@ class SimDevice : public rnic::Device {
 
   std::string transport() const override { return "sim"; }
   rnic::DeviceLimits limits() const override { return rnic::DeviceLimits(); }
+  // The modeled MTT cache: full once it holds mtt_cache_entries translations.
+  rnic::TranslationCacheState translation_cache_state() const override {
+    if (node_->mtt.capacity() == 0) return rnic::TranslationCacheState::kUnknown;
+    return node_->mtt.size() >= node_->mtt.capacity() ? rnic::TranslationCacheState::kFull
+                                                      : rnic::TranslationCacheState::kWarming;
+  }
   absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> RegisterMemory(void* addr, size_t length,
                                                                      uint32_t access) override {
     if (absl::Status st = rnic::CheckRegistration(addr, length, access); !st.ok()) return st;

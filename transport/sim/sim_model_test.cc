@@ -80,6 +80,35 @@ TEST(SimModelTest, RandomWritesOverALargeRegionMissTheTranslationCacheAndRunSlow
   EXPECT_GT(large, small * 1.3) << "small " << small << " ns, large " << large << " ns";
 }
 
+// The hint a target gives its peers (rnic::Device::translation_cache_state): warming until its
+// modeled MTT cache holds as many translations as it can (4096 by default), full from then on.
+TEST(SimModelTest, TheTranslationCacheReportsFullOnceItHoldsItsCapacity) {
+  Fabric f;
+  Pair p = Connect(f);
+  const uint64_t pages = 5000, bytes = pages * 4096;
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  std::vector<char> src(64, 'x');
+  auto smr = *p.a->RegisterMemory(src.data(), src.size(), 0);
+  auto dmr = *p.b->RegisterMemory(mem, bytes, rnic::kLocalWrite | rnic::kRemoteWrite);
+  EXPECT_EQ(p.b->translation_cache_state(), rnic::TranslationCacheState::kWarming);
+  for (uint64_t page = 0; page < pages; ++page) {
+    if (page == 4000) {
+      EXPECT_EQ(p.b->translation_cache_state(), rnic::TranslationCacheState::kWarming);
+    }
+    ASSERT_TRUE(p.aqp
+                    ->PostSend(rnic::MakeWrite(page, smr->Sge(0, 64), dmr->address() + page * 4096,
+                                               dmr->rkey()))
+                    .ok());
+    auto wc = rnic::WaitForCompletion(*p.a, *p.acq, absl::Seconds(1));
+    ASSERT_TRUE(wc.ok() && wc->status == rnic::WcStatus::kSuccess);
+  }
+  EXPECT_EQ(p.b->translation_cache_state(), rnic::TranslationCacheState::kFull);
+  dmr.reset();
+  munmap(mem, bytes);
+}
+
 TEST(SimModelTest, HugePageRegionsNeedFewTranslations) {
   NodeStats stats;
   MeanWriteNs(64 << 20, rnic::kHugePageBacked, 2000, 3, nullptr, &stats);
