@@ -4,6 +4,7 @@
 #include <random>
 
 #include "gtest/gtest.h"
+#include "transport/rnic/device.h"
 
 namespace unloadkv::engine {
 namespace {
@@ -173,6 +174,27 @@ TEST(AdaptivePolicyTest, LearnsWhenMostOffloadedWritesAreNeverObserved) {
     }
     EXPECT_GT(unloaded_late, total_late * 9 / 10) << (sparse ? "sparse" : "dense");
   }
+}
+
+// A short-lived KV client's connection to a target whose translation cache is full: it probes
+// within its first writes, before it has observed the 16 regular writes a probe's early stop
+// compares with. It must finish that probe (and unload), not stop it against an unknown latency.
+TEST(AdaptivePolicyTest, AShortLazyConnectionFinishesItsFirstProbe) {
+  AdaptivePolicy policy;
+  policy.OnTargetHint(rnic::TranslationCacheState::kFull);
+  std::mt19937_64 rng(5);
+  int offloaded_seen = 0, unloaded_late = 0;
+  for (int i = 0; i < 1250; ++i) {
+    Decision d = policy.Decide((1000 + rng() % 1000000) << 12, 1000, true);
+    if (!EngineObserves(d, &offloaded_seen)) {
+      policy.Unobserved(d);
+    } else {
+      policy.Observe(d, absl::Nanoseconds(d.path == Path::kUnload ? 2400 : 3200));
+    }
+    if (i >= 750) unloaded_late += d.path == Path::kUnload;
+  }
+  EXPECT_EQ(policy.regime(AdaptivePolicy::SizeClass(1000), 0), Path::kUnload);
+  EXPECT_GT(unloaded_late, 500 * 9 / 10);
 }
 
 // A bulk load: four lazy writes to each fresh page, one after another. An offloaded write to a
