@@ -22,6 +22,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gflags/gflags.h"
@@ -47,7 +48,18 @@ DEFINE_bool(memory_protection, true,
             "grants as memory windows on the client's connection (kvserver's default); false: "
             "the arena writable through its rkey, as before docs/security.md's memory protection");
 DEFINE_int32(jobs, 2, "series (size x policy) run at once, each in a process of its own");
-DEFINE_string(series, "", "internal: run the one series SIZE:POLICY and print its CSV lines");
+DEFINE_string(series, "",
+              "internal: run the one series SIZE:POLICY (or SIZE:POLICY:LENGTH, short runs) and "
+              "print its CSV lines");
+DEFINE_string(run_lengths, "",
+              "short runs instead of the phases above: run lengths in operations, e.g. "
+              "5000,20000,100000,300000. Per record size, policy and length, a fresh server "
+              "loaded with --short_records records, and for each of load (its first LENGTH "
+              "inserts), A and F LENGTH operations by fresh client connections");
+DEFINE_string(
+    short_sizes, "1k,100b",
+    "record sizes of the short runs: 1k (one 1000-byte field), 100b (one 100-byte field)");
+DEFINE_int64(short_records, 300000, "records a short-run server holds");
 DEFINE_string(out_dir, "",
               "where to write sim_compare.{txt,csv} and the PNGs (default: "
               "sim_compare/ under the directory bazel run was called from)");
@@ -121,7 +133,8 @@ std::pair<double, double> Percentiles(const Measurements& m,
   return {0, 0};
 }
 
-absl::StatusOr<Properties> WorkloadProperties(const std::string& workload, int64_t records) {
+absl::StatusOr<Properties> WorkloadProperties(const std::string& workload, int64_t records,
+                                              int field_length = kFieldLength) {
   Properties props;
   const std::string file =
       absl::StrCat("client/ycsb/workloads/workload", workload == "load" ? "a" : workload);
@@ -131,8 +144,73 @@ absl::StatusOr<Properties> WorkloadProperties(const std::string& workload, int64
             absl::StrCat(workload == "e" ? FLAGS_scan_operations : FLAGS_operations),
             "sim_compare");
   props.Set("fieldcount", absl::StrCat(kFieldCount), "sim_compare");
-  props.Set("fieldlength", absl::StrCat(kFieldLength), "sim_compare");
+  props.Set("fieldlength", absl::StrCat(field_length), "sim_compare");
   return props;
+}
+
+// Sets what every phase of a series shares: the policy (the bound: offloaded, misses free),
+// the seed and memory protection.
+void SetSeriesProperties(const std::string& policy, Properties* p) {
+  // The bound: every write offloaded, translation misses free (miss_pcie_reads=0). Unloading a
+  // write can at best save its miss: its staged copy lands through a cached ring translation,
+  // then costs the target's CPU, and the PUT behind it waits for that copy.
+  p->Set("unloadkv.policy", policy == "bound" ? "offload" : policy, "sim_compare");
+  if (policy == "bound") p->Set("sim.miss_pcie_reads", "0", "sim_compare");
+  p->Set("sim.seed", absl::StrCat(FLAGS_seed), "sim_compare");
+  p->Set("sim.memory_protection", FLAGS_memory_protection ? "true" : "false", "sim_compare");
+}
+
+// Runs one phase of `workload_props` on `sim` by fresh client connections and measures it.
+absl::StatusOr<Row> RunOnePhase(SimYcsb& sim, const Properties& workload_props, bool load,
+                                const std::string& size, const std::string& policy,
+                                const std::string& name, int64_t records) {
+  absl::StatusOr<WorkloadConfig> config = ReadWorkloadConfig(workload_props);
+  if (!config.ok()) return config.status();
+  Workload workload(*config);
+  RunOptions o;
+  o.load = load;
+  o.threads = FLAGS_threads;
+  o.status = nullptr;
+  o.latency_unit = absl::Nanoseconds(1);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<SimPhase> phase = sim.Run(workload, o);
+  if (!phase.ok()) return phase.status();
+  for (const auto& [series_name, series] : phase->run.measurements.series()) {
+    if (series.returns.count("ERROR") > 0) {
+      return absl::InternalError(absl::StrCat(size, " ", policy, " ", name, ": ",
+                                              series.returns.at("ERROR"), " ", series_name,
+                                              " errors"));
+    }
+  }
+  Row r;
+  r.size = size;
+  r.policy = policy;
+  r.workload = name;
+  r.records = records;
+  r.operations = phase->run.operations;
+  r.virtual_s = absl::ToDoubleSeconds(phase->run.runtime);
+  r.ops_per_s = r.virtual_s > 0 ? r.operations / r.virtual_s : 0;
+  std::tie(r.read_p50, r.read_p99) = Percentiles(phase->run.measurements, {"READ", "SCAN"});
+  std::tie(r.write_p50, r.write_p99) = Percentiles(phase->run.measurements, {"UPDATE", "INSERT"});
+  r.offloaded = phase->offloaded;
+  r.unloaded = phase->unloaded;
+  r.core_utilization = phase->server_core_utilization;
+  r.misses = phase->mtt_misses;
+  r.real_s = absl::ToDoubleSeconds(absl::Now() - start);
+  std::fprintf(
+      stderr, "[%s %s] %-4s %7llu ops %8.3f Mops/s modeled, %5.1f%% unloaded (%.0f s real)\n",
+      size.c_str(), policy.c_str(), name.c_str(), static_cast<unsigned long long>(r.operations),
+      r.ops_per_s / 1e6, 100 * r.unloaded_share(), r.real_s);
+  return r;
+}
+
+absl::Status CheckReads(const SimYcsb& sim, const std::string& what) {
+  const ValueLog::Counts c = sim.log().counts();
+  if (c.bad_reads > 0 || c.bad_scanned_values > 0) {
+    return absl::InternalError(
+        absl::StrCat(what, ": ", c.bad_reads, " bad reads: ", c.first_problem));
+  }
+  return absl::OkStatus();
 }
 
 // Runs every phase of one size under one policy on one simulated server.
@@ -140,13 +218,7 @@ absl::Status RunSeries(const std::string& size, int64_t records, const std::stri
                        const std::vector<std::string>& workloads, std::vector<Row>* rows) {
   absl::StatusOr<Properties> base = WorkloadProperties("a", records);
   if (!base.ok()) return base.status();
-  // The bound: every write offloaded, translation misses free (miss_pcie_reads=0). Unloading a
-  // write can at best save its miss: its staged copy lands through a cached ring translation,
-  // then costs the target's CPU, and the PUT behind it waits for that copy.
-  base->Set("unloadkv.policy", policy == "bound" ? "offload" : policy, "sim_compare");
-  if (policy == "bound") base->Set("sim.miss_pcie_reads", "0", "sim_compare");
-  base->Set("sim.seed", absl::StrCat(FLAGS_seed), "sim_compare");
-  base->Set("sim.memory_protection", FLAGS_memory_protection ? "true" : "false", "sim_compare");
+  SetSeriesProperties(policy, &*base);
   absl::StatusOr<WorkloadConfig> base_config = ReadWorkloadConfig(*base);
   if (!base_config.ok()) return base_config.status();
   // The arena is sized for the records and every insert D and E may add.
@@ -159,49 +231,56 @@ absl::Status RunSeries(const std::string& size, int64_t records, const std::stri
   for (const std::string& w : workloads) {
     absl::StatusOr<Properties> props = WorkloadProperties(w, records);
     if (!props.ok()) return props.status();
-    absl::StatusOr<WorkloadConfig> config = ReadWorkloadConfig(*props);
-    if (!config.ok()) return config.status();
-    Workload workload(*config);
-    RunOptions o;
-    o.load = w == "load";
-    o.threads = FLAGS_threads;
-    o.status = nullptr;
-    o.latency_unit = absl::Nanoseconds(1);
-    const absl::Time start = absl::Now();
-    absl::StatusOr<SimPhase> phase = (*sim)->Run(workload, o);
-    if (!phase.ok()) return phase.status();
-    for (const auto& [name, series] : phase->run.measurements.series()) {
-      if (series.returns.count("ERROR") > 0) {
-        return absl::InternalError(absl::StrCat(size, " ", policy, " ", w, ": ",
-                                                series.returns.at("ERROR"), " ", name, " errors"));
-      }
+    absl::StatusOr<Row> r = RunOnePhase(**sim, *props, w == "load", size, policy, w, records);
+    if (!r.ok()) return r.status();
+    rows->push_back(std::move(*r));
+  }
+  return CheckReads(**sim, absl::StrCat(size, " ", policy));
+}
+
+// One short-run series: a fresh server of --short_records records of `size` ("1k" or "100b"),
+// then, each by fresh client connections (a new connection's policy knows nothing): the first
+// `length` inserts of the load (measured, row "load"), the rest of the load (not measured), A
+// and F `length` operations each.
+absl::Status RunShortSeries(const std::string& size, const std::string& policy, int64_t length,
+                            std::vector<Row>* rows) {
+  const int field_length = size == "1k" ? 1000 : 100;
+  const int64_t records = FLAGS_short_records;
+  const int64_t first = std::min(length, records);
+  struct Phase {
+    const char* name;
+    const char* file;
+    int64_t insert_start, insert_count;
+  } phases[] = {{"load", "load", 0, first},
+                {"fill", "load", first, records - first},
+                {"a", "a", 0, 0},
+                {"f", "f", 0, 0}};
+  std::unique_ptr<SimYcsb> sim;
+  for (const Phase& ph : phases) {
+    const bool load = std::string(ph.file) == "load";
+    if (load && ph.insert_count == 0) continue;
+    absl::StatusOr<Properties> props = WorkloadProperties(ph.file, records, field_length);
+    if (!props.ok()) return props.status();
+    SetSeriesProperties(policy, &*props);
+    props->Set("operationcount", absl::StrCat(length), "sim_compare");
+    if (load) {
+      props->Set("insertstart", absl::StrCat(ph.insert_start), "sim_compare");
+      props->Set("insertcount", absl::StrCat(ph.insert_count), "sim_compare");
     }
-    Row r;
-    r.size = size;
-    r.policy = policy;
-    r.workload = w;
-    r.records = records;
-    r.operations = phase->run.operations;
-    r.virtual_s = absl::ToDoubleSeconds(phase->run.runtime);
-    r.ops_per_s = r.virtual_s > 0 ? r.operations / r.virtual_s : 0;
-    std::tie(r.read_p50, r.read_p99) = Percentiles(phase->run.measurements, {"READ", "SCAN"});
-    std::tie(r.write_p50, r.write_p99) = Percentiles(phase->run.measurements, {"UPDATE", "INSERT"});
-    r.offloaded = phase->offloaded;
-    r.unloaded = phase->unloaded;
-    r.core_utilization = phase->server_core_utilization;
-    r.misses = phase->mtt_misses;
-    r.real_s = absl::ToDoubleSeconds(absl::Now() - start);
-    std::fprintf(stderr, "[%s %s] %-4s %8.3f Mops/s modeled, %5.1f%% unloaded (%.0f s real)\n",
-                 size.c_str(), policy.c_str(), w.c_str(), r.ops_per_s / 1e6,
-                 100 * r.unloaded_share(), r.real_s);
-    rows->push_back(std::move(r));
+    if (sim == nullptr) {
+      absl::StatusOr<WorkloadConfig> config = ReadWorkloadConfig(*props);
+      if (!config.ok()) return config.status();
+      absl::StatusOr<SimOptions> so = ReadSimOptions(*props, *config);
+      if (!so.ok()) return so.status();
+      absl::StatusOr<std::unique_ptr<SimYcsb>> made = SimYcsb::Create(*so, kFieldCount);
+      if (!made.ok()) return made.status();
+      sim = std::move(*made);
+    }
+    absl::StatusOr<Row> r = RunOnePhase(*sim, *props, load, size, policy, ph.name, records);
+    if (!r.ok()) return r.status();
+    if (std::string(ph.name) != "fill") rows->push_back(std::move(*r));
   }
-  const ValueLog::Counts c = (*sim)->log().counts();
-  if (c.bad_reads > 0 || c.bad_scanned_values > 0) {
-    return absl::InternalError(
-        absl::StrCat(size, " ", policy, ": ", c.bad_reads, " bad reads: ", c.first_problem));
-  }
-  return absl::OkStatus();
+  return CheckReads(*sim, absl::StrCat(size, " ", policy, " ", length));
 }
 
 const Row* Find(const std::vector<Row>& rows, const std::string& size, const std::string& policy,
@@ -362,24 +441,74 @@ bool Plot(const std::string& dir, const std::vector<Row>& rows,
   return true;
 }
 
+const Row* FindShort(const std::vector<Row>& rows, const std::string& size,
+                     const std::string& policy, const std::string& workload, int64_t length) {
+  for (const Row& r : rows) {
+    if (r.size == size && r.policy == policy && r.workload == workload &&
+        static_cast<int64_t>(r.operations) == length) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+// The short-run table: per record size, phase and run length, each policy's throughput over
+// offload-only's, the unloaded shares, and adaptive over the better static policy; then the
+// targets (at 20,000 operations, adaptive within 3% of the better static policy).
+std::string ShortTable(const std::vector<Row>& rows, const std::vector<std::string>& sizes,
+                       const std::vector<int64_t>& lengths) {
+  std::string out = absl::StrCat(
+      "MODELED: short YCSB runs on the simulated fabric, virtual time (docs/sim-kv.md); ",
+      FLAGS_threads,
+      " client threads, fresh client connections per run, a fresh server per "
+      "series of ",
+      FLAGS_short_records, " records, seed ", FLAGS_seed, "\n");
+  std::string targets = "\nTargets (MODELED):\n";
+  for (const std::string& size : sizes) {
+    absl::StrAppend(
+        &out, "\n", size == "1k" ? "one 1000 B field" : "one 100 B field", " per record\n",
+        absl::StrFormat("%-5s %7s | %10s | %7s %7s | %8s %8s | %8s\n", "phase", "ops", "offl ops/s",
+                        "unl x", "adapt x", "unl shr", "adapt shr", "a/better"));
+    for (const char* w : {"load", "a", "f"}) {
+      for (int64_t len : lengths) {
+        const Row* o = FindShort(rows, size, "offload", w, len);
+        const Row* u = FindShort(rows, size, "unload", w, len);
+        const Row* a = FindShort(rows, size, "adaptive", w, len);
+        if (o == nullptr || u == nullptr || a == nullptr || o->ops_per_s == 0) continue;
+        const double ux = u->ops_per_s / o->ops_per_s, ax = a->ops_per_s / o->ops_per_s;
+        const double vs_better = ax / std::max(1.0, ux);
+        absl::StrAppend(&out,
+                        absl::StrFormat("%-5s %7d | %10.0f | %7.3f %7.3f | %7.1f%% %7.1f%% | "
+                                        "%8.3f\n",
+                                        w, len, o->ops_per_s, ux, ax, 100 * u->unloaded_share(),
+                                        100 * a->unloaded_share(), vs_better));
+        if (len == 20000) {
+          absl::StrAppend(&targets,
+                          absl::StrFormat("  %-52s %6.3f (target >= 0.97) %s\n",
+                                          absl::StrCat(size, ", ", w,
+                                                       " at 20000: adaptive / "
+                                                       "better static"),
+                                          vs_better, vs_better >= 0.97 ? "met" : "MISSED"));
+        }
+      }
+    }
+  }
+  return out + targets;
+}
+
 // Runs every (size, policy) series in a child process (this binary with --series), --jobs at
 // a time: one simulated world per process, so each keeps its fixed arena address. Returns the
 // rows in size, policy, phase order.
 absl::StatusOr<std::vector<Row>> RunAllSeries(const std::string& dir,
-                                              const std::vector<std::string>& sizes,
-                                              const std::vector<std::string>& policies) {
+                                              const std::vector<std::string>& series) {
   struct Child {
     std::string series, out;
     pid_t pid = -1;
   };
   std::vector<Child> children;
-  for (const std::string& size : sizes) {
-    std::vector<std::string> series = policies;
-    if (FLAGS_bound && size == "large") series.push_back("bound");
-    for (const std::string& p : series) {
-      children.push_back(
-          {absl::StrCat(size, ":", p), absl::StrCat(dir, "/series_", size, "_", p, ".csv")});
-    }
+  for (const std::string& s : series) {
+    children.push_back(
+        {s, absl::StrCat(dir, "/series_", absl::StrReplaceAll(s, {{":", "_"}}), ".csv")});
   }
   const std::vector<std::string> args = {
       "--workloads=" + FLAGS_workloads,
@@ -389,7 +518,8 @@ absl::StatusOr<std::vector<Row>> RunAllSeries(const std::string& dir,
       absl::StrCat("--large_records=", FLAGS_large_records),
       absl::StrCat("--threads=", FLAGS_threads),
       absl::StrCat("--seed=", FLAGS_seed),
-      absl::StrCat("--memory_protection=", FLAGS_memory_protection ? "true" : "false")};
+      absl::StrCat("--memory_protection=", FLAGS_memory_protection ? "true" : "false"),
+      absl::StrCat("--short_records=", FLAGS_short_records)};
   size_t next = 0, running = 0, failed = 0;
   while (next < children.size() || running > 0) {
     if (next < children.size() && running < static_cast<size_t>(FLAGS_jobs)) {
@@ -431,7 +561,51 @@ absl::StatusOr<std::vector<Row>> RunAllSeries(const std::string& dir,
   return rows;
 }
 
+// --run_lengths: every (record size, policy, length) series, then the short-run table.
+int ShortMain(const std::string& dir, const std::vector<std::string>& sizes,
+              const std::vector<int64_t>& lengths) {
+  std::vector<std::string> series;
+  for (const std::string& size : sizes) {
+    for (const char* p : {"offload", "unload", "adaptive"}) {
+      for (int64_t len : lengths) series.push_back(absl::StrCat(size, ":", p, ":", len));
+    }
+  }
+  absl::StatusOr<std::vector<Row>> ran = RunAllSeries(dir, series);
+  if (!ran.ok()) {
+    std::fprintf(stderr, "sim_compare: %s\n", ran.status().ToString().c_str());
+    return 1;
+  }
+  const std::string table = ShortTable(*ran, sizes, lengths);
+  std::fputs(table.c_str(), stdout);
+  std::ofstream(dir + "/sim_short_runs.txt") << table;
+  std::ofstream(dir + "/sim_short_runs.csv") << Csv(*ran);
+  std::fprintf(stderr, "sim_compare: wrote %s/sim_short_runs.{txt,csv}\n", dir.c_str());
+  return 0;
+}
+
 int Main() {
+  std::vector<int64_t> lengths;
+  for (absl::string_view s : absl::StrSplit(FLAGS_run_lengths, ',', absl::SkipEmpty())) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(s, &n) || n < 1 || n > 100000000) {
+      std::fprintf(stderr, "sim_compare: --run_lengths: '%s' is not an operation count\n",
+                   std::string(s).c_str());
+      return 2;
+    }
+    lengths.push_back(n);
+  }
+  const std::vector<std::string> short_sizes =
+      absl::StrSplit(FLAGS_short_sizes, ',', absl::SkipEmpty());
+  for (const std::string& s : short_sizes) {
+    if (s != "1k" && s != "100b") {
+      std::fprintf(stderr, "sim_compare: --short_sizes: '%s' is not 1k or 100b\n", s.c_str());
+      return 2;
+    }
+  }
+  if (FLAGS_short_records < 1) {
+    std::fprintf(stderr, "sim_compare: --short_records must be positive\n");
+    return 2;
+  }
   const std::vector<std::string> sizes = absl::StrSplit(FLAGS_sizes, ',', absl::SkipEmpty());
   const std::vector<std::string> workloads =
       absl::StrSplit(FLAGS_workloads, ',', absl::SkipEmpty());
@@ -482,11 +656,14 @@ int Main() {
   if (!FLAGS_series.empty()) {  // a child: one series, its rows on stdout
     const std::vector<std::string> sp = absl::StrSplit(FLAGS_series, ':');
     std::vector<Row> rows;
+    int64_t length = 0;
     absl::Status st =
         sp.size() == 2
             ? RunSeries(sp[0], sp[0] == "small" ? FLAGS_small_records : FLAGS_large_records, sp[1],
                         workloads, &rows)
-            : absl::InvalidArgumentError("--series=SIZE:POLICY");
+        : sp.size() == 3 && absl::SimpleAtoi(sp[2], &length) && length > 0
+            ? RunShortSeries(sp[0], sp[1], length, &rows)
+            : absl::InvalidArgumentError("--series=SIZE:POLICY or SIZE:POLICY:LENGTH");
     if (!st.ok()) {
       std::fprintf(stderr, "sim_compare: %s\n", st.ToString().c_str());
       return 1;
@@ -494,7 +671,14 @@ int Main() {
     for (const Row& r : rows) std::printf("%s\n", CsvLine(r).c_str());
     return 0;
   }
-  absl::StatusOr<std::vector<Row>> ran = RunAllSeries(dir, sizes, policies);
+  if (!lengths.empty()) return ShortMain(dir, short_sizes, lengths);
+  std::vector<std::string> series;
+  for (const std::string& size : sizes) {
+    std::vector<std::string> shown = policies;
+    if (FLAGS_bound && size == "large") shown.push_back("bound");
+    for (const std::string& p : shown) series.push_back(absl::StrCat(size, ":", p));
+  }
+  absl::StatusOr<std::vector<Row>> ran = RunAllSeries(dir, series);
   if (!ran.ok()) {
     std::fprintf(stderr, "sim_compare: %s\n", ran.status().ToString().c_str());
     return 1;
