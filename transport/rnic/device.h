@@ -30,9 +30,9 @@ struct DeviceLimits {
 };
 
 // The state of a device's page-translation cache (a NIC's MTT cache), a hint for its peers'
-// path policies (docs/engine.md, "Target hints"): kFull once it holds as many translations as
-// it can, so that its misses now are those of its working set and not of warming up; kWarming
-// before that; kUnknown where the device exposes nothing (verbs, soft).
+// path policies (docs/engine.md, "The per-target model"): kFull once it holds as many
+// translations as it can, so that its misses now are those of its working set and not of
+// warming up; kWarming before that; kUnknown where the device exposes nothing (verbs, soft).
 enum class TranslationCacheState : uint8_t { kUnknown, kWarming, kFull };
 
 // Thread-safety: all methods may be called from any thread. Objects created by a device must be
@@ -44,6 +44,7 @@ class Device {
   // Backend name as used in QpAttributes::transport ("soft", "sim", "verbs").
   virtual std::string transport() const = 0;
   virtual DeviceLimits limits() const = 0;
+  // This device's translation cache now (cheap; a hint, stale as soon as read). Default: kUnknown.
   virtual TranslationCacheState translation_cache_state() const {
     return TranslationCacheState::kUnknown;
   }
