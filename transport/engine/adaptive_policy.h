@@ -96,6 +96,12 @@ class AdaptivePolicy : public PathPolicy {
   // unobserved (a lazy write posted quietly: KV clients post most value writes so) leaves the
   // block's count, or the probe would wait for it until abandoned.
   void Unobserved(const Decision& d) override;
+  // With requests reported, a probe compares the requests' latencies in its two measured
+  // halves instead of the writes' (at least kMinRequests in each): what the application waits
+  // for. A request counts when a write was decided since the previous one ended (it may have
+  // waited for it), for the half of the probing cell's write decided last (a closed-loop
+  // client's request waits for its own write).
+  void ObserveRequest(absl::Duration latency) override;
   FullRingAction OnRingFull() const override { return FullRingAction::kOffload; }
   uint64_t switches() const override { return switches_; }
   // Shares what this connection learns with every connection into the same device, and starts
@@ -204,6 +210,11 @@ class AdaptivePolicy : public PathPolicy {
   // The probing cell's measured other-block writes observed, and how many took that path (the
   // engine routes a write overlapping an in-flight one down that one's path).
   uint32_t probe_measured_ = 0, probe_matched_ = 0;
+  // Requests that ended during the probe's measured halves (0: other path, 1: regime).
+  static constexpr uint64_t kMinRequests = 16;
+  uint64_t requests_seen_[2] = {0, 0};
+  double requests_sum_ns_[2] = {0, 0};
+  bool write_since_request_ = false;  // a write that may unload was decided since the last
 };
 
 }  // namespace unloadkv::engine

@@ -126,6 +126,11 @@ bool Connection::failed() const {
   return state_->failed;
 }
 
+void Connection::ObserveRequest(absl::Duration latency) {
+  MutexLock l(&state_->mu);
+  if (state_->policy != nullptr) state_->policy->ObserveRequest(latency);
+}
+
 uint64_t Connection::messages_received() const {
   MutexLock l(&state_->mu);
   return state_->target.messages_received;

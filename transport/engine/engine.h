@@ -279,6 +279,9 @@ class Connection {
   void Close();
   // Messages delivered from the peer so far: a peer that sent one has a working data path.
   uint64_t messages_received() const;
+  // The application's request on this connection (a message and the peer's answer) took
+  // `latency`: told to the path policy (PathPolicy::ObserveRequest). Any thread.
+  void ObserveRequest(absl::Duration latency);
 
  private:
   friend class Engine;

@@ -29,9 +29,10 @@ struct Decision {
 // What to do with a write the policy routes to unload while every staging slot is in use.
 enum class FullRingAction { kWait, kOffload };
 
-// Contract: Decide and Observe are called from the connection's thread only, must not block or
-// allocate, and must cost well under a microsecond. A policy learns only from what it is
-// told here (addresses, sizes, observed latencies); it never sees the NIC or its model.
+// Contract: Decide, Observe, Unobserved and ObserveRequest are called one at a time (under the
+// connection's lock), must not block or allocate, and must cost well under a microsecond. A
+// policy learns only from what it is told here (addresses, sizes, observed latencies); it never
+// sees the NIC or its model.
 class PathPolicy {
  public:
   virtual ~PathPolicy() = default;
@@ -45,6 +46,11 @@ class PathPolicy {
   // quietly (WriteOptions::lazy_completion, posted unsignaled), so the engine learned of it
   // only later. Every decision ends in exactly one of Observe and Unobserved.
   virtual void Unobserved(const Decision& d) {}
+  // A request of the application on this connection (an RPC: the message and its reply)
+  // completed after `latency`, whatever writes it waited for. What the application waits for,
+  // where a write's own completion may not show it (docs/engine.md, "Policies"). Optional:
+  // connections without requests never call it.
+  virtual void ObserveRequest(absl::Duration latency) {}
   virtual FullRingAction OnRingFull() const { return FullRingAction::kWait; }
   // The connection connected to a peer device whose model (target_model.h) the engine shares
   // among every connection it has into that device. Called once, before the first Decide; a

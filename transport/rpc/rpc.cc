@@ -117,9 +117,10 @@ absl::StatusOr<uint64_t> RpcClient::Call(uint16_t method, std::string request,
           absl::StrCat("rpc: ", max_in_flight_, " calls already in flight; retry later"));
     }
     id = next_id_++;
-    pending_[id] = Pending{
-        timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : clock_->Now() + timeout,
-        std::move(done)};
+    const absl::Time now = clock_->Now();
+    pending_[id] =
+        Pending{timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : now + timeout, now,
+                std::move(done)};
   }
   RpcFrame f;
   f.kind = FrameKind::kRequest;
@@ -146,13 +147,17 @@ void RpcClient::OnMessage(absl::Span<const char> bytes) {
     return;
   }
   Callback done;
+  absl::Time sent;
   {
     MutexLock l(&mu_);
     auto it = pending_.find(f->request_id);
     if (it == pending_.end()) return;  // cancelled or expired: the answer is late
     done = std::move(it->second.done);
+    sent = it->second.sent;
     pending_.erase(it);
   }
+  // What the application waits for: the path policy may judge by it (engine/policy.h).
+  conn_->ObserveRequest(clock_->Now() - sent);
   if (f->status == 0) {
     done(std::string(f->payload));
   } else {

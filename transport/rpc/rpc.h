@@ -132,6 +132,7 @@ class RpcClient {
  private:
   struct Pending {
     absl::Time deadline;
+    absl::Time sent;  // its round trip goes to the connection's path policy
     Callback done;
   };
   void OnMessage(absl::Span<const char> bytes);

@@ -18,6 +18,16 @@ namespace {
 
 constexpr uint16_t kEcho = 1, kNever = 2, kFail = 3;
 
+// Offloads, and counts the requests the connection reports to it.
+class RequestCountingPolicy : public engine::OffloadPolicy {
+ public:
+  void ObserveRequest(absl::Duration latency) override {
+    ++requests;
+    if (latency <= absl::ZeroDuration()) ++not_positive;
+  }
+  std::atomic<int> requests{0}, not_positive{0};
+};
+
 class RpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -26,7 +36,9 @@ class RpcTest : public ::testing::Test {
     db_ = std::move(*soft::SoftDevice::Create({}));
     ea_ = std::move(*engine::Engine::Create(da_.get(), {}));
     eb_ = std::move(*engine::Engine::Create(db_.get(), {}));
-    ca_ = std::move(*ea_->CreateConnection(std::make_unique<engine::OffloadPolicy>()));
+    auto policy = std::make_unique<RequestCountingPolicy>();
+    policy_ = policy.get();
+    ca_ = std::move(*ea_->CreateConnection(std::move(policy)));
     cb_ = std::move(*eb_->CreateConnection(std::make_unique<engine::OffloadPolicy>()));
     ASSERT_TRUE(ca_->Connect(cb_->local_info()).ok());
     ASSERT_TRUE(cb_->Connect(ca_->local_info()).ok());
@@ -72,6 +84,7 @@ class RpcTest : public ::testing::Test {
   std::unique_ptr<soft::SoftDevice> da_, db_;
   std::unique_ptr<engine::Engine> ea_, eb_;
   std::unique_ptr<engine::Connection> ca_, cb_;
+  RequestCountingPolicy* policy_ = nullptr;  // ca_'s
   std::unique_ptr<RpcServer> server_;
   std::unique_ptr<RpcClient> client_;
   std::mutex held_mu_;
@@ -88,6 +101,9 @@ TEST_F(RpcTest, CallsReturnTheServersAnswerOrItsError) {
   r = client_->CallAndWait(99, "", absl::Seconds(5));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(client_->in_flight(), 0);
+  // Each answered call, an error too, told the path policy its round trip.
+  EXPECT_EQ(policy_->requests.load(), 3);
+  EXPECT_EQ(policy_->not_positive.load(), 0);
 }
 
 TEST_F(RpcTest, ManyConcurrentCallsAllComplete) {
@@ -160,6 +176,7 @@ TEST_F(RpcTest, DeadlinesAndCancellationFailCallsAndDropLateAnswers) {
   absl::SleepFor(absl::Milliseconds(50));
   EXPECT_EQ(calls.load(), 1);
   EXPECT_EQ(client_->in_flight(), 0);
+  EXPECT_EQ(policy_->requests.load(), 0);  // an expired or cancelled call has no round trip
 }
 
 TEST_F(RpcTest, MalformedRequestsAreCountedAndDropped) {
