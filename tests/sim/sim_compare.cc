@@ -283,10 +283,15 @@ absl::Status RunShortSeries(const std::string& size, const std::string& policy, 
   return CheckReads(*sim, absl::StrCat(size, " ", policy, " ", length));
 }
 
+// The row of `size`, `policy` and `workload` (with `operations` operations, when nonzero: the
+// short runs have one row per run length).
 const Row* Find(const std::vector<Row>& rows, const std::string& size, const std::string& policy,
-                const std::string& workload) {
+                const std::string& workload, int64_t operations = 0) {
   for (const Row& r : rows) {
-    if (r.size == size && r.policy == policy && r.workload == workload) return &r;
+    if (r.size == size && r.policy == policy && r.workload == workload &&
+        (operations == 0 || static_cast<int64_t>(r.operations) == operations)) {
+      return &r;
+    }
   }
   return nullptr;
 }
@@ -441,17 +446,6 @@ bool Plot(const std::string& dir, const std::vector<Row>& rows,
   return true;
 }
 
-const Row* FindShort(const std::vector<Row>& rows, const std::string& size,
-                     const std::string& policy, const std::string& workload, int64_t length) {
-  for (const Row& r : rows) {
-    if (r.size == size && r.policy == policy && r.workload == workload &&
-        static_cast<int64_t>(r.operations) == length) {
-      return &r;
-    }
-  }
-  return nullptr;
-}
-
 // The short-run table: per record size, phase and run length, each policy's throughput over
 // offload-only's, the unloaded shares, and adaptive over the better static policy; then the
 // targets (at 20,000 operations, adaptive within 3% of the better static policy).
@@ -471,9 +465,9 @@ std::string ShortTable(const std::vector<Row>& rows, const std::vector<std::stri
                         "unl x", "adapt x", "unl shr", "adapt shr", "a/better"));
     for (const char* w : {"load", "a", "f"}) {
       for (int64_t len : lengths) {
-        const Row* o = FindShort(rows, size, "offload", w, len);
-        const Row* u = FindShort(rows, size, "unload", w, len);
-        const Row* a = FindShort(rows, size, "adaptive", w, len);
+        const Row* o = Find(rows, size, "offload", w, len);
+        const Row* u = Find(rows, size, "unload", w, len);
+        const Row* a = Find(rows, size, "adaptive", w, len);
         if (o == nullptr || u == nullptr || a == nullptr || o->ops_per_s == 0) continue;
         const double ux = u->ops_per_s / o->ops_per_s, ax = a->ops_per_s / o->ops_per_s;
         const double vs_better = ax / std::max(1.0, ux);
