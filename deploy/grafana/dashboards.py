@@ -330,6 +330,47 @@ def engine():
                 ],
             ),
             panel(
+                "Target models: cells by regime",
+                "Cells (size class x heat class) of the per-target models this node's adaptive "
+                "policies share, by the regime their last probe chose, and probes in flight (one "
+                "per cell and target at most). Zero under a static policy.",
+                "short",
+                [
+                    (
+                        f"sum by (instance, regime) "
+                        f"(unloadkv_engine_target_model_cells{{{s}}})",
+                        "{{instance}} {{regime}}",
+                    ),
+                    (f"unloadkv_engine_target_model_probes{{{s}}}", "{{instance}} probes"),
+                ],
+                width=8,
+            ),
+            panel(
+                "Target models: probed latency by path",
+                "Mean over known cells of the latency each path showed in its last probe.",
+                "s",
+                [
+                    (
+                        f"unloadkv_engine_target_model_latency_seconds{{{s}}}",
+                        "{{instance}} {{path}}",
+                    )
+                ],
+                width=8,
+            ),
+            panel(
+                "Target models: oldest result",
+                "Age of the oldest probe result any target model still routes by: a model that "
+                "stops being probed keeps routing by what it last learned.",
+                "s",
+                [
+                    (
+                        f"unloadkv_engine_target_model_oldest_age_seconds{{{s}}}",
+                        "{{instance}}",
+                    )
+                ],
+                width=8,
+            ),
+            panel(
                 "Validation failures by reason",
                 "Staged writes the unload workers refused per second, by reason (the NIC's "
                 "checks: unknown key, no permission, out of bounds; bad header or sequence). Any "
