@@ -176,6 +176,52 @@ TEST(SharedTargetPolicyTest, ADestroyedProberReleasesItsClaim) {
   EXPECT_FALSE(model->Report(0).probing);
 }
 
+// A connection that closes inside its probe shares the result when both measured halves heard
+// of half their writes; with less it only gives up the claim.
+TEST(SharedTargetPolicyTest, AConnectionClosingMidProbeSharesWhatItMeasured) {
+  // After the probe's first write: 128 unloaded writes (the second 64 measured), then offloaded
+  // ones, measured from the 193rd probe write on.
+  for (const auto& [writes_after_start, shared] : {std::pair{230, true}, std::pair{200, false}}) {
+    FixedClock clock;
+    auto model = std::make_shared<TargetModel>("sim/1", &clock);
+    {
+      AdaptivePolicy p;
+      p.AttachTarget(model);
+      int i = 0;
+      for (; i < 4000 && !model->Report(0).probing; ++i) Unloaded(p, 1, i);
+      ASSERT_TRUE(model->Report(0).probing);
+      Unloaded(p, writes_after_start, i);
+      EXPECT_FALSE(model->Read(0).known);
+    }
+    EXPECT_FALSE(model->Report(0).probing) << writes_after_start;
+    EXPECT_EQ(model->Read(0).known, shared) << writes_after_start;
+    if (shared) {
+      EXPECT_EQ(model->Read(0).regime, Path::kUnload);
+      EXPECT_EQ(model->Report(0).offload_ns, 3200u);
+      EXPECT_EQ(model->Report(0).unload_ns, 2400u);
+    }
+  }
+}
+
+// Re-probes of a plainly slower path back off target-wide: a connection routed by the model
+// continues the model's back-off instead of starting its own from the shortest interval.
+TEST(SharedTargetPolicyTest, ReprobesBackOffAcrossShortConnections) {
+  FixedClock clock;
+  auto model = std::make_shared<TargetModel>("sim/1", &clock);
+  model->Publish(0, Path::kUnload, 3200, 2400, 0);
+  int probing_connections = 0;
+  for (int k = 0; k < 40; ++k) {  // 20,000 writes
+    AdaptivePolicy p;
+    p.AttachTarget(model);
+    probing_connections += Unloaded(p, 500, uint64_t(k) << 20) < 500;
+  }
+  EXPECT_EQ(model->Read(0).regime, Path::kUnload);
+  // Due after 2048, 4096 and 8192 of the target's writes: backed off 3 times. Each connection
+  // starting from back-off 0 re-probed every 4096 writes (5 probes) and never got past 1.
+  EXPECT_EQ(model->Read(0).backoff, 3u);
+  EXPECT_EQ(probing_connections, 3);
+}
+
 // The target's hint that its translation cache is full lets a lone connection (no model to
 // share) probe at once: without it, a 500-write connection never settles (1664 writes).
 TEST(TargetHintTest, AFullTranslationCacheLetsAShortConnectionProbe) {
