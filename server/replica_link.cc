@@ -13,7 +13,7 @@ absl::StatusOr<std::shared_ptr<ReplicaLink>> ReplicaLink::Open(
     const Clock* clock, const std::atomic<bool>* cut, LinkMetrics* metrics, const LinkEnv& env) {
   auto p = engine::MakePolicy(policy);
   if (!p.ok()) return p.status();
-  auto conn = engine->CreateConnection(std::move(*p));
+  auto conn = engine->CreateConnection(std::move(*p), engine::Engine::Role::kRequests);
   if (!conn.ok()) return conn.status();
   std::shared_ptr<ReplicaLink> link(new ReplicaLink());
   link->node_ = node;

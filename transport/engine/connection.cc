@@ -270,7 +270,7 @@ void Engine::ServeOnWorkers(const std::shared_ptr<ConnectionState>& c) {
 }
 
 absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
-    std::unique_ptr<PathPolicy> policy) {
+    std::unique_ptr<PathPolicy> policy, Role role) {
   if (policy == nullptr) return absl::InvalidArgumentError("CreateConnection: no policy");
   MutexLock create(&create_mu_);  // a server admits clients and opens replication links at once
   // The workers this connection would use (its own and its lanes'): each serves a bounded
@@ -289,6 +289,7 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
   c->self = c;
   c->engine = this;
   c->options = options_;
+  c->options.throttle_when_backlogged &= role == Role::kServes;
   c->id = next_connection_++ & 0xffffff;
   c->table = table_;
   c->worker = static_cast<int>(c->id % workers_.size());

@@ -312,7 +312,14 @@ class Engine {
   // writes are checked against exactly what the NIC checks offloaded ones against.
   absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> RegisterMemory(void* addr, size_t length,
                                                                      uint32_t access);
-  absl::StatusOr<std::unique_ptr<Connection>> CreateConnection(std::unique_ptr<PathPolicy> policy);
+  // `role`: kServes for a connection whose peer sends this side requests (a server's admitted
+  // client); kRequests for one this side opened to send requests (a cluster node's replication
+  // link to a peer node), to which EngineOptions::throttle_when_backlogged does not apply:
+  // when both ends of a connection throttle, each can wait for the other's credits forever
+  // (two kvservers did, on a state transfer of 20,000 records).
+  enum class Role { kServes, kRequests };
+  absl::StatusOr<std::unique_ptr<Connection>> CreateConnection(std::unique_ptr<PathPolicy> policy,
+                                                               Role role = Role::kServes);
 
   // Processes whatever completions every worker has; returns how many. Never blocks.
   int PollOnce();

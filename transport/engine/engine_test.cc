@@ -1175,6 +1175,47 @@ TEST_P(EngineTest, APeerThatTakesNoAnswersIsThrottled) {
   }
 }
 
+// Two ends that both throttle (two kvservers: a replication link) each wait for the other's
+// credits once message_slots of their messages queue: requests sent faster than answers come
+// back then stalled for good (a state transfer of 20,000 records between simulated nodes). The
+// side that opened the connection to send requests (Role::kRequests) does not throttle, and
+// every request is answered.
+TEST_P(EngineTest, ARequestingConnectionBetweenTwoThrottlingEnginesDoesNotStall) {
+  EngineOptions o;
+  o.staging_slots = 8;
+  o.staging_lanes = lanes();
+  o.unload_workers = lanes();
+  o.throttle_when_backlogged = true;
+  ea_.reset();
+  eb_.reset();
+  ea_ = std::move(*Engine::Create(&h_->a(), o));
+  eb_ = std::move(*Engine::Create(&h_->b(), o));
+  h_->Start(*ea_, *eb_);
+  std::unique_ptr<Connection> requester =
+      std::move(*ea_->CreateConnection(Only(Path::kOffload), Engine::Role::kRequests));
+  std::unique_ptr<Connection> server = std::move(*eb_->CreateConnection(Only(Path::kOffload)));
+  ASSERT_TRUE(requester->Connect(server->local_info()).ok());
+  ASSERT_TRUE(server->Connect(requester->local_info()).ok());
+  std::atomic<int> answered{0};
+  Connection* answering = server.get();
+  server->SetMessageHandler([answering](absl::Span<const char> request) {
+    (void)answering->Send(std::string(request.data(), request.size()), nullptr);
+  });
+  requester->SetMessageHandler([&answered](absl::Span<const char>) { ++answered; });
+  // Ten times message_slots, all sent at once (ReplicaLink keeps up to 256 in flight).
+  const int requests = 10 * static_cast<int>(o.message_slots);
+  for (int i = 0; i < requests; ++i) {
+    ASSERT_TRUE(requester->Send(std::string(1000, 'q'), nullptr).ok()) << i;
+  }
+  EXPECT_TRUE(h_->WaitUntil([&] { return answered.load() == requests; }, absl::Seconds(20)))
+      << "answered " << answered.load() << " of " << requests << "; " << requester->DebugState()
+      << "; " << server->DebugState();
+  EXPECT_FALSE(requester->failed());
+  EXPECT_FALSE(server->failed());
+  requester->SetMessageHandler(nullptr);
+  server->SetMessageHandler(nullptr);
+}
+
 // A worker's CQ is sized for max_connections_per_worker connections flushing at once; one more
 // connection is refused (it could overrun the CQ on a real NIC), and closing one makes room.
 TEST_P(EngineTest, AWorkerServesAtMostItsConnectionBudget) {
