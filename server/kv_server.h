@@ -138,6 +138,8 @@ class KvServer {
 
   const std::string& address() const { return address_; }
   std::string metrics_url() const { return metrics_ ? metrics_->url() : ""; }
+  // Every metric family /metrics serves (also embedded, where there is no endpoint).
+  const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
   const std::string& arena_memory() const { return arena_memory_; }
   // The connection limit in force and what bounds it (--max_connections, connection_budget.h).
   int max_connections() const { return max_connections_; }
