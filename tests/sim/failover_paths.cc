@@ -66,6 +66,29 @@ std::array<double, 2> ReplicationWrites(KvServer* server) {
   return by_path;
 }
 
+// What the live nodes' adaptive policies had learned (gauges refreshed every 100 ms): cells
+// of their target models by regime, and policy switches.
+std::string ModelState(ClusterWorld& w) {
+  std::string out;
+  for (int i = 0; i < w.nodes(); ++i) {
+    KvServer* server = w.server(i);
+    if (server == nullptr) continue;
+    double cells[2] = {0, 0}, switches = 0;
+    for (const prometheus::MetricFamily& f : server->registry()->Collect()) {
+      for (const prometheus::ClientMetric& m : f.metric) {
+        if (f.name == "unloadkv_policy_switches_total") switches += m.counter.value;
+        if (f.name != "unloadkv_engine_target_model_cells") continue;
+        for (const prometheus::ClientMetric::Label& l : m.label) {
+          if (l.name == "regime") cells[l.value == "unload"] += m.gauge.value;
+        }
+      }
+    }
+    absl::StrAppend(&out, out.empty() ? "" : ", ", w.node_name(i), ": ", cells[0], " offload and ",
+                    cells[1], " unload cells, ", switches, " switches");
+  }
+  return out;
+}
+
 std::string Key(int i) { return absl::StrFormat("user%08d", i); }
 
 struct Row {
@@ -75,12 +98,13 @@ struct Row {
 };
 
 struct Result {
-  std::string old_primary;               // primary of shard 0 before: crashed
-  std::set<std::string> writers_before;  // the other primaries before the crash
-  std::vector<std::string> after;        // each shard's primary -> backups after
-  bool shared_model = false;             // a primary after the crash replicated before it
-  double failover_ms = 0;                // crash to every shard's primary and backup in the map
-  double catchup[2] = {0, 0};            // state-transfer writes meanwhile, by path
+  std::string old_primary;                // primary of shard 0 before: crashed
+  std::set<std::string> writers_before;   // the other primaries before the crash
+  std::vector<std::string> after;         // each shard's primary -> backups after
+  bool shared_model = false;              // a primary after the crash replicated before it
+  double failover_ms = 0;                 // crash to every shard's primary and backup in the map
+  double catchup[2] = {0, 0};             // state-transfer writes meanwhile, by path
+  std::string model_before, model_after;  // ModelState when measuring began and ended
   std::vector<Row> rows;
 };
 
@@ -190,6 +214,7 @@ absl::StatusOr<Result> RunOne(const std::string& policy) {
             absl::DeadlineExceededError("no primary and backup per shard 120 s after the crash"));
       }
       result.failover_ms = (w.now_ns() - crashed_at) / 1e6;
+      result.model_before = ModelState(w);
       for (int i = 0; i < w.nodes(); ++i) {
         if (i == victim) continue;
         const std::array<double, 2> n = ReplicationWrites(w.server(i));
@@ -221,6 +246,7 @@ absl::StatusOr<Result> RunOne(const std::string& policy) {
       base = now;
     }
     if (k != 0) return;
+    result.model_after = ModelState(w);
     absl::StatusOr<cluster::ClusterView> view = w.View();
     if (!view.ok()) return failed(view.status());
     for (uint32_t shard = 0; shard < 2; ++shard) {
@@ -277,6 +303,10 @@ int Main(int argc, char** argv) {
         absl::StrJoin(r->after, "; ").c_str(), r->catchup[0], r->catchup[1],
         r->shared_model ? "a new primary replicated before (its links share its target model)"
                         : "no new primary replicated before (fresh models; the backups' hints)");
+    if (policy == "adaptive") {
+      std::printf("target models after the state transfers: %s\n", r->model_before.c_str());
+      std::printf("target models after the table's writes:  %s\n", r->model_after.c_str());
+    }
     std::printf("%12s | %8s %8s | %8s | %12s\n", "writes", "offload", "unload", "unld", "put_us");
     double off = 0, unl = 0, us = 0;
     int puts = 0, first = 1;
