@@ -15,7 +15,7 @@ PACKAGES=(
   prometheus-cpp-dev libibverbs-dev rdma-core libbenchmark-dev
   clang libclang-rt-14-dev gnuplot-nox redis-server libhiredis-dev
   etcd-server libcurl4-openssl-dev curl prometheus python3 python3-kubernetes chromium
-  memcached libmemcached-dev linux-perf strace libssl-dev openssl
+  memcached libmemcached-dev linux-perf strace libssl-dev openssl zlib1g-dev
 )
 
 log() { printf '[quickstart %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }

@@ -1,0 +1,232 @@
+#include "server/replica_log.h"
+
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/log_frame.h"
+#include "transport/storage/posix_disk.h"
+
+namespace unloadkv::server {
+namespace {
+
+proto::LogEntry Entry(uint64_t seq, size_t value_bytes = 100) {
+  proto::LogEntry e;
+  e.set_epoch(3);
+  e.mutable_record()->set_op(proto::ReplicationRecord::PUT);
+  e.mutable_record()->set_seq(seq);
+  e.mutable_record()->set_key("key" + std::to_string(seq));
+  e.mutable_record()->set_offset(seq * 4096);
+  e.mutable_record()->set_size(static_cast<uint32_t>(value_bytes));
+  e.set_value(std::string(value_bytes, static_cast<char>('a' + seq % 26)));
+  return e;
+}
+
+bool operator!=(const proto::LogEntry& a, const proto::LogEntry& b) {
+  return a.SerializeAsString() != b.SerializeAsString();
+}
+
+// A fresh directory per test.
+std::string Dir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(base != nullptr ? base : "/tmp") + "/replica_log/" + name;
+  std::system(("rm -rf '" + dir + "'").c_str());
+  return dir;
+}
+
+// Opens the log in `dir`, collecting the replayed records' seqs.
+absl::StatusOr<std::unique_ptr<ReplicaLog>> OpenLog(storage::Disk* disk, const std::string& dir,
+                                                    std::vector<uint64_t>* seqs,
+                                                    ReplicaLog::Recovery* recovery = nullptr) {
+  ReplicaLog::Options o;
+  o.segment_bytes = kMaxFrameBytes;  // 1 MiB: 15 records of 64 KiB
+  return ReplicaLog::Open(
+      disk, dir, o,
+      [seqs](const proto::LogEntry& e) {
+        if (e != Entry(e.record().seq(), e.value().size()) && e.value().size() > 0) {
+          return absl::InternalError("a record came back different");
+        }
+        seqs->push_back(e.record().seq());
+        return absl::OkStatus();
+      },
+      recovery);
+}
+
+// Writes records 1..n of 64 KiB each (3 segments for 40) and syncs.
+void Fill(storage::Disk* disk, const std::string& dir, uint64_t n) {
+  std::vector<uint64_t> seqs;
+  auto log = OpenLog(disk, dir, &seqs);
+  ASSERT_TRUE(log.ok()) << log.status();
+  for (uint64_t s = 1; s <= n; ++s) ASSERT_TRUE((*log)->Append(Entry(s, 64 << 10)).ok()) << s;
+  ASSERT_TRUE((*log)->Sync().ok());
+}
+
+std::vector<uint64_t> Range(uint64_t from, uint64_t to) {
+  std::vector<uint64_t> v;
+  for (uint64_t s = from; s <= to; ++s) v.push_back(s);
+  return v;
+}
+
+TEST(ReplicaLogTest, ReplaysEveryRecordInOrderAcrossSegmentsAndAppendsAfterThem) {
+  storage::PosixDisk disk;
+  const std::string dir = Dir("roundtrip");
+  Fill(&disk, dir, 40);
+  std::vector<uint64_t> seqs;
+  ReplicaLog::Recovery rec;
+  auto log = OpenLog(&disk, dir, &seqs, &rec);
+  ASSERT_TRUE(log.ok()) << log.status();
+  EXPECT_EQ(seqs, Range(1, 40));
+  EXPECT_EQ(rec.segments, 3u);
+  EXPECT_EQ(rec.last_seq, 40u);
+  EXPECT_EQ(rec.last_epoch, 3u);
+  EXPECT_TRUE(rec.torn_file.empty());
+  EXPECT_EQ(*disk.List(dir),
+            (std::vector<std::string>{SegmentName(1), SegmentName(16), SegmentName(31)}));
+  // A seq not after the last is refused and changes nothing.
+  EXPECT_EQ((*log)->Append(Entry(40)).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE((*log)->Append(Entry(41)).ok());
+  ASSERT_TRUE((*log)->Sync().ok());
+  log->reset();
+  seqs.clear();
+  ASSERT_TRUE(OpenLog(&disk, dir, &seqs).ok());
+  EXPECT_EQ(seqs, Range(1, 41));
+}
+
+// A crash may leave the last segment's end torn: a record cut short, the final record's bytes
+// partly written, or zeros. That tail is cut off and reported; the log goes on after it.
+TEST(ReplicaLogTest, ATornTailIsCutOffAndReported) {
+  struct Case {
+    const char* name;
+    std::function<void(std::string*)> damage;
+    uint64_t records;
+    const char* why;
+  };
+  const std::vector<Case> cases = {
+      {"cut", [](std::string* d) { d->resize(d->size() - 3); }, 39, "an incomplete record"},
+      {"header", [](std::string* d) { d->append("\x05\x00\x01", 3); }, 40, "an incomplete record"},
+      {"final_crc", [](std::string* d) { (*d)[d->size() - 10] ^= 0x40; }, 39, "checksum mismatch"},
+      {"zeros", [](std::string* d) { d->append(4096, '\0'); }, 40, "zeros"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    storage::PosixDisk disk;
+    const std::string dir = Dir(std::string("torn_") + c.name);
+    Fill(&disk, dir, 40);
+    const std::string last = dir + "/" + SegmentName(31);
+    std::string data = *disk.ReadAll(last);
+    c.damage(&data);
+    ASSERT_TRUE(disk.Truncate(last, 0).ok());
+    ASSERT_TRUE((*disk.OpenForAppend(last))->Append(data).ok());
+    std::vector<uint64_t> seqs;
+    ReplicaLog::Recovery rec;
+    auto log = OpenLog(&disk, dir, &seqs, &rec);
+    ASSERT_TRUE(log.ok()) << log.status();
+    EXPECT_EQ(seqs, Range(1, c.records));
+    EXPECT_EQ(rec.torn_file, last);
+    EXPECT_GT(rec.torn_bytes, 0u);
+    EXPECT_EQ(rec.torn_why, c.why);
+    // Cut for good, and the log goes on.
+    ASSERT_TRUE((*log)->Append(Entry(c.records + 1)).ok());
+    ASSERT_TRUE((*log)->Sync().ok());
+    log->reset();
+    seqs.clear();
+    ReplicaLog::Recovery again;
+    ASSERT_TRUE(OpenLog(&disk, dir, &seqs, &again).ok());
+    EXPECT_EQ(seqs, Range(1, c.records + 1));
+    EXPECT_TRUE(again.torn_file.empty());
+  }
+}
+
+// Damage anywhere but the torn tail is data loss: the log refuses to open, naming the file
+// and offset, and changes nothing on disk.
+TEST(ReplicaLogTest, CorruptionBeforeTheTailRefusesToOpenNamingFileAndOffset) {
+  // The third record of a full segment, and of the last one (records 31..40: not its final).
+  for (uint64_t segment : {uint64_t{1}, uint64_t{31}}) {
+    SCOPED_TRACE(segment);
+    storage::PosixDisk disk;
+    const std::string dir = Dir("corrupt_" + std::to_string(segment));
+    Fill(&disk, dir, 40);
+    const std::string path = dir + "/" + SegmentName(segment);
+    std::string two;  // the segment's first two frames
+    AppendFrame(Entry(segment, 64 << 10), &two);
+    AppendFrame(Entry(segment + 1, 64 << 10), &two);
+    std::string data = *disk.ReadAll(path);
+    data[two.size() + 100] ^= 0x01;
+    ASSERT_TRUE(disk.Truncate(path, 0).ok());
+    ASSERT_TRUE((*disk.OpenForAppend(path))->Append(data).ok());
+    std::vector<uint64_t> seqs;
+    auto log = OpenLog(&disk, dir, &seqs);
+    ASSERT_FALSE(log.ok());
+    EXPECT_EQ(log.status().code(), absl::StatusCode::kDataLoss) << log.status();
+    EXPECT_NE(log.status().message().find(path + ": corrupt log record at offset " +
+                                          std::to_string(two.size()) + " (checksum mismatch)"),
+              absl::string_view::npos)
+        << log.status();
+    EXPECT_EQ(*disk.ReadAll(path), data);    // nothing cut
+    EXPECT_EQ(seqs, Range(1, segment + 1));  // replayed up to the damage
+  }
+}
+
+// A disk that fills: the append fails with ResourceExhausted and the log stops; Resume cuts
+// the segment back to what was synced and the log goes on from there.
+class FillingDisk : public storage::PosixDisk {
+ public:
+  absl::StatusOr<std::unique_ptr<storage::WritableFile>> OpenForAppend(
+      const std::string& path) override {
+    auto f = PosixDisk::OpenForAppend(path);
+    if (!f.ok()) return f;
+    return std::unique_ptr<storage::WritableFile>(new File(this, *std::move(f)));
+  }
+  bool full = false;
+
+ private:
+  class File : public storage::WritableFile {
+   public:
+    File(FillingDisk* disk, std::unique_ptr<storage::WritableFile> f)
+        : disk_(disk), f_(std::move(f)) {}
+    absl::Status Append(absl::string_view data) override {
+      if (!disk_->full) return f_->Append(data);
+      // Half of it fits, as a real short write would leave it.
+      (void)f_->Append(data.substr(0, data.size() / 2));
+      return absl::ResourceExhaustedError("appending to x: No space left on device");
+    }
+    absl::Status Sync() override { return f_->Sync(); }
+    uint64_t size() const override { return f_->size(); }
+
+   private:
+    FillingDisk* const disk_;
+    std::unique_ptr<storage::WritableFile> f_;
+  };
+};
+
+TEST(ReplicaLogTest, AFullDiskStopsTheLogUntilResumed) {
+  FillingDisk disk;
+  const std::string dir = Dir("full");
+  std::vector<uint64_t> seqs;
+  auto log = OpenLog(&disk, dir, &seqs);
+  ASSERT_TRUE(log.ok());
+  ReplicaLog& l = **log;
+  for (uint64_t s = 1; s <= 5; ++s) ASSERT_TRUE(l.Append(Entry(s)).ok());
+  ASSERT_TRUE(l.Sync().ok());
+  ASSERT_TRUE(l.Append(Entry(6)).ok());  // appended, not synced
+  disk.full = true;
+  EXPECT_EQ(l.Append(Entry(7)).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(l.Append(Entry(8)).code(), absl::StatusCode::kResourceExhausted);  // stays stopped
+  EXPECT_EQ(l.Sync().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(l.synced_seq(), 5u);
+  disk.full = false;  // space returns
+  ASSERT_TRUE(l.Resume().ok());
+  EXPECT_EQ(l.last_seq(), 5u);  // 6 was never synced: the caller never counted it durable
+  ASSERT_TRUE(l.Append(Entry(6)).ok());
+  ASSERT_TRUE(l.Sync().ok());
+  log->reset();
+  ReplicaLog::Recovery rec;
+  ASSERT_TRUE(OpenLog(&disk, dir, &seqs, &rec).ok());
+  EXPECT_EQ(seqs, Range(1, 6));
+  EXPECT_TRUE(rec.torn_file.empty());  // the half-written record went with Resume
+}
+
+}  // namespace
+}  // namespace unloadkv::server
