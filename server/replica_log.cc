@@ -1,5 +1,6 @@
 #include "server/replica_log.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -75,7 +76,10 @@ absl::Status ReplicaLog::Recover(const Replay& replay, Recovery* recovery) {
       }
       // A torn tail: only at the end of the last segment, and only a frame cut short, zeros,
       // or a final frame (ending exactly at the file's end) whose bytes did not all arrive.
-      const bool final_frame = r.kind == FrameResult::kCorrupt && r.bytes == rest.size();
+      // (Zeros may follow that final frame: a file system that extended the file.)
+      const bool final_frame = r.kind == FrameResult::kCorrupt && r.bytes > 0 &&
+                               std::all_of(rest.begin() + static_cast<ptrdiff_t>(r.bytes),
+                                           rest.end(), [](char c) { return c == 0; });
       if (last && (r.kind != FrameResult::kCorrupt || final_frame)) {
         recovery->torn_file = path;
         recovery->torn_bytes = rest.size();

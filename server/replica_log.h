@@ -4,7 +4,8 @@
 //
 // Recovery (Open) reads every segment in order and hands each record to the caller. The end
 // of the last segment may be torn by a crash (a frame cut short, a frame whose bytes only
-// partly reached the disk, zeros where the file system had extended it): that tail is cut off
+// partly reached the disk, maybe followed by zeros, or zeros where the file system had extended
+// it): that tail is cut off
 // and reported. Anything else that does not decode, anywhere, is DataLoss naming the file and
 // the byte offset, and the log refuses to open: no record after a corrupt one is silently
 // dropped.
