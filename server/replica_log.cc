@@ -109,7 +109,7 @@ absl::Status ReplicaLog::OpenSegment(const std::string& name) {
   const bool created = (*f)->size() == 0;
   segment_ = path;
   file_ = *std::move(f);
-  synced_size_ = file_->size();
+  synced_size_ = written_size_ = file_->size();
   if (created) {
     if (absl::Status st = disk_->SyncDir(dir_); !st.ok()) return st;
   }
@@ -141,6 +141,7 @@ absl::Status ReplicaLog::Append(const proto::LogEntry& entry) {
     ++segments_;
   }
   if (absl::Status st = file_->Append(frame_); !st.ok()) return Fail(st);
+  written_size_ = file_->size();
   last_seq_ = seq;
   return absl::OkStatus();
 }
@@ -153,14 +154,16 @@ absl::Status ReplicaLog::Sync() {
   return absl::OkStatus();
 }
 
-absl::Status ReplicaLog::Resume() {
+absl::Status ReplicaLog::Resume(bool keep_written) {
   if (failure_.ok()) return absl::OkStatus();
   file_.reset();
-  if (absl::Status st = disk_->Truncate(segment_, synced_size_); !st.ok()) return st;
+  const uint64_t size = keep_written ? written_size_ : synced_size_;
+  if (absl::Status st = disk_->Truncate(segment_, size); !st.ok()) return st;
   absl::StatusOr<std::unique_ptr<storage::WritableFile>> f = disk_->OpenForAppend(segment_);
   if (!f.ok()) return f.status();
   file_ = *std::move(f);
-  last_seq_ = synced_seq_;
+  written_size_ = size;
+  if (!keep_written) last_seq_ = synced_seq_;
   failure_ = absl::OkStatus();
   return absl::OkStatus();
 }

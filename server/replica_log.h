@@ -11,9 +11,9 @@
 // dropped.
 //
 // Failure: after an Append or Sync error (disk full: ResourceExhausted; I/O error:
-// Unavailable) every further Append and Sync returns that error, and nothing appended since
-// the last successful Sync may be counted as durable, until Resume() cuts the segment back to
-// what was synced and succeeds.
+// Unavailable) every further Append and Sync returns that error until Resume succeeds. Resume
+// cuts the segment back to the end of the last record whose Append succeeded (a failed
+// Append may leave part of its record), or further, to what the last Sync covered.
 //
 // Thread-safety: one thread at a time (the caller serializes; a group-committing caller syncs
 // from its own thread while holding its lock).
@@ -65,9 +65,12 @@ class ReplicaLog {
   absl::Status Append(const proto::LogEntry& entry);
   // Makes every record appended so far durable.
   absl::Status Sync();
-  // After a failure: cuts the current segment back to its last synced size and reopens it.
-  // OK when the log can take records again (they restart after synced_seq()).
-  absl::Status Resume();
+  // After a failure: cuts the current segment back (to the last record written when
+  // `keep_written`, else to the last sync) and reopens it. OK when the log can take records
+  // again; they go on after last_seq(). After a failed Sync, what was written since the last
+  // good one may be gone from the OS's cache too (Linux drops pages it could not write back):
+  // `keep_written` keeps the file's bytes, not that promise.
+  absl::Status Resume(bool keep_written);
 
   uint64_t last_seq() const { return last_seq_; }
   uint64_t synced_seq() const { return synced_seq_; }
@@ -88,7 +91,8 @@ class ReplicaLog {
   const Options options_;
   std::string segment_;  // the current segment's path
   std::unique_ptr<storage::WritableFile> file_;
-  uint64_t synced_size_ = 0;  // of the current segment
+  uint64_t synced_size_ = 0;   // of the current segment, at the last Sync
+  uint64_t written_size_ = 0;  // of the current segment, after the last whole record
   uint64_t last_seq_ = 0;
   uint64_t synced_seq_ = 0;
   uint64_t segments_ = 0;

@@ -219,15 +219,25 @@ TEST(ReplicaLogTest, AFullDiskStopsTheLogUntilResumed) {
   EXPECT_EQ(l.Sync().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(l.synced_seq(), 5u);
   disk.full = false;  // space returns
-  ASSERT_TRUE(l.Resume().ok());
-  EXPECT_EQ(l.last_seq(), 5u);  // 6 was never synced: the caller never counted it durable
+  // Back to the last sync: 6 was never synced (a caller under `always` never acknowledged it).
+  ASSERT_TRUE(l.Resume(/*keep_written=*/false).ok());
+  EXPECT_EQ(l.last_seq(), 5u);
   ASSERT_TRUE(l.Append(Entry(6)).ok());
+  ASSERT_TRUE(l.Sync().ok());
+  // Back to the last whole record: 7 was written whole before the disk filled on 8.
+  ASSERT_TRUE(l.Append(Entry(7)).ok());
+  disk.full = true;
+  EXPECT_EQ(l.Append(Entry(8)).code(), absl::StatusCode::kResourceExhausted);
+  disk.full = false;
+  ASSERT_TRUE(l.Resume(/*keep_written=*/true).ok());
+  EXPECT_EQ(l.last_seq(), 7u);
+  ASSERT_TRUE(l.Append(Entry(8)).ok());
   ASSERT_TRUE(l.Sync().ok());
   log->reset();
   ReplicaLog::Recovery rec;
   ASSERT_TRUE(OpenLog(&disk, dir, &seqs, &rec).ok());
-  EXPECT_EQ(seqs, Range(1, 6));
-  EXPECT_TRUE(rec.torn_file.empty());  // the half-written record went with Resume
+  EXPECT_EQ(seqs, Range(1, 8));
+  EXPECT_TRUE(rec.torn_file.empty());  // the half-written records went with Resume
 }
 
 // Power fails at random points on a disk that keeps only what was synced, plus a seeded part of

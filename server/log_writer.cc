@@ -1,0 +1,193 @@
+#include "server/log_writer.h"
+
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace unloadkv::server {
+
+absl::StatusOr<FsyncPolicy> FsyncPolicy::Parse(absl::string_view text) {
+  FsyncPolicy p;
+  if (text == "always") return p;
+  if (text == "never") {
+    p.kind = Kind::kNever;
+    return p;
+  }
+  int ms = 0;
+  if (absl::ConsumePrefix(&text, "interval:") && absl::SimpleAtoi(text, &ms) && ms >= 1 &&
+      ms <= 60000) {
+    p.kind = Kind::kInterval;
+    p.interval = absl::Milliseconds(ms);
+    return p;
+  }
+  return absl::InvalidArgumentError(
+      "--fsync: choose always, interval:MS (1 <= MS <= 60000) or never");
+}
+
+std::string FsyncPolicy::ToString() const {
+  switch (kind) {
+    case Kind::kAlways:
+      return "always";
+    case Kind::kNever:
+      return "never";
+    case Kind::kInterval:
+      return absl::StrCat("interval:", absl::ToInt64Milliseconds(interval));
+  }
+  return "";
+}
+
+LogWriter::LogWriter(std::unique_ptr<ReplicaLog> log, FsyncPolicy policy, const Clock* clock)
+    : log_(std::move(log)),
+      policy_(policy),
+      clock_(clock),
+      last_sync_(clock->Now()),
+      next_resume_(absl::InfinitePast()) {}
+
+LogWriter::~LogWriter() { Stop(); }
+
+void LogWriter::Submit(proto::LogEntry entry, Done done) {
+  absl::Status failed;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (failure_.ok() && !stop_) {
+      queue_.push_back({std::move(entry), std::move(done)});
+      wake_.notify_one();
+      return;
+    }
+    failed = stop_ ? absl::UnavailableError("the log writer stopped") : failure_;
+    ++stats_.failed;
+  }
+  done(failed);
+}
+
+void LogWriter::Stopped(const absl::Status& st, std::vector<Done>* failed) {
+  if (policy_.kind == FsyncPolicy::Kind::kAlways) {
+    for (Done& d : waiting_) failed->push_back(std::move(d));
+    waiting_.clear();
+  }
+  next_resume_ = clock_->Now() + absl::Seconds(1);
+  std::lock_guard<std::mutex> l(mu_);
+  failure_ = st;
+}
+
+int LogWriter::Poll() {
+  std::deque<Pending> batch;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    batch.swap(queue_);
+  }
+  std::vector<Done> acked, failed;
+  absl::Status failure = log_->failure();
+  if (!failure.ok() && clock_->Now() >= next_resume_) {
+    // Under `always` nothing unsynced was acknowledged: back to the last sync.
+    if (log_->Resume(/*keep_written=*/policy_.kind != FsyncPolicy::Kind::kAlways).ok()) {
+      failure = absl::OkStatus();
+      std::lock_guard<std::mutex> l(mu_);
+      failure_ = absl::OkStatus();
+    } else {
+      next_resume_ = clock_->Now() + absl::Seconds(1);
+    }
+  }
+  for (Pending& p : batch) {
+    if (!failure.ok()) {
+      failed.push_back(std::move(p.done));
+      continue;
+    }
+    const absl::Status st = log_->Append(p.entry);
+    if (!st.ok() && log_->failure().ok()) {  // this record's own fault (seq, size)
+      failed.push_back(std::move(p.done));
+      continue;
+    }
+    if (!st.ok()) {
+      failure = st;
+      failed.push_back(std::move(p.done));
+      Stopped(st, &failed);
+      continue;
+    }
+    unsynced_ = true;
+    if (policy_.kind == FsyncPolicy::Kind::kAlways) {
+      waiting_.push_back(std::move(p.done));
+    } else {
+      acked.push_back(std::move(p.done));
+    }
+  }
+  const absl::Time now = clock_->Now();
+  const bool due =
+      policy_.kind == FsyncPolicy::Kind::kAlways ||
+      (policy_.kind == FsyncPolicy::Kind::kInterval && now - last_sync_ >= policy_.interval);
+  uint64_t syncs = 0;
+  if (failure.ok() && unsynced_ && due) {
+    const absl::Status st = log_->Sync();
+    ++syncs;
+    if (st.ok()) {
+      for (Done& d : waiting_) acked.push_back(std::move(d));
+      waiting_.clear();
+      unsynced_ = false;
+      last_sync_ = now;
+    } else {
+      Stopped(st, &failed);
+      failure = st;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stats_.records += acked.size();
+    stats_.syncs += syncs;
+    stats_.failed += failed.size();
+  }
+  for (Done& d : acked) d(absl::OkStatus());
+  for (Done& d : failed) d(failure);
+  return static_cast<int>(acked.size() + failed.size());
+}
+
+void LogWriter::Start() {
+  thread_ = std::thread([this] {
+    while (true) {
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        // Wake for a submission, a stop, or (interval) the next sync; while stopped by a
+        // disk error, once a second to try Resume.
+        const bool timed = policy_.kind == FsyncPolicy::Kind::kInterval || !failure_.ok();
+        const absl::Duration wait = !failure_.ok() ? absl::Seconds(1) : policy_.interval;
+        auto ready = [this] { return stop_ || !queue_.empty(); };
+        if (timed) {
+          wake_.wait_for(l, absl::ToChronoMilliseconds(wait), ready);
+        } else {
+          wake_.wait(l, ready);
+        }
+        if (stop_ && queue_.empty()) break;
+      }
+      Poll();
+    }
+  });
+}
+
+void LogWriter::Stop() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stop_) return;
+    stop_ = true;
+    wake_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+  Poll();  // what was queued before the stop
+  if (policy_.kind != FsyncPolicy::Kind::kNever && unsynced_ && log_->failure().ok() &&
+      log_->Sync().ok()) {
+    unsynced_ = false;
+  }
+}
+
+LogWriter::Stats LogWriter::stats() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return stats_;
+}
+
+absl::Status LogWriter::failure() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return failure_;
+}
+
+}  // namespace unloadkv::server
