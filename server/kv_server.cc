@@ -14,6 +14,7 @@
 #include "transport/base/logging.h"
 #include "transport/base/printable.h"
 #include "transport/cluster/etcd_cluster_map.h"
+#include "transport/storage/posix_disk.h"
 
 namespace unloadkv::server {
 
@@ -109,6 +110,20 @@ absl::Status ValidateTrust(const KvServerOptions& o) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateDurability(const KvServerOptions& o) {
+  if (absl::StatusOr<FsyncPolicy> p = FsyncPolicy::Parse(o.fsync); !p.ok()) return p.status();
+  if (!o.data_dir.empty() && IsClusterMode(o)) {
+    return absl::UnimplementedError(
+        "--data_dir: durable replicas in cluster mode are not built yet (docs/durability.md); "
+        "a single node keeps its data there");
+  }
+  if (!o.data_dir.empty() && o.data_dir[0] != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--data_dir=", o.data_dir, ": give an absolute path"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateCluster(const KvServerOptions& o) {
   if (!IsClusterMode(o)) {
     if (!o.cluster.empty() || !o.node.empty()) {
@@ -126,7 +141,8 @@ absl::Status ValidateCluster(const KvServerOptions& o) {
 }  // namespace
 
 absl::Status ValidateOptions(const KvServerOptions& o) {
-  for (const auto& check : {ValidatePlace, ValidateLimits, ValidateCluster, ValidateTrust}) {
+  for (const auto& check :
+       {ValidatePlace, ValidateLimits, ValidateDurability, ValidateCluster, ValidateTrust}) {
     if (absl::Status st = check(o); !st.ok()) return st;
   }
   return absl::OkStatus();
@@ -214,6 +230,7 @@ absl::Status KvServer::CreateShards() {
   shards_ = std::make_unique<ShardTable>(ReplicaFactory(huge));
   if (IsClusterMode(options_)) {
     arena_memory_ = "pages chosen when the node takes a shard replica (one arena each)";
+    durability_ = "in memory only (cluster mode: durable replicas are not built yet)";
     return absl::OkStatus();
   }
   // One shard covering every key, primary from the start, no backups.
@@ -222,6 +239,28 @@ absl::Status KvServer::CreateShards() {
   arena_memory_ = DescribePages((*replica)->memory(), huge);
   (*replica)->SetRange("", "");
   (*replica)->BecomePrimary(0);
+  return OpenLog(**replica);
+}
+
+absl::Status KvServer::OpenLog(ShardReplica& replica) {
+  if (options_.data_dir.empty()) {
+    durability_ = "in memory only (no --data_dir): a restart loses every key";
+    return absl::OkStatus();
+  }
+  const FsyncPolicy policy = *FsyncPolicy::Parse(options_.fsync);
+  disk_ = std::make_unique<storage::PosixDisk>();
+  const std::string dir = absl::StrCat(options_.data_dir, "/shard-", replica.id());
+  ReplicaLog::Recovery rec;
+  if (absl::Status st = replica.RecoverAndLog(disk_.get(), dir, policy, clock_, &rec); !st.ok()) {
+    return st;
+  }
+  durability_ = absl::StrCat("log in ", dir, ", fsync ", policy.ToString(), "; recovered ",
+                             rec.records, " records (", rec.bytes, " bytes) from ", rec.segments,
+                             " segments, last seq ", rec.last_seq);
+  if (!rec.torn_file.empty()) {
+    absl::StrAppend(&durability_, "; cut a torn tail of ", rec.torn_bytes, " bytes (", rec.torn_why,
+                    ") off ", rec.torn_file);
+  }
   return absl::OkStatus();
 }
 

@@ -39,6 +39,7 @@
 #include "transport/rpc/bootstrap.h"
 #include "transport/rpc/bootstrap_acceptor.h"
 #include "transport/rpc/rpc.h"
+#include "transport/storage/disk.h"
 
 namespace unloadkv::server {
 
@@ -75,6 +76,10 @@ struct KvServerOptions {
   uint64_t arena_bytes = uint64_t{256} << 20;
   bool huge_pages = true;           // arena and staging rings on 2 MiB pages if possible
   std::string policy = "adaptive";  // path policy of writes this server initiates
+  // Durability (docs/durability.md): the directory of the shard's log; empty keeps everything
+  // in memory only. So far for a single node (not cluster mode).
+  std::string data_dir;
+  std::string fsync = "always";  // always | interval:MS | never (FsyncPolicy)
   int unload_workers = 1;
   std::string metrics_address = "127.0.0.1:9464";  // empty: no /metrics endpoint
   // Established and half-open client connections; 0: what the node holds
@@ -144,6 +149,8 @@ class KvServer {
   // The connection limit in force and what bounds it (--max_connections, connection_budget.h).
   int max_connections() const { return max_connections_; }
   const std::string& connection_budget() const { return connection_budget_; }
+  // "log in DIR, fsync POLICY (...)" or "in memory only (no --data_dir)".
+  const std::string& durability() const { return durability_; }
   const std::string& staging_memory() const { return engine_->staging_memory(); }
   std::string transport() const { return device_->transport(); }
   // "N users from FILE (SIGHUP reloads)", or what running without means.
@@ -193,6 +200,8 @@ class KvServer {
   absl::Status OpenDevice(std::unique_ptr<rpc::BootstrapAcceptor>* listener);
   absl::Status StartEngine();   // sized by the connection budget (connection_budget.h)
   absl::Status CreateShards();  // the replica table; a single node's one replica, primary
+  // With --data_dir: recovers `replica` from its log and logs its writes from now on.
+  absl::Status OpenLog(ShardReplica& replica);
   ShardTable::Factory ReplicaFactory(bool huge_pages);
   absl::Status StartService(std::unique_ptr<rpc::BootstrapAcceptor> listener);
   KvService::Hooks ServiceHooks();
@@ -248,6 +257,8 @@ class KvServer {
   std::set<uint32_t> metric_shards_;                 // Poll's thread only
   std::optional<KvStore::Stats> final_stats_;        // set by Shutdown
   std::unique_ptr<ClusterNode> cluster_node_;
+  std::unique_ptr<storage::Disk> disk_;  // with --data_dir; outlives the shards' logs
+  std::string durability_;               // what start-up says of it
 
   mutable Mutex auth_mu_;
   std::shared_ptr<const rpc::AuthTable> auth_ ABSL_GUARDED_BY(auth_mu_);

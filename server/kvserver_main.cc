@@ -35,6 +35,12 @@ DEFINE_int32(max_half_open, 32,
 DEFINE_int32(max_pending_hellos, 128,
              "bootstrap connections whose hello line is incomplete (1..4096); the oldest is "
              "closed to make room");
+DEFINE_string(data_dir, "",
+              "directory of the shard's log (absolute; single node so far): keys survive a "
+              "restart. Empty: in memory only");
+DEFINE_string(fsync, "always",
+              "with --data_dir: always (acknowledge after fsync, group-committed), "
+              "interval:MS (fsync every MS, at most MS lost on power loss) or never");
 DEFINE_string(etcd, "", "cluster mode: etcd endpoints HOST:PORT[,HOST:PORT...]");
 DEFINE_string(cluster, "", "cluster mode: the cluster's name (kvclient cluster init created it)");
 DEFINE_string(node, "", "cluster mode: this node's name, unique in the cluster");
@@ -90,6 +96,8 @@ unloadkv::server::KvServerOptions OptionsFromFlags() {
   o.arena_bytes = FLAGS_arena_bytes;
   o.huge_pages = FLAGS_huge_pages;
   o.policy = FLAGS_policy;
+  o.data_dir = FLAGS_data_dir;
+  o.fsync = FLAGS_fsync;
   o.unload_workers = FLAGS_unload_workers;
   o.metrics_address = FLAGS_metrics;
   o.max_connections = FLAGS_max_connections;
@@ -136,11 +144,12 @@ void PrintStartup(const unloadkv::server::KvServer& s) {
       "kvserver: metrics at %s\n"
       "kvserver: max_connections %s\n"
       "kvserver: authentication: %s\n"
+      "kvserver: durability: %s\n"
       "kvserver: memory protection: %s\n",
       s.address().c_str(), s.transport().c_str(),
       static_cast<unsigned long long>(FLAGS_arena_bytes >> 20), s.arena_memory().c_str(),
       s.staging_memory().c_str(), s.metrics_url().empty() ? "(off)" : s.metrics_url().c_str(),
-      s.connection_budget().c_str(), s.auth_summary().c_str(),
+      s.connection_budget().c_str(), s.auth_summary().c_str(), s.durability().c_str(),
       FLAGS_memory_protection ? "on (each grant a memory window; unloads checked against grants)"
                               : "OFF (--memory_protection=false): any client may write any "
                                 "byte of the arena");

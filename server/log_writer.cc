@@ -49,18 +49,17 @@ LogWriter::LogWriter(std::unique_ptr<ReplicaLog> log, FsyncPolicy policy, const 
 LogWriter::~LogWriter() { Stop(); }
 
 void LogWriter::Submit(proto::LogEntry entry, Done done) {
-  absl::Status failed;
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (failure_.ok() && !stop_) {
+    if (!stop_) {
+      // Even while the log is stopped: Poll fails it (done never runs on Submit's thread).
       queue_.push_back({std::move(entry), std::move(done)});
       wake_.notify_one();
       return;
     }
-    failed = stop_ ? absl::UnavailableError("the log writer stopped") : failure_;
     ++stats_.failed;
   }
-  done(failed);
+  done(absl::UnavailableError("the log writer stopped"));
 }
 
 void LogWriter::Stopped(const absl::Status& st, std::vector<Done>* failed) {

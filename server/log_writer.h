@@ -13,12 +13,13 @@
 // Disk errors: the log stops (ReplicaLog). Queued records fail with its error, and so do,
 // under `always`, the records written but not synced: they were never acknowledged, and Resume
 // cuts them. Under `interval` and `never` those were acknowledged, and Resume keeps them (it
-// cuts only a partly written record). While the log is stopped every Submit fails with its
-// error; Poll tries Resume at most once per second.
+// cuts only a partly written record). While the log is stopped every record submitted fails
+// with its error at the next Poll; Poll tries Resume at most once per second.
 //
 // Thread-safety: Submit, stats and failure from any thread; Poll from one thread at a time
-// (Start's, or the caller's when not started). `done` runs on the thread calling Poll, or on
-// Submit's caller when it fails at once; never under the writer's lock.
+// (Start's, or the caller's when not started). `done` runs on the thread calling Poll (on
+// Submit's caller only after Stop), never under the writer's lock: a caller may Submit while
+// holding a lock its `done` takes.
 #ifndef UNLOADKV_SERVER_LOG_WRITER_H_
 #define UNLOADKV_SERVER_LOG_WRITER_H_
 

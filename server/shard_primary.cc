@@ -62,6 +62,13 @@ void ShardReplica::Append(Entry entry) {
     } else {
       Entry& e = pending_.emplace_back(std::move(entry));
       e.seq = next_seq_++;
+      if (log_ != nullptr && !e.barrier) {
+        // Under mu_, so that records reach the log in seq order; its callback never runs here.
+        std::weak_ptr<ShardReplica> self = weak_from_this();
+        log_->Submit(LogEntryFor(e), [self, seq = e.seq](absl::Status st) {
+          if (auto s = self.lock()) s->OnLogged(seq, st);
+        });
+      }
       std::weak_ptr<ShardReplica> self = weak_from_this();
       for (auto& [node, ls] : links_) {
         if (ls.failed) continue;
@@ -82,6 +89,7 @@ void ShardReplica::Append(Entry entry) {
 void ShardReplica::CommitReady(Callbacks* out) {
   while (!pending_.empty()) {
     Entry& e = pending_.front();
+    if (log_ != nullptr && !e.barrier && logged_ < e.seq) return;  // the log has not got it
     for (const auto& [node, ls] : links_) {
       if (e.seq >= ls.votes_from && ls.acked < e.seq) return;  // still waits on this link
     }
@@ -96,6 +104,42 @@ void ShardReplica::CommitReady(Callbacks* out) {
     }
     pending_.pop_front();
   }
+}
+
+proto::LogEntry ShardReplica::LogEntryFor(const Entry& e) {
+  proto::LogEntry entry;
+  entry.set_epoch(epoch_);
+  *entry.mutable_record() = ToRecord(e.mutation, e.seq);
+  if (e.mutation.op == KvStore::Mutation::Op::kPut) {
+    entry.set_value(reinterpret_cast<const char*>(mr_->address() + e.mutation.slot.offset),
+                    e.mutation.size);
+  }
+  return entry;
+}
+
+void ShardReplica::OnLogged(uint64_t seq, const absl::Status& st) {
+  Callbacks out;
+  {
+    MutexLock l(&mu_);
+    if (st.ok()) {
+      logged_ = std::max(logged_, seq);
+      CommitReady(&out);
+    } else {
+      // Not logged: the write fails with the log's error (RESOURCE_EXHAUSTED for a full disk)
+      // and changes nothing. Reads go on.
+      for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+        if (it->seq != seq) continue;
+        store_->Abandon(it->mutation);
+        out.push_back([f = std::move(it->done), st] {
+          f(absl::Status(st.code(), absl::StrCat("the shard's log: ", st.message())));
+        });
+        pending_.erase(it);
+        break;
+      }
+      CommitReady(&out);  // what waited behind it
+    }
+  }
+  for (auto& f : out) f();
 }
 
 void ShardReplica::FailPendingLocked(const std::string& why, Callbacks* out) {

@@ -13,6 +13,9 @@
 // its fence: a deposed primary can never get a write acknowledged by a backup that took over
 // or learned of a newer epoch.
 //
+// With a log (RecoverAndLog), a write also commits only once the replica's log acknowledged it
+// under its fsync policy (docs/durability.md).
+//
 // Thread-safety: every method may be called from any thread. Callbacks (Done, barrier) run
 // without the replica's lock held, on engine workers or the calling thread.
 #ifndef UNLOADKV_SERVER_SHARD_REPLICA_H_
@@ -29,12 +32,15 @@
 #include "absl/status/statusor.h"
 #include "proto/replication.pb.h"
 #include "server/kv_store.h"
+#include "server/log_writer.h"
 #include "server/reaper.h"
 #include "server/replica_link.h"
+#include "server/replica_log.h"
 #include "transport/base/mapped_memory.h"
 #include "transport/base/mutex.h"
 #include "transport/engine/engine.h"
 #include "transport/rnic/memory_region.h"
+#include "transport/storage/disk.h"
 
 namespace unloadkv::server {
 
@@ -148,6 +154,17 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   // For tests and the simulation: the mirror window's key (0: none).
   uint32_t mirror_key() const;
 
+  // ---- durability (docs/durability.md) ----
+  // Before the replica serves: replays the log in `dir` on `disk` (not owned, outlives the
+  // replica) into the arena and store, then logs every write it commits as primary under
+  // `policy`: a write commits only once the log acknowledged it too. DataLoss when the log
+  // is corrupt or holds a record the arena cannot take. So far only for a single node's
+  // shard (no backups).
+  absl::Status RecoverAndLog(storage::Disk* disk, const std::string& dir, FsyncPolicy policy,
+                             const Clock* clock, ReplicaLog::Recovery* recovery);
+  // The log's writer (null without one): its policy, stats and failure.
+  const LogWriter* log() const { return log_.get(); }
+
  private:
   struct Entry {
     uint64_t seq = 0;
@@ -180,6 +197,10 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   void CommitReady(Callbacks* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnAck(const std::string& node, uint64_t seq, bool snapshot,
              const absl::StatusOr<proto::ReplicateResponse>& r);
+  // The log acknowledged `seq` (or failed it with `st`).
+  void OnLogged(uint64_t seq, const absl::Status& st);
+  // Requires mu_. The log record of write `e`.
+  proto::LogEntry LogEntryFor(const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Requires mu_. Fails every pending entry (outcome unknown).
   void FailPendingLocked(const std::string& why, Callbacks* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -192,6 +213,7 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   std::unique_ptr<MappedMemory> memory_;
   std::unique_ptr<rnic::MemoryRegion> mr_;
   std::unique_ptr<KvStore> store_;
+  std::unique_ptr<LogWriter> log_;  // set before the replica serves (RecoverAndLog)
 
   mutable Mutex mu_;
   Role role_ ABSL_GUARDED_BY(mu_) = Role::kBackup;
@@ -202,6 +224,7 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   std::deque<Entry> pending_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, LinkState> links_ ABSL_GUARDED_BY(mu_);
+  uint64_t logged_ ABSL_GUARDED_BY(mu_) = 0;  // the log acknowledged every write up to here
   // backup
   uint64_t applied_seq_ ABSL_GUARDED_BY(mu_) = 0;   // 0: no live record yet since the attach
   uint64_t first_seq_ ABSL_GUARDED_BY(mu_) = 0;     // the first live record's, if the snapshot said

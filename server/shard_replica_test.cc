@@ -2,10 +2,15 @@
 // commit rule as a primary without links.
 #include "server/shard_replica.h"
 
+#include <cstring>
+#include <mutex>
+#include <optional>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "transport/backends/open_device.h"
+#include "transport/storage/memory_disk.h"
 
 namespace unloadkv::server {
 namespace {
@@ -139,6 +144,71 @@ TEST_F(ShardReplicaTest, APrimaryWithoutBackupsCommitsAtOnceAndABackupRefusesWri
   absl::Status barrier = absl::UnknownError("not called");
   replica_->Barrier([&](absl::Status st) { barrier = st; });
   EXPECT_TRUE(barrier.ok());
+}
+
+// With a log: a write commits only once logged; a full disk fails writes with
+// RESOURCE_EXHAUSTED, changing nothing, while reads go on; once space returns writes resume;
+// a replica recovered from the log holds exactly the committed writes.
+TEST_F(ShardReplicaTest, WithALogAWriteCommitsOnlyOnceLoggedAndAFullDiskRefusesWrites) {
+  storage::MemoryDisk disk;
+  ReplicaLog::Recovery rec;
+  ASSERT_TRUE(replica_
+                  ->RecoverAndLog(&disk, "/data/shard-7", *FsyncPolicy::Parse("always"),
+                                  RealClock::Get(), &rec)
+                  .ok());
+  replica_->BecomePrimary(1);
+  // Puts `key` = `value`; waits (bounded) for its callback.
+  auto put = [&](const std::string& key, const std::string& value) -> absl::StatusOr<uint64_t> {
+    auto grant = replica_->store().GrantSlots(1, static_cast<uint32_t>(value.size()), 1);
+    if (!grant.ok()) return grant.status();
+    std::memcpy(reinterpret_cast<char*>(replica_->arena_addr() + (*grant)[0].slot.offset),
+                value.data(), value.size());
+    auto m =
+        replica_->store().PreparePut(1, key, (*grant)[0].id, static_cast<uint32_t>(value.size()));
+    if (!m.ok()) return m.status();
+    std::mutex mu;
+    std::optional<absl::StatusOr<uint64_t>> got;
+    replica_->Submit(*m, [&](absl::StatusOr<uint64_t> v) {
+      std::lock_guard<std::mutex> l(mu);
+      got = v;
+    });
+    for (int i = 0; i < 5000; ++i) {
+      {
+        std::lock_guard<std::mutex> l(mu);
+        if (got.has_value()) return *got;
+      }
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return absl::DeadlineExceededError("no callback in 5 s");
+  };
+  ASSERT_TRUE(put("a", "alpha").ok());
+  ASSERT_TRUE(put("b", "beta").ok());
+  disk.set_capacity(disk.used());  // full
+  absl::StatusOr<uint64_t> refused = put("c", "gamma");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "log")) << refused.status();
+  EXPECT_FALSE(replica_->store().Get("c").ok());  // changed nothing
+  EXPECT_TRUE(replica_->store().Get("a").ok());   // reads go on
+  disk.set_capacity(UINT64_MAX);
+  absl::StatusOr<uint64_t> resumed = absl::UnknownError("");
+  // The log tries again once a second.
+  for (int i = 0; i < 60 && !resumed.ok(); ++i) {
+    resumed = put("c", "gamma");
+    if (!resumed.ok()) absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  replica_.reset();  // the log's last sync
+  auto r = ShardReplica::Create(engine_.get(), 7, 4 << 20, false, &reaper_, [](uint64_t) {});
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE((*r)->RecoverAndLog(&disk, "/data/shard-7", *FsyncPolicy::Parse("always"),
+                                  RealClock::Get(), &rec)
+                  .ok());
+  EXPECT_EQ((*r)->store().stats().keys, 3u);
+  absl::StatusOr<KvStore::Value> c = (*r)->store().Get("c");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->bytes, "gamma");
+  EXPECT_EQ((*r)->store().Get("a")->bytes, "alpha");
+  replica_ = *r;
 }
 
 }  // namespace
