@@ -450,6 +450,10 @@ absl::StatusOr<proto::StatsResponse> ClusterRouter::Stats() {
     sum.set_unload_writes(sum.unload_writes() + s->unload_writes());
     sum.set_transport(s->transport());
     sum.set_staging_memory(s->staging_memory());
+    sum.set_fsync(s->fsync());
+    sum.set_log_records(sum.log_records() + s->log_records());
+    sum.set_log_syncs(sum.log_syncs() + s->log_syncs());
+    if (!s->log_failure().empty()) sum.set_log_failure(name + ": " + s->log_failure());
   }
   return sum;
 }

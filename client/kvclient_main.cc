@@ -342,6 +342,14 @@ int RunCommand(Client& c, const std::string& cmd, const std::vector<std::string>
         (unsigned long long)s->arena_used_bytes(), (unsigned long long)s->connections(),
         (unsigned long long)s->offload_writes(), (unsigned long long)s->unload_writes(),
         s->transport().c_str(), s->staging_memory().c_str());
+    if (s->fsync().empty()) {
+      std::printf("fsync none (in memory only)\n");
+    } else {
+      std::printf("fsync %s\nlog_records %llu\nlog_syncs %llu\nlog_failure %s\n",
+                  s->fsync().c_str(), (unsigned long long)s->log_records(),
+                  (unsigned long long)s->log_syncs(),
+                  s->log_failure().empty() ? "none" : s->log_failure().c_str());
+    }
   }
   return 0;
 }

@@ -249,6 +249,7 @@ absl::Status KvServer::OpenLog(ShardReplica& replica) {
   }
   const FsyncPolicy policy = *FsyncPolicy::Parse(options_.fsync);
   disk_ = std::make_unique<storage::PosixDisk>();
+  if (registry_ != nullptr) log_metrics_ = std::make_unique<LogMetrics>(*registry_, policy);
   const std::string dir = absl::StrCat(options_.data_dir, "/shard-", replica.id());
   ReplicaLog::Recovery rec;
   if (absl::Status st = replica.RecoverAndLog(disk_.get(), dir, policy, clock_, &rec); !st.ok()) {
@@ -318,6 +319,15 @@ KvService::Hooks KvServer::ServiceHooks() {
     r->set_connections(connections() + half_open());
     r->set_staging_memory(staging_memory());
     r->set_transport(transport());
+    if (!options_.data_dir.empty()) {
+      absl::Status failure;
+      const LogWriter::Stats logs = log_stats(&failure);
+      r->set_fsync(FsyncPolicy::Parse(options_.fsync)->ToString());
+      r->set_log_records(logs.records);
+      r->set_log_syncs(logs.syncs);
+      r->set_log_failure(failure.ToString());
+      if (failure.ok()) r->clear_log_failure();
+    }
   };
   hooks.lease_valid = [this] { return cluster_node_ == nullptr || cluster_node_->LeaseValid(); };
   if (IsClusterMode(options_)) {
@@ -497,8 +507,29 @@ void KvServer::Poll(absl::Duration wait) {
   RefreshGauges();
 }
 
+LogWriter::Stats KvServer::log_stats(absl::Status* failure) const {
+  LogWriter::Stats sum;
+  *failure = absl::OkStatus();
+  if (shards_ == nullptr) return sum;
+  for (const std::shared_ptr<ShardReplica>& r : shards_->All()) {
+    const LogWriter* log = r->log();
+    if (log == nullptr) continue;
+    const LogWriter::Stats s = log->stats();
+    sum.records += s.records;
+    sum.syncs += s.syncs;
+    sum.failed += s.failed;
+    if (absl::Status st = log->failure(); !st.ok()) *failure = st;
+  }
+  return sum;
+}
+
 void KvServer::RefreshGauges() {
   KvStore::Stats st = stats();
+  if (log_metrics_ != nullptr) {
+    absl::Status failure;
+    const LogWriter::Stats logs = log_stats(&failure);
+    log_metrics_->Update(logs, !failure.ok());
+  }
   server_metrics_->SetArena(st.arena_used_bytes, st.arena_bytes - st.arena_used_bytes);
   server_metrics_->SetKeys(st.keys);
   engine_metrics_->SetTargetModels(engine::Summarize(engine_->target_models()));

@@ -23,6 +23,7 @@
 #include "server/grant_windows.h"
 #include "server/kv_service.h"
 #include "server/kv_store.h"
+#include "server/log_metrics.h"
 #include "server/reaper.h"
 #include "server/server_metrics.h"
 #include "server/shard_table.h"
@@ -149,6 +150,9 @@ class KvServer {
   // The connection limit in force and what bounds it (--max_connections, connection_budget.h).
   int max_connections() const { return max_connections_; }
   const std::string& connection_budget() const { return connection_budget_; }
+  // The shard logs' figures summed, and whether one refuses writes (its error); zeros and OK
+  // without --data_dir.
+  LogWriter::Stats log_stats(absl::Status* failure) const;
   // "log in DIR, fsync POLICY (...)" or "in memory only (no --data_dir)".
   const std::string& durability() const { return durability_; }
   const std::string& staging_memory() const { return engine_->staging_memory(); }
@@ -257,8 +261,9 @@ class KvServer {
   std::set<uint32_t> metric_shards_;                 // Poll's thread only
   std::optional<KvStore::Stats> final_stats_;        // set by Shutdown
   std::unique_ptr<ClusterNode> cluster_node_;
-  std::unique_ptr<storage::Disk> disk_;  // with --data_dir; outlives the shards' logs
-  std::string durability_;               // what start-up says of it
+  std::unique_ptr<storage::Disk> disk_;      // with --data_dir; outlives the shards' logs
+  std::unique_ptr<LogMetrics> log_metrics_;  // with --data_dir
+  std::string durability_;                   // what start-up says of it
 
   mutable Mutex auth_mu_;
   std::shared_ptr<const rpc::AuthTable> auth_ ABSL_GUARDED_BY(auth_mu_);

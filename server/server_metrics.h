@@ -21,6 +21,7 @@
 //       connection_quota (--max_grant_bytes_per_connection)
 //   unloadkv_bootstrap_pending                   sockets whose hello line is incomplete
 //   unloadkv_connections_half_open               admitted, no message from the client yet
+// With --data_dir, the shard logs' series next to these: server/log_metrics.h.
 #ifndef UNLOADKV_SERVER_SERVER_METRICS_H_
 #define UNLOADKV_SERVER_SERVER_METRICS_H_
 

@@ -36,7 +36,7 @@ TEST(DurabilityProcessTest, AcknowledgedWritesSurviveSigkill) {
   const std::string dir = DataDir("sigkill");
   std::string scan;
   {
-    ServerProcess s({"--data_dir=" + dir, "--fsync=always"});
+    ServerProcess s({"--data_dir=" + dir, "--fsync=always", "--metrics=127.0.0.1:0"});
     ASSERT_FALSE(s.address().empty());
     EXPECT_TRUE(absl::StrContains(DurabilityLine(s), "fsync always; recovered 0 records"));
     Output load = Cli(s, {"load", "--ops=3000", "--in_flight=16", "--keys=300"});
@@ -44,6 +44,16 @@ TEST(DurabilityProcessTest, AcknowledgedWritesSurviveSigkill) {
     ASSERT_EQ(Cli(s, {"put", "greeting", "hello"}).exit_code, 0);
     ASSERT_EQ(Cli(s, {"put", "gone", "soon"}).exit_code, 0);
     ASSERT_EQ(Cli(s, {"del", "gone"}).exit_code, 0);
+    // The policy and the log's figures in STATS and /metrics.
+    const std::string stats = Cli(s, {"stats"}).out;
+    EXPECT_TRUE(absl::StrContains(stats, "fsync always\n")) << stats;
+    // At least one record per key held, plus the deleted key's put and delete.
+    EXPECT_GE(StatValue(stats, "log_records"), StatValue(stats, "keys") + 2) << stats;
+    EXPECT_GE(StatValue(stats, "log_syncs"), 1u) << stats;
+    EXPECT_TRUE(absl::StrContains(stats, "log_failure none\n")) << stats;
+    const std::string metrics = Scrape(s.metrics_address());
+    EXPECT_EQ(Sample(metrics, "unloadkv_log_fsync_policy{policy=\"always\"}"), 1) << metrics;
+    EXPECT_EQ(Sample(metrics, "unloadkv_log_stopped"), 0);
     scan = Cli(s, {"scan", "--limit=1000"}).out;
     ASSERT_TRUE(absl::StrContains(scan, "greeting\thello\n")) << scan;
     s.Kill();  // SIGKILL: no shutdown path runs

@@ -1,0 +1,45 @@
+#include "server/log_metrics.h"
+
+namespace unloadkv::server {
+
+LogMetrics::LogMetrics(prometheus::Registry& registry, const FsyncPolicy& policy) {
+  prometheus::BuildGauge()
+      .Name("unloadkv_log_fsync_policy")
+      .Help("1 for the node's --fsync policy of its shard logs")
+      .Register(registry)
+      .Add({{"policy", policy.ToString()}})
+      .Set(1);
+  records_ = &prometheus::BuildCounter()
+                  .Name("unloadkv_log_records_total")
+                  .Help("Records the shard logs acknowledged")
+                  .Register(registry)
+                  .Add({});
+  syncs_ = &prometheus::BuildCounter()
+                .Name("unloadkv_log_syncs_total")
+                .Help("fsyncs of the shard logs")
+                .Register(registry)
+                .Add({});
+  failures_ = &prometheus::BuildCounter()
+                   .Name("unloadkv_log_write_failures_total")
+                   .Help("Writes a shard log refused (disk full, I/O error)")
+                   .Register(registry)
+                   .Add({});
+  stopped_ = &prometheus::BuildGauge()
+                  .Name("unloadkv_log_stopped")
+                  .Help("1 while a shard log refuses writes (disk full, I/O error), else 0")
+                  .Register(registry)
+                  .Add({});
+}
+
+void LogMetrics::Update(const LogWriter::Stats& sum, bool stopped) {
+  auto add = [](prometheus::Counter* c, uint64_t now, uint64_t* last) {
+    if (now > *last) c->Increment(static_cast<double>(now - *last));
+    *last = std::max(*last, now);
+  };
+  add(records_, sum.records, &last_.records);
+  add(syncs_, sum.syncs, &last_.syncs);
+  add(failures_, sum.failed, &last_.failed);
+  stopped_->Set(stopped ? 1 : 0);
+}
+
+}  // namespace unloadkv::server
