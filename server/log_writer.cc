@@ -79,6 +79,7 @@ int LogWriter::Poll() {
     batch.swap(queue_);
   }
   std::vector<Done> acked, failed;
+  std::vector<std::pair<Done, absl::Status>> refused;  // each with its own error
   absl::Status failure = log_->failure();
   if (!failure.ok() && clock_->Now() >= next_resume_) {
     // Under `always` nothing unsynced was acknowledged: back to the last sync.
@@ -97,7 +98,7 @@ int LogWriter::Poll() {
     }
     const absl::Status st = log_->Append(p.entry);
     if (!st.ok() && log_->failure().ok()) {  // this record's own fault (seq, size)
-      failed.push_back(std::move(p.done));
+      refused.emplace_back(std::move(p.done), st);
       continue;
     }
     if (!st.ok()) {
@@ -135,11 +136,12 @@ int LogWriter::Poll() {
     std::lock_guard<std::mutex> l(mu_);
     stats_.records += acked.size();
     stats_.syncs += syncs;
-    stats_.failed += failed.size();
+    stats_.failed += failed.size() + refused.size();
   }
   for (Done& d : acked) d(absl::OkStatus());
   for (Done& d : failed) d(failure);
-  return static_cast<int>(acked.size() + failed.size());
+  for (auto& [d, st] : refused) d(st);
+  return static_cast<int>(acked.size() + failed.size() + refused.size());
 }
 
 void LogWriter::Start() {

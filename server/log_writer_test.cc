@@ -118,6 +118,24 @@ TEST(LogWriterTest, IntervalAcknowledgesOnWriteAndSyncsEveryInterval) {
   EXPECT_EQ(dones.Count(absl::StatusCode::kOk), 3);
 }
 
+// A record the log refuses for itself (a seq not after the last) fails with that error alone;
+// the log goes on.
+TEST(LogWriterTest, ARecordTheLogRefusesFailsAloneWithItsOwnError) {
+  storage::MemoryDisk disk;
+  FakeClock clock;
+  Dones dones;
+  LogWriter w(OpenLog(&disk), *FsyncPolicy::Parse("always"), &clock);
+  w.Submit(Entry(5), dones.Next());
+  w.Submit(Entry(5), dones.Next());  // not after 5
+  w.Submit(Entry(6), dones.Next());
+  w.Poll();
+  EXPECT_EQ(dones.codes,
+            (std::vector<absl::StatusCode>{
+                absl::StatusCode::kOk, absl::StatusCode::kInvalidArgument, absl::StatusCode::kOk}));
+  EXPECT_TRUE(w.failure().ok());
+  EXPECT_EQ(w.stats().failed, 1u);
+}
+
 // A full disk: writes fail with RESOURCE_EXHAUSTED (at once while the log is stopped), and
 // resume once space returns. Under `always` the failed records were never acknowledged and are
 // gone; under `interval` every acknowledged record stays.
@@ -148,7 +166,7 @@ TEST(LogWriterTest, AFullDiskFailsWritesUntilSpaceReturns) {
       w.Poll();
       EXPECT_EQ(dones.Count(absl::StatusCode::kResourceExhausted), 1 + (policy[0] == 'a'));
       EXPECT_EQ(w.failure().code(), absl::StatusCode::kResourceExhausted);
-      submit();  // refused at the next round, changing nothing
+      submit();                       // refused at the next round, changing nothing
       disk.set_capacity(UINT64_MAX);  // space returns
       w.Poll();                       // too soon to try again
       EXPECT_EQ(dones.codes.back(), absl::StatusCode::kResourceExhausted);
