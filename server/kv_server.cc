@@ -405,9 +405,20 @@ void KvServer::ServeStatusPages() {
     return http::MetricsEndpoint::Page{"text/html; charset=utf-8", StatusPageHtml()};
   });
   metrics_->Handle("/status.json", [this] {
-    return http::MetricsEndpoint::Page{"application/json",
-                                       status_->Json(options_.node, ClusterStatusJson())};
+    return http::MetricsEndpoint::Page{
+        "application/json",
+        status_->Json(options_.node, ClusterStatusJson(), DurabilityStatusJson())};
   });
+}
+
+std::string KvServer::DurabilityStatusJson() const {
+  if (options_.data_dir.empty()) return "null";
+  absl::Status failure;
+  const LogWriter::Stats logs = log_stats(&failure);
+  return absl::StrCat(
+      "{\"fsync\":", JsonString(FsyncPolicy::Parse(options_.fsync)->ToString()),
+      ",\"log_records\":", logs.records, ",\"log_syncs\":", logs.syncs,
+      ",\"failure\":", failure.ok() ? std::string("null") : JsonString(failure.ToString()), "}");
 }
 
 std::string KvServer::ClusterStatusJson() const {

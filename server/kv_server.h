@@ -217,6 +217,8 @@ class KvServer {
   void RefreshGauges();  // Poll's thread only
   // The "cluster" section of /status.json: the map as this node last reconciled it, or null.
   std::string ClusterStatusJson() const;
+  // The "durability" section: null without --data_dir.
+  std::string DurabilityStatusJson() const;
   // A client's connection ended: its unused grants, in every shard, are returned.
   void DropClient(uint64_t id);
   // Fails connection `id` now (a fence against a deposed primary's writes).

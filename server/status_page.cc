@@ -134,7 +134,8 @@ void StatusSampler::MaybeSample(absl::Time now) {
   last_time_ = now;
 }
 
-std::string StatusSampler::Json(const std::string& node, const std::string& cluster_json) const {
+std::string StatusSampler::Json(const std::string& node, const std::string& cluster_json,
+                                const std::string& durability_json) const {
   std::string out = absl::StrCat("{\"node\":", JsonString(node), ",\"samples\":[");
   MutexLock l(&mu_);
   bool first = true;
@@ -152,7 +153,8 @@ std::string StatusSampler::Json(const std::string& node, const std::string& clus
         ",\"arena_used\":", Number(x.arena_used), ",\"arena_free\":", Number(x.arena_free), "}");
     first = false;
   }
-  return absl::StrCat(out, "],\"cluster\":", cluster_json, "}");
+  return absl::StrCat(out, "],\"cluster\":", cluster_json, ",\"durability\":", durability_json,
+                      "}");
 }
 
 }  // namespace unloadkv::server

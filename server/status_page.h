@@ -2,7 +2,9 @@
 //   GET /status       one self-contained HTML page (inline script and style, nothing fetched
 //                     from elsewhere) that charts the figures below, live, and the shard map;
 //   GET /status.json  the figures: one sample per second of the last two minutes, computed
-//                     from the node's Prometheus registry, and the cluster section.
+//                     from the node's Prometheus registry, the cluster section, and the
+//                     durability section (the fsync policy, the logs' figures, and why a log
+//                     refuses writes).
 //
 // A sample holds rates and latencies over the second before it: requests/s (all, PUT, GET),
 // PUT and GET p50/p99 from the latency histograms' bucket deltas (interpolated within a bucket
@@ -36,9 +38,10 @@ class StatusSampler {
   // clock). Cheap otherwise; costs one registry collection when it samples.
   void MaybeSample(absl::Time now);
 
-  // {"node": ..., "samples": [...], "cluster": `cluster_json`} (`cluster_json`: a JSON value,
-  // "null" outside a cluster).
-  std::string Json(const std::string& node, const std::string& cluster_json) const;
+  // {"node": ..., "samples": [...], "cluster": `cluster_json`, "durability":
+  // `durability_json`} (JSON values: "null" outside a cluster, and without --data_dir).
+  std::string Json(const std::string& node, const std::string& cluster_json,
+                   const std::string& durability_json = "null") const;
 
   // Cumulative readings of the registry at one instant.
   struct Totals {

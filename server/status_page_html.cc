@@ -29,6 +29,7 @@ constexpr char kPage[] = R"HTML(<!DOCTYPE html>
 <body data-points="0" data-charts="0">
 <h1>unloadkv <span id="node"></span></h1>
 <div id="summary">waiting for /status.json ...</div>
+<div id="durability"></div>
 <div id="error"></div>
 <div id="charts"></div>
 <div id="cluster"></div>
@@ -160,6 +161,10 @@ async function refresh() {
     let points = 0;
     for (const c of CHARTS) points += draw(c, s);
     drawCluster(st.cluster);
+    const d = st.durability;
+    document.getElementById("durability").textContent = !d ? "in memory only (no --data_dir)" :
+      "log: fsync " + d.fsync + ", " + fmt(d.log_records) + " records, " + fmt(d.log_syncs) +
+      " fsyncs" + (d.failure ? "; REFUSING WRITES: " + d.failure : "");
     document.body.dataset.points = String(points);
     document.body.dataset.charts = String(CHARTS.length);
     document.getElementById("error").textContent = "";

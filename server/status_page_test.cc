@@ -46,7 +46,10 @@ TEST(StatusSamplerTest, SamplesRatesOncePerSecondFromTheRegistry) {
   StatusSampler sampler(registry);
   const absl::Time t0 = absl::FromUnixSeconds(1000);
   sampler.MaybeSample(t0);  // the first reading: no sample yet
-  EXPECT_EQ(sampler.Json("n1", "null"), R"({"node":"n1","samples":[],"cluster":null})");
+  EXPECT_EQ(sampler.Json("n1", "null"),
+            R"({"node":"n1","samples":[],"cluster":null,"durability":null})");
+  EXPECT_EQ(sampler.Json("n1", "null", R"({"fsync":"always"})"),
+            R"({"node":"n1","samples":[],"cluster":null,"durability":{"fsync":"always"}})");
   puts.Increment(40);
   gets.Increment(20);
   offloaded.Increment(10);
@@ -63,7 +66,7 @@ TEST(StatusSamplerTest, SamplesRatesOncePerSecondFromTheRegistry) {
             std::string::npos)
       << json;
   EXPECT_NE(json.find(R"("keys":7,)"), std::string::npos) << json;
-  EXPECT_NE(json.find(R"(],"cluster":{"name":"c"}})"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"(],"cluster":{"name":"c"},"durability":null})"), std::string::npos) << json;
   for (int i = 0; i < 200; ++i) sampler.MaybeSample(t0 + absl::Seconds(3 + i));
   const std::string many = sampler.Json("n1", "null");
   size_t samples = 0;
@@ -76,7 +79,7 @@ TEST(StatusSamplerTest, SamplesRatesOncePerSecondFromTheRegistry) {
 TEST(StatusSamplerTest, NodeNamesAreJsonEscaped) {
   StatusSampler sampler(std::make_shared<prometheus::Registry>());
   EXPECT_EQ(sampler.Json("a\"b\\c\n\x01", "null"),
-            R"({"node":"a\"b\\c\u000a\u0001","samples":[],"cluster":null})");
+            R"({"node":"a\"b\\c\u000a\u0001","samples":[],"cluster":null,"durability":null})");
 }
 
 }  // namespace

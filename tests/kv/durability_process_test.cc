@@ -54,6 +54,10 @@ TEST(DurabilityProcessTest, AcknowledgedWritesSurviveSigkill) {
     const std::string metrics = Scrape(s.metrics_address());
     EXPECT_EQ(Sample(metrics, "unloadkv_log_fsync_policy{policy=\"always\"}"), 1) << metrics;
     EXPECT_EQ(Sample(metrics, "unloadkv_log_stopped"), 0);
+    const std::string status = Scrape(s.metrics_address(), 5000, "/status.json");
+    EXPECT_TRUE(absl::StrContains(status, "\"durability\":{\"fsync\":\"always\",\"log_records\":"))
+        << status;
+    EXPECT_TRUE(absl::StrContains(status, "\"failure\":null}")) << status;
     scan = Cli(s, {"scan", "--limit=1000"}).out;
     ASSERT_TRUE(absl::StrContains(scan, "greeting\thello\n")) << scan;
     s.Kill();  // SIGKILL: no shutdown path runs

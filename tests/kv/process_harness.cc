@@ -107,11 +107,11 @@ uint64_t StatValue(const std::string& stats, const std::string& name) {
   return at == std::string::npos ? ~0ull : std::stoull(stats.substr(at + name.size() + 1));
 }
 
-std::string Scrape(const std::string& host_port, int timeout_ms) {
+std::string Scrape(const std::string& host_port, int timeout_ms, const std::string& path) {
   const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms);
   absl::StatusOr<ScopedFd> fd = rpc::Dial(host_port, absl::Milliseconds(timeout_ms));
   if (!fd.ok()) return "";
-  if (!rpc::WriteAll(fd->get(), "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n",
+  if (!rpc::WriteAll(fd->get(), "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n",
                      deadline - absl::Now())
            .ok()) {
     return "";

@@ -64,8 +64,9 @@ class ServerProcess {
 Output Cli(const ServerProcess& s, std::vector<std::string> args);
 // A "name value" line of `kvclient stats` output; ~0 when absent.
 uint64_t StatValue(const std::string& stats, const std::string& name);
-// GET http://<host:port>/metrics within `timeout`; the body, or "" on failure.
-std::string Scrape(const std::string& host_port, int timeout_ms = 5000);
+// GET http://<host:port><path> within `timeout`; the body, or "" on failure.
+std::string Scrape(const std::string& host_port, int timeout_ms = 5000,
+                   const std::string& path = "/metrics");
 // The value of one sample line ("name{labels} value"); -1 when absent.
 double Sample(const std::string& metrics, const std::string& series);
 // False in sanitizer builds: AddressSanitizer keeps freed memory resident (its quarantine) and
