@@ -248,6 +248,7 @@ absl::Status KvServer::OpenLog(ShardReplica& replica) {
     return absl::OkStatus();
   }
   const FsyncPolicy policy = *FsyncPolicy::Parse(options_.fsync);
+  fsync_policy_ = policy.ToString();
   disk_ = std::make_unique<storage::PosixDisk>();
   if (registry_ != nullptr) log_metrics_ = std::make_unique<LogMetrics>(*registry_, policy);
   const std::string dir = absl::StrCat(options_.data_dir, "/shard-", replica.id());
@@ -322,7 +323,7 @@ KvService::Hooks KvServer::ServiceHooks() {
     if (!options_.data_dir.empty()) {
       absl::Status failure;
       const LogWriter::Stats logs = log_stats(&failure);
-      r->set_fsync(FsyncPolicy::Parse(options_.fsync)->ToString());
+      r->set_fsync(fsync_policy_);
       r->set_log_records(logs.records);
       r->set_log_syncs(logs.syncs);
       r->set_log_failure(failure.ToString());
@@ -415,10 +416,9 @@ std::string KvServer::DurabilityStatusJson() const {
   if (options_.data_dir.empty()) return "null";
   absl::Status failure;
   const LogWriter::Stats logs = log_stats(&failure);
-  return absl::StrCat(
-      "{\"fsync\":", JsonString(FsyncPolicy::Parse(options_.fsync)->ToString()),
-      ",\"log_records\":", logs.records, ",\"log_syncs\":", logs.syncs,
-      ",\"failure\":", failure.ok() ? std::string("null") : JsonString(failure.ToString()), "}");
+  return absl::StrCat("{\"fsync\":", JsonString(fsync_policy_), ",\"log_records\":", logs.records,
+                      ",\"log_syncs\":", logs.syncs, ",\"failure\":",
+                      failure.ok() ? std::string("null") : JsonString(failure.ToString()), "}");
 }
 
 std::string KvServer::ClusterStatusJson() const {

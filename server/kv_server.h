@@ -265,7 +265,8 @@ class KvServer {
   std::unique_ptr<ClusterNode> cluster_node_;
   std::unique_ptr<storage::Disk> disk_;      // with --data_dir; outlives the shards' logs
   std::unique_ptr<LogMetrics> log_metrics_;  // with --data_dir
-  std::string durability_;                   // what start-up says of it
+  std::string fsync_policy_;  // the parsed --fsync, as FsyncPolicy::ToString; set by OpenLog
+  std::string durability_;    // what start-up says of it
 
   mutable Mutex auth_mu_;
   std::shared_ptr<const rpc::AuthTable> auth_ ABSL_GUARDED_BY(auth_mu_);

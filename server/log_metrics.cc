@@ -1,5 +1,7 @@
 #include "server/log_metrics.h"
 
+#include <algorithm>
+
 namespace unloadkv::server {
 
 LogMetrics::LogMetrics(prometheus::Registry& registry, const FsyncPolicy& policy) {
