@@ -8,6 +8,8 @@
 //   kvclient --etcd=HOST:PORT --cluster=NAME cluster init --shards=N --replicas=R
 //                 [--split_keys=K1,K2,...]
 //   kvclient --etcd=HOST:PORT --cluster=NAME cluster status [--json]
+//   kvclient --etcd=HOST:PORT --cluster=NAME cluster force-empty --shard=N
+//                 (gives up the data of a durable shard whose every replica is gone)
 //   Every data command takes --etcd --cluster instead of --server: keys go to their shard's
 //   primary, through failovers (docs/cluster.md).
 //   kvclient load [--ops=N] [--in_flight=N] [--keys=N] [--value_size=N] [--read_fraction=F]
@@ -30,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/client.h"
+#include "client/cluster_admin.h"
 #include "client/cluster_status.h"
 #include "gflags/gflags.h"
 #include "proto/limits.h"
@@ -63,6 +66,7 @@ DEFINE_string(split_keys, "",
               "cluster init: comma-separated shard boundaries (shards - 1 keys, increasing); "
               "default splits the first key byte evenly");
 DEFINE_bool(json, false, "cluster status: print one JSON object");
+DEFINE_int32(shard, -1, "cluster force-empty: the shard whose data to give up");
 DEFINE_string(auth_file, "",
               "file of 'NAME ROLE SECRET' lines (kvserver's --auth_file format, mode 600); "
               "empty: $UNLOADKV_AUTH_FILE, else no authentication");
@@ -226,10 +230,15 @@ int Load(Client& c, http::MetricsEndpoint* endpoint) {
   return ReportLoad(tally, issued, absl::ToDoubleSeconds(absl::Now() - start), c.write_stats());
 }
 
-// kvclient cluster init|status.
+// kvclient cluster init|status|force-empty.
 int Cluster(const std::vector<std::string>& args) {
-  if (args.size() != 1 || (args[0] != "init" && args[0] != "status")) {
-    return Usage("usage: cluster init --shards=N --replicas=R | cluster status [--json]");
+  if (args.size() != 1 || (args[0] != "init" && args[0] != "status" && args[0] != "force-empty")) {
+    return Usage(
+        "usage: cluster init --shards=N --replicas=R | cluster status [--json] | cluster "
+        "force-empty --shard=N");
+  }
+  if (args[0] == "force-empty" && FLAGS_shard < 0) {
+    return Usage("cluster force-empty needs --shard=N (see kvclient cluster status)");
   }
   if (FLAGS_etcd.empty() || FLAGS_cluster.empty()) {
     return Usage("cluster commands need --etcd=HOST:PORT and --cluster=NAME");
@@ -253,6 +262,12 @@ int Cluster(const std::vector<std::string>& args) {
         "started with --etcd=%s --cluster=%s join it\n",
         FLAGS_cluster.c_str(), FLAGS_shards, FLAGS_replicas, (long long)*rev, FLAGS_etcd.c_str(),
         FLAGS_cluster.c_str());
+    return 0;
+  }
+  if (args[0] == "force-empty") {
+    absl::StatusOr<std::string> done = ForceEmpty(map->get(), static_cast<uint32_t>(FLAGS_shard));
+    if (!done.ok()) return Fail(done.status());
+    std::fwrite(done->data(), 1, done->size(), stdout);
     return 0;
   }
   absl::StatusOr<cluster::ClusterView> view = (*map)->Read();
@@ -384,7 +399,7 @@ int Main(int argc, char** argv) {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "kvclient [flags] get KEY | put KEY VALUE | del KEY | scan [START [END]] | stats | load | "
-      "cluster init | cluster status");
+      "cluster init | cluster status | cluster force-empty --shard=N");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   unloadkv::SetMinLogLevel(unloadkv::LogLevel::kError);
   return unloadkv::Main(argc, argv);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "transport/base/buggify.h"
 #include "transport/base/logging.h"
 
@@ -54,7 +55,20 @@ absl::Status ClusterNode::Register() {
 
 absl::Status ClusterNode::Start() {
   if (absl::StatusOr<cluster::ClusterView> v = map_->Read(); !v.ok()) return v.status();
-  if (absl::Status st = Register(); !st.ok()) return st;
+  absl::Status registered = Register();
+  if (options_.run_threads && registered.code() == absl::StatusCode::kAlreadyExists) {
+    // A restarted node (a crash, `systemctl restart`) finds its previous incarnation's key
+    // until that lease expires, within a TTL; a live process of the same name keeps it, and
+    // this one gives up after that.
+    Log(LogLevel::kInfo, absl::StrCat("cluster: ", registered.message(),
+                                      "; waiting up to the lease TTL for it to expire"));
+    const absl::Time give_up = clock_->Now() + options_.lease_ttl + absl::Seconds(2);
+    while (registered.code() == absl::StatusCode::kAlreadyExists && clock_->Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(100));  // bounded by give_up; startup only
+      registered = Register();
+    }
+  }
+  if (!registered.ok()) return registered;
   absl::StatusOr<std::unique_ptr<cluster::MapWatch>> w = map_->Watch([this](int64_t) { Signal(); });
   if (!w.ok()) {
     (void)map_->RevokeLease(lease_.load());
@@ -251,6 +265,14 @@ void ClusterNode::Reconcile(const cluster::ClusterView& view) {
         ServePrimary(view, s, local);
         continue;
       }
+      if (local != nullptr && local->recovered()) {
+        // A restarted node with the shard's state from its log: the map still names it, so no
+        // replica took over and its log holds every acknowledged write.
+        TakeOver(view, s, local, {},
+                 absl::StrCat("take back with the state recovered from its log (seq ",
+                              local->last_seq(), ")"));
+        continue;
+      }
       // Named primary without a serving replica here (a restarted incarnation, or deposed):
       // resign, so that a backup takes over.
       cluster::ShardInfo next = s;
@@ -293,9 +315,24 @@ void ClusterNode::MaybeTakeOver(const cluster::ClusterView& view, const cluster:
     if (view.IsLive(b)) ++rank;
   }
   if (now - since < rank * kTakeOverStagger) return;
+  std::vector<std::string> absent;
+  if (!s.primary.empty()) absent.push_back(s.primary);
+  if (TakeOver(view, s, local, absent,
+               absl::StrCat("take over from ", s.primary.empty() ? "(resigned)" : s.primary))) {
+    counters_.failovers.fetch_add(1);
+    if (options_.metrics != nullptr) options_.metrics->AddFailovers(1);
+    primary_gone_since_.erase(s.id);
+  }
+}
+
+bool ClusterNode::TakeOver(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+                           const std::shared_ptr<ShardReplica>& local,
+                           const std::vector<std::string>& absent, const std::string& what) {
+  const std::string& me = name();
   cluster::ShardInfo next = s;
   next.epoch = s.epoch + 1;
   next.primary = me;
+  next.durable = options_.durable;
   next.backups.clear();
   next.joining.clear();
   // Every other live replica rejoins by state transfer from the new primary.
@@ -303,26 +340,42 @@ void ClusterNode::MaybeTakeOver(const cluster::ClusterView& view, const cluster:
     if (n != me && view.IsLive(n)) next.joining.push_back(n);
   }
   for (const std::string& n : s.joining) {
-    if (view.IsLive(n) && !Contains(next.joining, n)) next.joining.push_back(n);
+    if (n != me && view.IsLive(n) && !Contains(next.joining, n)) next.joining.push_back(n);
   }
   // The fence first: from here on this replica refuses the old epoch, so the old primary can
   // get no write acknowledged that this replica lacks.
   local->RaiseFence(next.epoch);
-  std::vector<std::string> absent;
-  if (!s.primary.empty()) absent.push_back(s.primary);
-  if (Update(next, absent,
-             absl::StrCat("take over from ", s.primary.empty() ? "(resigned)" : s.primary))) {
-    local->SetRange(s.start, s.end);
-    local->BecomePrimary(next.epoch);
-    counters_.failovers.fetch_add(1);
-    if (options_.metrics != nullptr) options_.metrics->AddFailovers(1);
-    primary_gone_since_.erase(s.id);
+  // Nothing it applied may be served before its own log holds it (a log's group commit).
+  if (!local->WaitLogged(absl::Seconds(2))) {
+    Log(LogLevel::kWarning, absl::StrCat("cluster: shard ", s.id,
+                                         ": not taking over yet: its log "
+                                         "has not acknowledged every record it applied"));
+    return false;
   }
+  if (!Update(next, absent, what)) return false;
+  local->SetRange(s.start, s.end);
+  local->BecomePrimary(next.epoch);
+  return true;
 }
 
 void ClusterNode::MaybeJoin(const cluster::ClusterView& view, const cluster::ShardInfo& s) {
   const std::string& me = name();
   if (s.primary.empty() && s.backups.empty()) {
+    if (s.epoch > 0 && s.durable) {
+      // Its data is on the disks of nodes that are gone: wait for one of them.
+      const absl::Time now = clock_->Now();
+      auto said = waiting_said_.find(s.id);
+      if (said == waiting_said_.end() || now - said->second >= absl::Seconds(30)) {
+        waiting_said_[s.id] = now;
+        Log(LogLevel::kWarning,
+            absl::StrCat("cluster: shard ", s.id, " (epoch ", s.epoch,
+                         ") has no replica left; it keeps its data on disk, so it waits for a "
+                         "node that held it to come back with its data dir (or for `kvclient "
+                         "cluster force-empty --shard=",
+                         s.id, "`, which gives its data up)"));
+      }
+      return;
+    }
     // Nobody holds the shard: claim it.
     if (s.epoch > 0) {
       Log(LogLevel::kWarning,
@@ -334,10 +387,11 @@ void ClusterNode::MaybeJoin(const cluster::ClusterView& view, const cluster::Sha
       Log(LogLevel::kError, absl::StrCat("cluster: shard ", s.id, ": ", local.status().message()));
       return;
     }
-    (*local)->store().Clear();
+    (*local)->ClearForClaim();
     cluster::ShardInfo next = s;
     next.epoch = s.epoch + 1;
     next.primary = me;
+    next.durable = options_.durable;
     Erase(&next.joining, me);
     (*local)->RaiseFence(next.epoch);
     if (Update(next, {}, "claim")) {

@@ -12,7 +12,11 @@
 //   * repair: a primary drops backups whose lease expired or whose link failed (epoch + 1); a
 //     dropped backup that is still alive rejoins;
 //   * resign: a node named in a shard it holds no replica of (a restarted incarnation) removes
-//     itself, so that the group does not wait on it.
+//     itself, so that the group does not wait on it;
+//   * take back (durable nodes, docs/durability.md): a restarted node still named a shard's
+//     primary, holding the shard's state replayed from its log, serves it again at epoch + 1;
+//     every other replica rejoins. A durable shard that lost every replica waits for one to
+//     come back with its data instead of being claimed empty (`kvclient cluster force-empty`).
 //
 // Reads are served locally only while LeaseValid(): the last keepalive the node sent, plus the
 // TTL less a margin for clock drift. A successor can take over only after etcd expired the
@@ -64,6 +68,8 @@ class ClusterNode {
     // What this node proves to the node a link reaches (its auth file entry; a name alone
     // without authentication). Called for every link opened (the file may be reloaded).
     std::function<std::shared_ptr<const rpc::Credentials>()> credentials;
+    // The node's replicas log to disk (--data_dir): shards it serves are marked durable.
+    bool durable = false;
   };
   // For tests (Prometheus gets the same through Options::metrics).
   struct Counters {
@@ -118,6 +124,11 @@ class ClusterNode {
   void MaybeTakeOver(const cluster::ClusterView& view, const cluster::ShardInfo& s,
                      const std::shared_ptr<ShardReplica>& local);
   void MaybeJoin(const cluster::ClusterView& view, const cluster::ShardInfo& s);
+  // Makes `local` the primary of `s` at epoch + 1 by a map transaction (`absent`: nodes that
+  // must still be gone); every other live member rejoins by state transfer.
+  bool TakeOver(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+                const std::shared_ptr<ShardReplica>& local, const std::vector<std::string>& absent,
+                const std::string& what);
   // One map transaction for shard `next`; logs and counts a failure.
   bool Update(const cluster::ShardInfo& next, const std::vector<std::string>& absent,
               const std::string& what);
@@ -151,6 +162,8 @@ class ClusterNode {
       std::make_shared<const cluster::ClusterView>();
   // Control thread only: when each shard's primary was first seen gone.
   std::map<uint32_t, absl::Time> primary_gone_since_;
+  // Control thread only: when the node last said that a durable shard waits for its data.
+  std::map<uint32_t, absl::Time> waiting_said_;
   // Control thread only: when a link to a joining node last failed to open.
   std::map<std::string, absl::Time> link_retry_after_;
 };

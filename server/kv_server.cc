@@ -6,7 +6,10 @@
 #include <set>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "proto/limits.h"
 #include "server/connection_budget.h"
 #include "server/cuttable_cluster_map.h"
@@ -112,11 +115,6 @@ absl::Status ValidateTrust(const KvServerOptions& o) {
 
 absl::Status ValidateDurability(const KvServerOptions& o) {
   if (absl::StatusOr<FsyncPolicy> p = FsyncPolicy::Parse(o.fsync); !p.ok()) return p.status();
-  if (!o.data_dir.empty() && IsClusterMode(o)) {
-    return absl::UnimplementedError(
-        "--data_dir: durable replicas in cluster mode are not built yet (docs/durability.md); "
-        "a single node keeps its data there");
-  }
   if (!o.data_dir.empty() && o.data_dir[0] != '/') {
     return absl::InvalidArgumentError(
         absl::StrCat("--data_dir=", o.data_dir, ": give an absolute path"));
@@ -227,11 +225,15 @@ absl::Status KvServer::CreateShards() {
   reaper_ =
       std::make_unique<Reaper>(embedded != nullptr ? Reaper::Mode::kInline : Reaper::Mode::kThread);
   const bool huge = embedded != nullptr ? embedded->arena_huge_pages : options_.huge_pages;
+  if (absl::Status st = OpenDataDir(); !st.ok()) return st;
   shards_ = std::make_unique<ShardTable>(ReplicaFactory(huge));
   if (IsClusterMode(options_)) {
     arena_memory_ = "pages chosen when the node takes a shard replica (one arena each)";
-    durability_ = "in memory only (cluster mode: durable replicas are not built yet)";
-    return absl::OkStatus();
+    if (disk_ == nullptr) {
+      durability_ = "in memory only (no --data_dir): a restart of every node loses every key";
+      return absl::OkStatus();
+    }
+    return RecoverShards();
   }
   // One shard covering every key, primary from the start, no backups.
   auto replica = shards_->GetOrCreate(0);
@@ -242,16 +244,75 @@ absl::Status KvServer::CreateShards() {
   return OpenLog(**replica);
 }
 
+absl::Status KvServer::OpenDataDir() {
+  if (options_.data_dir.empty()) return absl::OkStatus();
+  const FsyncPolicy policy = *FsyncPolicy::Parse(options_.fsync);
+  fsync_policy_ = policy.ToString();
+  disk_ = std::make_unique<storage::PosixDisk>();
+  // Whose data this is: a data dir serves one node of one cluster (or a single node) only.
+  const std::string owner =
+      IsClusterMode(options_)
+          ? absl::StrCat("node ", options_.node, " of cluster ", options_.cluster, "\n")
+          : std::string("a single node (no --etcd)\n");
+  const std::string owner_file = options_.data_dir + "/OWNER";
+  if (absl::Status st = disk_->CreateDirs(options_.data_dir); !st.ok()) return st;
+  absl::StatusOr<std::string> found = disk_->ReadAll(owner_file);
+  if (found.ok() && *found != owner) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--data_dir=", options_.data_dir, " holds the data of ",
+                     absl::StripSuffix(*found, "\n"), " (its OWNER file), not of ",
+                     absl::StripSuffix(owner, "\n"), ": give every node a data dir of its own"));
+  }
+  if (!found.ok() && found.status().code() != absl::StatusCode::kNotFound) return found.status();
+  if (!found.ok()) {
+    absl::StatusOr<std::unique_ptr<storage::WritableFile>> f = disk_->OpenForAppend(owner_file);
+    if (!f.ok()) return f.status();
+    if (absl::Status st = (*f)->Append(owner); !st.ok()) return st;
+    if (absl::Status st = (*f)->Sync(); !st.ok()) return st;
+    if (absl::Status st = disk_->SyncDir(options_.data_dir); !st.ok()) return st;
+  }
+  if (registry_ != nullptr) log_metrics_ = std::make_unique<LogMetrics>(*registry_, policy);
+  return absl::OkStatus();
+}
+
+std::string KvServer::ShardDir(uint32_t shard) const {
+  return absl::StrCat(options_.data_dir, "/shard-", shard);
+}
+
+absl::Status KvServer::RecoverShards() {
+  absl::StatusOr<std::vector<std::string>> dirs = disk_->ListDirs(options_.data_dir);
+  if (!dirs.ok()) return dirs.status();
+  std::vector<std::string> kept, dropped;
+  for (const std::string& d : *dirs) {
+    uint32_t shard;
+    if (!absl::StartsWith(d, "shard-") || !absl::SimpleAtoi(d.substr(6), &shard)) continue;
+    // The factory replays the log (DataLoss refuses to start, naming the file and offset).
+    absl::StatusOr<std::shared_ptr<ShardReplica>> r = shards_->GetOrCreate(shard);
+    if (!r.ok()) return r.status();
+    if ((*r)->recovered()) {
+      kept.push_back(absl::StrCat("shard ", shard, " (", (*r)->store().stats().keys, " keys, seq ",
+                                  (*r)->last_seq(), ")"));
+    } else {
+      // A transfer cut short: the map decides nothing on it; the shard's primary sends a new one.
+      shards_->Remove(shard, "its log holds an incomplete state transfer");
+      dropped.push_back(absl::StrCat("shard ", shard));
+    }
+  }
+  durability_ = absl::StrCat(
+      "logs in ", options_.data_dir, ", fsync ", fsync_policy_, "; recovered ",
+      kept.empty() ? "no shard" : absl::StrJoin(kept, ", "),
+      dropped.empty() ? "" : absl::StrCat("; incomplete (dropped): ", absl::StrJoin(dropped, ", ")),
+      "; the cluster map decides which of them it serves");
+  return absl::OkStatus();
+}
+
 absl::Status KvServer::OpenLog(ShardReplica& replica) {
   if (options_.data_dir.empty()) {
     durability_ = "in memory only (no --data_dir): a restart loses every key";
     return absl::OkStatus();
   }
   const FsyncPolicy policy = *FsyncPolicy::Parse(options_.fsync);
-  fsync_policy_ = policy.ToString();
-  disk_ = std::make_unique<storage::PosixDisk>();
-  if (registry_ != nullptr) log_metrics_ = std::make_unique<LogMetrics>(*registry_, policy);
-  const std::string dir = absl::StrCat(options_.data_dir, "/shard-", replica.id());
+  const std::string dir = ShardDir(replica.id());
   ReplicaLog::Recovery rec;
   if (absl::Status st = replica.RecoverAndLog(disk_.get(), dir, policy, clock_, &rec); !st.ok()) {
     return st;
@@ -284,10 +345,28 @@ ShardTable::Factory KvServer::ReplicaFactory(bool huge_pages) {
   if (GrantWindows* windows = grant_windows_.get()) {
     protection.on_demoted = [windows](uint32_t shard) { windows->RevokeShard(shard); };
   }
-  return [=](uint32_t shard) {
+  // Cluster mode with --data_dir: every replica logs (recovering what its directory holds).
+  storage::Disk* const disk = IsClusterMode(options_) ? disk_.get() : nullptr;
+  const FsyncPolicy policy = *FsyncPolicy::Parse(options_.fsync);
+  return [=](uint32_t shard) -> absl::StatusOr<std::shared_ptr<ShardReplica>> {
     void* address = base == nullptr ? nullptr : static_cast<char*>(base) + (*created)++ * stride;
-    return ShardReplica::Create(engine, shard, arena_bytes, huge_pages, reaper, close_peer, address,
-                                grant_quota, protection);
+    absl::StatusOr<std::shared_ptr<ShardReplica>> r =
+        ShardReplica::Create(engine, shard, arena_bytes, huge_pages, reaper, close_peer, address,
+                             grant_quota, protection);
+    if (!r.ok() || disk == nullptr) return r;
+    ReplicaLog::Recovery rec;
+    if (absl::Status st = (*r)->RecoverAndLog(disk, ShardDir(shard), policy, clock_, &rec);
+        !st.ok()) {
+      return st;
+    }
+    Log(LogLevel::kInfo,
+        absl::StrCat("shard ", shard, ": log ", ShardDir(shard), ": replayed ", rec.records,
+                     " records, last seq ", rec.last_seq, rec.complete ? "" : " (incomplete state)",
+                     rec.torn_file.empty()
+                         ? ""
+                         : absl::StrCat("; cut a torn tail of ", rec.torn_bytes, " bytes (",
+                                        rec.torn_why, ") off ", rec.torn_file)));
+    return r;
   };
 }
 
@@ -392,6 +471,7 @@ ClusterNode::Options KvServer::NodeOptions() {
   co.arena_bytes = options_.arena_bytes;
   co.network_cut = options_.network_cut;
   co.metrics = cluster_metrics_.get();
+  co.durable = !options_.data_dir.empty();
   if (options_.embedding != nullptr) {
     co.run_threads = false;
     co.link_env = options_.embedding->links;
@@ -519,9 +599,9 @@ void KvServer::Poll(absl::Duration wait) {
 }
 
 LogWriter::Stats KvServer::log_stats(absl::Status* failure) const {
-  LogWriter::Stats sum;
   *failure = absl::OkStatus();
-  if (shards_ == nullptr) return sum;
+  if (shards_ == nullptr) return LogWriter::Stats();
+  LogWriter::Stats sum = shards_->retired_log_stats();
   for (const std::shared_ptr<ShardReplica>& r : shards_->All()) {
     const LogWriter* log = r->log();
     if (log == nullptr) continue;

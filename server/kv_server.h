@@ -204,8 +204,14 @@ class KvServer {
   absl::Status OpenDevice(std::unique_ptr<rpc::BootstrapAcceptor>* listener);
   absl::Status StartEngine();   // sized by the connection budget (connection_budget.h)
   absl::Status CreateShards();  // the replica table; a single node's one replica, primary
-  // With --data_dir: recovers `replica` from its log and logs its writes from now on.
+  // With --data_dir: the disk, the OWNER check (one node's data dir), the log metrics.
+  absl::Status OpenDataDir();
+  // Single node with --data_dir: recovers `replica` from its log and logs its writes from now on.
   absl::Status OpenLog(ShardReplica& replica);
+  // Cluster mode with --data_dir: a replica for every shard directory whose log holds a whole
+  // state; the map then decides which of them the node serves (ClusterNode).
+  absl::Status RecoverShards();
+  std::string ShardDir(uint32_t shard) const;
   ShardTable::Factory ReplicaFactory(bool huge_pages);
   absl::Status StartService(std::unique_ptr<rpc::BootstrapAcceptor> listener);
   KvService::Hooks ServiceHooks();

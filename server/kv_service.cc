@@ -289,7 +289,9 @@ void KvService::Replicate(const Peer& peer, const proto::ReplicateRequest& req,
     return reply(absl::AbortedError(absl::StrCat("shard ", req.shard(), " is not held here")));
   }
   // The replica applies records only from the connection of the primary it attached to.
-  reply(replica->Apply(req, peer.id));
+  // With a log, it answers once the records are logged (ShardReplica::Apply).
+  replica->Apply(req, peer.id,
+                 [reply](absl::StatusOr<proto::ReplicateResponse> r) { reply(std::move(r)); });
 }
 
 }  // namespace unloadkv::server

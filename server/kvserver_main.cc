@@ -36,8 +36,8 @@ DEFINE_int32(max_pending_hellos, 128,
              "bootstrap connections whose hello line is incomplete (1..4096); the oldest is "
              "closed to make room");
 DEFINE_string(data_dir, "",
-              "directory of the shard's log (absolute; single node so far): keys survive a "
-              "restart. Empty: in memory only");
+              "directory of this node's shard logs (absolute; one per node): keys survive a "
+              "restart of the node, or of every node of a cluster. Empty: in memory only");
 DEFINE_string(fsync, "always",
               "with --data_dir: always (acknowledge after fsync, group-committed), "
               "interval:MS (fsync every MS, at most MS lost on power loss) or never");

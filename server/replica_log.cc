@@ -12,13 +12,29 @@
 namespace unloadkv::server {
 
 std::string SegmentName(uint64_t first_seq) { return absl::StrFormat("%020u.log", first_seq); }
+std::string BaseSegmentName(uint64_t number) { return absl::StrFormat("%020u.base.log", number); }
 
 namespace {
 
-// Whether `name` is a segment's name; its first seq in *seq.
-bool ParseSegmentName(const std::string& name, uint64_t* seq) {
-  return name.size() == 24 && absl::EndsWith(name, ".log") &&
-         absl::SimpleAtoi(absl::string_view(name).substr(0, 20), seq);
+// Whether `name` is a segment's name: its number in *number, and whether it begins a state.
+bool ParseSegmentName(const std::string& name, uint64_t* number, bool* base) {
+  *base = name.size() == 29 && absl::EndsWith(name, ".base.log");
+  if (name.size() != 24 && !*base) return false;
+  return absl::EndsWith(name, ".log") &&
+         absl::SimpleAtoi(absl::string_view(name).substr(0, 20), number);
+}
+
+const char* KindName(proto::LogEntry::Kind k) {
+  switch (k) {
+    case proto::LogEntry::STATE_BEGIN:
+      return "STATE_BEGIN";
+    case proto::LogEntry::STATE:
+      return "STATE";
+    case proto::LogEntry::STATE_END:
+      return "STATE_END";
+    default:
+      return "LIVE";
+  }
 }
 
 }  // namespace
@@ -45,14 +61,27 @@ absl::Status ReplicaLog::Recover(const Replay& replay, Recovery* recovery) {
   if (absl::Status st = disk_->CreateDirs(dir_); !st.ok()) return st;
   absl::StatusOr<std::vector<std::string>> names = disk_->List(dir_);
   if (!names.ok()) return names.status();
-  std::vector<std::string> segments;
+  struct Segment {
+    uint64_t number;
+    bool base;
+    std::string name;
+  };
+  std::vector<Segment> segments;
   for (const std::string& name : *names) {
-    uint64_t first;
-    if (ParseSegmentName(name, &first)) segments.push_back(name);
+    Segment seg{0, false, name};
+    if (ParseSegmentName(name, &seg.number, &seg.base)) segments.push_back(seg);
   }
-  proto::LogEntry entry;
+  std::sort(segments.begin(), segments.end(),
+            [](const Segment& a, const Segment& b) { return a.number < b.number; });
+  // Everything before the last segment that begins a state is obsolete: replay from there.
+  size_t first = 0;
   for (size_t i = 0; i < segments.size(); ++i) {
-    const std::string path = dir_ + "/" + segments[i];
+    if (segments[i].base) first = i;
+  }
+  bool in_state = false;
+  proto::LogEntry entry;
+  for (size_t i = first; i < segments.size(); ++i) {
+    const std::string path = dir_ + "/" + segments[i].name;
     absl::StatusOr<std::string> data = disk_->ReadAll(path);
     if (!data.ok()) return data.status();
     const bool last = i + 1 == segments.size();
@@ -61,14 +90,16 @@ absl::Status ReplicaLog::Recover(const Replay& replay, Recovery* recovery) {
       const absl::string_view rest = absl::string_view(*data).substr(at);
       const FrameResult r = DecodeFrame(rest, &entry);
       if (r.kind == FrameResult::kOk) {
-        const uint64_t seq = entry.record().seq();
-        if (seq <= recovery->last_seq) {
-          return absl::DataLossError(absl::StrCat(path, ": record at offset ", at, " has seq ", seq,
-                                                  ", not after ", recovery->last_seq));
+        if (absl::Status st =
+                CheckOrder(entry, at == 0 && segments[i].base, &in_state, &recovery->last_seq);
+            !st.ok()) {
+          return absl::DataLossError(
+              absl::StrCat(path, ": record at offset ", at, ": ", st.message()));
         }
         if (absl::Status st = replay(entry); !st.ok()) return st;
-        recovery->last_seq = seq;
-        recovery->last_epoch = entry.epoch();
+        if (entry.kind() == proto::LogEntry::LIVE) recovery->last_epoch = entry.epoch();
+        if (entry.kind() == proto::LogEntry::STATE_BEGIN) recovery->state = true;
+        if (entry.kind() == proto::LogEntry::STATE) ++recovery->state_records;
         ++recovery->records;
         recovery->bytes += r.bytes;
         at += r.bytes;
@@ -95,11 +126,61 @@ absl::Status ReplicaLog::Recover(const Replay& replay, Recovery* recovery) {
                        "); the log refuses to open rather than drop the records after it"));
     }
   }
-  recovery->segments = segments.size();
-  segments_ = segments.size();
+  recovery->complete = !in_state;
+  // The obsolete segments go only now: a log that refused to open changed nothing.
+  for (size_t i = 0; i < first; ++i) {
+    if (absl::Status st = disk_->Remove(dir_ + "/" + segments[i].name); !st.ok()) return st;
+    ++recovery->obsolete_segments;
+  }
+  if (first > 0) {
+    if (absl::Status st = disk_->SyncDir(dir_); !st.ok()) return st;
+  }
+  recovery->segments = segments.size() - first;
+  segments_ = segments.size() - first;
   last_seq_ = synced_seq_ = recovery->last_seq;
-  if (segments.empty()) return OpenSegment(SegmentName(last_seq_ + 1));
-  return OpenSegment(segments.back());
+  in_state_ = in_state;
+  state_broken_ = in_state;  // an incomplete state is never continued: a new one must begin
+  if (segments.empty()) {
+    last_number_ = last_seq_ + 1;
+    return OpenSegment(SegmentName(last_number_));
+  }
+  last_number_ = segments.back().number;
+  base_number_ = segments[first].number;
+  return OpenSegment(segments.back().name);
+}
+
+absl::Status ReplicaLog::CheckOrder(const proto::LogEntry& e, bool base_start, bool* in_state,
+                                    uint64_t* last_seq) {
+  const uint64_t seq = e.record().seq();
+  switch (e.kind()) {
+    case proto::LogEntry::STATE_BEGIN:
+      if (!base_start) return absl::InvalidArgumentError("STATE_BEGIN not at a segment's start");
+      *in_state = true;
+      *last_seq = 0;
+      return absl::OkStatus();
+    case proto::LogEntry::STATE:
+    case proto::LogEntry::STATE_END:
+      if (!*in_state) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(KindName(e.kind()), " record outside a state (no STATE_BEGIN before it)"));
+      }
+      if (e.kind() == proto::LogEntry::STATE_END) {
+        *in_state = false;
+        *last_seq = seq;
+      } else if (seq != 0) {
+        return absl::InvalidArgumentError(absl::StrCat("STATE record with seq ", seq));
+      }
+      return absl::OkStatus();
+    case proto::LogEntry::LIVE:
+      if (*in_state) return absl::InvalidArgumentError("live record inside a state");
+      if (seq <= *last_seq) {
+        return absl::InvalidArgumentError(absl::StrCat("seq ", seq, ", not after ", *last_seq));
+      }
+      *last_seq = seq;
+      return absl::OkStatus();
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("unknown record kind ", e.kind()));
+  }
 }
 
 absl::Status ReplicaLog::OpenSegment(const std::string& name) {
@@ -122,11 +203,17 @@ absl::Status ReplicaLog::Fail(absl::Status st) {
 }
 
 absl::Status ReplicaLog::Append(const proto::LogEntry& entry) {
-  if (!failure_.ok()) return failure_;
-  const uint64_t seq = entry.record().seq();
-  if (seq <= last_seq_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("log record seq ", seq, " is not after ", last_seq_));
+  const bool begin = entry.kind() == proto::LogEntry::STATE_BEGIN;
+  if (!failure_.ok() && !begin) return failure_;
+  if (state_broken_ && !begin) {
+    return absl::FailedPreconditionError(
+        "the state this log was taking is incomplete (a disk error or a crash cut it); a new "
+        "state transfer must begin");
+  }
+  bool in_state = in_state_;
+  uint64_t last_seq = last_seq_;
+  if (absl::Status st = CheckOrder(entry, begin, &in_state, &last_seq); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("log record: ", st.message()));
   }
   frame_.clear();
   AppendFrame(entry, &frame_);
@@ -134,15 +221,32 @@ absl::Status ReplicaLog::Append(const proto::LogEntry& entry) {
     return absl::InvalidArgumentError(
         absl::StrCat("log record of ", frame_.size(), " bytes: at most ", kMaxFrameBytes));
   }
-  if (file_->size() > 0 && file_->size() + frame_.size() > options_.segment_bytes) {
-    // A new segment, named by this record's seq; the full one is synced first.
+  if (begin) {
+    // A state starts a segment of its own: recovery begins at the last one, and everything
+    // before it goes once the state is whole and synced. A failed log gets a fresh start here.
+    ++last_number_;
+    file_.reset();
+    if (absl::Status st = OpenSegment(BaseSegmentName(last_number_)); !st.ok()) {
+      state_broken_ = true;  // the old state is forgotten whatever happens next
+      return Fail(st);
+    }
+    base_number_ = last_number_;
+    failure_ = absl::OkStatus();
+    state_broken_ = false;
+    obsolete_ = obsolete_ + segments_;
+    segments_ = 1;
+  } else if (file_->size() > 0 && file_->size() + frame_.size() > options_.segment_bytes) {
+    // A new segment, named by this record's seq (or after the last name); the full one is
+    // synced first.
     if (absl::Status st = Sync(); !st.ok()) return st;
-    if (absl::Status st = OpenSegment(SegmentName(seq)); !st.ok()) return Fail(st);
+    last_number_ = std::max(last_number_ + 1, entry.record().seq());
+    if (absl::Status st = OpenSegment(SegmentName(last_number_)); !st.ok()) return Fail(st);
     ++segments_;
   }
   if (absl::Status st = file_->Append(frame_); !st.ok()) return Fail(st);
   written_size_ = file_->size();
-  last_seq_ = seq;
+  in_state_ = in_state;
+  last_seq_ = last_seq;
   return absl::OkStatus();
 }
 
@@ -151,7 +255,25 @@ absl::Status ReplicaLog::Sync() {
   if (absl::Status st = file_->Sync(); !st.ok()) return Fail(st);
   synced_size_ = file_->size();
   synced_seq_ = last_seq_;
+  if (obsolete_ > 0 && !in_state_) RemoveObsolete();
   return absl::OkStatus();
+}
+
+void ReplicaLog::RemoveObsolete() {
+  // The current state is whole and on disk: the segments before its own are not needed. A
+  // removal that fails is left to the next recovery, which skips them anyway.
+  absl::StatusOr<std::vector<std::string>> names = disk_->List(dir_);
+  if (!names.ok()) return;
+  for (const std::string& name : *names) {
+    uint64_t number;
+    bool base;
+    if (ParseSegmentName(name, &number, &base) && dir_ + "/" + name != segment_ &&
+        number < base_number_) {
+      (void)disk_->Remove(dir_ + "/" + name);
+    }
+  }
+  (void)disk_->SyncDir(dir_);
+  obsolete_ = 0;
 }
 
 absl::Status ReplicaLog::Resume(bool keep_written) {
@@ -164,6 +286,7 @@ absl::Status ReplicaLog::Resume(bool keep_written) {
   file_ = *std::move(f);
   written_size_ = size;
   if (!keep_written) last_seq_ = synced_seq_;
+  if (in_state_) state_broken_ = true;  // a state cut short is never continued
   failure_ = absl::OkStatus();
   return absl::OkStatus();
 }

@@ -1,6 +1,15 @@
 // A shard replica's log on disk (docs/durability.md): the records it committed, in seq order,
-// in segment files "<seq of the first record, 20 digits>.log" in one directory, each record
+// in segment files "<number, 20 digits>.log" in one directory (a segment's number is its first
+// record's seq, or one more than the previous segment's if that is larger), each record
 // framed with its length and CRC (log_frame.h).
+//
+// States (proto/log.proto): STATE_BEGIN starts a segment "<number>.base.log", and recovery
+// starts at the last of those; the segments before it are removed once the state's STATE_END
+// is synced (or at the next recovery). Entries must come in order: STATE_BEGIN, STATE...,
+// STATE_END, then live records with seqs after STATE_END's; anything else is refused
+// (InvalidArgument, changing nothing) and, found at recovery, is DataLoss. A state cut short
+// (by a crash, or by a disk error and Resume) leaves the log refusing everything but a new
+// STATE_BEGIN (FailedPrecondition): its replica holds no state it may build on.
 //
 // Recovery (Open) reads every segment in order and hands each record to the caller. The end
 // of the last segment may be torn by a crash (a frame cut short, a frame whose bytes only
@@ -42,10 +51,15 @@ class ReplicaLog {
     uint64_t records = 0;
     uint64_t bytes = 0;  // of the records replayed
     uint64_t last_seq = 0;
-    uint64_t last_epoch = 0;
-    uint64_t torn_bytes = 0;  // cut off the last segment's end
-    std::string torn_file;    // that segment's path; empty when nothing was cut
-    std::string torn_why;     // what the tail held: "incomplete record", "zeros", ...
+    uint64_t last_epoch = 0;     // of the last live record (0: none)
+    bool state = false;          // the records begin with a state (STATE_BEGIN)
+    uint64_t state_records = 0;  // its STATE records
+    // False when that state has no STATE_END: the replica holds nothing it may serve.
+    bool complete = true;
+    uint64_t obsolete_segments = 0;  // removed: before the last state's segment
+    uint64_t torn_bytes = 0;         // cut off the last segment's end
+    std::string torn_file;           // that segment's path; empty when nothing was cut
+    std::string torn_why;            // what the tail held: "incomplete record", "zeros", ...
   };
   // Called with each record in seq order; an error stops recovery and Open returns it.
   using Replay = std::function<absl::Status(const proto::LogEntry&)>;
@@ -60,8 +74,8 @@ class ReplicaLog {
   ReplicaLog(const ReplicaLog&) = delete;
   ReplicaLog& operator=(const ReplicaLog&) = delete;
 
-  // Appends `entry`, whose seq must exceed every earlier one (InvalidArgument otherwise,
-  // changing nothing). Not durable until Sync.
+  // Appends `entry`, in the order above (a live record's seq must exceed every earlier one);
+  // InvalidArgument otherwise, changing nothing. Not durable until Sync.
   absl::Status Append(const proto::LogEntry& entry);
   // Makes every record appended so far durable.
   absl::Status Sync();
@@ -83,6 +97,12 @@ class ReplicaLog {
   ReplicaLog(storage::Disk* disk, std::string dir, const Options& options)
       : disk_(disk), dir_(std::move(dir)), options_(options) {}
   absl::Status Recover(const Replay& replay, Recovery* recovery);
+  // Whether `e` may follow what *in_state and *last_seq describe (`base_start`: it is the
+  // first record of a base segment); if so, advances them.
+  static absl::Status CheckOrder(const proto::LogEntry& e, bool base_start, bool* in_state,
+                                 uint64_t* last_seq);
+  // Removes the segments before the current state's (best effort).
+  void RemoveObsolete();
   absl::Status OpenSegment(const std::string& name);
   absl::Status Fail(absl::Status st);
 
@@ -96,12 +116,19 @@ class ReplicaLog {
   uint64_t last_seq_ = 0;
   uint64_t synced_seq_ = 0;
   uint64_t segments_ = 0;
+  uint64_t last_number_ = 0;   // the current segment's number
+  uint64_t base_number_ = 0;   // the number of the segment the current state began in
+  uint64_t obsolete_ = 0;      // segments before it not yet removed
+  bool in_state_ = false;      // between STATE_BEGIN and STATE_END
+  bool state_broken_ = false;  // a state was cut short: only STATE_BEGIN is taken
   absl::Status failure_;
   std::string frame_;  // reused buffer
 };
 
-// "00000000000000000042.log" for seq 42.
-std::string SegmentName(uint64_t first_seq);
+// "00000000000000000042.log" for number 42.
+std::string SegmentName(uint64_t number);
+// "00000000000000000042.base.log": a segment that begins with a state.
+std::string BaseSegmentName(uint64_t number);
 
 }  // namespace unloadkv::server
 

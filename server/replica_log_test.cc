@@ -96,6 +96,123 @@ TEST(ReplicaLogTest, ReplaysEveryRecordInOrderAcrossSegmentsAndAppendsAfterThem)
   EXPECT_EQ(seqs, Range(1, 41));
 }
 
+proto::LogEntry Marker(proto::LogEntry::Kind kind, uint64_t seq = 0) {
+  proto::LogEntry e;
+  e.set_kind(kind);
+  e.mutable_record()->set_seq(seq);
+  return e;
+}
+
+proto::LogEntry StateEntry(const std::string& key) {
+  proto::LogEntry e = Entry(0, 0);
+  e.set_kind(proto::LogEntry::STATE);
+  e.mutable_record()->set_key(key);
+  return e;
+}
+
+// Opens the log in `dir`, describing each replayed record: "B", "S:key", "E:seq" or "seq".
+absl::StatusOr<std::unique_ptr<ReplicaLog>> OpenDescribed(storage::Disk* disk,
+                                                          const std::string& dir,
+                                                          std::vector<std::string>* seen,
+                                                          ReplicaLog::Recovery* recovery) {
+  ReplicaLog::Options o;
+  o.segment_bytes = kMaxFrameBytes;
+  return ReplicaLog::Open(
+      disk, dir, o,
+      [seen](const proto::LogEntry& e) {
+        switch (e.kind()) {
+          case proto::LogEntry::STATE_BEGIN:
+            seen->push_back("B");
+            break;
+          case proto::LogEntry::STATE:
+            seen->push_back("S:" + e.record().key());
+            break;
+          case proto::LogEntry::STATE_END:
+            seen->push_back("E:" + std::to_string(e.record().seq()));
+            break;
+          default:
+            seen->push_back(std::to_string(e.record().seq()));
+        }
+        return absl::OkStatus();
+      },
+      recovery);
+}
+
+// A transfer's state (STATE_BEGIN .. STATE_END) makes everything before it obsolete: recovery
+// replays from it, and the older segments go once it is synced. Seqs after it may be lower
+// than the old ones (a new primary's history).
+TEST(ReplicaLogTest, AStateReplacesWhatCameBeforeIt) {
+  storage::PosixDisk disk;
+  const std::string dir = Dir("state");
+  Fill(&disk, dir, 40);  // 3 segments
+  std::vector<std::string> seen;
+  ReplicaLog::Recovery rec;
+  auto log = OpenDescribed(&disk, dir, &seen, &rec);
+  ASSERT_TRUE(log.ok()) << log.status();
+  // Out of order: refused, changing nothing.
+  EXPECT_EQ((*log)->Append(StateEntry("k")).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*log)->Append(Marker(proto::LogEntry::STATE_END, 9)).code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE((*log)->Append(Marker(proto::LogEntry::STATE_BEGIN)).ok());
+  EXPECT_EQ((*log)->Append(Entry(41)).code(), absl::StatusCode::kInvalidArgument);  // in a state
+  ASSERT_TRUE((*log)->Append(StateEntry("a")).ok());
+  ASSERT_TRUE((*log)->Append(StateEntry("b")).ok());
+  ASSERT_TRUE((*log)->Append(Marker(proto::LogEntry::STATE_END, 20)).ok());
+  EXPECT_EQ((*log)->Append(Entry(20)).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE((*log)->Append(Entry(21, 0)).ok());
+  ASSERT_TRUE((*log)->Sync().ok());
+  EXPECT_EQ(*disk.List(dir), std::vector<std::string>{BaseSegmentName(32)});
+  log->reset();
+  seen.clear();
+  rec = ReplicaLog::Recovery();
+  log = OpenDescribed(&disk, dir, &seen, &rec);
+  ASSERT_TRUE(log.ok()) << log.status();
+  EXPECT_EQ(seen, (std::vector<std::string>{"B", "S:a", "S:b", "E:20", "21"}));
+  EXPECT_TRUE(rec.complete);
+  EXPECT_TRUE(rec.state);
+  EXPECT_EQ(rec.state_records, 2u);
+  EXPECT_EQ(rec.last_seq, 21u);
+  ASSERT_TRUE((*log)->Append(Entry(22, 0)).ok());
+}
+
+// A state cut short by a crash: recovery says so (incomplete), the segments before it are
+// gone, and the log takes nothing but a new state; a crash between STATE_BEGIN and the
+// removal of the old segments leaves them, and recovery skips and removes them.
+TEST(ReplicaLogTest, AStateCutShortIsIncompleteAndOnlyANewStateFollows) {
+  storage::MemoryDisk disk(7);
+  const std::string dir = "/data/shard-1";
+  Fill(&disk, dir, 20);
+  std::vector<std::string> seen;
+  {
+    auto log = OpenDescribed(&disk, dir, &seen, nullptr);
+    ASSERT_TRUE(log.ok()) << log.status();
+    ASSERT_TRUE((*log)->Append(Marker(proto::LogEntry::STATE_BEGIN)).ok());
+    ASSERT_TRUE((*log)->Append(StateEntry("a")).ok());
+    ASSERT_TRUE((*log)->Sync().ok());  // in a state: the old segments stay
+    EXPECT_EQ(disk.List(dir)->size(), 3u);
+  }
+  disk.Crash();
+  seen.clear();
+  ReplicaLog::Recovery rec;
+  auto log = OpenDescribed(&disk, dir, &seen, &rec);
+  ASSERT_TRUE(log.ok()) << log.status();
+  EXPECT_FALSE(rec.complete);
+  EXPECT_EQ(rec.obsolete_segments, 2u);
+  EXPECT_EQ(seen, (std::vector<std::string>{"B", "S:a"}));
+  EXPECT_EQ((*log)->Append(StateEntry("b")).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*log)->Append(Entry(21)).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE((*log)->Append(Marker(proto::LogEntry::STATE_BEGIN)).ok());
+  ASSERT_TRUE((*log)->Append(Marker(proto::LogEntry::STATE_END, 0)).ok());
+  ASSERT_TRUE((*log)->Append(Entry(1, 0)).ok());
+  ASSERT_TRUE((*log)->Sync().ok());
+  log->reset();
+  seen.clear();
+  rec = ReplicaLog::Recovery();
+  ASSERT_TRUE(OpenDescribed(&disk, dir, &seen, &rec).ok());
+  EXPECT_TRUE(rec.complete);
+  EXPECT_EQ(seen, (std::vector<std::string>{"B", "E:0", "1"}));
+}
+
 // A crash may leave the last segment's end torn: a record cut short, the final record's bytes
 // partly written, or zeros. That tail is cut off and reported; the log goes on after it.
 TEST(ReplicaLogTest, ATornTailIsCutOffAndReported) {

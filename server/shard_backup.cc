@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "server/replication_records.h"
 #include "server/shard_replica.h"
 
@@ -38,6 +39,10 @@ absl::StatusOr<proto::AttachResponse> ShardReplica::Attach(const proto::AttachRe
     fence_ = req.epoch();
     applied_seq_ = 0;
     first_seq_ = 0;
+    next_seq_ = 1;
+    recovered_ = false;
+    // The log forgets what it held: the transfer that follows is its new state.
+    if (log_ != nullptr) LogMarker(proto::LogEntry::STATE_BEGIN, 0);
     if (primary_peer_ != peer) old_peer = primary_peer_;
     primary_peer_ = peer;
     proto::AttachResponse resp;
@@ -56,7 +61,55 @@ absl::StatusOr<proto::AttachResponse> ShardReplica::Attach(const proto::AttachRe
 
 absl::StatusOr<proto::ReplicateResponse> ShardReplica::Apply(const proto::ReplicateRequest& req,
                                                              uint64_t peer) {
-  MutexLock l(&mu_);
+  absl::StatusOr<proto::ReplicateResponse> out;
+  Apply(req, peer, [&out](absl::StatusOr<proto::ReplicateResponse> r) { out = std::move(r); });
+  return out;  // without a log the reply ran inline
+}
+
+void ShardReplica::Apply(const proto::ReplicateRequest& req, uint64_t peer, ApplyDone reply) {
+  absl::StatusOr<proto::ReplicateResponse> result;
+  {
+    MutexLock l(&mu_);
+    std::vector<proto::LogEntry> to_log;
+    result = ApplyLocked(req, peer, log_ != nullptr ? &to_log : nullptr);
+    if (log_ != nullptr) {
+      // Under mu_, so that the log gets records in the order they were applied. What was
+      // applied is logged even when a later record failed; that failure fails the link, and
+      // the backup is attached again (a new state) before it counts for anything.
+      if (result.ok() && req.snapshot() && req.snapshot_end() && state_open_) {
+        to_log.push_back(proto::LogEntry());
+        to_log.back().set_kind(proto::LogEntry::STATE_END);
+        to_log.back().set_epoch(epoch_);
+        to_log.back().mutable_record()->set_seq(first_seq_ > 0 ? first_seq_ - 1 : 0);
+        state_open_ = false;
+      }
+      std::weak_ptr<ShardReplica> self = weak_from_this();
+      for (size_t i = 0; i < to_log.size(); ++i) {
+        const bool live = to_log[i].kind() == proto::LogEntry::LIVE;
+        const uint64_t seq = to_log[i].record().seq();
+        const bool last = i + 1 == to_log.size() && result.ok();
+        LogWriter::Done done = [self, live, seq, last, reply,
+                                resp = result.ok() ? *result
+                                                   : proto::ReplicateResponse()](absl::Status st) {
+          if (st.ok() && live) {
+            if (auto r = self.lock()) r->NoteLogged(seq);
+          }
+          if (!last) return;
+          if (!st.ok()) {
+            return reply(absl::Status(st.code(), absl::StrCat("the shard's log: ", st.message())));
+          }
+          reply(resp);
+        };
+        log_->Submit(std::move(to_log[i]), std::move(done));
+      }
+      if (result.ok() && !to_log.empty()) return;  // answered by the log
+    }
+  }
+  reply(std::move(result));
+}
+
+absl::StatusOr<proto::ReplicateResponse> ShardReplica::ApplyLocked(
+    const proto::ReplicateRequest& req, uint64_t peer, std::vector<proto::LogEntry>* to_log) {
   if (peer != primary_peer_) {
     return absl::AbortedError(
         absl::StrCat("shard ", id_, ": records from a connection that did not attach it"));
@@ -74,7 +127,7 @@ absl::StatusOr<proto::ReplicateResponse> ShardReplica::Apply(const proto::Replic
     if (applied_seq_ != 0) {
       return absl::FailedPreconditionError("snapshot request after live records");
     }
-    if (req.next_seq() != 0) first_seq_ = req.next_seq();
+    if (req.next_seq() != 0) first_seq_ = next_seq_ = req.next_seq();
   }
   for (const proto::ReplicationRecord& r : req.records()) {
     if (!req.snapshot()) {
@@ -87,17 +140,60 @@ absl::StatusOr<proto::ReplicateResponse> ShardReplica::Apply(const proto::Replic
                                                           r.seq(), ", expected ", first_seq_,
                                                           " (an earlier one was lost)"));
       }
+      if (to_log != nullptr && state_open_) {
+        // A primary that does not mark its transfer's end: the state ends before its first
+        // live record.
+        proto::LogEntry end;
+        end.set_kind(proto::LogEntry::STATE_END);
+        end.set_epoch(epoch_);
+        end.mutable_record()->set_seq(r.seq() - 1);
+        to_log->push_back(std::move(end));
+        state_open_ = false;
+      }
     }
+    KvStore::Mutation m;
     if (r.op() != proto::ReplicationRecord::NOOP) {
-      absl::StatusOr<KvStore::Mutation> m = FromRecord(r);
-      if (!m.ok()) return m.status();
-      if (absl::Status st = store_->ApplyMirrored(*m); !st.ok()) return st;
+      absl::StatusOr<KvStore::Mutation> parsed = FromRecord(r);
+      if (!parsed.ok()) return parsed.status();
+      if (absl::Status st = store_->ApplyMirrored(*parsed); !st.ok()) return st;
+      m = *std::move(parsed);
     }
-    if (!req.snapshot()) applied_seq_ = r.seq();
+    if (to_log != nullptr) {
+      if (r.op() == proto::ReplicationRecord::NOOP) {
+        proto::LogEntry noop;
+        noop.set_epoch(epoch_);
+        *noop.mutable_record() = r;
+        to_log->push_back(std::move(noop));
+      } else {
+        to_log->push_back(
+            EntryOf(m, r.seq(), req.snapshot() ? proto::LogEntry::STATE : proto::LogEntry::LIVE));
+      }
+    }
+    if (!req.snapshot()) {
+      applied_seq_ = r.seq();
+      next_seq_ = r.seq() + 1;
+    }
   }
   proto::ReplicateResponse resp;
   resp.set_applied_seq(applied_seq_);
   return resp;
+}
+
+void ShardReplica::NoteLogged(uint64_t seq) {
+  MutexLock l(&mu_);
+  logged_ = std::max(logged_, seq);
+}
+
+bool ShardReplica::WaitLogged(absl::Duration limit) {
+  const absl::Time deadline = absl::Now() + limit;
+  while (true) {
+    {
+      MutexLock l(&mu_);
+      if (log_ == nullptr || logged_ >= applied_seq_) return true;
+    }
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
 }
 
 uint32_t ShardReplica::mirror_key() const {

@@ -1,4 +1,5 @@
 // ShardReplica: its log on disk (docs/durability.md): recovery by replay, then logging.
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -13,6 +14,16 @@ absl::Status ShardReplica::RecoverAndLog(storage::Disk* disk, const std::string&
                                          ReplicaLog::Recovery* recovery) {
   char* const arena = reinterpret_cast<char*>(mr_->address());
   auto replay = [this, arena, &dir](const proto::LogEntry& e) -> absl::Status {
+    switch (e.kind()) {
+      case proto::LogEntry::STATE_BEGIN:
+        store_->Clear();  // a state follows: nothing before it counts
+        return absl::OkStatus();
+      case proto::LogEntry::STATE_END:
+        return absl::OkStatus();
+      default:
+        break;
+    }
+    if (e.record().op() == proto::ReplicationRecord::NOOP) return absl::OkStatus();
     absl::StatusOr<KvStore::Mutation> m = FromRecord(e.record());
     auto bad = [&](absl::string_view why) {
       return absl::DataLossError(absl::StrCat(dir, ": log record ", e.record().seq(), " ", why));
@@ -38,7 +49,53 @@ absl::Status ShardReplica::RecoverAndLog(storage::Disk* disk, const std::string&
   next_seq_ = std::max(next_seq_, last + 1);
   logged_ = last;
   log_ = std::move(writer);
+  recovered_ = recovery == nullptr || recovery->complete;
+  if (recovery != nullptr && !recovery->complete) store_->Clear();  // nothing it may serve
   return absl::OkStatus();
+}
+
+bool ShardReplica::recovered() const {
+  MutexLock l(&mu_);
+  return recovered_ && role_ == Role::kBackup;
+}
+
+uint64_t ShardReplica::last_seq() const {
+  MutexLock l(&mu_);
+  return next_seq_ - 1;
+}
+
+void ShardReplica::ClearForClaim() {
+  MutexLock l(&mu_);
+  store_->Clear();
+  recovered_ = false;
+  if (log_ == nullptr) return;
+  LogMarker(proto::LogEntry::STATE_BEGIN, 0);
+  LogMarker(proto::LogEntry::STATE_END, next_seq_ - 1);
+}
+
+void ShardReplica::CloseLog() {
+  if (log_ != nullptr) log_->Stop();  // log_ itself stays: readers may hold its stats
+}
+
+void ShardReplica::LogMarker(proto::LogEntry::Kind kind, uint64_t seq) {
+  proto::LogEntry e;
+  e.set_kind(kind);
+  e.set_epoch(epoch_);
+  e.mutable_record()->set_seq(seq);
+  state_open_ = kind == proto::LogEntry::STATE_BEGIN;
+  log_->Submit(std::move(e), [](absl::Status) {});  // a failure shows in what follows it
+}
+
+proto::LogEntry ShardReplica::EntryOf(const KvStore::Mutation& m, uint64_t seq,
+                                      proto::LogEntry::Kind kind) {
+  proto::LogEntry entry;
+  entry.set_kind(kind);
+  entry.set_epoch(epoch_);
+  *entry.mutable_record() = ToRecord(m, seq);
+  if (m.op == KvStore::Mutation::Op::kPut) {
+    entry.set_value(reinterpret_cast<const char*>(mr_->address() + m.slot.offset), m.size);
+  }
+  return entry;
 }
 
 }  // namespace unloadkv::server

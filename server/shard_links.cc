@@ -53,6 +53,7 @@ uint64_t ShardReplica::AddLink(std::shared_ptr<ReplicaLink> link) {
                m.slot.offset});
         }
       }
+      item.request.set_snapshot_end(i == snapshot.size());
       item.done = [self, node](auto r) {
         if (auto s = self.lock()) s->OnAck(node, 0, true, r);
       };

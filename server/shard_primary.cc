@@ -107,14 +107,7 @@ void ShardReplica::CommitReady(Callbacks* out) {
 }
 
 proto::LogEntry ShardReplica::LogEntryFor(const Entry& e) {
-  proto::LogEntry entry;
-  entry.set_epoch(epoch_);
-  *entry.mutable_record() = ToRecord(e.mutation, e.seq);
-  if (e.mutation.op == KvStore::Mutation::Op::kPut) {
-    entry.set_value(reinterpret_cast<const char*>(mr_->address() + e.mutation.slot.offset),
-                    e.mutation.size);
-  }
-  return entry;
+  return EntryOf(e.mutation, e.seq, proto::LogEntry::LIVE);
 }
 
 void ShardReplica::OnLogged(uint64_t seq, const absl::Status& st) {

@@ -114,7 +114,9 @@ void ShardReplica::BecomePrimary(uint64_t epoch) {
     role_ = Role::kPrimary;
     epoch_ = epoch;
     fence_ = std::max(fence_, epoch);
-    next_seq_ = 1;
+    // Seqs go on from the state it holds (a backup's last applied record, or its log's): a
+    // record's seq names it in every replica's log across primaries.
+    recovered_ = false;
     old_peer = std::exchange(primary_peer_, 0);
     Retire(&links_);
   }

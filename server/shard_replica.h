@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "proto/replication.pb.h"
 #include "server/kv_store.h"
 #include "server/log_writer.h"
@@ -135,7 +136,16 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   // fence; FAILED_PRECONDITION when the arena size differs from the primary's.
   absl::StatusOr<proto::AttachResponse> Attach(const proto::AttachRequest& req, uint64_t peer);
   // Applies records arriving on connection `peer`; ABORTED unless it is the attached primary's.
+  // With a log, `reply` runs once the log acknowledged them under its policy (the primary counts
+  // a record held only then), or with the log's error; without, at once. Never under the lock.
+  using ApplyDone = std::function<void(absl::StatusOr<proto::ReplicateResponse>)>;
+  void Apply(const proto::ReplicateRequest& req, uint64_t peer, ApplyDone reply);
+  // The same without a log (tests): the answer.
   absl::StatusOr<proto::ReplicateResponse> Apply(const proto::ReplicateRequest& req, uint64_t peer);
+  // With a log: waits (at most `limit`, real time; a control thread only) until the log holds
+  // every record applied so far. A backup about to take over calls it after raising its fence,
+  // so that it never serves a record its own log could still lose. False on timeout.
+  bool WaitLogged(absl::Duration limit);
   // Refuses, from now on, records and attaches of epochs below `epoch` (a backup about to take
   // over raises it before its map transaction), and closes the connection of the primary it
   // followed. Never lowers the fence.
@@ -158,12 +168,24 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   // Before the replica serves: replays the log in `dir` on `disk` (not owned, outlives the
   // replica) into the arena and store, then logs every write it commits as primary under
   // `policy`: a write commits only once the log acknowledged it too. DataLoss when the log
-  // is corrupt or holds a record the arena cannot take. So far only for a single node's
-  // shard (no backups).
+  // is corrupt or holds a record the arena cannot take. For a single node's
+  // shard, or (cluster mode) for every replica the node creates: a backup logs what it applies
+  // and answers its primary only once logged; an attach starts a new state in the log.
   absl::Status RecoverAndLog(storage::Disk* disk, const std::string& dir, FsyncPolicy policy,
                              const Clock* clock, ReplicaLog::Recovery* recovery);
   // The log's writer (null without one): its policy, stats and failure.
   const LogWriter* log() const { return log_.get(); }
+  // Whether the replica holds a whole state replayed from its log and has not been attached,
+  // claimed or promoted since: what a restarted node may serve again if the map still names
+  // it (docs/durability.md, "Recovery in a cluster").
+  bool recovered() const;
+  // The seq of the last record this replica holds (0: none).
+  uint64_t last_seq() const;
+  // Empties the replica to claim a shard nobody holds: the store, and the log (an empty state).
+  void ClearForClaim();
+  // Stops the log (a last sync; records submitted later fail): before another replica of the
+  // shard opens the same directory. Blocks for the disk.
+  void CloseLog();
 
  private:
   struct Entry {
@@ -199,8 +221,20 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
              const absl::StatusOr<proto::ReplicateResponse>& r);
   // The log acknowledged `seq` (or failed it with `st`).
   void OnLogged(uint64_t seq, const absl::Status& st);
+  // As backup: the log acknowledged applied record `seq`.
+  void NoteLogged(uint64_t seq);
   // Requires mu_. The log record of write `e`.
   proto::LogEntry LogEntryFor(const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Requires mu_. Applies `req`'s records; `to_log` gets the log entries of those applied.
+  absl::StatusOr<proto::ReplicateResponse> ApplyLocked(const proto::ReplicateRequest& req,
+                                                       uint64_t peer,
+                                                       std::vector<proto::LogEntry>* to_log)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Requires mu_. The log entry of mutation `m` (its value copied from the arena).
+  proto::LogEntry EntryOf(const KvStore::Mutation& m, uint64_t seq, proto::LogEntry::Kind kind)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Requires mu_. Submits a state marker (STATE_BEGIN, STATE_END at `seq`) to the log.
+  void LogMarker(proto::LogEntry::Kind kind, uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Requires mu_. Fails every pending entry (outcome unknown).
   void FailPendingLocked(const std::string& why, Callbacks* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -224,7 +258,9 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   std::deque<Entry> pending_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, LinkState> links_ ABSL_GUARDED_BY(mu_);
-  uint64_t logged_ ABSL_GUARDED_BY(mu_) = 0;  // the log acknowledged every write up to here
+  uint64_t logged_ ABSL_GUARDED_BY(mu_) = 0;      // the log acknowledged every write up to here
+  bool recovered_ ABSL_GUARDED_BY(mu_) = false;   // see recovered()
+  bool state_open_ ABSL_GUARDED_BY(mu_) = false;  // the log has STATE_BEGIN without STATE_END
   // backup
   uint64_t applied_seq_ ABSL_GUARDED_BY(mu_) = 0;   // 0: no live record yet since the attach
   uint64_t first_seq_ ABSL_GUARDED_BY(mu_) = 0;     // the first live record's, if the snapshot said

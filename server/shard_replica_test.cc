@@ -3,6 +3,7 @@
 #include "server/shard_replica.h"
 
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -209,6 +210,96 @@ TEST_F(ShardReplicaTest, WithALogAWriteCommitsOnlyOnceLoggedAndAFullDiskRefusesW
   EXPECT_EQ(c->bytes, "gamma");
   EXPECT_EQ((*r)->store().Get("a")->bytes, "alpha");
   replica_ = *r;
+}
+
+// Waits (bounded) for an asynchronous answer.
+template <typename T>
+class Answer {
+ public:
+  std::function<void(T)> Callback() {
+    return [this](T v) {
+      std::lock_guard<std::mutex> l(mu_);
+      got_ = std::move(v);
+    };
+  }
+  std::optional<T> Wait() {
+    for (int i = 0; i < 5000; ++i) {
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        if (got_.has_value()) return got_;
+      }
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::mutex mu_;
+  std::optional<T> got_;
+};
+
+// A backup with a log logs the state a transfer brings and the live records after it, answers
+// only once they are on disk, and a replica recovered from that log (after a power loss) holds
+// them again; an attach starts a new state, and one cut short recovers as nothing to serve.
+TEST_F(ShardReplicaTest, ABackupLogsItsTransferredStateAndRecordsAndRecoversThem) {
+  using Reply = absl::StatusOr<proto::ReplicateResponse>;
+  storage::MemoryDisk disk(3);
+  const FsyncPolicy always = *FsyncPolicy::Parse("always");
+  ASSERT_TRUE(
+      replica_->RecoverAndLog(&disk, "/data/shard-7", always, RealClock::Get(), nullptr).ok());
+  ASSERT_TRUE(replica_->Attach(AttachAt(3), 11).ok());
+  auto value_at = [&](uint64_t offset, const std::string& v) {
+    std::memcpy(reinterpret_cast<char*>(replica_->arena_addr() + offset), v.data(), v.size());
+  };
+  proto::ReplicateRequest snapshot = Put(3, 0, "s", 0);
+  snapshot.set_snapshot(true);
+  snapshot.set_snapshot_end(true);
+  snapshot.set_next_seq(5);
+  value_at(0, "snapshot!!");
+  Answer<Reply> a1;
+  replica_->Apply(snapshot, 11, a1.Callback());
+  std::optional<Reply> r1 = a1.Wait();
+  ASSERT_TRUE(r1.has_value() && r1->ok()) << (r1 ? r1->status().ToString() : "no answer");
+  value_at(64, "live value");
+  Answer<Reply> a2;
+  replica_->Apply(Put(3, 5, "a", 64), 11, a2.Callback());
+  std::optional<Reply> r2 = a2.Wait();
+  ASSERT_TRUE(r2.has_value() && r2->ok()) << (r2 ? r2->status().ToString() : "no answer");
+  EXPECT_EQ((*r2)->applied_seq(), 5u);
+  EXPECT_GE(replica_->log()->stats().syncs, 2u);
+  EXPECT_FALSE(replica_->recovered());  // attached: it follows a primary now
+
+  auto restart = [&]() -> std::shared_ptr<ShardReplica> {
+    replica_.reset();
+    disk.Crash();  // what was not synced is lost; every answered record was
+    auto r = ShardReplica::Create(engine_.get(), 7, 4 << 20, false, &reaper_, [](uint64_t) {});
+    EXPECT_TRUE(r.ok());
+    ReplicaLog::Recovery rec;
+    EXPECT_TRUE((*r)->RecoverAndLog(&disk, "/data/shard-7", always, RealClock::Get(), &rec).ok());
+    return *r;
+  };
+  replica_ = restart();
+  EXPECT_TRUE(replica_->recovered());
+  EXPECT_EQ(replica_->last_seq(), 5u);
+  ASSERT_TRUE(replica_->store().Get("s").ok());
+  EXPECT_EQ(replica_->store().Get("s")->bytes, "snapshot!!");
+  EXPECT_EQ(replica_->store().Get("a")->bytes, "live value");
+  // Promoted, it numbers its writes after what it holds.
+  replica_->BecomePrimary(4);
+  EXPECT_FALSE(replica_->recovered());
+  EXPECT_EQ(replica_->last_seq(), 5u);
+
+  // Attached again, by a newer primary: a new state, cut short by a crash.
+  ASSERT_TRUE(replica_->Attach(AttachAt(5), 12).ok());
+  proto::ReplicateRequest partial = Put(5, 0, "t", 128);
+  partial.set_snapshot(true);
+  partial.set_next_seq(9);
+  Answer<Reply> a3;
+  replica_->Apply(partial, 12, a3.Callback());
+  ASSERT_TRUE(a3.Wait().has_value());
+  replica_ = restart();
+  EXPECT_FALSE(replica_->recovered());
+  EXPECT_EQ(replica_->store().stats().keys, 0u);
 }
 
 }  // namespace

@@ -35,7 +35,20 @@ std::shared_ptr<ShardReplica> ShardTable::Remove(uint32_t shard, const std::stri
     replicas_.erase(it);
   }
   r->StepDown(why);
+  r->CloseLog();  // a replica created for the shard later opens the same log
+  if (const LogWriter* log = r->log()) {
+    const LogWriter::Stats st = log->stats();
+    MutexLock l(&mu_);
+    retired_.records += st.records;
+    retired_.syncs += st.syncs;
+    retired_.failed += st.failed;
+  }
   return r;
+}
+
+LogWriter::Stats ShardTable::retired_log_stats() const {
+  MutexLock l(&mu_);
+  return retired_;
 }
 
 std::vector<std::shared_ptr<ShardReplica>> ShardTable::All() const {

@@ -28,14 +28,17 @@ class ShardTable {
   absl::StatusOr<std::shared_ptr<ShardReplica>> GetOrCreate(uint32_t shard);
   // The replica serving `key` as primary; nullptr when this node is not its primary.
   std::shared_ptr<ShardReplica> PrimaryFor(absl::string_view key) const;
-  // Drops the replica (it steps down first). Returns it (or nullptr).
+  // Drops the replica (it steps down and closes its log first). Returns it (or nullptr).
   std::shared_ptr<ShardReplica> Remove(uint32_t shard, const std::string& why);
   std::vector<std::shared_ptr<ShardReplica>> All() const;
+  // What the logs of removed replicas counted (so that the node's totals never go down).
+  LogWriter::Stats retired_log_stats() const;
 
  private:
   const Factory create_;
   mutable Mutex mu_;
   std::map<uint32_t, std::shared_ptr<ShardReplica>> replicas_ ABSL_GUARDED_BY(mu_);
+  LogWriter::Stats retired_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace unloadkv::server

@@ -3,15 +3,18 @@
 // virtual time, with no thread of the node's own and no real time passing for the map.
 #include "server/cluster_node.h"
 
+#include <cstring>
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/support/manual_clock.h"
 #include "transport/backends/open_device.h"
 #include "transport/base/logging.h"
 #include "transport/base/mutex.h"
 #include "transport/cluster/memory_cluster_map.h"
+#include "transport/storage/memory_disk.h"
 
 namespace unloadkv::server {
 namespace {
@@ -20,16 +23,26 @@ using testing::ManualClock;
 
 // A node without a KV service or listener: device, engine, replicas, membership. (Replication
 // links need a listening server: cluster_test covers them.)
+// With `disk`, the node is durable: every replica logs under /data/NAME/shard-N on it.
 struct Node {
-  Node(cluster::MemoryCoordinator* coordinator, const std::string& name, const Clock* clock)
+  Node(cluster::MemoryCoordinator* coordinator, const std::string& name, const Clock* clock,
+       storage::Disk* disk = nullptr)
       : map(coordinator, "t") {
     device = std::move(*backends::OpenDevice(backends::DeviceSpec()));
     engine = std::move(*engine::Engine::Create(device.get(), engine::EngineOptions()));
     engine->Start();
-    shards = std::make_unique<ShardTable>([this](uint32_t shard) {
-      return ShardReplica::Create(engine.get(), shard, 4 << 20, false, &reaper, nullptr);
-    });
+    shards = std::make_unique<ShardTable>(
+        [this, disk, name](uint32_t shard) -> absl::StatusOr<std::shared_ptr<ShardReplica>> {
+          auto r = ShardReplica::Create(engine.get(), shard, 4 << 20, false, &reaper, nullptr);
+          if (!r.ok() || disk == nullptr) return r;
+          absl::Status st =
+              (*r)->RecoverAndLog(disk, absl::StrCat("/data/", name, "/shard-", shard),
+                                  *FsyncPolicy::Parse("always"), RealClock::Get(), nullptr);
+          if (!st.ok()) return st;
+          return r;
+        });
     ClusterNode::Options o;
+    o.durable = disk != nullptr;
     o.self = {name, "127.0.0.1:1", ""};
     o.lease_ttl = absl::Seconds(3);
     o.arena_bytes = 4 << 20;
@@ -188,6 +201,92 @@ TEST_F(ClusterNodeTest, WhenEveryLeaseLapsesAtOnceTheFirstBackupBackTakesOverWit
   EXPECT_EQ(Shard().primary, "b");
   EXPECT_EQ(Shard().joining, std::vector<std::string>{"a"});
   a.node->Stop();
+  b.node->Stop();
+}
+
+// Puts `key` = `value` through primary `r` (replicated and logged); waits (bounded, real time:
+// the log has a thread of its own) for the commit.
+absl::Status Put(ShardReplica& r, const std::string& key, const std::string& value) {
+  auto grant = r.store().GrantSlots(1, static_cast<uint32_t>(value.size()), 1);
+  if (!grant.ok()) return grant.status();
+  std::memcpy(reinterpret_cast<char*>(r.arena_addr() + (*grant)[0].slot.offset), value.data(),
+              value.size());
+  auto m = r.store().PreparePut(1, key, (*grant)[0].id, static_cast<uint32_t>(value.size()));
+  if (!m.ok()) return m.status();
+  Mutex mu;
+  bool done = false;
+  absl::Status result;
+  r.Submit(*m, [&](absl::StatusOr<uint64_t> v) {
+    MutexLock l(&mu);
+    result = v.status();
+    done = true;
+  });
+  for (int i = 0; i < 5000; ++i) {
+    {
+      MutexLock l(&mu);
+      if (done) return result;
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return absl::DeadlineExceededError("no commit in 5 s");
+}
+
+// A durable node restarted (every process gone, the map kept) and still named its shard's
+// primary recovers the shard from its log and takes it back at epoch + 1, with its data. A
+// durable shard whose only replica comes back without its data is not claimed empty by
+// anyone until an operator gives its data up (kvclient cluster force-empty).
+TEST_F(ClusterNodeTest, ADurableShardComesBackWithItsDataOrWaitsForIt) {
+  ASSERT_TRUE(admin_->Create(1, *cluster::InitialShards(1, {})).ok());
+  storage::MemoryDisk disk_a, disk_b;
+  {
+    Node a(&coordinator_, "a", &clock_, &disk_a);
+    ASSERT_TRUE(a.node->Start().ok());
+    a.node->ControlTick();  // claims
+    ASSERT_EQ(Shard().primary, "a");
+    EXPECT_TRUE(Shard().durable);
+    ASSERT_TRUE(Put(*a.shards->Get(0), "k", "logged").ok());
+    // The process dies: its lease runs out; the map still names it.
+    clock_.Advance(absl::Seconds(4));
+    coordinator_.ExpireLeases();
+  }
+  disk_a.Crash();  // every acknowledged write was synced
+  Node a(&coordinator_, "a", &clock_, &disk_a);
+  // What kvserver does at start-up: a replica for each shard directory, kept when whole.
+  absl::StatusOr<std::shared_ptr<ShardReplica>> recovered = a.shards->GetOrCreate(0);
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  EXPECT_TRUE((*recovered)->recovered());
+  ASSERT_TRUE(a.node->Start().ok());
+  a.node->ControlTick();
+  EXPECT_EQ(Shard().primary, "a");
+  EXPECT_EQ(Shard().epoch, 2u);
+  ASSERT_EQ(a.shards->Get(0)->role(), ShardReplica::Role::kPrimary);
+  absl::StatusOr<KvStore::Value> v = a.shards->Get(0)->store().Get("k");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->bytes, "logged");
+  ASSERT_TRUE(Put(*a.shards->Get(0), "k2", "after").ok());  // seqs go on after the log's
+  a.node->Stop();
+
+  // Its data dir lost: a restarted a resigns; nobody claims the shard empty.
+  Node a_without(&coordinator_, "a", &clock_, &disk_b);
+  Node b(&coordinator_, "b", &clock_, &disk_b);
+  ASSERT_TRUE(a_without.node->Start().ok());
+  ASSERT_TRUE(b.node->Start().ok());
+  a_without.node->ControlTick();
+  EXPECT_TRUE(Shard().primary.empty());
+  EXPECT_TRUE(Shard().durable);
+  b.node->ControlTick();
+  a_without.node->ControlTick();
+  EXPECT_TRUE(Shard().primary.empty()) << "a durable shard was claimed empty";
+  EXPECT_EQ(b.shards->Get(0), nullptr);
+  // The operator gives its data up (what `kvclient cluster force-empty` writes): claimed.
+  cluster::ShardInfo forced = Shard();
+  forced.epoch += 1;
+  forced.durable = false;
+  ASSERT_TRUE(admin_->UpdateShard(forced, {}).ok());
+  b.node->ControlTick();
+  EXPECT_EQ(Shard().primary, "b");
+  EXPECT_TRUE(Shard().durable);
+  a_without.node->Stop();
   b.node->Stop();
 }
 

@@ -125,6 +125,14 @@ def check_promises(objects, rdma):
     secret = vols.get("auth", {}).get("secret", {})
     if secret.get("secretName") != "unloadkv-auth" or secret.get("defaultMode", 0o644) & 0o007:
         fail(f"kvserver: the auth file is not a Secret kept from others: {vols.get('auth')}")
+    # Durability (docs/durability.md): the shard logs on a volume of the pod's own that outlives
+    # it, mounted where --data_dir points.
+    if "--data_dir=/var/lib/unloadkv" not in c["args"]:
+        fail("kvserver: no --data_dir")
+    mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts", [])}
+    claims = [t["metadata"]["name"] for t in sts["spec"].get("volumeClaimTemplates", [])]
+    if mounts.get("data") != "/var/lib/unloadkv" or "data" not in claims:
+        fail(f"kvserver: the data dir is not a persistent volume per pod: {mounts}, {claims}")
     env = {e["name"]: e for e in c["env"]}
     if env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] != "metadata.name":
         fail("kvserver: POD_NAME is not the pod's name")

@@ -116,13 +116,18 @@ TEST(DurabilityProcessTest, BadDurabilityFlagsNameTheFix) {
     const char* code;
     const char* fix;
   };
+  // A data dir a single node wrote is not a cluster node's.
+  const std::string owned = DataDir("owned");
+  storage::PosixDisk disk;
+  ASSERT_TRUE(disk.CreateDirs(owned).ok());
+  ASSERT_TRUE((*disk.OpenForAppend(owned + "/OWNER"))->Append("a single node (no --etcd)\n").ok());
   const std::vector<Case> cases = {
       {{"--fsync=sometimes"}, "INVALID_ARGUMENT", "always, interval:MS"},
       {{"--fsync=interval:0"}, "INVALID_ARGUMENT", "1 <= MS <= 60000"},
       {{"--data_dir=relative/dir"}, "INVALID_ARGUMENT", "absolute path"},
-      {{"--data_dir=/tmp/x", "--etcd=127.0.0.1:1", "--cluster=c", "--node=n", "--insecure"},
-       "UNIMPLEMENTED",
-       "cluster mode"},
+      {{"--data_dir=" + owned, "--etcd=127.0.0.1:1", "--cluster=c", "--node=n", "--insecure"},
+       "FAILED_PRECONDITION",
+       "holds the data of a single node (no --etcd) (its OWNER file), not of node n of cluster c"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {"--listen=127.0.0.1:0", "--metrics="};

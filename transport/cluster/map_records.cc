@@ -90,6 +90,7 @@ std::string EncodeShard(const ShardInfo& shard) {
   r.set_primary(shard.primary);
   for (const std::string& b : shard.backups) r.add_backups(b);
   for (const std::string& j : shard.joining) r.add_joining(j);
+  r.set_durable(shard.durable);
   return ToJson(r);
 }
 
@@ -132,6 +133,7 @@ absl::StatusOr<ClusterView> AssembleView(absl::string_view cluster, int64_t revi
       s.primary = r.primary();
       s.backups.assign(r.backups().begin(), r.backups().end());
       s.joining.assign(r.joining().begin(), r.joining().end());
+      s.durable = r.durable();
       s.mod_revision = k.mod_revision;
       if (k.key != ShardKey(cluster, s.id)) {
         return absl::DataLossError(

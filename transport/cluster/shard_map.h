@@ -29,6 +29,8 @@ struct ShardInfo {
   // Revision at which this shard's record was last written (etcd's mod_revision). An update
   // applies only if the record was not written since: see ClusterMap::UpdateShard.
   int64_t mod_revision = 0;
+  // Its replicas log to disk: with none left it waits for one to come back (ShardRecord).
+  bool durable = false;
 
   bool Contains(absl::string_view key) const { return key >= start && (end.empty() || key < end); }
   // Primary first, then backups.

@@ -45,6 +45,8 @@ class Disk {
   virtual absl::StatusOr<std::string> ReadAll(const std::string& path) = 0;
   // The names (not paths) of the regular files in `dir`, sorted.
   virtual absl::StatusOr<std::vector<std::string>> List(const std::string& dir) = 0;
+  // The names of the directories in `dir`, sorted.
+  virtual absl::StatusOr<std::vector<std::string>> ListDirs(const std::string& dir) = 0;
   // Cuts `path` to its first `size` bytes and makes that durable.
   virtual absl::Status Truncate(const std::string& path, uint64_t size) = 0;
   virtual absl::Status Remove(const std::string& path) = 0;

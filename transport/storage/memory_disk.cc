@@ -97,6 +97,18 @@ absl::StatusOr<std::vector<std::string>> MemoryDisk::List(const std::string& dir
   return names;  // std::map: sorted
 }
 
+absl::StatusOr<std::vector<std::string>> MemoryDisk::ListDirs(const std::string& dir) {
+  MutexLock l(&mu_);
+  if (dirs_.count(dir) == 0) {
+    return absl::NotFoundError(absl::StrCat("listing ", dir, ": No such file or directory"));
+  }
+  std::vector<std::string> names;
+  for (const std::string& d : dirs_) {
+    if (d.size() > dir.size() && DirOf(d) == dir) names.push_back(d.substr(dir.size() + 1));
+  }
+  return names;  // std::set: sorted
+}
+
 absl::Status MemoryDisk::Truncate(const std::string& path, uint64_t size) {
   MutexLock l(&mu_);
   auto it = files_.find(path);

@@ -36,6 +36,7 @@ class MemoryDisk : public Disk {
   absl::StatusOr<std::unique_ptr<WritableFile>> OpenForAppend(const std::string& path) override;
   absl::StatusOr<std::string> ReadAll(const std::string& path) override;
   absl::StatusOr<std::vector<std::string>> List(const std::string& dir) override;
+  absl::StatusOr<std::vector<std::string>> ListDirs(const std::string& dir) override;
   absl::Status Truncate(const std::string& path, uint64_t size) override;
   absl::Status Remove(const std::string& path) override;
   absl::Status CreateDirs(const std::string& path) override;

@@ -120,6 +120,19 @@ absl::StatusOr<std::vector<std::string>> PosixDisk::List(const std::string& dir)
   return names;
 }
 
+absl::StatusOr<std::vector<std::string>> PosixDisk::ListDirs(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return FileError("listing", dir, errno);
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (e->d_type == DT_DIR && name != "." && name != "..") names.push_back(name);
+  }
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 absl::Status PosixDisk::Truncate(const std::string& path, uint64_t size) {
   Fd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
   if (fd.get() < 0) return FileError("opening", path, errno);

@@ -1,0 +1,48 @@
+#include "client/cluster_admin.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace unloadkv {
+
+absl::StatusOr<std::string> ForceEmpty(cluster::ClusterMap* map, uint32_t shard) {
+  absl::StatusOr<cluster::ClusterView> view = map->Read();
+  if (!view.ok()) return view.status();
+  const cluster::ShardInfo* s = view->ShardById(shard);
+  if (s == nullptr) {
+    return absl::NotFoundError(absl::StrCat("cluster map has no shard ", shard, " (it has ",
+                                            view->shard_list.size(), ")"));
+  }
+  if (s->epoch == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shard ", shard, " was never served: the first node to see it claims it anyway"));
+  }
+  std::vector<std::string> named;
+  if (!s->primary.empty()) named.push_back(s->primary);
+  named.insert(named.end(), s->backups.begin(), s->backups.end());
+  for (const std::string& n : named) {
+    if (view->IsLive(n)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("shard ", shard, ": node ", n,
+                       " holds a replica and is live; force-empty is for a "
+                       "shard whose every replica is gone (it gives the shard's data up)"));
+    }
+  }
+  cluster::ShardInfo next = *s;
+  next.epoch = s->epoch + 1;
+  next.primary.clear();
+  next.backups.clear();
+  next.joining.clear();
+  next.durable = false;
+  // The transaction fails if one of them registers meanwhile: it may have come back with the
+  // data.
+  absl::StatusOr<int64_t> rev = map->UpdateShard(next, named);
+  if (!rev.ok()) return rev.status();
+  return absl::StrCat("shard ", shard, ": its data is given up (replicas [",
+                      absl::StrJoin(named, ","), "] forgotten, epoch ", next.epoch, ", revision ",
+                      *rev, "); the next live node claims it empty\n");
+}
+
+}  // namespace unloadkv

@@ -1,0 +1,25 @@
+// Operator commands on a cluster's map that no node makes by itself (kvclient cluster ...).
+//
+// Thread-safety: a function at a time per map handle (they read, decide and write once).
+#ifndef UNLOADKV_CLIENT_CLUSTER_ADMIN_H_
+#define UNLOADKV_CLIENT_CLUSTER_ADMIN_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "transport/cluster/cluster_map.h"
+
+namespace unloadkv {
+
+// Gives up the data of durable shard `shard` whose every replica is gone
+// (docs/durability.md): the map forgets its replicas (epoch + 1, no longer durable), and the
+// next live node claims it empty. Refused, changing nothing: NOT_FOUND for an unknown shard;
+// FAILED_PRECONDITION while a replica the map names is registered (it may hold the data: the
+// message names it), or when the shard was never served. A replica that registers meanwhile
+// fails the map transaction (FAILED_PRECONDITION too). Returns what was done, for the operator.
+absl::StatusOr<std::string> ForceEmpty(cluster::ClusterMap* map, uint32_t shard);
+
+}  // namespace unloadkv
+
+#endif  // UNLOADKV_CLIENT_CLUSTER_ADMIN_H_
