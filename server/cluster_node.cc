@@ -476,6 +476,7 @@ void ClusterNode::ServePrimary(const cluster::ClusterView& view, const cluster::
       req.set_epoch(s.epoch);
       req.set_primary(name());
       req.set_arena_bytes(options_.arena_bytes);
+      req.set_delta(options_.durable);  // this primary's log can extend a state the joiner kept
       st = (*link)->Attach(req, options_.link_timeout);
     }
     if (!st.ok()) {
@@ -485,8 +486,8 @@ void ClusterNode::ServePrimary(const cluster::ClusterView& view, const cluster::
       continue;
     }
     link_retry_after_.erase(j);
-    Log(LogLevel::kInfo, absl::StrCat("cluster: shard ", s.id, ": transferring state to ", j));
-    const uint64_t bytes = local->AddLink(*std::move(link));
+    const proto::AttachResponse attached = (*link)->attached();
+    const uint64_t bytes = local->AddLink(*std::move(link), attached);
     if (options_.metrics != nullptr) options_.metrics->AddCatchupBytes(bytes);
   }
 }

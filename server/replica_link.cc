@@ -82,7 +82,13 @@ absl::Status ReplicaLink::Attach(const proto::AttachRequest& request, absl::Dura
   }
   arena_addr_ = resp.arena_addr();
   arena_rkey_ = resp.arena_rkey();
+  attached_ = resp;
   return absl::OkStatus();
+}
+
+void ReplicaLink::Hold(std::shared_ptr<void> resource) {
+  MutexLock l(&mu_);
+  held_.push_back(std::move(resource));
 }
 
 size_t ReplicaLink::queued() const {

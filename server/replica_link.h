@@ -74,8 +74,13 @@ class ReplicaLink {
       const LinkEnv& env = LinkEnv());
   ~ReplicaLink();
 
-  // Opens the shard on the backup (empty) and learns where its arena is. Blocks.
+  // Opens the shard on the backup and learns where its arena is, and what state it kept
+  // (attached()). Blocks.
   absl::Status Attach(const proto::AttachRequest& request, absl::Duration timeout);
+  // The backup's answer to the last Attach.
+  const proto::AttachResponse& attached() const { return attached_; }
+  // Keeps `resource` (memory the link's writes read) until the link is destroyed.
+  void Hold(std::shared_ptr<void> resource);
 
   // Queues `item` behind everything queued before; Flush sends what the queue holds. Push
   // never sends (so it may be called under a caller's lock that the items' callbacks take);
@@ -102,6 +107,9 @@ class ReplicaLink {
   absl::StatusOr<std::string> CallAndWait(uint16_t method, std::string request,
                                           absl::Duration timeout);
 
+  // Released last: what the link's writes may still read.
+  std::vector<std::shared_ptr<void>> held_ ABSL_GUARDED_BY(mu_);
+  proto::AttachResponse attached_;  // set by Attach, before any Push
   std::string node_;
   std::string address_;
   LinkEnv env_;

@@ -57,15 +57,11 @@ absl::StatusOr<std::unique_ptr<ReplicaLog>> ReplicaLog::Open(storage::Disk* disk
   return log;
 }
 
-absl::Status ReplicaLog::Recover(const Replay& replay, Recovery* recovery) {
-  if (absl::Status st = disk_->CreateDirs(dir_); !st.ok()) return st;
-  absl::StatusOr<std::vector<std::string>> names = disk_->List(dir_);
+absl::StatusOr<std::vector<ReplicaLog::Segment>> ReplicaLog::ListSegments(storage::Disk* disk,
+                                                                          const std::string& dir,
+                                                                          size_t* first) {
+  absl::StatusOr<std::vector<std::string>> names = disk->List(dir);
   if (!names.ok()) return names.status();
-  struct Segment {
-    uint64_t number;
-    bool base;
-    std::string name;
-  };
   std::vector<Segment> segments;
   for (const std::string& name : *names) {
     Segment seg{0, false, name};
@@ -73,80 +69,121 @@ absl::Status ReplicaLog::Recover(const Replay& replay, Recovery* recovery) {
   }
   std::sort(segments.begin(), segments.end(),
             [](const Segment& a, const Segment& b) { return a.number < b.number; });
-  // Everything before the last segment that begins a state is obsolete: replay from there.
-  size_t first = 0;
+  // Everything before the last segment that begins a state is obsolete.
+  *first = 0;
   for (size_t i = 0; i < segments.size(); ++i) {
-    if (segments[i].base) first = i;
+    if (segments[i].base) *first = i;
   }
+  return segments;
+}
+
+absl::Status ReplicaLog::Recover(const Replay& replay, Recovery* recovery) {
+  if (absl::Status st = disk_->CreateDirs(dir_); !st.ok()) return st;
+  size_t first = 0;
+  absl::StatusOr<std::vector<Segment>> segments = ListSegments(disk_, dir_, &first);
+  if (!segments.ok()) return segments.status();
   bool in_state = false;
-  proto::LogEntry entry;
-  for (size_t i = first; i < segments.size(); ++i) {
-    const std::string path = dir_ + "/" + segments[i].name;
-    absl::StatusOr<std::string> data = disk_->ReadAll(path);
-    if (!data.ok()) return data.status();
-    const bool last = i + 1 == segments.size();
-    size_t at = 0;
-    while (at < data->size()) {
-      const absl::string_view rest = absl::string_view(*data).substr(at);
-      const FrameResult r = DecodeFrame(rest, &entry);
-      if (r.kind == FrameResult::kOk) {
-        if (absl::Status st =
-                CheckOrder(entry, at == 0 && segments[i].base, &in_state, &recovery->last_seq);
-            !st.ok()) {
-          return absl::DataLossError(
-              absl::StrCat(path, ": record at offset ", at, ": ", st.message()));
-        }
-        if (absl::Status st = replay(entry); !st.ok()) return st;
-        if (entry.kind() == proto::LogEntry::LIVE) recovery->last_epoch = entry.epoch();
-        if (entry.kind() == proto::LogEntry::STATE_BEGIN) recovery->state = true;
-        if (entry.kind() == proto::LogEntry::STATE) ++recovery->state_records;
-        ++recovery->records;
-        recovery->bytes += r.bytes;
-        at += r.bytes;
-        continue;
-      }
-      // A torn tail: only at the end of the last segment, and only a frame cut short, zeros,
-      // or a final frame (ending exactly at the file's end) whose bytes did not all arrive.
-      // (Zeros may follow that final frame: a file system that extended the file.)
-      const bool final_frame = r.kind == FrameResult::kCorrupt && r.bytes > 0 &&
-                               std::all_of(rest.begin() + static_cast<ptrdiff_t>(r.bytes),
-                                           rest.end(), [](char c) { return c == 0; });
-      if (last && (r.kind != FrameResult::kCorrupt || final_frame)) {
-        recovery->torn_file = path;
-        recovery->torn_bytes = rest.size();
-        recovery->torn_why = r.kind == FrameResult::kZeros        ? "zeros"
-                             : r.kind == FrameResult::kIncomplete ? "an incomplete record"
-                                                                  : r.why;
-        if (absl::Status st = disk_->Truncate(path, at); !st.ok()) return st;
-        break;
-      }
-      return absl::DataLossError(
-          absl::StrCat(path, ": corrupt log record at offset ", at, " (",
-                       r.kind == FrameResult::kCorrupt ? r.why : "cut short before the log's end",
-                       "); the log refuses to open rather than drop the records after it"));
+  for (size_t i = first; i < segments->size(); ++i) {
+    if (absl::Status st =
+            ReplaySegment((*segments)[i], i + 1 == segments->size(), replay, recovery, &in_state);
+        !st.ok()) {
+      return st;
     }
   }
   recovery->complete = !in_state;
   // The obsolete segments go only now: a log that refused to open changed nothing.
   for (size_t i = 0; i < first; ++i) {
-    if (absl::Status st = disk_->Remove(dir_ + "/" + segments[i].name); !st.ok()) return st;
+    if (absl::Status st = disk_->Remove(dir_ + "/" + (*segments)[i].name); !st.ok()) return st;
     ++recovery->obsolete_segments;
   }
   if (first > 0) {
     if (absl::Status st = disk_->SyncDir(dir_); !st.ok()) return st;
   }
-  recovery->segments = segments.size() - first;
-  segments_ = segments.size() - first;
+  recovery->segments = segments->size() - first;
+  segments_ = segments->size() - first;
   last_seq_ = synced_seq_ = recovery->last_seq;
   in_state_ = in_state;
   state_broken_ = in_state;  // an incomplete state is never continued: a new one must begin
-  if (segments.empty()) {
+  if (segments->empty()) {
     last_number_ = last_seq_ + 1;
     return OpenSegment(SegmentName(last_number_));
   }
-  last_number_ = segments.back().number;
-  base_number_ = segments[first].number;
-  return OpenSegment(segments.back().name);
+  last_number_ = segments->back().number;
+  base_number_ = (*segments)[first].number;
+  return OpenSegment(segments->back().name);
+}
+
+absl::Status ReplicaLog::ReplaySegment(const Segment& segment, bool last, const Replay& replay,
+                                       Recovery* recovery, bool* in_state) {
+  const std::string path = dir_ + "/" + segment.name;
+  absl::StatusOr<std::string> data = disk_->ReadAll(path);
+  if (!data.ok()) return data.status();
+  proto::LogEntry entry;
+  size_t at = 0;
+  while (at < data->size()) {
+    const absl::string_view rest = absl::string_view(*data).substr(at);
+    const FrameResult r = DecodeFrame(rest, &entry);
+    if (r.kind == FrameResult::kOk) {
+      if (absl::Status st =
+              CheckOrder(entry, at == 0 && segment.base, in_state, &recovery->last_seq);
+          !st.ok()) {
+        return absl::DataLossError(
+            absl::StrCat(path, ": record at offset ", at, ": ", st.message()));
+      }
+      if (absl::Status st = replay(entry); !st.ok()) return st;
+      if (entry.kind() == proto::LogEntry::LIVE) recovery->last_epoch = entry.epoch();
+      if (entry.kind() == proto::LogEntry::STATE_BEGIN) recovery->state = true;
+      if (entry.kind() == proto::LogEntry::STATE) ++recovery->state_records;
+      ++recovery->records;
+      recovery->bytes += r.bytes;
+      at += r.bytes;
+      continue;
+    }
+    // A torn tail: only at the end of the last segment, and only a frame cut short, zeros,
+    // or a final frame (ending exactly at the file's end) whose bytes did not all arrive.
+    // (Zeros may follow that final frame: a file system that extended the file.)
+    const bool final_frame = r.kind == FrameResult::kCorrupt && r.bytes > 0 &&
+                             std::all_of(rest.begin() + static_cast<ptrdiff_t>(r.bytes), rest.end(),
+                                         [](char c) { return c == 0; });
+    if (last && (r.kind != FrameResult::kCorrupt || final_frame)) {
+      recovery->torn_file = path;
+      recovery->torn_bytes = rest.size();
+      recovery->torn_why = r.kind == FrameResult::kZeros        ? "zeros"
+                           : r.kind == FrameResult::kIncomplete ? "an incomplete record"
+                                                                : r.why;
+      return disk_->Truncate(path, at);
+    }
+    return absl::DataLossError(
+        absl::StrCat(path, ": corrupt log record at offset ", at, " (",
+                     r.kind == FrameResult::kCorrupt ? r.why : "cut short before the log's end",
+                     "); the log refuses to open rather than drop the records after it"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<proto::LogEntry>> ReplicaLog::ReadLive(storage::Disk* disk,
+                                                                  const std::string& dir,
+                                                                  uint64_t from_seq) {
+  size_t first = 0;
+  absl::StatusOr<std::vector<Segment>> segments = ListSegments(disk, dir, &first);
+  if (!segments.ok()) return segments.status();
+  std::vector<proto::LogEntry> out;
+  proto::LogEntry entry;
+  for (size_t i = first; i < segments->size(); ++i) {
+    // Every seq of segment i is below the next one's number: skip what ends before from_seq.
+    if (i + 1 < segments->size() && (*segments)[i + 1].number <= from_seq) continue;
+    absl::StatusOr<std::string> data = disk->ReadAll(dir + "/" + (*segments)[i].name);
+    if (!data.ok()) return data.status();
+    for (size_t at = 0; at < data->size();) {
+      const FrameResult r = DecodeFrame(absl::string_view(*data).substr(at), &entry);
+      if (r.kind != FrameResult::kOk) return out;  // the end being written
+      at += r.bytes;
+      if (entry.kind() == proto::LogEntry::LIVE && entry.record().seq() >= from_seq) {
+        out.push_back(entry);
+      }
+    }
+  }
+  return out;
 }
 
 absl::Status ReplicaLog::CheckOrder(const proto::LogEntry& e, bool base_start, bool* in_state,

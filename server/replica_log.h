@@ -86,6 +86,14 @@ class ReplicaLog {
   // `keep_written` keeps the file's bytes, not that promise.
   absl::Status Resume(bool keep_written);
 
+  // The live records with seqs from `from_seq` on in the log in `dir` (from its last state),
+  // in order, up to the first record that does not decode (the end being written). For a
+  // primary sending a backup the records it lacks while the log's own thread appends: it
+  // reads the files, never the ReplicaLog object.
+  static absl::StatusOr<std::vector<proto::LogEntry>> ReadLive(storage::Disk* disk,
+                                                               const std::string& dir,
+                                                               uint64_t from_seq);
+
   uint64_t last_seq() const { return last_seq_; }
   uint64_t synced_seq() const { return synced_seq_; }
   // The error that stopped the log, OK while it works.
@@ -96,7 +104,18 @@ class ReplicaLog {
  private:
   ReplicaLog(storage::Disk* disk, std::string dir, const Options& options)
       : disk_(disk), dir_(std::move(dir)), options_(options) {}
+  struct Segment {
+    uint64_t number;
+    bool base;  // begins with STATE_BEGIN
+    std::string name;
+  };
+  // The segments in `dir` by number; *first: the last one that begins a state (0: none).
+  static absl::StatusOr<std::vector<Segment>> ListSegments(storage::Disk* disk,
+                                                           const std::string& dir, size_t* first);
   absl::Status Recover(const Replay& replay, Recovery* recovery);
+  // Replays one segment (`last`: the log's last, whose torn tail is cut).
+  absl::Status ReplaySegment(const Segment& segment, bool last, const Replay& replay,
+                             Recovery* recovery, bool* in_state);
   // Whether `e` may follow what *in_state and *last_seq describe (`base_start`: it is the
   // first record of a base segment); if so, advances them.
   static absl::Status CheckOrder(const proto::LogEntry& e, bool base_start, bool* in_state,

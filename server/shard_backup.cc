@@ -33,21 +33,29 @@ absl::StatusOr<proto::AttachResponse> ShardReplica::Attach(const proto::AttachRe
                         &out);
       closed.swap(links_);
     }
-    store_->Clear();
+    // A state the primary may extend by delta: a backup's (recovered, or followed before)
+    // whose last record was live and is in its log, if it logs.
+    const bool keep = req.delta() && !was_primary && role_ == Role::kBackup && check_epoch_ != 0 &&
+                      (log_ == nullptr || (!log_behind_ && logged_ >= check_seq_));
     role_ = Role::kBackup;
     epoch_ = req.epoch();
     fence_ = req.epoch();
-    applied_seq_ = 0;
-    first_seq_ = 0;
-    next_seq_ = 1;
     recovered_ = false;
-    // The log forgets what it held: the transfer that follows is its new state.
-    if (log_ != nullptr) LogMarker(proto::LogEntry::STATE_BEGIN, 0);
-    if (primary_peer_ != peer) old_peer = primary_peer_;
-    primary_peer_ = peer;
     proto::AttachResponse resp;
     resp.set_arena_addr(mr_->address());
     resp.set_arena_rkey(mr_->rkey());
+    if (keep) {
+      applied_seq_ = state_seq_;  // the next live record must follow it
+      first_seq_ = 0;
+      kept_ = true;
+      resp.set_last_seq(state_seq_);
+      resp.set_check_seq(check_seq_);
+      resp.set_check_epoch(check_epoch_);
+    } else {
+      ClearStateLocked();
+    }
+    if (primary_peer_ != peer) old_peer = primary_peer_;
+    primary_peer_ = peer;
     result = resp;
   }
   // The previous primary's connection: none of its writes may land in the new state.
@@ -91,9 +99,7 @@ void ShardReplica::Apply(const proto::ReplicateRequest& req, uint64_t peer, Appl
         LogWriter::Done done = [self, live, seq, last, reply,
                                 resp = result.ok() ? *result
                                                    : proto::ReplicateResponse()](absl::Status st) {
-          if (st.ok() && live) {
-            if (auto r = self.lock()) r->NoteLogged(seq);
-          }
+          if (auto r = self.lock()) r->NoteLogged(live ? seq : 0, st);
           if (!last) return;
           if (!st.ok()) {
             return reply(absl::Status(st.code(), absl::StrCat("the shard's log: ", st.message())));
@@ -123,33 +129,23 @@ absl::StatusOr<proto::ReplicateResponse> ShardReplica::ApplyLocked(
   }
   epoch_ = std::max(epoch_, req.epoch());
   fence_ = std::max(fence_, req.epoch());
+  if (req.snapshot() && kept_) ClearStateLocked();  // the primary sends all of it after all
+  kept_ = false;
   if (req.snapshot()) {
     if (applied_seq_ != 0) {
       return absl::FailedPreconditionError("snapshot request after live records");
     }
     if (req.next_seq() != 0) first_seq_ = next_seq_ = req.next_seq();
   }
+  if (to_log != nullptr && log_behind_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shard ", id_,
+                     ": this backup's log refused records it applied; it must be attached "
+                     "again"));
+  }
   for (const proto::ReplicationRecord& r : req.records()) {
     if (!req.snapshot()) {
-      if (r.seq() == 0 || (applied_seq_ != 0 && r.seq() != applied_seq_ + 1)) {
-        return absl::FailedPreconditionError(absl::StrCat("shard ", id_, ": record ", r.seq(),
-                                                          " out of sequence after ", applied_seq_));
-      }
-      if (applied_seq_ == 0 && first_seq_ != 0 && r.seq() != first_seq_) {
-        return absl::FailedPreconditionError(absl::StrCat("shard ", id_, ": first live record ",
-                                                          r.seq(), ", expected ", first_seq_,
-                                                          " (an earlier one was lost)"));
-      }
-      if (to_log != nullptr && state_open_) {
-        // A primary that does not mark its transfer's end: the state ends before its first
-        // live record.
-        proto::LogEntry end;
-        end.set_kind(proto::LogEntry::STATE_END);
-        end.set_epoch(epoch_);
-        end.mutable_record()->set_seq(r.seq() - 1);
-        to_log->push_back(std::move(end));
-        state_open_ = false;
-      }
+      if (absl::Status st = CheckNextLocked(r, to_log); !st.ok()) return st;
     }
     KvStore::Mutation m;
     if (r.op() != proto::ReplicationRecord::NOOP) {
@@ -170,8 +166,12 @@ absl::StatusOr<proto::ReplicateResponse> ShardReplica::ApplyLocked(
       }
     }
     if (!req.snapshot()) {
-      applied_seq_ = r.seq();
+      applied_seq_ = state_seq_ = r.seq();
       next_seq_ = r.seq() + 1;
+      if (r.op() != proto::ReplicationRecord::NOOP) {
+        check_seq_ = r.seq();
+        check_epoch_ = req.epoch();
+      }
     }
   }
   proto::ReplicateResponse resp;
@@ -179,9 +179,51 @@ absl::StatusOr<proto::ReplicateResponse> ShardReplica::ApplyLocked(
   return resp;
 }
 
-void ShardReplica::NoteLogged(uint64_t seq) {
+absl::Status ShardReplica::CheckNextLocked(const proto::ReplicationRecord& r,
+                                           std::vector<proto::LogEntry>* to_log) {
+  if (r.seq() == 0 || (applied_seq_ != 0 && r.seq() != applied_seq_ + 1)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shard ", id_, ": record ", r.seq(), " out of sequence after ", applied_seq_));
+  }
+  if (applied_seq_ == 0 && first_seq_ != 0 && r.seq() != first_seq_) {
+    return absl::FailedPreconditionError(absl::StrCat("shard ", id_, ": first live record ",
+                                                      r.seq(), ", expected ", first_seq_,
+                                                      " (an earlier one was lost)"));
+  }
+  if (to_log != nullptr && state_open_) {
+    // A primary that does not mark its transfer's end: the state ends before its first live
+    // record.
+    proto::LogEntry end;
+    end.set_kind(proto::LogEntry::STATE_END);
+    end.set_epoch(epoch_);
+    end.mutable_record()->set_seq(r.seq() - 1);
+    to_log->push_back(std::move(end));
+    state_open_ = false;
+  }
+  return absl::OkStatus();
+}
+
+void ShardReplica::NoteLogged(uint64_t seq, const absl::Status& st) {
   MutexLock l(&mu_);
-  logged_ = std::max(logged_, seq);
+  if (st.ok()) {
+    logged_ = std::max(logged_, seq);
+  } else {
+    log_behind_ = true;  // the store holds what the log does not: no more records, no delta
+  }
+}
+
+void ShardReplica::ClearStateLocked() {
+  store_->Clear();
+  applied_seq_ = 0;
+  first_seq_ = 0;
+  next_seq_ = 1;
+  state_seq_ = check_seq_ = check_epoch_ = 0;
+  kept_ = false;
+  // The log forgets what it held: the transfer that follows is its new state.
+  if (log_ != nullptr) {
+    LogMarker(proto::LogEntry::STATE_BEGIN, 0);
+    log_behind_ = false;
+  }
 }
 
 bool ShardReplica::WaitLogged(absl::Duration limit) {

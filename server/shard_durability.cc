@@ -13,7 +13,17 @@ absl::Status ShardReplica::RecoverAndLog(storage::Disk* disk, const std::string&
                                          FsyncPolicy policy, const Clock* clock,
                                          ReplicaLog::Recovery* recovery) {
   char* const arena = reinterpret_cast<char*>(mr_->address());
-  auto replay = [this, arena, &dir](const proto::LogEntry& e) -> absl::Status {
+  uint64_t last_live = 0, check_seq = 0, check_epoch = 0;  // see state_seq_
+  auto replay = [&, this, arena](const proto::LogEntry& e) -> absl::Status {
+    if (e.kind() == proto::LogEntry::LIVE) {
+      last_live = e.record().seq();
+      if (e.record().op() != proto::ReplicationRecord::NOOP) {
+        check_seq = e.record().seq();
+        check_epoch = e.epoch();
+      }
+    } else if (e.kind() == proto::LogEntry::STATE_BEGIN) {
+      last_live = check_seq = check_epoch = 0;
+    }
     switch (e.kind()) {
       case proto::LogEntry::STATE_BEGIN:
         store_->Clear();  // a state follows: nothing before it counts
@@ -49,6 +59,12 @@ absl::Status ShardReplica::RecoverAndLog(storage::Disk* disk, const std::string&
   next_seq_ = std::max(next_seq_, last + 1);
   logged_ = last;
   log_ = std::move(writer);
+  disk_ = disk;
+  log_dir_ = dir;
+  const bool whole = recovery == nullptr || recovery->complete;
+  state_seq_ = whole ? last_live : 0;
+  check_seq_ = whole ? check_seq : 0;
+  check_epoch_ = whole ? check_epoch : 0;
   recovered_ = recovery == nullptr || recovery->complete;
   if (recovery != nullptr && !recovery->complete) store_->Clear();  // nothing it may serve
   return absl::OkStatus();

@@ -1,11 +1,13 @@
 // ShardReplica: as primary, its links to backups: adding one with a state transfer, catching up,
 // removing.
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "server/replication_records.h"
 #include "server/shard_replica.h"
+#include "transport/base/logging.h"
 
 namespace unloadkv::server {
 namespace {
@@ -13,54 +15,36 @@ namespace {
 // Snapshot records per REPLICATE request, and their key bytes: well inside a message.
 constexpr size_t kSnapshotRecords = 256;
 constexpr size_t kSnapshotKeyBytes = 32 << 10;
+// Value writes per delta request (each one record's value).
+constexpr size_t kDeltaWrites = 64;
 
 }  // namespace
 
-uint64_t ShardReplica::AddLink(std::shared_ptr<ReplicaLink> link) {
+uint64_t ShardReplica::AddLink(std::shared_ptr<ReplicaLink> link,
+                               const proto::AttachResponse& attached) {
   const std::string node = link->node();
+  // Delta catch-up (docs/durability.md): the backup kept a state; the log's records after it
+  // are read outside the lock (they may be many), and what committed meanwhile under it.
+  std::vector<proto::LogEntry> tail;
+  if (attached.check_epoch() != 0 && disk_ != nullptr) {
+    absl::StatusOr<std::vector<proto::LogEntry>> t =
+        ReplicaLog::ReadLive(disk_, log_dir_, attached.check_seq());
+    if (t.ok()) tail = *std::move(t);
+  }
   uint64_t bytes = 0;
+  bool delta = false;
+  uint64_t to = 0;
   {
     MutexLock l(&mu_);
     if (role_ != Role::kPrimary) return 0;
-    std::weak_ptr<ShardReplica> self = weak_from_this();
     LinkState ls;
     ls.link = link;
     ls.votes_from = next_seq_;
-    ls.transfer_end = pending_.empty() ? 0 : pending_.back().seq;
-    // The first live record this link carries: the backup checks it (a lost one would leave
-    // the backup without a write the others have, while acks for later ones commit it).
-    const uint64_t first_live = pending_.empty() ? next_seq_ : pending_.front().seq;
-    // The committed state, in requests of bounded size; at least one, to say first_live.
-    std::vector<KvStore::Mutation> snapshot = store_->Snapshot();
-    size_t i = 0;
-    do {
-      ReplicaLink::Item item;
-      item.request.set_shard(id_);
-      item.request.set_epoch(epoch_);
-      item.request.set_snapshot(true);
-      item.request.set_next_seq(first_live);
-      size_t key_bytes = 0;
-      for (; i < snapshot.size() && item.request.records_size() < int{kSnapshotRecords} &&
-             key_bytes < kSnapshotKeyBytes;
-           ++i) {
-        const KvStore::Mutation& m = snapshot[i];
-        key_bytes += m.key.size();
-        bytes += m.size;
-        *item.request.add_records() = ToRecord(m, 0);
-        if (m.size > 0) {
-          item.writes.push_back(
-              {rnic::ScatterGatherEntry{mr_->address() + m.slot.offset, m.size, mr_->lkey()},
-               m.slot.offset});
-        }
-      }
-      item.request.set_snapshot_end(i == snapshot.size());
-      item.done = [self, node](auto r) {
-        if (auto s = self.lock()) s->OnAck(node, 0, true, r);
-      };
-      ++ls.snapshot_pending;
-      link->Push(std::move(item));
-    } while (i < snapshot.size());
+    delta = !tail.empty() && SendDeltaLocked(attached, std::move(tail), &ls, &bytes);
+    if (!delta) SendSnapshotLocked(&ls, &bytes);
+    to = next_seq_ - 1;
     // Then the writes in flight, which commit without this link but must reach it.
+    std::weak_ptr<ShardReplica> self = weak_from_this();
     for (const Entry& e : pending_) {
       ReplicaLink::Item item = ItemFor(e);
       item.done = [self, node, seq = e.seq](auto r) {
@@ -71,7 +55,141 @@ uint64_t ShardReplica::AddLink(std::shared_ptr<ReplicaLink> link) {
     links_[node] = std::move(ls);
   }
   link->Flush();
+  Log(LogLevel::kInfo,
+      delta
+          ? absl::StrCat("shard ", id_, ": catching ", node, " up by delta: seqs ",
+                         attached.last_seq() + 1, "..", to, ", ", bytes, " value bytes")
+          : absl::StrCat(
+                "shard ", id_, ": transferring the whole state to ", node, " (", bytes,
+                " value bytes)",
+                attached.check_epoch() != 0 ? "; its kept state is not one this log extends" : ""));
   return bytes;
+}
+
+void ShardReplica::SendSnapshotLocked(LinkState* ls, uint64_t* bytes) {
+  const std::string node = ls->link->node();
+  std::weak_ptr<ShardReplica> self = weak_from_this();
+  ls->transfer_end = pending_.empty() ? 0 : pending_.back().seq;
+  // The first live record this link carries: the backup checks it (a lost one would leave
+  // the backup without a write the others have, while acks for later ones commit it).
+  const uint64_t first_live = pending_.empty() ? next_seq_ : pending_.front().seq;
+  // The committed state, in requests of bounded size; at least one, to say first_live.
+  std::vector<KvStore::Mutation> snapshot = store_->Snapshot();
+  size_t i = 0;
+  do {
+    ReplicaLink::Item item;
+    item.request.set_shard(id_);
+    item.request.set_epoch(epoch_);
+    item.request.set_snapshot(true);
+    item.request.set_next_seq(first_live);
+    size_t key_bytes = 0;
+    for (; i < snapshot.size() && item.request.records_size() < int{kSnapshotRecords} &&
+           key_bytes < kSnapshotKeyBytes;
+         ++i) {
+      const KvStore::Mutation& m = snapshot[i];
+      key_bytes += m.key.size();
+      *bytes += m.size;
+      *item.request.add_records() = ToRecord(m, 0);
+      if (m.size > 0) {
+        item.writes.push_back(
+            {rnic::ScatterGatherEntry{mr_->address() + m.slot.offset, m.size, mr_->lkey()},
+             m.slot.offset});
+      }
+    }
+    item.request.set_snapshot_end(i == snapshot.size());
+    item.done = [self, node](auto r) {
+      if (auto s = self.lock()) s->OnAck(node, 0, true, r);
+    };
+    ++ls->snapshot_pending;
+    ls->link->Push(std::move(item));
+  } while (i < snapshot.size());
+}
+
+bool ShardReplica::SendDeltaLocked(const proto::AttachResponse& attached,
+                                   std::vector<proto::LogEntry> tail, LinkState* ls,
+                                   uint64_t* bytes) {
+  // The backup followed this history only if this log holds its last write, from the same
+  // epoch, and nothing but barriers (never logged) after it up to where it stopped.
+  const uint64_t from = attached.last_seq() + 1;
+  const uint64_t committed = (pending_.empty() ? next_seq_ : pending_.front().seq) - 1;
+  if (tail.front().record().seq() != attached.check_seq() ||
+      tail.front().epoch() != attached.check_epoch() || from > committed + 1) {
+    return false;
+  }
+  // What committed while the tail was read: every committed write is in the log's file.
+  const uint64_t read_to = tail.back().record().seq();
+  if (read_to < committed) {
+    absl::StatusOr<std::vector<proto::LogEntry>> more =
+        ReplicaLog::ReadLive(disk_, log_dir_, read_to + 1);
+    if (!more.ok()) return false;
+    for (proto::LogEntry& e : *more) tail.push_back(std::move(e));
+  }
+  std::vector<const proto::LogEntry*> records;  // the PUTs and DELETEs in (last_seq, committed]
+  uint64_t value_bytes = 0;
+  for (size_t i = 1; i < tail.size(); ++i) {
+    const uint64_t seq = tail[i].record().seq();
+    if (seq < from) return false;  // a write where the backup had a barrier: another history
+    if (seq > committed) break;
+    records.push_back(&tail[i]);
+    value_bytes += tail[i].value().size();
+  }
+  // A delta that moves more than the whole state would is not worth it.
+  if (value_bytes > store_->stats().arena_used_bytes) return false;
+  // The values leave from a buffer of their own, registered for the link's writes: the arena's
+  // slots may hold newer values by now.
+  auto buffer = std::make_shared<DeltaBuffer>();
+  buffer->bytes.resize(std::max<uint64_t>(value_bytes, 1));
+  absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> mr =
+      engine_->RegisterMemory(buffer->bytes.data(), buffer->bytes.size(), rnic::kLocalWrite);
+  if (!mr.ok()) return false;
+  buffer->mr = *std::move(mr);
+  ls->link->Hold(buffer);
+  PushDeltaLocked(records, from, committed, buffer, ls);
+  ls->acked = from - 1;              // it holds everything up to there
+  ls->transfer_end = next_seq_ - 1;  // caught up once it acknowledged every seq so far
+  *bytes += value_bytes;
+  return true;
+}
+
+void ShardReplica::PushDeltaLocked(const std::vector<const proto::LogEntry*>& records,
+                                   uint64_t from, uint64_t to,
+                                   const std::shared_ptr<DeltaBuffer>& buffer, LinkState* ls) {
+  const std::string node = ls->link->node();
+  std::weak_ptr<ShardReplica> self = weak_from_this();
+  size_t next = 0;      // into records
+  uint64_t offset = 0;  // into the buffer
+  ReplicaLink::Item item;
+  auto flush = [&](uint64_t last) {
+    if (item.request.records_size() == 0) return;
+    item.request.set_shard(id_);
+    item.request.set_epoch(epoch_);
+    item.done = [self, node, last, buffer](auto r) {
+      if (auto s = self.lock()) s->OnAck(node, last, false, r);
+    };
+    ls->link->Push(std::move(item));
+    item = ReplicaLink::Item();
+  };
+  for (uint64_t seq = from; seq <= to; ++seq) {
+    proto::ReplicationRecord* r = item.request.add_records();
+    if (next < records.size() && records[next]->record().seq() == seq) {
+      const proto::LogEntry& e = *records[next++];
+      *r = e.record();
+      if (!e.value().empty()) {
+        std::memcpy(buffer->bytes.data() + offset, e.value().data(), e.value().size());
+        item.writes.push_back({buffer->mr->Sge(offset, static_cast<uint32_t>(e.value().size())),
+                               e.record().offset()});
+        offset += e.value().size();
+      }
+    } else {
+      r->set_op(proto::ReplicationRecord::NOOP);  // a barrier: never logged
+      r->set_seq(seq);
+    }
+    if (item.request.records_size() >= int{kSnapshotRecords} ||
+        item.writes.size() >= kDeltaWrites) {
+      flush(seq);
+    }
+  }
+  flush(to);
 }
 
 bool ShardReplica::CaughtUp(const std::string& node) const {

@@ -48,16 +48,21 @@ void ShardReplica::Append(Entry entry) {
   std::vector<std::shared_ptr<ReplicaLink>> flush;
   {
     MutexLock l(&mu_);
+    absl::Status refused;
     if (role_ != Role::kPrimary) {
+      refused = absl::AbortedError("not the primary of this shard");
+    } else if (log_ != nullptr && !entry.barrier) {
+      // A stopped log refuses the write before any backup sees it (a full disk: reads go on).
+      if (absl::Status st = log_->failure(); !st.ok()) {
+        refused = absl::Status(st.code(), absl::StrCat("the shard's log: ", st.message()));
+      }
+    }
+    if (!refused.ok()) {
       if (entry.barrier) {
-        out.push_back([f = std::move(entry.on_barrier)] {
-          f(absl::AbortedError("not the primary of this shard"));
-        });
+        out.push_back([f = std::move(entry.on_barrier), refused] { f(refused); });
       } else {
         store_->Abandon(entry.mutation);
-        out.push_back([f = std::move(entry.done)] {
-          f(absl::AbortedError("not the primary of this shard"));
-        });
+        out.push_back([f = std::move(entry.done), refused] { f(refused); });
       }
     } else {
       Entry& e = pending_.emplace_back(std::move(entry));
@@ -119,15 +124,29 @@ void ShardReplica::OnLogged(uint64_t seq, const absl::Status& st) {
       CommitReady(&out);
     } else {
       // Not logged: the write fails with the log's error (RESOURCE_EXHAUSTED for a full disk)
-      // and changes nothing. Reads go on.
+      // and changes nothing. Reads go on. If a backup was sent the record, it may hold what
+      // this replica will not: the write's outcome is unknown, and every link fails, so that
+      // the backups are attached again from this replica's state.
+      const bool sent = !links_.empty();
       for (auto it = pending_.begin(); it != pending_.end(); ++it) {
         if (it->seq != seq) continue;
-        store_->Abandon(it->mutation);
-        out.push_back([f = std::move(it->done), st] {
-          f(absl::Status(st.code(), absl::StrCat("the shard's log: ", st.message())));
+        if (!sent) store_->Abandon(it->mutation);
+        out.push_back([f = std::move(it->done), st, sent] {
+          f(absl::Status(sent ? absl::StatusCode::kUnavailable : st.code(),
+                         absl::StrCat(sent ? "write outcome unknown: " : "",
+                                      "the shard's log: ", st.message())));
         });
         pending_.erase(it);
         break;
+      }
+      for (auto& [node, ls] : links_) {
+        if (!ls.failed) {
+          Log(LogLevel::kWarning,
+              absl::StrCat("shard ", id_, ": backup ", node, " was sent record ", seq,
+                           ", which this replica's log refused; it "
+                           "must be attached again"));
+        }
+        ls.failed = true;
       }
       CommitReady(&out);  // what waited behind it
     }

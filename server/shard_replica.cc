@@ -15,6 +15,7 @@ absl::StatusOr<std::shared_ptr<ShardReplica>> ShardReplica::Create(
   r->id_ = id;
   r->protection_ = std::move(protection);
   r->device_ = engine->device();
+  r->engine_ = engine;
   r->reaper_ = reaper;
   r->close_peer_ = std::move(close_peer);
   r->arena_bytes_ = arena_bytes;

@@ -111,11 +111,14 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   // `done(OK)` once every voting link confirmed this epoch after the call (a read barrier);
   // at once without links.
   void Barrier(std::function<void(absl::Status)> done);
-  // Adds a backup whose shard was just attached (ReplicaLink::Attach): sends it the committed
-  // state (value writes + snapshot records), then the writes in flight; it votes on every
-  // write submitted from now on.
-  // Returns the value bytes the state transfer sends.
-  uint64_t AddLink(std::shared_ptr<ReplicaLink> link);
+  // Adds a backup whose shard was just attached (ReplicaLink::Attach, whose answer is
+  // `attached`): sends it the committed state (value writes + snapshot records), or, when the
+  // backup kept a state this replica's log extends, only the log's records after it (delta
+  // catch-up: value writes + live records, from a buffer of their own); then the writes in
+  // flight. It votes on every write submitted from now on.
+  // Returns the value bytes the transfer sends.
+  uint64_t AddLink(std::shared_ptr<ReplicaLink> link,
+                   const proto::AttachResponse& attached = proto::AttachResponse());
   // The link acknowledged everything it was sent when added (state transfer done).
   bool CaughtUp(const std::string& node) const;
   // Stops sending to `node` and requiring its acknowledgments; commits what waited only on it.
@@ -204,6 +207,12 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
     bool failed = false;
   };
   using Callbacks = std::vector<std::function<void()>>;
+  // A delta's values, registered for the link's writes; the link holds it while it lives.
+  struct DeltaBuffer {
+    std::string bytes;
+    std::unique_ptr<rnic::MemoryRegion> mr;  // destroyed first
+    ~DeltaBuffer() { mr.reset(); }
+  };
 
   ShardReplica() = default;
   // The replica stopped being the primary (`was_primary`): tell on_demoted. Outside mu_.
@@ -213,6 +222,17 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   // Gives `entry` (a write or a barrier) the next sequence number and sends it to every
   // link; fails it at once (ABORTED, nothing applied) unless this replica is the primary.
   void Append(Entry entry);
+  // Requires mu_. The transfers of AddLink onto ls->link: the whole committed state; or the
+  // records after the backup's state from the log's `tail` (false, sending nothing, when the
+  // backup's history is not this log's or a delta would move more than the state).
+  void SendSnapshotLocked(LinkState* ls, uint64_t* bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool SendDeltaLocked(const proto::AttachResponse& attached, std::vector<proto::LogEntry> tail,
+                       LinkState* ls, uint64_t* bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Requires mu_. Seqs from..to as requests: `records` (in order) where logged, barriers
+  // (NOOP) between them; values copied into `buffer`.
+  void PushDeltaLocked(const std::vector<const proto::LogEntry*>& records, uint64_t from,
+                       uint64_t to, const std::shared_ptr<DeltaBuffer>& buffer, LinkState* ls)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Requires mu_. The link item that carries `e` to a backup.
   ReplicaLink::Item ItemFor(const Entry& e);
   // Requires mu_. Commits every entry all voting links acknowledged; queues their callbacks.
@@ -221,14 +241,21 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
              const absl::StatusOr<proto::ReplicateResponse>& r);
   // The log acknowledged `seq` (or failed it with `st`).
   void OnLogged(uint64_t seq, const absl::Status& st);
-  // As backup: the log acknowledged applied record `seq`.
-  void NoteLogged(uint64_t seq);
+  // As backup: the log acknowledged applied record `seq` (0: not a live one), or failed it.
+  void NoteLogged(uint64_t seq, const absl::Status& st);
+  // Requires mu_. As backup: empties the store and begins a new state in the log.
+  void ClearStateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Requires mu_. The log record of write `e`.
   proto::LogEntry LogEntryFor(const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Requires mu_. Applies `req`'s records; `to_log` gets the log entries of those applied.
   absl::StatusOr<proto::ReplicateResponse> ApplyLocked(const proto::ReplicateRequest& req,
                                                        uint64_t peer,
                                                        std::vector<proto::LogEntry>* to_log)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Requires mu_. Whether live record `r` is the one the backup expects next; ends an open
+  // state in the log first (`to_log`, nullable).
+  absl::Status CheckNextLocked(const proto::ReplicationRecord& r,
+                               std::vector<proto::LogEntry>* to_log)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Requires mu_. The log entry of mutation `m` (its value copied from the arena).
   proto::LogEntry EntryOf(const KvStore::Mutation& m, uint64_t seq, proto::LogEntry::Kind kind)
@@ -248,6 +275,9 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   std::unique_ptr<rnic::MemoryRegion> mr_;
   std::unique_ptr<KvStore> store_;
   std::unique_ptr<LogWriter> log_;  // set before the replica serves (RecoverAndLog)
+  storage::Disk* disk_ = nullptr;   // the log's, and its directory: read for delta catch-up
+  std::string log_dir_;
+  engine::Engine* engine_ = nullptr;  // registers a delta's value buffer
 
   mutable Mutex mu_;
   Role role_ ABSL_GUARDED_BY(mu_) = Role::kBackup;
@@ -258,8 +288,15 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   std::deque<Entry> pending_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, LinkState> links_ ABSL_GUARDED_BY(mu_);
-  uint64_t logged_ ABSL_GUARDED_BY(mu_) = 0;      // the log acknowledged every write up to here
-  bool recovered_ ABSL_GUARDED_BY(mu_) = false;   // see recovered()
+  uint64_t logged_ ABSL_GUARDED_BY(mu_) = 0;     // the log acknowledged every write up to here
+  bool recovered_ ABSL_GUARDED_BY(mu_) = false;  // see recovered()
+  // The state a backup holds (AttachResponse): its last live record's seq, and its last PUT or
+  // DELETE's seq and epoch (check_epoch_ 0: none; a delta can extend the state only when set).
+  uint64_t state_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t check_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t check_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  bool kept_ ABSL_GUARDED_BY(mu_) = false;        // attached keeping its state (delta)
+  bool log_behind_ ABSL_GUARDED_BY(mu_) = false;  // the log refused a record the store applied
   bool state_open_ ABSL_GUARDED_BY(mu_) = false;  // the log has STATE_BEGIN without STATE_END
   // backup
   uint64_t applied_seq_ ABSL_GUARDED_BY(mu_) = 0;   // 0: no live record yet since the attach

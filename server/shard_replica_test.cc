@@ -209,7 +209,6 @@ TEST_F(ShardReplicaTest, WithALogAWriteCommitsOnlyOnceLoggedAndAFullDiskRefusesW
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->bytes, "gamma");
   EXPECT_EQ((*r)->store().Get("a")->bytes, "alpha");
-  replica_ = *r;
 }
 
 // Waits (bounded) for an asynchronous answer.
@@ -300,6 +299,69 @@ TEST_F(ShardReplicaTest, ABackupLogsItsTransferredStateAndRecordsAndRecoversThem
   replica_ = restart();
   EXPECT_FALSE(replica_->recovered());
   EXPECT_EQ(replica_->store().stats().keys, 0u);
+  replica_.reset();  // its log's last sync, before the disk goes
+}
+
+// Attached with `delta`, a backup that holds a state keeps it and says where it stands (its
+// last record, and its last write's seq and epoch); the primary may go on from there, or send
+// a snapshot, which empties it first. Without `delta`, or with nothing to keep, it is emptied.
+TEST_F(ShardReplicaTest, AnAttachForADeltaKeepsTheStateUntilASnapshotReplacesIt) {
+  using Reply = absl::StatusOr<proto::ReplicateResponse>;
+  storage::MemoryDisk disk(5);
+  ASSERT_TRUE(replica_
+                  ->RecoverAndLog(&disk, "/data/shard-7", *FsyncPolicy::Parse("always"),
+                                  RealClock::Get(), nullptr)
+                  .ok());
+  auto apply = [&](const proto::ReplicateRequest& req, uint64_t peer) -> Reply {
+    Answer<Reply> a;
+    replica_->Apply(req, peer, a.Callback());
+    std::optional<Reply> r = a.Wait();
+    return r.has_value() ? *r : absl::DeadlineExceededError("no answer");
+  };
+  proto::AttachRequest delta = AttachAt(4);
+  delta.set_delta(true);
+  absl::StatusOr<proto::AttachResponse> empty = replica_->Attach(delta, 11);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->check_epoch(), 0u);  // nothing to keep
+  proto::ReplicateRequest snapshot = Put(4, 0, "s", 0);
+  snapshot.set_snapshot(true);
+  snapshot.set_snapshot_end(true);
+  snapshot.set_next_seq(5);
+  ASSERT_TRUE(apply(snapshot, 11).ok());
+  ASSERT_TRUE(apply(Put(4, 5, "a", 64), 11).ok());
+  proto::ReplicateRequest barrier = Put(4, 6, "", 0);
+  barrier.mutable_records(0)->set_op(proto::ReplicationRecord::NOOP);
+  ASSERT_TRUE(apply(barrier, 11).ok());
+
+  delta.set_epoch(5);
+  absl::StatusOr<proto::AttachResponse> kept = replica_->Attach(delta, 12);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->last_seq(), 6u);
+  EXPECT_EQ(kept->check_seq(), 5u);
+  EXPECT_EQ(kept->check_epoch(), 4u);
+  EXPECT_TRUE(replica_->store().Get("a").ok());
+  EXPECT_EQ(apply(Put(5, 8, "b", 128), 12).status().code(),
+            absl::StatusCode::kFailedPrecondition);  // not right after 6
+  Reply next = apply(Put(5, 7, "b", 128), 12);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(replica_->store().stats().keys, 3u);
+
+  delta.set_epoch(6);
+  ASSERT_TRUE(replica_->Attach(delta, 13).ok());
+  proto::ReplicateRequest other = Put(6, 0, "t", 192);
+  other.set_snapshot(true);
+  other.set_snapshot_end(true);
+  other.set_next_seq(3);
+  ASSERT_TRUE(apply(other, 13).ok());
+  EXPECT_EQ(replica_->store().stats().keys, 1u);  // the snapshot replaced the kept state
+  EXPECT_TRUE(replica_->store().Get("t").ok());
+
+  ASSERT_TRUE(apply(Put(6, 3, "u", 256), 13).ok());
+  absl::StatusOr<proto::AttachResponse> full = replica_->Attach(AttachAt(7), 14);
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(full->check_epoch(), 0u);
+  EXPECT_EQ(replica_->store().stats().keys, 0u);
+  replica_.reset();  // its log's last sync, before the disk goes
 }
 
 }  // namespace

@@ -3,12 +3,14 @@
 // hold every acknowledged write, in the same slots), failover, fencing of a deposed primary,
 // state transfer to a rejoining node, and SCAN across shards.
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
@@ -17,6 +19,7 @@
 #include "tests/support/test_auth.h"
 #include "transport/base/logging.h"
 #include "transport/cluster/memory_cluster_map.h"
+#include "transport/storage/posix_disk.h"
 
 namespace unloadkv {
 namespace {
@@ -55,7 +58,8 @@ class ClusterTest : public ::testing::Test {
     ASSERT_TRUE(admin_->Create(replicas, *cluster::InitialShards(shards, splits)).ok());
   }
 
-  Node* StartNode(const std::string& name) {
+  // With `data_dir`, the node logs its replicas there (--fsync=always).
+  Node* StartNode(const std::string& name, const std::string& data_dir = "") {
     auto n = std::make_unique<Node>();
     n->name = name;
     n->map = std::make_unique<cluster::MemoryClusterMap>(&coordinator_, "t");
@@ -67,6 +71,7 @@ class ClusterTest : public ::testing::Test {
     o.node = name;
     o.auth_file = auth_file_;
     o.lease_ttl = absl::Seconds(1);
+    o.data_dir = data_dir;
     auto s = server::KvServer::Start(o);
     EXPECT_TRUE(s.ok()) << s.status();
     if (!s.ok()) return nullptr;
@@ -314,6 +319,75 @@ TEST_F(ClusterTest, ANodeJoinsByStateTransferWhileWritesContinue) {
   for (int i = 0; i < written.load(); ++i) {
     ASSERT_EQ(Held("b", 0, absl::StrCat("new", i)), absl::StrCat(i)) << i;
   }
+}
+
+// A fresh directory for a node's data.
+std::string DataDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(base != nullptr ? base : "/tmp") + "/cluster_test/" + name;
+  std::system(("rm -rf '" + dir + "'").c_str());
+  return dir;
+}
+
+// The names of the segments in `dir` that begin a state (a transfer's).
+std::vector<std::string> BaseSegments(const std::string& dir) {
+  storage::PosixDisk disk;
+  std::vector<std::string> out;
+  for (const std::string& name : disk.List(dir).value_or(std::vector<std::string>{})) {
+    if (absl::EndsWith(name, ".base.log")) out.push_back(name);
+  }
+  return out;
+}
+
+// A backup that was away comes back with its data dir: the primary sends it only the records
+// it missed (delta catch-up; no new state in its log), and it then holds exactly the primary's
+// state: the overwrites and deletes it missed included.
+TEST_F(ClusterTest, ABackupBackWithItsLogCatchesUpByDelta) {
+  Init(1, 2);
+  std::map<std::string, std::string> dirs = {{"a", DataDir("a")}, {"b", DataDir("b")}};
+  ASSERT_NE(StartNode("a", dirs["a"]), nullptr);
+  ASSERT_NE(StartNode("b", dirs["b"]), nullptr);
+  ASSERT_TRUE(WaitServing());
+  // The first to see the shard claimed it; the other is its backup.
+  const std::string backup = View().shard_list[0].primary == "a" ? "b" : "a";
+  std::unique_ptr<Client> c = Connect();
+  std::map<std::string, std::string> want;
+  for (int i = 0; i < 500; ++i) {
+    want[absl::StrCat("k", i)] = std::string(100, 'a' + i % 26);
+    ASSERT_TRUE(c->Put(absl::StrCat("k", i), want[absl::StrCat("k", i)]).ok());
+  }
+  const std::vector<std::string> base = BaseSegments(dirs[backup] + "/shard-0");
+  ASSERT_EQ(base.size(), 1u);  // the backup's state from its first (whole) transfer
+  nodes_[backup]->Stop();      // its lease revoked: the primary drops it and goes on alone
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (View().shard_list[0].HasReplica(backup) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_FALSE(View().shard_list[0].HasReplica(backup));
+  for (int i = 0; i < 50; ++i) {
+    want[absl::StrCat("k", i)] = "changed while the backup was away";
+    ASSERT_TRUE(c->Put(absl::StrCat("k", i), want[absl::StrCat("k", i)]).ok());
+  }
+  for (int i = 50; i < 60; ++i) {
+    want.erase(absl::StrCat("k", i));
+    ASSERT_TRUE(c->Delete(absl::StrCat("k", i)).ok());
+  }
+  for (int i = 0; i < 20; ++i) {
+    want[absl::StrCat("new", i)] = absl::StrCat("new value ", i);
+    ASSERT_TRUE(c->Put(absl::StrCat("new", i), want[absl::StrCat("new", i)]).ok());
+  }
+  ASSERT_NE(StartNode(backup, dirs[backup]), nullptr);
+  ASSERT_TRUE(WaitServing());
+  EXPECT_EQ(BaseSegments(dirs[backup] + "/shard-0"), base)
+      << "the backup got a whole new state, not a delta";
+  std::shared_ptr<server::ShardReplica> r = nodes_[backup]->server->shards().Get(0);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->store().stats().keys, want.size());
+  for (const auto& [key, value] : want) EXPECT_EQ(Held(backup, 0, key), value) << key;
+  for (int i = 50; i < 60; ++i) EXPECT_EQ(Held(backup, 0, absl::StrCat("k", i)), std::nullopt) << i;
+  // And a write after it reaches b as usual.
+  ASSERT_TRUE(c->Put("after", "x").ok());
+  EXPECT_EQ(Held(backup, 0, "after"), "x");
 }
 
 }  // namespace
