@@ -24,6 +24,52 @@ bool ParseSegmentName(const std::string& name, uint64_t* number, bool* base) {
          absl::SimpleAtoi(absl::string_view(name).substr(0, 20), number);
 }
 
+// Reads a segment in chunks, so that the disk's read-ahead overlaps the decoding and no
+// buffer of the segment's size is built. window() holds at least one whole frame, when the
+// file has one, after Fill.
+class SegmentReader {
+ public:
+  SegmentReader(storage::Disk* disk, std::string path) : disk_(disk), path_(std::move(path)) {}
+
+  absl::Status Fill() {
+    if (end_ || buf_.size() - at_ >= kMaxFrameBytes + kFrameHeaderBytes) return absl::OkStatus();
+    return Read(kChunkBytes);
+  }
+  // Reads everything to the file's end.
+  absl::Status ReadRest() {
+    while (!end_) {
+      if (absl::Status st = Read(kChunkBytes); !st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
+  absl::string_view window() const { return absl::string_view(buf_).substr(at_); }
+  uint64_t offset() const { return base_ + at_; }  // of window() in the file
+  bool at_end() const { return end_; }
+  void Consume(size_t n) { at_ += n; }
+
+ private:
+  static constexpr uint64_t kChunkBytes = 4 << 20;
+
+  absl::Status Read(uint64_t length) {
+    if (end_) return absl::OkStatus();
+    buf_.erase(0, at_);
+    base_ += at_;
+    at_ = 0;
+    absl::StatusOr<std::string> more = disk_->ReadAt(path_, base_ + buf_.size(), length);
+    if (!more.ok()) return more.status();
+    end_ = more->size() < length;
+    buf_.append(*more);
+    return absl::OkStatus();
+  }
+
+  storage::Disk* const disk_;
+  const std::string path_;
+  std::string buf_;
+  size_t at_ = 0;      // consumed bytes of buf_
+  uint64_t base_ = 0;  // file offset of buf_[0]
+  bool end_ = false;
+};
+
 const char* KindName(proto::LogEntry::Kind k) {
   switch (k) {
     case proto::LogEntry::STATE_BEGIN:
@@ -116,12 +162,13 @@ absl::Status ReplicaLog::Recover(const Replay& replay, Recovery* recovery) {
 absl::Status ReplicaLog::ReplaySegment(const Segment& segment, bool last, const Replay& replay,
                                        Recovery* recovery, bool* in_state) {
   const std::string path = dir_ + "/" + segment.name;
-  absl::StatusOr<std::string> data = disk_->ReadAll(path);
-  if (!data.ok()) return data.status();
+  SegmentReader in(disk_, path);
   proto::LogEntry entry;
-  size_t at = 0;
-  while (at < data->size()) {
-    const absl::string_view rest = absl::string_view(*data).substr(at);
+  while (true) {
+    if (absl::Status st = in.Fill(); !st.ok()) return st;
+    const absl::string_view rest = in.window();
+    if (rest.empty()) return absl::OkStatus();
+    const uint64_t at = in.offset();
     const FrameResult r = DecodeFrame(rest, &entry);
     if (r.kind == FrameResult::kOk) {
       if (absl::Status st =
@@ -136,7 +183,12 @@ absl::Status ReplicaLog::ReplaySegment(const Segment& segment, bool last, const 
       if (entry.kind() == proto::LogEntry::STATE) ++recovery->state_records;
       ++recovery->records;
       recovery->bytes += r.bytes;
-      at += r.bytes;
+      in.Consume(r.bytes);
+      continue;
+    }
+    // Whatever does not decode is judged on everything to the file's end.
+    if (!in.at_end()) {
+      if (absl::Status st = in.ReadRest(); !st.ok()) return st;
       continue;
     }
     // A torn tail: only at the end of the last segment, and only a frame cut short, zeros,
@@ -158,7 +210,6 @@ absl::Status ReplicaLog::ReplaySegment(const Segment& segment, bool last, const 
                      r.kind == FrameResult::kCorrupt ? r.why : "cut short before the log's end",
                      "); the log refuses to open rather than drop the records after it"));
   }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<proto::LogEntry>> ReplicaLog::ReadLive(storage::Disk* disk,
@@ -172,12 +223,13 @@ absl::StatusOr<std::vector<proto::LogEntry>> ReplicaLog::ReadLive(storage::Disk*
   for (size_t i = first; i < segments->size(); ++i) {
     // Every seq of segment i is below the next one's number: skip what ends before from_seq.
     if (i + 1 < segments->size() && (*segments)[i + 1].number <= from_seq) continue;
-    absl::StatusOr<std::string> data = disk->ReadAll(dir + "/" + (*segments)[i].name);
-    if (!data.ok()) return data.status();
-    for (size_t at = 0; at < data->size();) {
-      const FrameResult r = DecodeFrame(absl::string_view(*data).substr(at), &entry);
+    SegmentReader in(disk, dir + "/" + (*segments)[i].name);
+    while (true) {
+      if (absl::Status st = in.Fill(); !st.ok()) return st;
+      if (in.window().empty()) break;
+      const FrameResult r = DecodeFrame(in.window(), &entry);
       if (r.kind != FrameResult::kOk) return out;  // the end being written
-      at += r.bytes;
+      in.Consume(r.bytes);
       if (entry.kind() == proto::LogEntry::LIVE && entry.record().seq() >= from_seq) {
         out.push_back(entry);
       }

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/log_frame.h"
 #include "transport/storage/memory_disk.h"
@@ -211,6 +213,62 @@ TEST(ReplicaLogTest, AStateCutShortIsIncompleteAndOnlyANewStateFollows) {
   ASSERT_TRUE(OpenDescribed(&disk, dir, &seen, &rec).ok());
   EXPECT_TRUE(rec.complete);
   EXPECT_EQ(seen, (std::vector<std::string>{"B", "E:0", "1"}));
+}
+
+// Segments are read in chunks of 4 MiB: records that straddle chunks replay in order, and a torn
+// tail or a corrupt record far past the first chunk is judged on the whole rest of the file.
+TEST(ReplicaLogTest, ASegmentReadInChunksReplaysWholeAndJudgesItsEndOnTheRest) {
+  storage::PosixDisk disk;
+  const std::string dir = Dir("chunks");
+  ReplicaLog::Options o;
+  o.segment_bytes = 64 << 20;  // one segment
+  auto open = [&](std::vector<uint64_t>* seqs, ReplicaLog::Recovery* rec) {
+    return ReplicaLog::Open(
+        &disk, dir, o,
+        [seqs](const proto::LogEntry& e) {
+          if (e != Entry(e.record().seq(), e.value().size())) {
+            return absl::InternalError("a record came back different");
+          }
+          seqs->push_back(e.record().seq());
+          return absl::OkStatus();
+        },
+        rec);
+  };
+  {
+    std::vector<uint64_t> seqs;
+    auto log = open(&seqs, nullptr);
+    ASSERT_TRUE(log.ok()) << log.status();
+    // 200 records of 50,001 bytes: about 10 MB, no frame aligned with a chunk.
+    for (uint64_t s = 1; s <= 200; ++s) ASSERT_TRUE((*log)->Append(Entry(s, 50001)).ok());
+    ASSERT_TRUE((*log)->Sync().ok());
+  }
+  const std::string path = dir + "/" + SegmentName(1);
+  std::vector<uint64_t> seqs;
+  ReplicaLog::Recovery rec;
+  ASSERT_TRUE(open(&seqs, &rec).ok());
+  EXPECT_EQ(seqs, Range(1, 200));
+  EXPECT_TRUE(rec.torn_file.empty());
+  // A final record cut short: cut off, the 199 before it kept.
+  const std::string whole = *disk.ReadAll(path);
+  ASSERT_TRUE(disk.Truncate(path, whole.size() - 7).ok());
+  seqs.clear();
+  rec = ReplicaLog::Recovery();
+  ASSERT_TRUE(open(&seqs, &rec).ok());
+  EXPECT_EQ(seqs, Range(1, 199));
+  EXPECT_EQ(rec.torn_file, path);
+  // A flipped byte in record 150 (past two chunks): refused, naming its offset.
+  std::string data = *disk.ReadAll(path);
+  std::string before;  // the frames of records 1..149
+  for (uint64_t s = 1; s < 150; ++s) AppendFrame(Entry(s, 50001), &before);
+  data[before.size() + 100] ^= 0x40;
+  ASSERT_TRUE(disk.Truncate(path, 0).ok());
+  ASSERT_TRUE((*disk.OpenForAppend(path))->Append(data).ok());
+  seqs.clear();
+  absl::StatusOr<std::unique_ptr<ReplicaLog>> bad = open(&seqs, nullptr);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss) << bad.status();
+  EXPECT_TRUE(
+      absl::StrContains(bad.status().message(), absl::StrCat("at offset ", before.size(), " (")))
+      << bad.status();
 }
 
 // A crash may leave the last segment's end torn: a record cut short, the final record's bytes

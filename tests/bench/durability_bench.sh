@@ -4,22 +4,41 @@
 # both with their data on the same file system, alternated in one run (docs/durability.md).
 # The load is YCSB's load phase (inserts of 1 KiB records) from the same runner for both, at 1
 # and 16 client threads. Each figure is the median of --runs fresh pairs of servers.
+# Then recovery: a node holding --recovery_mib of live values (15,000-byte values) is stopped
+# and started again; the time until it serves, and the log's MB/s, next to the disk's
+# sequential read speed of the same files (page cache dropped before each, when allowed).
+# Then rejoin: a cluster of two (a real etcd), the backup SIGKILLed and away for --away_s while
+# writes go on, restarted with its data dir (delta catch-up) and then without (a whole
+# transfer): the time until it is a backup again and the value bytes sent.
 #   bazel run -c opt //tests/bench:durability_bench -- [--records N] [--runs 3] [--dir DIR]
+#       [--recovery_mib 1024] [--rejoin_records 50000] [--away_s 10] [--only throughput|recovery|rejoin]
 # Pairs: never / appendfsync no, interval:1000 / everysec, always / always.
 set -euo pipefail
 
 RECORDS=5000
 RUNS=3
 DIR=""
+RECOVERY_MIB=1024
+REJOIN_RECORDS=50000
+AWAY_S=10
+ONLY=""
 while (($#)); do
   case "$1" in
     --records) RECORDS=$2; shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
     --dir) DIR=$2; shift 2 ;;
+    --recovery_mib) RECOVERY_MIB=$2; shift 2 ;;
+    --rejoin_records) REJOIN_RECORDS=$2; shift 2 ;;
+    --away_s) AWAY_S=$2; shift 2 ;;
+    --only) ONLY=$2; shift 2 ;;
     *) echo "durability_bench: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-for v in "$RECORDS" "$RUNS"; do
+case "$ONLY" in
+  "" | throughput | recovery | rejoin) ;;
+  *) echo "durability_bench: --only takes throughput, recovery or rejoin" >&2; exit 2 ;;
+esac
+for v in "$RECORDS" "$RUNS" "$RECOVERY_MIB" "$REJOIN_RECORDS" "$AWAY_S"; do
   [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "durability_bench: counts must be positive integers" >&2; exit 2; }
 done
 command -v redis-server >/dev/null || {
@@ -29,6 +48,7 @@ command -v redis-server >/dev/null || {
 if [[ -x server/kvserver ]]; then ROOT=$PWD; else ROOT="$0.runfiles/unloadkv"; fi
 YCSB=$ROOT/client/ycsb/ycsb
 KVSERVER=$ROOT/server/kvserver
+KVCLIENT=$ROOT/client/kvclient
 WL=$ROOT/client/ycsb/workloads/workloada
 BASE=${DIR:-$(mktemp -d)}
 mkdir -p "$BASE"
@@ -37,9 +57,14 @@ log() { printf '[durability_bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 REDIS_PID=""
 KV_PID=""
+ETCD_PID=""
+declare -A NODE_PID=()
 cleanup() {
+  local p
   [[ -n $REDIS_PID ]] && kill "$REDIS_PID" 2>/dev/null || true
   [[ -n $KV_PID ]] && kill -TERM "$KV_PID" 2>/dev/null || true
+  for p in "${NODE_PID[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  [[ -n $ETCD_PID ]] && kill "$ETCD_PID" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$WORK"
 }
@@ -78,6 +103,157 @@ run_pair() {
   done
 }
 
+# Monotonic seconds, with a fraction.
+now() { python3 -c 'import time; print("%.3f" % time.monotonic())'; }
+# Drops the page cache, so that reads come from the disk; false when not allowed.
+drop_caches() { sync && { echo 3 >/proc/sys/vm/drop_caches; } 2>/dev/null; }
+# wait_line FILE PATTERN SECONDS: until FILE has a line matching PATTERN (bounded).
+wait_line() {
+  local i
+  for ((i = 0; i < $3 * 100; i++)); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.01; done
+  return 1
+}
+
+recovery_phase() {
+  local dir=$WORK/recovery port records t0 t1 empty_s read_s serve_s bytes cold=yes line
+  rm -rf "$dir" && mkdir -p "$dir/kv" "$dir/empty"
+  local arena=$(((RECOVERY_MIB * 3 / 2 + 64) << 20))
+  records=$((RECOVERY_MIB * 1048576 / 15000))
+  port=$(free_port)
+  log "recovery: loading $records values of 15,000 bytes (${RECOVERY_MIB} MiB) into a node (--fsync=interval:1000)"
+  "$KVSERVER" --listen=127.0.0.1:$port --metrics= --arena_bytes=$arena --data_dir="$dir/kv" \
+    --fsync=interval:1000 >"$dir/load.log" 2>&1 &
+  KV_PID=$!
+  wait_line "$dir/load.log" listening 30 || { log "kvserver did not start"; cat "$dir/load.log" >&2; exit 1; }
+  "$YCSB" load unloadkv -P "$WL" -p recordcount="$records" -p fieldcount=1 -p fieldlength=15000 \
+    -threads 16 -p unloadkv.server=127.0.0.1:$port >"$dir/ycsb.txt"
+  kill -TERM "$KV_PID"; wait "$KV_PID" 2>/dev/null || true; KV_PID=""
+  bytes=$(cat "$dir"/kv/shard-0/*.log | wc -c)
+  # The same node started empty, from a cold page cache too: what starting costs without a log
+  # to replay (loading the binary and its libraries from the disk included).
+  drop_caches || cold=no
+  port=$(free_port)
+  t0=$(now)
+  "$KVSERVER" --listen=127.0.0.1:$port --metrics= --arena_bytes=$arena --data_dir="$dir/empty" \
+    >"$dir/empty.log" 2>&1 &
+  KV_PID=$!
+  wait_line "$dir/empty.log" listening 60 || { log "kvserver did not start"; exit 1; }
+  t1=$(now)
+  empty_s=$(python3 -c "print($t1 - $t0)")
+  kill -TERM "$KV_PID"; wait "$KV_PID" 2>/dev/null || true; KV_PID=""
+  drop_caches || cold=no
+  t0=$(now)
+  cat "$dir"/kv/shard-0/*.log >/dev/null
+  t1=$(now)
+  read_s=$(python3 -c "print($t1 - $t0)")
+  drop_caches || cold=no
+  port=$(free_port)
+  t0=$(now)
+  "$KVSERVER" --listen=127.0.0.1:$port --metrics= --arena_bytes=$arena --data_dir="$dir/kv" \
+    >"$dir/recover.log" 2>&1 &
+  KV_PID=$!
+  wait_line "$dir/recover.log" listening 600 || { log "kvserver did not recover"; cat "$dir/recover.log" >&2; exit 1; }
+  t1=$(now)
+  serve_s=$(python3 -c "print($t1 - $t0)")
+  line=$(grep -m1 "durability:" "$dir/recover.log")
+  kill -TERM "$KV_PID"; wait "$KV_PID" 2>/dev/null || true; KV_PID=""
+  echo "$records,$bytes,$read_s,$serve_s,$empty_s,$cold" >"$WORK/recovery.csv"
+  log "recovery: $line"
+}
+
+# A cluster of two for the rejoin phase: etcd, n1 (primary), n2; every start appends to its log.
+ETCD_ADDR=""
+start_etcd() {
+  local client peer
+  client=$(free_port); peer=$(free_port)
+  ETCD_ADDR=127.0.0.1:$client
+  etcd --name=bench --data-dir="$WORK/etcd" --listen-client-urls="http://$ETCD_ADDR" \
+    --advertise-client-urls="http://$ETCD_ADDR" --listen-peer-urls="http://127.0.0.1:$peer" \
+    --initial-advertise-peer-urls="http://127.0.0.1:$peer" \
+    --initial-cluster="bench=http://127.0.0.1:$peer" >"$WORK/etcd.log" 2>&1 &
+  ETCD_PID=$!
+  local i
+  for ((i = 0; i < 100; i++)); do
+    curl -s "http://$ETCD_ADDR/health" | grep -q true && return 0
+    sleep 0.1
+  done
+  log "etcd did not start"; tail "$WORK/etcd.log" >&2; exit 1
+}
+start_node() {  # NAME DATA_DIR
+  local port mport
+  port=$(free_port); mport=$(free_port)
+  "$KVSERVER" --etcd="$ETCD_ADDR" --cluster=bench --node="$1" --auth_file="$WORK/auth" \
+    --listen=127.0.0.1:$port --metrics=127.0.0.1:$mport --arena_bytes=$((256 << 20)) \
+    --lease_ttl_s=2 --data_dir="$2" --fsync=always >>"$WORK/$1.log" 2>&1 &
+  NODE_PID[$1]=$!
+  echo "127.0.0.1:$mport" >"$WORK/$1.metrics"
+}
+cluster_json() { "$KVCLIENT" --etcd="$ETCD_ADDR" --cluster=bench cluster status --json 2>/dev/null || true; }
+# Until n2 is n1's backup again at an epoch above $1, nobody joining (bounded: 120 s).
+wait_rejoined() {
+  local i status epoch
+  for ((i = 0; i < 12000; i++)); do
+    status=$(cluster_json)
+    epoch=$(grep -o '"epoch":[0-9]*' <<<"$status" | head -1 | cut -d: -f2)
+    if [[ $status == *'"backups":["n2"]'* && $status == *'"joining":[]'* && ${epoch:-0} -gt $1 ]]; then
+      return 0
+    fi
+    sleep 0.01
+  done
+  return 1
+}
+catchup_bytes() {
+  curl -s "http://$(cat "$WORK/n1.metrics")/metrics" |
+    awk '$1 == "unloadkv_catchup_bytes_total" { printf "%d", $2 }'
+}
+
+rejoin_phase() {
+  start_etcd
+  (umask 077 && {
+    echo "app client $(openssl rand -hex 32)"
+    echo "n1 node $(openssl rand -hex 32)"
+    echo "n2 node $(openssl rand -hex 32)"
+  } >"$WORK/auth")
+  "$KVCLIENT" --etcd="$ETCD_ADDR" --cluster=bench cluster init --shards=1 --replicas=2 >/dev/null
+  start_node n1 "$WORK/n1"
+  local i
+  for ((i = 0; i < 3000; i++)); do [[ $(cluster_json) == *'"primary":"n1"'* ]] && break; sleep 0.01; done
+  start_node n2 "$WORK/n2"
+  wait_rejoined 0 || { log "the cluster did not form"; exit 1; }
+  local props=(-p unloadkv.etcd="$ETCD_ADDR" -p unloadkv.cluster=bench
+    -p unloadkv.auth_file="$WORK/auth" -p unloadkv.user=app)
+  log "rejoin: loading $REJOIN_RECORDS records of 1 KiB into the cluster of two"
+  "$YCSB" load unloadkv -P "$WL" -p recordcount="$REJOIN_RECORDS" -threads 16 "${props[@]}" \
+    >"$WORK/rejoin-load.txt"
+  local mode epoch t0 t1 away bytes0 ops
+  for mode in delta whole; do
+    epoch=$(cluster_json | grep -o '"epoch":[0-9]*' | head -1 | cut -d: -f2)
+    kill -KILL "${NODE_PID[n2]}"; wait "${NODE_PID[n2]}" 2>/dev/null || true
+    log "rejoin ($mode): n2 SIGKILLed; writes go on for ${AWAY_S} s"
+    t0=$(now)
+    ops=0
+    while python3 -c "import sys; sys.exit(0 if $(now) - $t0 < $AWAY_S else 1)"; do
+      "$YCSB" run unloadkv -P "$WL" -p recordcount="$REJOIN_RECORDS" -p operationcount=2000 \
+        -threads 8 "${props[@]}" >"$WORK/rejoin-run.txt"
+      ops=$((ops + 2000))
+    done
+    [[ $mode == whole ]] && rm -rf "$WORK/n2"  # its data dir gone: a whole transfer
+    bytes0=$(catchup_bytes)
+    t0=$(now)
+    start_node n2 "$WORK/n2"
+    wait_rejoined "$epoch" || { log "n2 did not rejoin within 120 s"; tail -20 "$WORK/n2.log" >&2; exit 1; }
+    t1=$(now)
+    echo "$mode,$ops,$(python3 -c "print($t1 - $t0)"),$(($(catchup_bytes) - bytes0))" >>"$WORK/rejoin.csv"
+  done
+}
+
+if [[ -z $ONLY || $ONLY == recovery ]]; then recovery_phase; fi
+if [[ -z $ONLY || $ONLY == rejoin ]]; then
+  command -v etcd >/dev/null || { echo "durability_bench: etcd not found; install it with: sudo apt-get install etcd-server" >&2; exit 1; }
+  rejoin_phase
+fi
+[[ -z $ONLY || $ONLY == throughput ]] || RUNS=0
+
 log "data on $(df -P "$WORK" | awk 'NR==2 {print $1 " (" $6 ")"}'), $RECORDS inserts of 1 KiB records per load, $RUNS runs"
 for run in $(seq "$RUNS"); do
   for pair in "never no" "interval:1000 everysec" "always always"; do
@@ -89,9 +265,28 @@ for run in $(seq "$RUNS"); do
   done
 done
 
-python3 - "$WORK/results.csv" <<'PY'
-import statistics, sys
-rows = [l.strip().split(",") for l in open(sys.argv[1])]
+python3 - "$WORK" <<'PY'
+import os, statistics, sys
+work = sys.argv[1]
+if os.path.exists(work + "/recovery.csv"):
+    records, size, read_s, serve_s, empty_s, cold = open(work + "/recovery.csv").read().strip().split(",")
+    mb = int(size) / 1e6
+    read_s, serve_s, empty_s = float(read_s), float(serve_s), float(empty_s)
+    print("MEASURED recovery of a node holding %s values of 15,000 bytes: %.0f MB of log" % (records, mb))
+    print("  disk read of the same files: %.2f s = %.0f MB/s%s" % (read_s, mb / read_s, "" if cold == "yes" else " (page cache NOT dropped: not allowed here)"))
+    replay_s = serve_s - empty_s
+    print("  start to serving: %.2f s; the same start with an empty data dir: %.2f s" % (serve_s, empty_s))
+    print("  log replayed: %.0f MB in %.2f s = %.0f MB/s, %.0f%% of the disk's read speed" % (
+        mb, replay_s, mb / replay_s, 100 * (mb / replay_s) / (mb / read_s)))
+if os.path.exists(work + "/rejoin.csv"):
+    print("MEASURED rejoin of a backup SIGKILLed while writes went on (cluster of two, --fsync=always):")
+    for line in open(work + "/rejoin.csv"):
+        mode, ops, secs, sent = line.strip().split(",")
+        print("  %-6s ops while away: %6s; restart to backup again: %.2f s; value bytes sent: %s" % (
+            mode, ops, float(secs), sent))
+if not os.path.exists(work + "/results.csv"):
+    sys.exit(0)
+rows = [l.strip().split(",") for l in open(work + "/results.csv")]
 by = {}
 for run, policy, threads, store, tput, p50, p99, errors in rows:
     by.setdefault((policy, threads, store), []).append((float(tput), float(p50), float(p99), int(errors)))

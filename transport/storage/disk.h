@@ -43,6 +43,9 @@ class Disk {
   virtual absl::StatusOr<std::unique_ptr<WritableFile>> OpenForAppend(const std::string& path) = 0;
   // The whole content of `path`.
   virtual absl::StatusOr<std::string> ReadAll(const std::string& path) = 0;
+  // Up to `length` bytes of `path` from byte `offset` on: fewer only at the file's end.
+  virtual absl::StatusOr<std::string> ReadAt(const std::string& path, uint64_t offset,
+                                             uint64_t length) = 0;
   // The names (not paths) of the regular files in `dir`, sorted.
   virtual absl::StatusOr<std::vector<std::string>> List(const std::string& dir) = 0;
   // The names of the directories in `dir`, sorted.

@@ -85,6 +85,14 @@ absl::StatusOr<std::string> MemoryDisk::ReadAll(const std::string& path) {
   return it->second.durable + it->second.pending;
 }
 
+absl::StatusOr<std::string> MemoryDisk::ReadAt(const std::string& path, uint64_t offset,
+                                               uint64_t length) {
+  absl::StatusOr<std::string> all = ReadAll(path);
+  if (!all.ok()) return all.status();
+  if (offset >= all->size()) return std::string();
+  return all->substr(offset, length);
+}
+
 absl::StatusOr<std::vector<std::string>> MemoryDisk::List(const std::string& dir) {
   MutexLock l(&mu_);
   if (dirs_.count(dir) == 0) {

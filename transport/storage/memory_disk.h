@@ -35,6 +35,8 @@ class MemoryDisk : public Disk {
 
   absl::StatusOr<std::unique_ptr<WritableFile>> OpenForAppend(const std::string& path) override;
   absl::StatusOr<std::string> ReadAll(const std::string& path) override;
+  absl::StatusOr<std::string> ReadAt(const std::string& path, uint64_t offset,
+                                     uint64_t length) override;
   absl::StatusOr<std::vector<std::string>> List(const std::string& dir) override;
   absl::StatusOr<std::vector<std::string>> ListDirs(const std::string& dir) override;
   absl::Status Truncate(const std::string& path, uint64_t size) override;

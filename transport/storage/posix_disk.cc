@@ -108,6 +108,26 @@ absl::StatusOr<std::string> PosixDisk::ReadAll(const std::string& path) {
   }
 }
 
+absl::StatusOr<std::string> PosixDisk::ReadAt(const std::string& path, uint64_t offset,
+                                              uint64_t length) {
+  Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return FileError("opening", path, errno);
+  std::string out(length, '\0');
+  uint64_t got = 0;
+  while (got < length) {
+    const ssize_t n =
+        pread(fd.get(), out.data() + got, length - got, static_cast<off_t>(offset + got));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return FileError("reading", path, errno);
+    }
+    if (n == 0) break;  // the file's end
+    got += static_cast<uint64_t>(n);
+  }
+  out.resize(got);
+  return out;
+}
+
 absl::StatusOr<std::vector<std::string>> PosixDisk::List(const std::string& dir) {
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return FileError("listing", dir, errno);

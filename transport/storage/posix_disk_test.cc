@@ -36,7 +36,12 @@ TEST(PosixDiskTest, AppendsSyncsReadsListsTruncatesAndRemoves) {
   ASSERT_TRUE(disk.OpenForAppend(dir + "/1.log").ok());
   ASSERT_TRUE(disk.SyncDir(dir).ok());
   EXPECT_EQ(*disk.ReadAll(dir + "/2.log"), "hello world!");
+  EXPECT_EQ(*disk.ReadAt(dir + "/2.log", 6, 5), "world");
+  EXPECT_EQ(*disk.ReadAt(dir + "/2.log", 6, 100), "world!");  // fewer at the end
+  EXPECT_EQ(*disk.ReadAt(dir + "/2.log", 50, 10), "");
   EXPECT_EQ(*disk.List(dir), (std::vector<std::string>{"1.log", "2.log"}));
+  ASSERT_TRUE(disk.CreateDirs(TempDir() + "/a/c").ok());
+  EXPECT_EQ(*disk.ListDirs(TempDir() + "/a"), (std::vector<std::string>{"b", "c"}));
   ASSERT_TRUE(disk.Truncate(dir + "/2.log", 5).ok());
   EXPECT_EQ(*disk.ReadAll(dir + "/2.log"), "hello");
   ASSERT_TRUE(disk.Remove(dir + "/1.log").ok());
