@@ -313,16 +313,22 @@ fuzz_phase() {
 # found bugs with today's fault generator (docs/sim-cluster.md, "Bugs it found"; those below
 # 101 are in the range already).
 SIM_SEEDS=1..100,216
+SIM_DURABLE_SEEDS=1..50
 sim_phase() {
-  local out
+  local out args
   out=$(mktemp)
-  if bazel run -c opt //tests/sim:cluster_sim -- --seeds="$SIM_SEEDS" >"$out" 2>&1; then
-    PASSED=$((PASSED + 1))
-  else
-    FAILED=$((FAILED + 1))
-    grep -A2 -E '^seed [0-9]+: FAIL' "$out" >&2 || tail -20 "$out" >&2
-  fi
-  tail -2 "$out"
+  # Every node in memory, then every node logging to a simulated disk, with power losses and
+  # full disks among the faults (docs/durability.md).
+  for args in "--seeds=$SIM_SEEDS" "--durable --seeds=$SIM_DURABLE_SEEDS"; do
+    # shellcheck disable=SC2086  # two flags in one string
+    if bazel run -c opt //tests/sim:cluster_sim -- $args >"$out" 2>&1; then
+      PASSED=$((PASSED + 1))
+    else
+      FAILED=$((FAILED + 1))
+      grep -A2 -E '^seed [0-9]+: FAIL' "$out" >&2 || tail -20 "$out" >&2
+    fi
+    tail -2 "$out"
+  done
   rm -f "$out"
 }
 
@@ -389,7 +395,7 @@ run_tests() {
   phase "ThreadSanitizer (the concurrent code)" test_phase --config=tsan --build_tests_only \
     --test_tag_filters=-process,-fuzz //transport/... //client/... //server/... //tests/kv/... \
     //tests/cluster/... //tests/security:memory_protection_test
-  phase "cluster simulation, seeds $SIM_SEEDS (release build)" sim_phase
+  phase "cluster simulation, seeds $SIM_SEEDS, durable $SIM_DURABLE_SEEDS (release build)" sim_phase
   phase "README commands (./quickstart.sh demo, cluster)" readme_phase
   phase "libFuzzer, 15 s per decoder" fuzz_phase
   echo

@@ -248,7 +248,12 @@ absl::Status KvServer::OpenDataDir() {
   if (options_.data_dir.empty()) return absl::OkStatus();
   const FsyncPolicy policy = *FsyncPolicy::Parse(options_.fsync);
   fsync_policy_ = policy.ToString();
-  disk_ = std::make_unique<storage::PosixDisk>();
+  if (options_.embedding != nullptr && options_.embedding->disk != nullptr) {
+    disk_ = options_.embedding->disk;
+  } else {
+    owned_disk_ = std::make_unique<storage::PosixDisk>();
+    disk_ = owned_disk_.get();
+  }
   // Whose data this is: a data dir serves one node of one cluster (or a single node) only.
   const std::string owner =
       IsClusterMode(options_)
@@ -273,6 +278,30 @@ absl::Status KvServer::OpenDataDir() {
   }
   if (registry_ != nullptr) log_metrics_ = std::make_unique<LogMetrics>(*registry_, policy);
   return absl::OkStatus();
+}
+
+bool KvServer::LogThreads() const {
+  return options_.embedding == nullptr || options_.embedding->disk == nullptr;
+}
+
+int KvServer::PollLogs() {
+  int work = 0;
+  if (shards_ == nullptr) return 0;
+  for (const std::shared_ptr<ShardReplica>& r : shards_->All()) work += r->PollLog();
+  return work;
+}
+
+bool KvServer::LogsPending() const {
+  if (shards_ == nullptr) return false;
+  for (const std::shared_ptr<ShardReplica>& r : shards_->All()) {
+    if (r->LogPending()) return true;
+  }
+  return false;
+}
+
+void KvServer::CrashLogs() {
+  if (shards_ == nullptr) return;
+  for (const std::shared_ptr<ShardReplica>& r : shards_->All()) r->CrashLog();
 }
 
 std::string KvServer::ShardDir(uint32_t shard) const {
@@ -314,7 +343,8 @@ absl::Status KvServer::OpenLog(ShardReplica& replica) {
   const FsyncPolicy policy = *FsyncPolicy::Parse(options_.fsync);
   const std::string dir = ShardDir(replica.id());
   ReplicaLog::Recovery rec;
-  if (absl::Status st = replica.RecoverAndLog(disk_.get(), dir, policy, clock_, &rec); !st.ok()) {
+  if (absl::Status st = replica.RecoverAndLog(disk_, dir, policy, clock_, &rec, LogThreads());
+      !st.ok()) {
     return st;
   }
   durability_ = absl::StrCat("log in ", dir, ", fsync ", policy.ToString(), "; recovered ",
@@ -346,7 +376,8 @@ ShardTable::Factory KvServer::ReplicaFactory(bool huge_pages) {
     protection.on_demoted = [windows](uint32_t shard) { windows->RevokeShard(shard); };
   }
   // Cluster mode with --data_dir: every replica logs (recovering what its directory holds).
-  storage::Disk* const disk = IsClusterMode(options_) ? disk_.get() : nullptr;
+  storage::Disk* const disk = IsClusterMode(options_) ? disk_ : nullptr;
+  const bool log_threads = LogThreads();
   const FsyncPolicy policy = *FsyncPolicy::Parse(options_.fsync);
   return [=](uint32_t shard) -> absl::StatusOr<std::shared_ptr<ShardReplica>> {
     void* address = base == nullptr ? nullptr : static_cast<char*>(base) + (*created)++ * stride;
@@ -355,7 +386,8 @@ ShardTable::Factory KvServer::ReplicaFactory(bool huge_pages) {
                              grant_quota, protection);
     if (!r.ok() || disk == nullptr) return r;
     ReplicaLog::Recovery rec;
-    if (absl::Status st = (*r)->RecoverAndLog(disk, ShardDir(shard), policy, clock_, &rec);
+    if (absl::Status st =
+            (*r)->RecoverAndLog(disk, ShardDir(shard), policy, clock_, &rec, log_threads);
         !st.ok()) {
       return st;
     }

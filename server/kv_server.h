@@ -68,6 +68,10 @@ struct KvServerEmbedding {
   LinkEnv links;
   // Optional: the engine's invariant checks (EngineOptions::checks); must outlive the server.
   engine::InvariantChecks* checks = nullptr;
+  // With KvServerOptions::data_dir: the disk the logs live on (not owned; outlives the server),
+  // instead of the real file system. The logs run no thread of their own: the embedder calls
+  // KvServer::PollLogs (docs/durability.md, "The simulation").
+  storage::Disk* disk = nullptr;
 };
 
 struct KvServerOptions {
@@ -77,8 +81,8 @@ struct KvServerOptions {
   uint64_t arena_bytes = uint64_t{256} << 20;
   bool huge_pages = true;           // arena and staging rings on 2 MiB pages if possible
   std::string policy = "adaptive";  // path policy of writes this server initiates
-  // Durability (docs/durability.md): the directory of the shard's log; empty keeps everything
-  // in memory only. So far for a single node (not cluster mode).
+  // Durability (docs/durability.md): the directory of the node's shard logs; empty keeps
+  // everything in memory only.
   std::string data_dir;
   std::string fsync = "always";  // always | interval:MS | never (FsyncPolicy)
   int unload_workers = 1;
@@ -172,6 +176,12 @@ class KvServer {
   // (0: nothing was pending). Never blocks.
   absl::StatusOr<std::string> Admit(const rpc::HelloFn& hello);
   int DriveOnce();
+  // Embedded with a disk: one round of every shard log's I/O (records acknowledged or
+  // failed), and whether any log has records waiting for one.
+  int PollLogs();
+  bool LogsPending() const;
+  // Embedded: the process dies now as far as its logs know: no more I/O, no last sync.
+  void CrashLogs();
   // Reads --auth_file again; the new users apply to connections admitted from now on (those
   // already admitted keep their roles). On error the old table stays and the error is
   // returned. Any thread.
@@ -212,6 +222,8 @@ class KvServer {
   // state; the map then decides which of them the node serves (ClusterNode).
   absl::Status RecoverShards();
   std::string ShardDir(uint32_t shard) const;
+  // Whether the logs do their I/O on threads of their own (not embedded with a disk).
+  bool LogThreads() const;
   ShardTable::Factory ReplicaFactory(bool huge_pages);
   absl::Status StartService(std::unique_ptr<rpc::BootstrapAcceptor> listener);
   KvService::Hooks ServiceHooks();
@@ -269,7 +281,9 @@ class KvServer {
   std::set<uint32_t> metric_shards_;                 // Poll's thread only
   std::optional<KvStore::Stats> final_stats_;        // set by Shutdown
   std::unique_ptr<ClusterNode> cluster_node_;
-  std::unique_ptr<storage::Disk> disk_;      // with --data_dir; outlives the shards' logs
+  std::unique_ptr<storage::Disk> owned_disk_;  // the real file system (not embedded)
+  storage::Disk* disk_ = nullptr;  // with --data_dir: owned_disk_ or the embedding's; outlives
+                                   // the shards' logs
   std::unique_ptr<LogMetrics> log_metrics_;  // with --data_dir
   std::string fsync_policy_;  // the parsed --fsync, as FsyncPolicy::ToString; set by OpenLog
   std::string durability_;    // what start-up says of it

@@ -159,11 +159,28 @@ void LogWriter::Start() {
         } else {
           wake_.wait(l, ready);
         }
-        if (stop_ && queue_.empty()) break;
+        if (crashed_ || (stop_ && queue_.empty())) break;
       }
       Poll();
     }
   });
+}
+
+void LogWriter::Crash() {
+  std::deque<Pending> dropped;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = crashed_ = true;
+    dropped.swap(queue_);
+    wake_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+  waiting_.clear();  // a dead process answers nothing
+}
+
+bool LogWriter::pending() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return !queue_.empty();
 }
 
 void LogWriter::Stop() {

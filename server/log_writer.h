@@ -76,6 +76,11 @@ class LogWriter {
   void Start();
   // Stops that thread after a last round, with a final sync under every policy but `never`.
   void Stop();
+  // As if the process died (a simulation's crash): no more I/O, not even a last sync, and the
+  // queued records' dones never run. Stop does nothing afterwards.
+  void Crash();
+  // Whether records wait for a Poll.
+  bool pending() const;
 
   const FsyncPolicy& policy() const { return policy_; }
   Stats stats() const;
@@ -103,6 +108,7 @@ class LogWriter {
   absl::Status failure_;       // guarded by mu_
   Stats stats_;                // guarded by mu_
   bool stop_ = false;          // guarded by mu_
+  bool crashed_ = false;       // guarded by mu_
   std::thread thread_;
 };
 

@@ -11,7 +11,7 @@ namespace unloadkv::server {
 
 absl::Status ShardReplica::RecoverAndLog(storage::Disk* disk, const std::string& dir,
                                          FsyncPolicy policy, const Clock* clock,
-                                         ReplicaLog::Recovery* recovery) {
+                                         ReplicaLog::Recovery* recovery, bool own_thread) {
   char* const arena = reinterpret_cast<char*>(mr_->address());
   uint64_t last_live = 0, check_seq = 0, check_epoch = 0;  // see state_seq_
   auto replay = [&, this, arena](const proto::LogEntry& e) -> absl::Status {
@@ -54,7 +54,7 @@ absl::Status ShardReplica::RecoverAndLog(storage::Disk* disk, const std::string&
   if (!log.ok()) return log.status();
   const uint64_t last = (*log)->last_seq();
   auto writer = std::make_unique<LogWriter>(*std::move(log), policy, clock);
-  writer->Start();
+  if (own_thread) writer->Start();
   MutexLock l(&mu_);
   next_seq_ = std::max(next_seq_, last + 1);
   logged_ = last;
@@ -87,6 +87,14 @@ void ShardReplica::ClearForClaim() {
   if (log_ == nullptr) return;
   LogMarker(proto::LogEntry::STATE_BEGIN, 0);
   LogMarker(proto::LogEntry::STATE_END, next_seq_ - 1);
+}
+
+int ShardReplica::PollLog() { return log_ != nullptr ? log_->Poll() : 0; }
+
+bool ShardReplica::LogPending() const { return log_ != nullptr && log_->pending(); }
+
+void ShardReplica::CrashLog() {
+  if (log_ != nullptr) log_->Crash();
 }
 
 void ShardReplica::CloseLog() {

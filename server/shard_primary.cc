@@ -130,7 +130,8 @@ void ShardReplica::OnLogged(uint64_t seq, const absl::Status& st) {
       const bool sent = !links_.empty();
       for (auto it = pending_.begin(); it != pending_.end(); ++it) {
         if (it->seq != seq) continue;
-        if (!sent) store_->Abandon(it->mutation);
+        // Abandoned here too: the backups are attached again from this replica's state.
+        store_->Abandon(it->mutation);
         out.push_back([f = std::move(it->done), st, sent] {
           f(absl::Status(sent ? absl::StatusCode::kUnavailable : st.code(),
                          absl::StrCat(sent ? "write outcome unknown: " : "",

@@ -174,8 +174,17 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   // is corrupt or holds a record the arena cannot take. For a single node's
   // shard, or (cluster mode) for every replica the node creates: a backup logs what it applies
   // and answers its primary only once logged; an attach starts a new state in the log.
+  // `own_thread`: the log's writer does its I/O on a thread of its own; false: the caller
+  // polls it (PollLog: a simulation, in virtual time).
   absl::Status RecoverAndLog(storage::Disk* disk, const std::string& dir, FsyncPolicy policy,
-                             const Clock* clock, ReplicaLog::Recovery* recovery);
+                             const Clock* clock, ReplicaLog::Recovery* recovery,
+                             bool own_thread = true);
+  // Without its own thread: one round of the log's I/O (LogWriter::Poll); records acknowledged
+  // or failed. Whether records wait for one (LogPending).
+  int PollLog();
+  bool LogPending() const;
+  // As if the process died: the log does no more I/O, not even a last sync (LogWriter::Crash).
+  void CrashLog();
   // The log's writer (null without one): its policy, stats and failure.
   const LogWriter* log() const { return log_.get(); }
   // Whether the replica holds a whole state replayed from its log and has not been attached,

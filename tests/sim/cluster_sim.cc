@@ -5,13 +5,15 @@
 //   bazel run -c opt //tests/sim:cluster_sim -- --seeds=1..100     # a range, summarized
 //   bazel run -c opt //tests/sim:cluster_sim -- --seeds=1..100,216 # ranges and seeds
 //   bazel run -c opt //tests/sim:cluster_sim -- --seed=7 --trace   # the events of a failure
+//   bazel run -c opt //tests/sim:cluster_sim -- --durable --seeds=1..50  # logs on simulated disks
 //
 // A seed fixes everything: the cluster's shape (nodes, shards, path policy), the clients'
 // operations and think times, and the faults (crash and restart, pause, cut from the cluster,
-// cut from the map service, partition, slow CPU, slow network, rogue write) with their times
-// and victims. The engine's invariants are checked on every connection as the world runs
-// (tests/sim/sim_invariants.h). After the workload every fault is healed and the cluster
-// must come back to full replication with nothing in flight; then the checks:
+// cut from the map service, partition, slow CPU, slow network, rogue write; with --durable also
+// a power loss of every node and a full disk) with their times and victims. The engine's invariants
+// are checked on every connection as the world runs (tests/sim/sim_invariants.h). After the
+// workload every fault is healed and the cluster must come back to full replication with nothing in
+// flight; then the checks:
 //   1. the history (every PUT/GET/DELETE with its virtual invoke and response times, plus a
 //      final read of every key) is linearizable, key by key: no acknowledged write is lost,
 //      no read sees a value that was never written or was overwritten;
@@ -38,6 +40,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "gflags/gflags.h"
+#include "server/log_writer.h"
 #include "tests/kv/linearizability.h"
 #include "tests/sim/cluster_world.h"
 #include "transport/base/buggify.h"
@@ -53,6 +56,12 @@ DEFINE_bool(trace, false,
 DEFINE_double(workload_seconds, 20, "virtual seconds of client operations and faults per run");
 DEFINE_int32(clients, 3, "client participants per run (1..16)");
 DEFINE_int32(keys, 64, "keys the clients operate on (1..1000)");
+DEFINE_bool(durable, false,
+            "nodes log to simulated disks (--fsync=always), and the faults include a power loss "
+            "of every node and a full disk (docs/durability.md)");
+DEFINE_string(fsync, "always",
+              "with --durable: the nodes' --fsync (the checks expect no acknowledged write lost, "
+              "which only always promises across a power loss)");
 DEFINE_bool(buggify, true,
             "switch on the code's fault points (transport/base/buggify.h), drawn from the seed");
 
@@ -101,16 +110,20 @@ class SimRun {
     o.lease_ttl = absl::Seconds(2 + static_cast<int>(rng_() % 2));
     static const int64_t kJitterNs[] = {0, 2'000, 20'000, 200'000};
     const int64_t jitter_ns = kJitterNs[rng_() % 4];
+    o.durable = FLAGS_durable;
+    o.fsync = FLAGS_fsync;
+    o.disk_seed = seed_;
     out_.shape = o;
     auto world = ClusterWorld::Create(o);
     if (!world.ok()) return Fail(absl::StrCat("creating the world: ", world.status().ToString()));
     world_ = *std::move(world);
     w_ = world_.get();
     w_->Jitter(absl::Nanoseconds(jitter_ns), seed_);
-    Note(absl::StrFormat(
-        "shape: %d nodes, %d shards x %d replicas, policy %s, lease %s, "
-        "jitter up to %d ns",
-        o.nodes, o.shards, o.replicas, o.policy, absl::FormatDuration(o.lease_ttl), jitter_ns));
+    Note(
+        absl::StrFormat("shape: %d nodes, %d shards x %d replicas, policy %s, lease %s, "
+                        "jitter up to %d ns%s",
+                        o.nodes, o.shards, o.replicas, o.policy, absl::FormatDuration(o.lease_ttl),
+                        jitter_ns, o.durable ? ", durable (fsync always)" : ""));
     std::vector<std::function<void()>> bodies;
     bodies.push_back([this] { Direct(); });
     for (int c = 0; c < FLAGS_clients; ++c) bodies.push_back([this, c] { ClientLoop(c); });
@@ -270,11 +283,16 @@ class SimRun {
       kSlowCpu,
       kSlowNet,
       kRogueWrite,
-      kKinds
+      kKinds,
+      // Durable runs only (the kinds above keep their seeds' draws).
+      kPowerLoss = kKinds,
+      kDiskFull,
+      kDurableKinds
     };
-    static const char* const kNames[] = {"crash",     "pause",    "cut_cluster", "cut_map",
-                                         "partition", "slow_cpu", "slow_net",    "rogue_write"};
-    const Kind kind = static_cast<Kind>(rng_() % kKinds);
+    static const char* const kNames[] = {"crash",      "pause",    "cut_cluster", "cut_map",
+                                         "partition",  "slow_cpu", "slow_net",    "rogue_write",
+                                         "power_loss", "disk_full"};
+    const Kind kind = static_cast<Kind>(rng_() % (FLAGS_durable ? kDurableKinds : kKinds));
     const int victim = static_cast<int>(rng_() % static_cast<uint64_t>(w_->nodes()));
     std::uniform_int_distribution<int64_t> length(300'000'000, 6 * kSecond);
     const int64_t hold = length(rng_);
@@ -366,8 +384,19 @@ class SimRun {
         w_->SleepUntil(w_->now_ns() + hold);
         w_->SlowNetwork(victim, absl::ZeroDuration());
         break;
+      case kPowerLoss:
+        // Every node at once: each disk keeps what was synced (and a seeded part of the rest).
+        w_->PowerLoss();
+        w_->SleepUntil(w_->now_ns() + hold);
+        for (int i = 0; i < w_->nodes(); ++i) w_->Restart(i);
+        break;
+      case kDiskFull:
+        w_->DiskFull(victim, true);
+        w_->SleepUntil(w_->now_ns() + hold);
+        w_->DiskFull(victim, false);
+        break;
       case kRogueWrite:
-      case kKinds:
+      case kDurableKinds:
         break;
     }
     Note(absl::StrFormat("healed %s %s", kNames[kind], who));
@@ -383,6 +412,16 @@ class SimRun {
     // A restarted node is back once its new incarnation runs.
     if (kind == kCrash && !WaitFor([&] { return w_->server(victim) != nullptr; }, 30 * kSecond)) {
       Fail(absl::StrCat(who, " did not restart within 30 s"));
+    }
+    if (kind == kPowerLoss && !WaitFor(
+                                  [&] {
+                                    for (int i = 0; i < w_->nodes(); ++i) {
+                                      if (w_->server(i) == nullptr) return false;
+                                    }
+                                    return true;
+                                  },
+                                  30 * kSecond)) {
+      Fail("not every node restarted within 30 s of the power coming back");
     }
   }
 
@@ -428,6 +467,7 @@ class SimRun {
       w_->CutFromMap(i, false);
       w_->SlowCpu(i, 1);
       w_->SlowNetwork(i, absl::ZeroDuration());
+      w_->DiskFull(i, false);
       if (w_->server(i) == nullptr) w_->Restart(i);
     }
   }
@@ -729,7 +769,9 @@ class SimRun {
 std::string Command(uint64_t seed) {
   return absl::StrCat("bazel run -c opt //tests/sim:cluster_sim -- --seed=", seed,
                       " --workload_seconds=", FLAGS_workload_seconds, " --clients=", FLAGS_clients,
-                      " --keys=", FLAGS_keys, FLAGS_buggify ? "" : " --buggify=false", " --trace");
+                      " --keys=", FLAGS_keys, FLAGS_buggify ? "" : " --buggify=false",
+                      FLAGS_durable ? absl::StrCat(" --durable --fsync=", FLAGS_fsync) : "",
+                      " --trace");
 }
 
 // Parses "1..100,216": ranges A..B (inclusive, A <= B) and single seeds, in order.
@@ -763,6 +805,12 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr,
                  "cluster_sim: --clients must be in 1..16, --keys in 1..1000, "
                  "--workload_seconds in (0, 3600]\n");
+    return 2;
+  }
+  if (absl::StatusOr<unloadkv::server::FsyncPolicy> p =
+          unloadkv::server::FsyncPolicy::Parse(FLAGS_fsync);
+      !p.ok()) {
+    std::fprintf(stderr, "cluster_sim: %s\n", std::string(p.status().message()).c_str());
     return 2;
   }
   std::vector<uint64_t> seeds = {FLAGS_seed};

@@ -56,6 +56,9 @@ absl::StatusOr<std::unique_ptr<ClusterWorld>> ClusterWorld::Create(const Options
     n->name = absl::StrCat("n", i);
     n->address = absl::StrCat("sim://", n->name);
     n->arena_base = reinterpret_cast<void*>(kArenaBase + static_cast<uintptr_t>(i) * kNodeStride);
+    if (options.durable) {
+      n->disk = std::make_unique<storage::MemoryDisk>(options.disk_seed * 1000 + i);
+    }
     w->nodes_.push_back(std::move(n));
   }
   if (options.authenticate) {
@@ -106,7 +109,13 @@ absl::Status ClusterWorld::StartNode(int i) {
                                      absl::Duration) { return Dial(address, hello, i); };
   n.embedding.links.wait = [this](const std::function<bool()>& done) { lockstep_.Wait(done); };
   n.embedding.checks = &checks_;
+  n.embedding.disk = n.disk.get();
+  n.disk_done_ns = 0;
   KvServerOptions so;
+  if (options_.durable) {
+    so.data_dir = "/data/" + n.name;
+    so.fsync = options_.fsync;
+  }
   so.embedding = &n.embedding;
   so.cluster_map = n.map.get();
   so.cluster = kCluster;
@@ -136,8 +145,12 @@ absl::Status ClusterWorld::StartNode(int i) {
 
 void ClusterWorld::StopNode(int i, bool crash) {
   Node& n = *nodes_[i];
-  // A crash sends nothing: the lease is left to expire (the revoke in Shutdown fails).
-  if (crash) n.map->set_reachable(false);
+  // A crash sends nothing: the lease is left to expire (the revoke in Shutdown fails), and
+  // its logs write nothing more (no last sync).
+  if (crash) {
+    n.map->set_reachable(false);
+    n.server->CrashLogs();
+  }
   n.server->Shutdown();
   n.server.reset();
   n.device.reset();
@@ -340,6 +353,32 @@ bool ClusterWorld::FullyReplicated() {
   return true;
 }
 
+int ClusterWorld::DriveDisk(Node& n) {
+  if (n.disk == nullptr) return 0;
+  const int64_t now = fabric_.now_ns();
+  if (n.disk_done_ns == 0) {
+    if (n.server->LogsPending())
+      n.disk_done_ns = now + absl::ToInt64Nanoseconds(options_.disk_latency);
+    return 0;
+  }
+  if (now < n.disk_done_ns) return 0;
+  n.disk_done_ns = 0;
+  return n.server->PollLogs();
+}
+
+void ClusterWorld::PowerLoss() {
+  for (int i = 0; i < nodes(); ++i) Crash(i);
+  for (const std::unique_ptr<Node>& n : nodes_) {
+    if (n->disk != nullptr) n->disk->Crash();
+  }
+}
+
+void ClusterWorld::DiskFull(int i, bool full) {
+  storage::MemoryDisk* disk = nodes_[i]->disk.get();
+  if (disk == nullptr) return;
+  disk->set_capacity(full ? disk->used() : UINT64_MAX);
+}
+
 void ClusterWorld::Crash(int i) {
   Node& n = *nodes_[i];
   if (n.server == nullptr) return;
@@ -426,6 +465,7 @@ bool ClusterWorld::Step() {
   for (const std::unique_ptr<Node>& n : nodes_) {
     if (n->server != nullptr && fabric_.now_ns() >= n->paused_until_ns) {
       work += n->server->DriveOnce();
+      work += DriveDisk(*n);
     }
   }
   work += pollers_.PollAll();

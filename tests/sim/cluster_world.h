@@ -21,6 +21,13 @@
 //   * Partition(side, on): the fabric links between the nodes of `side` and every other node
 //     lose what crosses them (sim::Fabric::SetLinkCut: QPs across fail after the transport
 //     timeout), and no replication link opens across; clients reach every node.
+//   * With Options::durable, each node keeps its shard logs on a simulated disk of its own
+//     (storage::MemoryDisk) that outlives its incarnations: a crash keeps what the process
+//     wrote (the OS still has it), PowerLoss() crashes every node at once and every disk
+//     loses what was not synced (all, nothing, or a seeded torn part), and DiskFull(i, on)
+//     makes node i's disk full (writes fail with RESOURCE_EXHAUSTED) until turned off. A log
+//     round (LogWriter::Poll) begins when records wait and ends `disk_latency` of virtual
+//     time later: one fsync at a time, covering what arrived meanwhile.
 //   * SlowCpu(i, factor): the node's modeled CPU costs times `factor` (slow unload workers
 //     and RPC handling); Jitter(max): every request up to `max` later, so that connections
 //     overtake each other (each QP's order holds); SlowNetwork(i, max): every request the
@@ -62,6 +69,7 @@
 #include "transport/sim/fabric.h"
 #include "transport/sim/lockstep.h"
 #include "transport/sim/model.h"
+#include "transport/storage/memory_disk.h"
 
 namespace unloadkv::world {
 
@@ -88,6 +96,11 @@ class ClusterWorld {
     sim::NodeModel client_model;
     // Run fails (the world is stuck) past this much virtual time.
     absl::Duration max_time = absl::Minutes(30);
+    // Durability (docs/durability.md): every node logs to a simulated disk (see above).
+    bool durable = false;
+    std::string fsync = "always";
+    absl::Duration disk_latency = absl::Microseconds(200);
+    uint64_t disk_seed = 1;  // what a power loss keeps of unsynced writes
   };
 
   static absl::StatusOr<std::unique_ptr<ClusterWorld>> Create(const Options& options);
@@ -131,6 +144,9 @@ class ClusterWorld {
   // back as soon as its name is free.
   void Crash(int i);
   void Restart(int i);
+  // Durable worlds only (see above). PowerLoss returns once every node is down; Restart each.
+  void PowerLoss();
+  void DiskFull(int i, bool full);
   void Pause(int i, absl::Duration d);
   void CutFromCluster(int i, bool cut) { nodes_[i]->network_cut.store(cut); }
   void CutFromMap(int i, bool cut);
@@ -176,6 +192,8 @@ class ClusterWorld {
     int64_t next_lease_ns = 0;
     int64_t next_control_ns = 0;
     int64_t restart_retry_ns = 0;
+    std::unique_ptr<storage::MemoryDisk> disk;  // durable worlds; outlives incarnations
+    int64_t disk_done_ns = 0;                   // when the log round in progress ends (0: none)
   };
 
   explicit ClusterWorld(const Options& options);
@@ -183,6 +201,8 @@ class ClusterWorld {
   // Starts a new incarnation of node `i`; ALREADY_EXISTS while the last one's lease lives.
   absl::Status StartNode(int i);
   void StopNode(int i, bool crash);
+  // A durable node's log rounds (see the class comment); the records they acknowledged.
+  int DriveDisk(Node& n);
   // Node `i`'s participant: lease and control ticks, crash and restart, until Run's bodies
   // are done.
   void DriveNode(int i);
