@@ -171,6 +171,10 @@ int main(int argc, char** argv) {
   }
   unloadkv::SetMinLogLevel(FLAGS_verbose ? unloadkv::LogLevel::kInfo
                                          : unloadkv::LogLevel::kWarning);
+  // A file-size limit (ulimit -f, systemd's LimitFSIZE) reached by a shard log is a full disk
+  // for that log (EFBIG: RESOURCE_EXHAUSTED, writes refused until it is lifted), not the
+  // process's end, which SIGXFSZ's default action would be.
+  std::signal(SIGXFSZ, SIG_IGN);
   if (FLAGS_fault_signals) {  // --fault_signals: SIGUSR1 cuts, SIGUSR2 heals, from the start
     Install(SIGUSR1, OnCut);
     Install(SIGUSR2, OnHeal);

@@ -9,6 +9,7 @@
 // writes offloaded): cluster_fault_unload_test runs the primary failures with every write
 // unloaded, so that a write acknowledged before its target worker copied it would be lost.
 #include <signal.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -36,6 +38,7 @@
 #include "tests/support/test_auth.h"
 #include "transport/base/logging.h"
 #include "transport/cluster/etcd_cluster_map.h"
+#include "transport/storage/posix_disk.h"
 
 namespace unloadkv {
 namespace {
@@ -197,6 +200,10 @@ class ClusterFaultTest : public ::testing::Test {
     }
     nodes_[name] = std::make_unique<testing::ServerProcess>(flags);
     ASSERT_FALSE(nodes_[name]->address().empty()) << name << " did not start";
+  }
+  std::string DataDir(const std::string& name) const {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", cluster_, "/", name);
   }
   ClusterView View() {
     absl::StatusOr<ClusterView> v = map_->Read();
@@ -571,6 +578,58 @@ TEST_F(ClusterFaultTest, KillEveryNodeThenRestartThemWithTheirDataDirs) {
   const std::string back = absl::StrFormat("%.0f ms", (MonoNow() - fault) / 1e6);
   LoadFor(300);
   Verify("SIGKILL all nodes, restart (logs)", fault, back);
+}
+
+// A full disk on the primary, as a process test can make one: a file-size limit on the
+// running kvserver (prlimit(2), the soft limit) just above its log's current segment. Its
+// writes are refused (RESOURCE_EXHAUSTED), nothing acknowledged is lost, and writes go on once
+// the limit is lifted (space returns); the histories stay linearizable.
+TEST_F(ClusterFaultTest, AFullDiskOnThePrimaryRefusesWritesUntilSpaceReturns) {
+  durable_ = true;
+  StartThreeReplicasUnderLoad(300);
+  if (HasFatalFailure()) return;
+  const std::string primary = Primary();
+  const std::string shard_dir = absl::StrCat(DataDir(primary), "/shard-", View().shard_list[0].id);
+  storage::PosixDisk disk;
+  uint64_t largest = 0;
+  for (const std::string& name : disk.List(shard_dir).value_or(std::vector<std::string>{})) {
+    largest = std::max<uint64_t>(largest, disk.ReadAll(shard_dir + "/" + name)->size());
+  }
+  const int64_t fault = MonoNow();
+  rlimit limit{largest + 4096, RLIM_INFINITY};
+  ASSERT_EQ(prlimit(nodes_[primary]->pid(), RLIMIT_FSIZE, &limit, nullptr), 0);
+  auto refused = [&] {
+    size_t n = 0;
+    for (const std::string& line : load_->lines()) {
+      if (absl::EndsWith(line, " RESOURCE_EXHAUSTED")) ++n;
+    }
+    return n;
+  };
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (refused() < 20 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_GE(refused(), 20u) << "the full disk refused no writes";
+  limit.rlim_cur = RLIM_INFINITY;
+  ASSERT_EQ(prlimit(nodes_[primary]->pid(), RLIMIT_FSIZE, &limit, nullptr), 0);
+  const size_t during = refused();
+  // Writes are acknowledged again (the log retries once a second): a PUT answered OK after the
+  // limit was lifted.
+  const int64_t lifted = MonoNow();
+  auto acked_since = [&] {
+    for (const std::string& line : load_->lines()) {
+      std::vector<std::string> f = absl::StrSplit(line, ' ');
+      int64_t response = 0;
+      if (f.size() == 7 && f[0] == "P" && f[6] == "OK" && absl::SimpleAtoi(f[5], &response) &&
+          response > lifted) {
+        return true;
+      }
+    }
+    return false;
+  };
+  const absl::Time resume_deadline = absl::Now() + absl::Seconds(10);
+  while (!acked_since() && absl::Now() < resume_deadline) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_TRUE(acked_since()) << "no write acknowledged within 10 s of the limit's lifting";
+  LoadFor(200);
+  Verify(absl::StrCat("full disk on the primary (", during, " refused)"), fault, "-");
 }
 
 }  // namespace

@@ -1,12 +1,18 @@
 // A single kvserver with --data_dir, as a real process: acknowledged writes survive SIGKILL, a
-// torn log tail is cut and reported, a corrupt log refuses to start naming the file and
-// offset, and bad durability flags name the fix (docs/durability.md).
+// full disk refuses writes until space returns, a torn log tail is cut and reported, a corrupt
+// log refuses to start naming the file and offset, and bad durability flags name the fix
+// (docs/durability.md).
+#include <sys/resource.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/kv/process_harness.h"
 #include "transport/storage/posix_disk.h"
@@ -74,6 +80,49 @@ TEST(DurabilityProcessTest, AcknowledgedWritesSurviveSigkill) {
   again.Kill();
   ServerProcess third({"--data_dir=" + dir});
   EXPECT_EQ(Cli(third, {"get", "greeting"}).out, "again\n");
+}
+
+// A full disk, as the test can make one: a file-size limit set on the running kvserver
+// (prlimit(2)) just above its log segment's size. Writes are refused with RESOURCE_EXHAUSTED
+// naming the log, and change nothing; reads go on; STATS, /metrics and /status.json say why.
+// Lifting the limit (space returns), writes resume within the log's one-second retry, and
+// after a SIGKILL exactly the acknowledged writes are back.
+TEST(DurabilityProcessTest, AFullDiskRefusesWritesUntilSpaceReturns) {
+  const std::string dir = DataDir("full");
+  ServerProcess s({"--data_dir=" + dir, "--fsync=always", "--metrics=127.0.0.1:0"});
+  ASSERT_FALSE(s.address().empty());
+  ASSERT_EQ(Cli(s, {"put", "before", "kept"}).exit_code, 0);
+  storage::PosixDisk disk;
+  const uint64_t size = disk.ReadAll(dir + kSegment)->size();
+  // The soft limit only: lowering the hard one could not be undone without privileges.
+  rlimit limit{size + 16, RLIM_INFINITY};  // room for no more record
+  ASSERT_EQ(prlimit(s.pid(), RLIMIT_FSIZE, &limit, nullptr), 0) << std::strerror(errno);
+  Output refused = Cli(s, {"put", "during", "refused"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(refused.err, "RESOURCE_EXHAUSTED")) << refused.err;
+  EXPECT_TRUE(absl::StrContains(refused.err, "the shard's log")) << refused.err;
+  EXPECT_EQ(Cli(s, {"get", "before"}).out, "kept\n");  // reads go on
+  EXPECT_EQ(Cli(s, {"get", "during"}).exit_code, 1);   // the refused write changed nothing
+  const std::string stats = Cli(s, {"stats"}).out;
+  EXPECT_TRUE(absl::StrContains(stats, "log_failure RESOURCE_EXHAUSTED")) << stats;
+  EXPECT_EQ(Sample(Scrape(s.metrics_address()), "unloadkv_log_stopped"), 1);
+  const std::string status = Scrape(s.metrics_address(), 5000, "/status.json");
+  EXPECT_TRUE(absl::StrContains(status, "\"failure\":\"RESOURCE_EXHAUSTED")) << status;
+  // Space returns.
+  limit.rlim_cur = RLIM_INFINITY;
+  ASSERT_EQ(prlimit(s.pid(), RLIMIT_FSIZE, &limit, nullptr), 0) << std::strerror(errno);
+  int code = 1;
+  for (int i = 0; i < 100 && code != 0; ++i) {  // the log retries once a second: at most ~2 s
+    code = Cli(s, {"put", "after", "resumed"}).exit_code;
+    if (code != 0) absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_EQ(code, 0) << "writes did not resume once the limit was lifted";
+  EXPECT_TRUE(absl::StrContains(Cli(s, {"stats"}).out, "log_failure none\n"));
+  s.Kill();
+  ServerProcess again({"--data_dir=" + dir});
+  EXPECT_EQ(Cli(again, {"get", "before"}).out, "kept\n");
+  EXPECT_EQ(Cli(again, {"get", "after"}).out, "resumed\n");
+  EXPECT_EQ(Cli(again, {"get", "during"}).exit_code, 1);
 }
 
 TEST(DurabilityProcessTest, ATornTailIsCutAndACorruptLogRefusesToStart) {
