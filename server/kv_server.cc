@@ -284,6 +284,14 @@ bool KvServer::LogThreads() const {
   return options_.embedding == nullptr || options_.embedding->disk == nullptr;
 }
 
+ReplicaLog::Options KvServer::LogOptions() const {
+  ReplicaLog::Options o;
+  if (options_.embedding != nullptr && options_.embedding->log_compact_bytes != 0) {
+    o.compact_bytes = options_.embedding->log_compact_bytes;
+  }
+  return o;
+}
+
 int KvServer::PollLogs() {
   int work = 0;
   if (shards_ == nullptr) return 0;
@@ -343,7 +351,8 @@ absl::Status KvServer::OpenLog(ShardReplica& replica) {
   const FsyncPolicy policy = *FsyncPolicy::Parse(options_.fsync);
   const std::string dir = ShardDir(replica.id());
   ReplicaLog::Recovery rec;
-  if (absl::Status st = replica.RecoverAndLog(disk_, dir, policy, clock_, &rec, LogThreads());
+  if (absl::Status st =
+          replica.RecoverAndLog(disk_, dir, policy, clock_, &rec, LogThreads(), LogOptions());
       !st.ok()) {
     return st;
   }
@@ -378,6 +387,7 @@ ShardTable::Factory KvServer::ReplicaFactory(bool huge_pages) {
   // Cluster mode with --data_dir: every replica logs (recovering what its directory holds).
   storage::Disk* const disk = IsClusterMode(options_) ? disk_ : nullptr;
   const bool log_threads = LogThreads();
+  const ReplicaLog::Options log_options = LogOptions();
   const FsyncPolicy policy = *FsyncPolicy::Parse(options_.fsync);
   return [=](uint32_t shard) -> absl::StatusOr<std::shared_ptr<ShardReplica>> {
     void* address = base == nullptr ? nullptr : static_cast<char*>(base) + (*created)++ * stride;
@@ -386,8 +396,8 @@ ShardTable::Factory KvServer::ReplicaFactory(bool huge_pages) {
                              grant_quota, protection);
     if (!r.ok() || disk == nullptr) return r;
     ReplicaLog::Recovery rec;
-    if (absl::Status st =
-            (*r)->RecoverAndLog(disk, ShardDir(shard), policy, clock_, &rec, log_threads);
+    if (absl::Status st = (*r)->RecoverAndLog(disk, ShardDir(shard), policy, clock_, &rec,
+                                              log_threads, log_options);
         !st.ok()) {
       return st;
     }

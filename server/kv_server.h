@@ -25,6 +25,7 @@
 #include "server/kv_store.h"
 #include "server/log_metrics.h"
 #include "server/reaper.h"
+#include "server/replica_log.h"
 #include "server/server_metrics.h"
 #include "server/shard_table.h"
 #include "server/status_page.h"
@@ -72,6 +73,8 @@ struct KvServerEmbedding {
   // instead of the real file system. The logs run no thread of their own: the embedder calls
   // KvServer::PollLogs (docs/durability.md, "The simulation").
   storage::Disk* disk = nullptr;
+  // Compact a shard log once it grew past this many bytes (0: the default, 256 MiB).
+  uint64_t log_compact_bytes = 0;
 };
 
 struct KvServerOptions {
@@ -224,6 +227,7 @@ class KvServer {
   std::string ShardDir(uint32_t shard) const;
   // Whether the logs do their I/O on threads of their own (not embedded with a disk).
   bool LogThreads() const;
+  ReplicaLog::Options LogOptions() const;
   ShardTable::Factory ReplicaFactory(bool huge_pages);
   absl::Status StartService(std::unique_ptr<rpc::BootstrapAcceptor> listener);
   KvService::Hooks ServiceHooks();

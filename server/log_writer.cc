@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "transport/base/logging.h"
 
 namespace unloadkv::server {
 
@@ -141,7 +142,32 @@ int LogWriter::Poll() {
   for (Done& d : acked) d(absl::OkStatus());
   for (Done& d : failed) d(failure);
   for (auto& [d, st] : refused) d(st);
+  if (failure.ok() && !unsynced_) MaybeCompact();
   return static_cast<int>(acked.size() + failed.size() + refused.size());
+}
+
+void LogWriter::MaybeCompact() {
+  if (!log_->ShouldCompact()) return;
+  ReplicaLog::Compaction c;
+  const absl::Time start = clock_->Now();
+  const absl::Status st = log_->Compact(&c);
+  if (!st.ok()) {
+    Log(LogLevel::kWarning,
+        absl::StrCat("log compaction failed (the log goes on as it was): ", st.ToString()));
+    if (!log_->failure().ok()) {
+      std::vector<Done> none;
+      Stopped(log_->failure(), &none);
+    }
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.compactions;
+  }
+  Log(LogLevel::kInfo,
+      absl::StrCat("log compacted: ", c.keys, " keys, ", c.bytes_read, " bytes read, ",
+                   c.bytes_written, " written, ", c.segments_removed, " segments removed, in ",
+                   absl::FormatDuration(clock_->Now() - start)));
 }
 
 void LogWriter::Start() {

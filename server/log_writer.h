@@ -58,6 +58,7 @@ class LogWriter {
     uint64_t records = 0;  // acknowledged
     uint64_t syncs = 0;
     uint64_t failed = 0;  // records whose done reported an error
+    uint64_t compactions = 0;
   };
 
   // `clock` (not owned) times `interval` syncs and Resume attempts.
@@ -91,6 +92,9 @@ class LogWriter {
     proto::LogEntry entry;
     Done done;
   };
+  // After a round: compacts the log when it grew enough (ReplicaLog::ShouldCompact). Records
+  // submitted meanwhile wait for it.
+  void MaybeCompact();
   // The log stopped with `st`: fails what must fail (see above).
   void Stopped(const absl::Status& st, std::vector<Done>* failed);
 

@@ -1,7 +1,10 @@
 #include "server/log_writer.h"
 
+#include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -233,6 +236,43 @@ TEST(LogWriterTest, GroupCommitOnItsOwnThread) {
   EXPECT_EQ(ok.load(), 800);
   EXPECT_EQ(w.stats().records, 800u);
   EXPECT_LT(w.stats().syncs, 800u / 4) << "one fsync per record: no group commit";
+}
+
+// Once the log grew past compact_bytes, a round ends with a compaction in the writer's thread:
+// the log's keys are rewritten as a state, and what recovery rebuilds is unchanged.
+TEST(LogWriterTest, ARoundCompactsTheLogOnceItGrewEnough) {
+  storage::MemoryDisk disk;
+  ReplicaLog::Options o;
+  o.compact_bytes = 1 << 20;
+  auto open = [&](std::map<std::string, std::string>* state) {
+    return ReplicaLog::Open(&disk, "/d", o, [state](const proto::LogEntry& e) {
+      if (e.kind() == proto::LogEntry::STATE || e.kind() == proto::LogEntry::LIVE) {
+        (*state)[e.record().key()] = e.value();
+      }
+      return absl::OkStatus();
+    });
+  };
+  std::map<std::string, std::string> state;
+  auto log = open(&state);
+  ASSERT_TRUE(log.ok());
+  FakeClock clock;
+  LogWriter w(*std::move(log), *FsyncPolicy::Parse("always"), &clock);
+  Dones dones;
+  for (uint64_t s = 1; s <= 400; ++s) {  // 400 writes of 10 KB over 20 keys: 4 MB
+    proto::LogEntry e = Entry(s);
+    e.mutable_record()->set_key("k" + std::to_string(s % 20));
+    e.set_value(std::string(10000, static_cast<char>('a' + s % 26)));
+    w.Submit(e, dones.Next());
+    if (s % 50 == 0) w.Poll();
+  }
+  w.Poll();
+  EXPECT_EQ(dones.Count(absl::StatusCode::kOk), 400);
+  EXPECT_GE(w.stats().compactions, 1u);
+  w.Stop();
+  std::map<std::string, std::string> recovered;
+  ASSERT_TRUE(open(&recovered).ok());
+  EXPECT_EQ(recovered.size(), 20u);
+  EXPECT_EQ(recovered["k0"], std::string(10000, static_cast<char>('a' + 400 % 26)));
 }
 
 }  // namespace

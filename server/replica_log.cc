@@ -125,6 +125,12 @@ absl::StatusOr<std::vector<ReplicaLog::Segment>> ReplicaLog::ListSegments(storag
 
 absl::Status ReplicaLog::Recover(const Replay& replay, Recovery* recovery) {
   if (absl::Status st = disk_->CreateDirs(dir_); !st.ok()) return st;
+  if (absl::StatusOr<std::vector<std::string>> names = disk_->List(dir_); names.ok()) {
+    for (const std::string& name : *names) {
+      // A compaction a crash cut short: its state was never put in place.
+      if (absl::EndsWith(name, ".base.log.tmp")) (void)disk_->Remove(dir_ + "/" + name);
+    }
+  }
   size_t first = 0;
   absl::StatusOr<std::vector<Segment>> segments = ListSegments(disk_, dir_, &first);
   if (!segments.ok()) return segments.status();
@@ -151,6 +157,7 @@ absl::Status ReplicaLog::Recover(const Replay& replay, Recovery* recovery) {
   in_state_ = in_state;
   state_broken_ = in_state;  // an incomplete state is never continued: a new one must begin
   if (segments->empty()) {
+    segments_ = 1;  // the one opened here
     last_number_ = last_seq_ + 1;
     return OpenSegment(SegmentName(last_number_));
   }
@@ -183,6 +190,11 @@ absl::Status ReplicaLog::ReplaySegment(const Segment& segment, bool last, const 
       if (entry.kind() == proto::LogEntry::STATE) ++recovery->state_records;
       ++recovery->records;
       recovery->bytes += r.bytes;
+      if (entry.kind() == proto::LogEntry::LIVE) {
+        since_state_bytes_ += r.bytes;
+      } else {
+        state_bytes_ += r.bytes;
+      }
       in.Consume(r.bytes);
       continue;
     }
@@ -210,6 +222,125 @@ absl::Status ReplicaLog::ReplaySegment(const Segment& segment, bool last, const 
                      r.kind == FrameResult::kCorrupt ? r.why : "cut short before the log's end",
                      "); the log refuses to open rather than drop the records after it"));
   }
+}
+
+bool ReplicaLog::ShouldCompact() const {
+  return options_.compact_bytes > 0 && failure_.ok() && !in_state_ && !state_broken_ &&
+         since_state_bytes_ > std::max(options_.compact_bytes, compact_after_) &&
+         since_state_bytes_ > 2 * state_bytes_;
+}
+
+absl::Status ReplicaLog::ForEachRecord(const std::function<void(const proto::LogEntry&)>& each,
+                                       uint64_t* bytes) {
+  size_t first = 0;
+  absl::StatusOr<std::vector<Segment>> segments = ListSegments(disk_, dir_, &first);
+  if (!segments.ok()) return segments.status();
+  proto::LogEntry entry;
+  for (size_t i = first; i < segments->size(); ++i) {
+    SegmentReader in(disk_, dir_ + "/" + (*segments)[i].name);
+    while (true) {
+      if (absl::Status st = in.Fill(); !st.ok()) return st;
+      if (in.window().empty()) break;
+      const FrameResult r = DecodeFrame(in.window(), &entry);
+      if (r.kind != FrameResult::kOk) {
+        return absl::DataLossError(absl::StrCat(dir_, "/", (*segments)[i].name,
+                                                ": record at offset ", in.offset(),
+                                                " does not decode while compacting"));
+      }
+      in.Consume(r.bytes);
+      *bytes += r.bytes;
+      each(entry);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReplicaLog::Compact(Compaction* out) {
+  if (absl::Status st = Sync(); !st.ok()) return st;
+  // Pass 1: each key's last record (0: a state's; deleted keys dropped).
+  std::map<std::string, uint64_t> latest;
+  absl::Status st = ForEachRecord(
+      [&latest](const proto::LogEntry& e) {
+        const proto::ReplicationRecord& r = e.record();
+        if (e.kind() == proto::LogEntry::STATE) {
+          latest[r.key()] = 0;
+        } else if (e.kind() == proto::LogEntry::LIVE && r.op() == proto::ReplicationRecord::PUT) {
+          latest[r.key()] = r.seq();
+        } else if (e.kind() == proto::LogEntry::LIVE &&
+                   r.op() == proto::ReplicationRecord::DELETE) {
+          latest.erase(r.key());
+        }
+      },
+      &out->bytes_read);
+  const uint64_t number = last_number_ + 1;
+  const std::string tmp = dir_ + "/" + BaseSegmentName(number) + ".tmp";
+  if (st.ok()) st = WriteState(tmp, number, latest, out);
+  if (!st.ok()) {
+    (void)disk_->Remove(tmp);
+    compact_after_ = since_state_bytes_ + options_.compact_bytes;
+    return st;
+  }
+  // Appends go on after the new state (a Resume, too, if reopening fails); the old segments
+  // are not needed.
+  const uint64_t before = segments_;
+  file_.reset();
+  segment_ = dir_ + "/" + BaseSegmentName(number);
+  synced_size_ = written_size_ = out->bytes_written;
+  last_number_ = base_number_ = number;
+  if (absl::Status open = OpenSegment(BaseSegmentName(number)); !open.ok()) return Fail(open);
+  segments_ = 1;
+  obsolete_ = before;
+  RemoveObsolete();
+  out->segments_removed = before;
+  out->keys = latest.size();
+  since_state_bytes_ = compact_after_ = 0;
+  state_bytes_ = out->bytes_written;
+  return absl::OkStatus();
+}
+
+absl::Status ReplicaLog::WriteState(const std::string& tmp, uint64_t number,
+                                    const std::map<std::string, uint64_t>& latest,
+                                    Compaction* out) {
+  absl::StatusOr<std::unique_ptr<storage::WritableFile>> f = disk_->OpenForAppend(tmp);
+  if (!f.ok()) return f.status();
+  std::string frame;
+  absl::Status failed;
+  auto write = [&](const proto::LogEntry& e) {
+    if (!failed.ok()) return;
+    frame.clear();
+    AppendFrame(e, &frame);
+    out->bytes_written += frame.size();
+    failed = (*f)->Append(frame);
+  };
+  proto::LogEntry marker;
+  marker.set_kind(proto::LogEntry::STATE_BEGIN);
+  write(marker);
+  // Pass 2: the records that are their key's last, as the state's.
+  uint64_t read = 0;
+  absl::Status st = ForEachRecord(
+      [&](const proto::LogEntry& e) {
+        const bool state = e.kind() == proto::LogEntry::STATE;
+        const bool put =
+            e.kind() == proto::LogEntry::LIVE && e.record().op() == proto::ReplicationRecord::PUT;
+        if (!state && !put) return;
+        auto it = latest.find(e.record().key());
+        if (it == latest.end() || it->second != (state ? 0 : e.record().seq())) return;
+        proto::LogEntry copy = e;
+        copy.set_kind(proto::LogEntry::STATE);
+        copy.mutable_record()->set_seq(0);
+        write(copy);
+      },
+      &read);
+  out->bytes_read += read;
+  if (!st.ok()) return st;
+  marker.set_kind(proto::LogEntry::STATE_END);
+  marker.mutable_record()->set_seq(last_seq_);
+  write(marker);
+  if (!failed.ok()) return failed;
+  if (absl::Status s = (*f)->Sync(); !s.ok()) return s;
+  f->reset();
+  if (absl::Status s = disk_->Rename(tmp, dir_ + "/" + BaseSegmentName(number)); !s.ok()) return s;
+  return disk_->SyncDir(dir_);
 }
 
 absl::StatusOr<std::vector<proto::LogEntry>> ReplicaLog::ReadLive(storage::Disk* disk,
@@ -336,6 +467,12 @@ absl::Status ReplicaLog::Append(const proto::LogEntry& entry) {
   written_size_ = file_->size();
   in_state_ = in_state;
   last_seq_ = last_seq;
+  if (begin) since_state_bytes_ = state_bytes_ = compact_after_ = 0;
+  if (entry.kind() == proto::LogEntry::LIVE) {
+    since_state_bytes_ += frame_.size();
+  } else {
+    state_bytes_ += frame_.size();
+  }
   return absl::OkStatus();
 }
 

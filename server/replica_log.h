@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -45,6 +46,15 @@ class ReplicaLog {
  public:
   struct Options {
     uint64_t segment_bytes = uint64_t{64} << 20;  // a new segment starts past this size
+    // Compaction (ShouldCompact): once the log since its last state holds more than this many
+    // bytes, and more than twice that state's; 0: never.
+    uint64_t compact_bytes = uint64_t{256} << 20;
+  };
+  struct Compaction {
+    uint64_t keys = 0;        // in the new state
+    uint64_t bytes_read = 0;  // of the log, twice
+    uint64_t bytes_written = 0;
+    uint64_t segments_removed = 0;
   };
   struct Recovery {
     uint64_t segments = 0;
@@ -79,6 +89,15 @@ class ReplicaLog {
   absl::Status Append(const proto::LogEntry& entry);
   // Makes every record appended so far durable.
   absl::Status Sync();
+  // Whether the log has grown enough since its last state to compact (Options::compact_bytes).
+  bool ShouldCompact() const;
+  // Compaction: writes every key's last PUT since the last state (deletes dropped) as a new
+  // state at last_seq(), into a segment written aside ("<n>.base.log.tmp"), synced and renamed
+  // into place; appends go on after it, and the older segments are removed. A crash at any
+  // point leaves either the old log or the new state whole. On an error the log is as it was
+  // (the aside file removed), the error is returned, and the next attempt waits until the log
+  // grew by compact_bytes again. Blocks for the disk (twice the log's bytes read).
+  absl::Status Compact(Compaction* out);
   // After a failure: cuts the current segment back (to the last record written when
   // `keep_written`, else to the last sync) and reopens it. OK when the log can take records
   // again; they go on after last_seq(). After a failed Sync, what was written since the last
@@ -122,6 +141,12 @@ class ReplicaLog {
                                  uint64_t* last_seq);
   // Removes the segments before the current state's (best effort).
   void RemoveObsolete();
+  // Compact's passes over the segments from the last state on: `each(entry)` in order.
+  absl::Status ForEachRecord(const std::function<void(const proto::LogEntry&)>& each,
+                             uint64_t* bytes);
+  // Compact's second half: writes the state to `tmp` and puts it in place as segment `number`.
+  absl::Status WriteState(const std::string& tmp, uint64_t number,
+                          const std::map<std::string, uint64_t>& latest, Compaction* out);
   absl::Status OpenSegment(const std::string& name);
   absl::Status Fail(absl::Status st);
 
@@ -135,11 +160,14 @@ class ReplicaLog {
   uint64_t last_seq_ = 0;
   uint64_t synced_seq_ = 0;
   uint64_t segments_ = 0;
-  uint64_t last_number_ = 0;   // the current segment's number
-  uint64_t base_number_ = 0;   // the number of the segment the current state began in
-  uint64_t obsolete_ = 0;      // segments before it not yet removed
-  bool in_state_ = false;      // between STATE_BEGIN and STATE_END
-  bool state_broken_ = false;  // a state was cut short: only STATE_BEGIN is taken
+  uint64_t last_number_ = 0;        // the current segment's number
+  uint64_t base_number_ = 0;        // the number of the segment the current state began in
+  uint64_t obsolete_ = 0;           // segments before it not yet removed
+  bool in_state_ = false;           // between STATE_BEGIN and STATE_END
+  bool state_broken_ = false;       // a state was cut short: only STATE_BEGIN is taken
+  uint64_t since_state_bytes_ = 0;  // appended (or recovered) after the last state's end
+  uint64_t state_bytes_ = 0;        // of the last state's records
+  uint64_t compact_after_ = 0;      // since_state_bytes_ a compaction waits for
   absl::Status failure_;
   std::string frame_;  // reused buffer
 };

@@ -11,7 +11,8 @@ namespace unloadkv::server {
 
 absl::Status ShardReplica::RecoverAndLog(storage::Disk* disk, const std::string& dir,
                                          FsyncPolicy policy, const Clock* clock,
-                                         ReplicaLog::Recovery* recovery, bool own_thread) {
+                                         ReplicaLog::Recovery* recovery, bool own_thread,
+                                         const ReplicaLog::Options& log_options) {
   char* const arena = reinterpret_cast<char*>(mr_->address());
   uint64_t last_live = 0, check_seq = 0, check_epoch = 0;  // see state_seq_
   auto replay = [&, this, arena](const proto::LogEntry& e) -> absl::Status {
@@ -50,7 +51,7 @@ absl::Status ShardReplica::RecoverAndLog(storage::Disk* disk, const std::string&
     return absl::OkStatus();
   };
   absl::StatusOr<std::unique_ptr<ReplicaLog>> log =
-      ReplicaLog::Open(disk, dir, ReplicaLog::Options(), replay, recovery);
+      ReplicaLog::Open(disk, dir, log_options, replay, recovery);
   if (!log.ok()) return log.status();
   const uint64_t last = (*log)->last_seq();
   auto writer = std::make_unique<LogWriter>(*std::move(log), policy, clock);

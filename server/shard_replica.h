@@ -178,7 +178,8 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   // polls it (PollLog: a simulation, in virtual time).
   absl::Status RecoverAndLog(storage::Disk* disk, const std::string& dir, FsyncPolicy policy,
                              const Clock* clock, ReplicaLog::Recovery* recovery,
-                             bool own_thread = true);
+                             bool own_thread = true,
+                             const ReplicaLog::Options& log_options = ReplicaLog::Options());
   // Without its own thread: one round of the log's I/O (LogWriter::Poll); records acknowledged
   // or failed. Whether records wait for one (LogPending).
   int PollLog();

@@ -110,6 +110,7 @@ absl::Status ClusterWorld::StartNode(int i) {
   n.embedding.links.wait = [this](const std::function<bool()>& done) { lockstep_.Wait(done); };
   n.embedding.checks = &checks_;
   n.embedding.disk = n.disk.get();
+  n.embedding.log_compact_bytes = options_.log_compact_bytes;
   n.disk_done_ns = 0;
   KvServerOptions so;
   if (options_.durable) {

@@ -101,6 +101,8 @@ class ClusterWorld {
     std::string fsync = "always";
     absl::Duration disk_latency = absl::Microseconds(200);
     uint64_t disk_seed = 1;  // what a power loss keeps of unsynced writes
+    // Logs compact past this many bytes (small, so that runs compact; 0: the server's default).
+    uint64_t log_compact_bytes = 8 << 10;
   };
 
   static absl::StatusOr<std::unique_ptr<ClusterWorld>> Create(const Options& options);

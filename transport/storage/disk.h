@@ -53,6 +53,9 @@ class Disk {
   // Cuts `path` to its first `size` bytes and makes that durable.
   virtual absl::Status Truncate(const std::string& path, uint64_t size) = 0;
   virtual absl::Status Remove(const std::string& path) = 0;
+  // Renames `from` to `to` (same directory), replacing `to`; durable once the directory is
+  // synced (until then a crash may leave either name, or, on MemoryDisk, neither).
+  virtual absl::Status Rename(const std::string& from, const std::string& to) = 0;
   // Creates directory `path` and any missing parents; OK if it exists.
   virtual absl::Status CreateDirs(const std::string& path) = 0;
   // Makes the creations and removals of files in `dir` durable.

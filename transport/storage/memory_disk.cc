@@ -138,6 +138,20 @@ absl::Status MemoryDisk::Remove(const std::string& path) {
   return absl::OkStatus();
 }
 
+absl::Status MemoryDisk::Rename(const std::string& from, const std::string& to) {
+  MutexLock l(&mu_);
+  auto it = files_.find(from);
+  if (it == files_.end()) {
+    return absl::NotFoundError(absl::StrCat("renaming ", from, ": No such file or directory"));
+  }
+  Data moved = std::move(it->second);
+  files_.erase(it);
+  moved.name_durable = false;  // until its directory is synced
+  moved.generation = crashes_;
+  files_[to] = std::move(moved);
+  return absl::OkStatus();
+}
+
 absl::Status MemoryDisk::CreateDirs(const std::string& path) {
   MutexLock l(&mu_);
   for (size_t end = path.find('/', 1);; end = path.find('/', end + 1)) {

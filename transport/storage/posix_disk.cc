@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -165,6 +166,11 @@ absl::Status PosixDisk::Truncate(const std::string& path, uint64_t size) {
 
 absl::Status PosixDisk::Remove(const std::string& path) {
   if (unlink(path.c_str()) != 0) return FileError("removing", path, errno);
+  return absl::OkStatus();
+}
+
+absl::Status PosixDisk::Rename(const std::string& from, const std::string& to) {
+  if (rename(from.c_str(), to.c_str()) != 0) return FileError("renaming", from, errno);
   return absl::OkStatus();
 }
 

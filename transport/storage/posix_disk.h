@@ -20,6 +20,7 @@ class PosixDisk : public Disk {
   absl::StatusOr<std::vector<std::string>> ListDirs(const std::string& dir) override;
   absl::Status Truncate(const std::string& path, uint64_t size) override;
   absl::Status Remove(const std::string& path) override;
+  absl::Status Rename(const std::string& from, const std::string& to) override;
   absl::Status CreateDirs(const std::string& path) override;
   absl::Status SyncDir(const std::string& dir) override;
 };
