@@ -54,6 +54,7 @@ absl::Status ClusterNode::Register() {
 }
 
 absl::Status ClusterNode::Start() {
+  started_ = clock_->Now();
   if (absl::StatusOr<cluster::ClusterView> v = map_->Read(); !v.ok()) return v.status();
   absl::Status registered = Register();
   if (options_.run_threads && registered.code() == absl::StatusCode::kAlreadyExists) {
@@ -266,11 +267,7 @@ void ClusterNode::Reconcile(const cluster::ClusterView& view) {
         continue;
       }
       if (local != nullptr && local->recovered()) {
-        // A restarted node with the shard's state from its log: the map still names it, so no
-        // replica took over and its log holds every acknowledged write.
-        TakeOver(view, s, local, {},
-                 absl::StrCat("take back with the state recovered from its log (seq ",
-                              local->last_seq(), ")"));
+        MaybeTakeBack(view, s, local);
         continue;
       }
       // Named primary without a serving replica here (a restarted incarnation, or deposed):
@@ -299,12 +296,57 @@ void ClusterNode::Reconcile(const cluster::ClusterView& view) {
   }
 }
 
+bool ClusterNode::NewerLogElsewhere(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+                                    std::pair<uint64_t, uint64_t> mine, std::string* who) const {
+  for (const std::string& b : s.backups) {
+    if (b == name() || !view.IsLive(b)) continue;
+    const std::map<uint32_t, std::pair<uint64_t, uint64_t>>& logs = view.nodes.at(b).logs;
+    auto it = logs.find(s.id);
+    if (it != logs.end() && it->second > mine) {
+      *who = b;
+      return true;
+    }
+  }
+  return false;
+}
+
+void ClusterNode::MaybeTakeBack(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+                                const std::shared_ptr<ShardReplica>& local) {
+  // The map still names this node primary: nobody took over, and under fsync=always its log
+  // holds every acknowledged write. A backup's recovered log may still be newer (records the
+  // primary had not synced under interval or never, or a primary's log cut shorter): epoch and
+  // seq decide, never the clock.
+  const std::pair<uint64_t, uint64_t> mine = local->recovered_position();
+  std::string newer;
+  if (NewerLogElsewhere(view, s, mine, &newer)) {
+    cluster::ShardInfo next = s;
+    next.primary.clear();
+    next.epoch = s.epoch + 1;
+    Update(next, {},
+           absl::StrCat("resign as primary: backup ", newer,
+                        "'s recovered log is newer than this node's (epoch ", mine.first, ", seq ",
+                        mine.second, ")"));
+    return;
+  }
+  bool waiting = false;
+  for (const std::string& b : s.backups) waiting = waiting || (b != name() && !view.IsLive(b));
+  if (waiting && clock_->Now() - started_ < 2 * options_.lease_ttl) return;  // they may be back
+  TakeOver(view, s, local, {},
+           absl::StrCat("take back with the state recovered from its log (epoch ", mine.first,
+                        ", seq ", mine.second, ")"));
+}
+
 void ClusterNode::MaybeTakeOver(const cluster::ClusterView& view, const cluster::ShardInfo& s,
                                 const std::shared_ptr<ShardReplica>& local) {
   const std::string& me = name();
   const bool gone = s.primary.empty() || !view.IsLive(s.primary);
   if (!gone) {
     primary_gone_since_.erase(s.id);
+    return;
+  }
+  // A backup that restarted with its log yields to a named backup whose recovered log is newer.
+  std::string newer;
+  if (local->recovered() && NewerLogElsewhere(view, s, local->recovered_position(), &newer)) {
     return;
   }
   const absl::Time now = clock_->Now();

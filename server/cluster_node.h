@@ -123,6 +123,15 @@ class ClusterNode {
                     const std::shared_ptr<ShardReplica>& local);
   void MaybeTakeOver(const cluster::ClusterView& view, const cluster::ShardInfo& s,
                      const std::shared_ptr<ShardReplica>& local);
+  // Named primary of `s` with `local` recovered from its log: takes the shard back, resigns in
+  // favour of a backup whose recovered log is newer, or waits for named backups still down
+  // (at most two lease TTLs after this node started).
+  void MaybeTakeBack(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+                     const std::shared_ptr<ShardReplica>& local);
+  // Whether a live node named in `s`'s backups (other than this one) published a recovered
+  // log of the shard newer than `mine`; its name in *who.
+  bool NewerLogElsewhere(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+                         std::pair<uint64_t, uint64_t> mine, std::string* who) const;
   void MaybeJoin(const cluster::ClusterView& view, const cluster::ShardInfo& s);
   // Makes `local` the primary of `s` at epoch + 1 by a map transaction (`absent`: nodes that
   // must still be gone); every other live member rejoins by state transfer.
@@ -162,6 +171,7 @@ class ClusterNode {
       std::make_shared<const cluster::ClusterView>();
   // Control thread only: when each shard's primary was first seen gone.
   std::map<uint32_t, absl::Time> primary_gone_since_;
+  absl::Time started_;  // Start's time
   // Control thread only: when the node last said that a durable shard waits for its data.
   std::map<uint32_t, absl::Time> waiting_said_;
   // Control thread only: when a link to a joining node last failed to open.

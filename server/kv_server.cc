@@ -514,6 +514,10 @@ ClusterNode::Options KvServer::NodeOptions() {
   co.network_cut = options_.network_cut;
   co.metrics = cluster_metrics_.get();
   co.durable = !options_.data_dir.empty();
+  // Where the logs it recovered end: the map shows them to the other replicas' nodes.
+  for (const std::shared_ptr<ShardReplica>& r : shards_->All()) {
+    if (r->recovered()) co.self.logs[r->id()] = r->recovered_position();
+  }
   if (options_.embedding != nullptr) {
     co.run_threads = false;
     co.link_env = options_.embedding->links;

@@ -13,6 +13,8 @@ absl::Status ShardReplica::RecoverAndLog(storage::Disk* disk, const std::string&
                                          FsyncPolicy policy, const Clock* clock,
                                          ReplicaLog::Recovery* recovery, bool own_thread,
                                          const ReplicaLog::Options& log_options) {
+  ReplicaLog::Recovery local;
+  if (recovery == nullptr) recovery = &local;
   char* const arena = reinterpret_cast<char*>(mr_->address());
   uint64_t last_live = 0, check_seq = 0, check_epoch = 0;  // see state_seq_
   auto replay = [&, this, arena](const proto::LogEntry& e) -> absl::Status {
@@ -62,18 +64,24 @@ absl::Status ShardReplica::RecoverAndLog(storage::Disk* disk, const std::string&
   log_ = std::move(writer);
   disk_ = disk;
   log_dir_ = dir;
-  const bool whole = recovery == nullptr || recovery->complete;
+  const bool whole = recovery->complete;
   state_seq_ = whole ? last_live : 0;
   check_seq_ = whole ? check_seq : 0;
   check_epoch_ = whole ? check_epoch : 0;
-  recovered_ = recovery == nullptr || recovery->complete;
-  if (recovery != nullptr && !recovery->complete) store_->Clear();  // nothing it may serve
+  recovered_ = recovery->complete;
+  recovered_position_ = {recovery->last_epoch, recovery->last_seq};
+  if (!recovery->complete) store_->Clear();  // nothing it may serve
   return absl::OkStatus();
 }
 
 bool ShardReplica::recovered() const {
   MutexLock l(&mu_);
   return recovered_ && role_ == Role::kBackup;
+}
+
+std::pair<uint64_t, uint64_t> ShardReplica::recovered_position() const {
+  MutexLock l(&mu_);
+  return recovered_position_;
 }
 
 uint64_t ShardReplica::last_seq() const {

@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -194,6 +195,8 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   bool recovered() const;
   // The seq of the last record this replica holds (0: none).
   uint64_t last_seq() const;
+  // Where the log it recovered ends: (epoch, seq) of its last live record.
+  std::pair<uint64_t, uint64_t> recovered_position() const;
   // Empties the replica to claim a shard nobody holds: the store, and the log (an empty state).
   void ClearForClaim();
   // Stops the log (a last sync; records submitted later fail): before another replica of the
@@ -300,6 +303,7 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   std::map<std::string, LinkState> links_ ABSL_GUARDED_BY(mu_);
   uint64_t logged_ ABSL_GUARDED_BY(mu_) = 0;     // the log acknowledged every write up to here
   bool recovered_ ABSL_GUARDED_BY(mu_) = false;  // see recovered()
+  std::pair<uint64_t, uint64_t> recovered_position_ ABSL_GUARDED_BY(mu_);  // (epoch, seq)
   // The state a backup holds (AttachResponse): its last live record's seq, and its last PUT or
   // DELETE's seq and epoch (check_epoch_ 0: none; a delta can extend the state only when set).
   uint64_t state_seq_ ABSL_GUARDED_BY(mu_) = 0;

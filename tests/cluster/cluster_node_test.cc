@@ -4,8 +4,10 @@
 #include "server/cluster_node.h"
 
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -25,8 +27,9 @@ using testing::ManualClock;
 // links need a listening server: cluster_test covers them.)
 // With `disk`, the node is durable: every replica logs under /data/NAME/shard-N on it.
 struct Node {
+  // `logs`: the recovered log positions the node publishes (NodeInfo::logs), as given.
   Node(cluster::MemoryCoordinator* coordinator, const std::string& name, const Clock* clock,
-       storage::Disk* disk = nullptr)
+       storage::Disk* disk = nullptr, std::map<uint32_t, std::pair<uint64_t, uint64_t>> logs = {})
       : map(coordinator, "t") {
     device = std::move(*backends::OpenDevice(backends::DeviceSpec()));
     engine = std::move(*engine::Engine::Create(device.get(), engine::EngineOptions()));
@@ -43,7 +46,7 @@ struct Node {
         });
     ClusterNode::Options o;
     o.durable = disk != nullptr;
-    o.self = {name, "127.0.0.1:1", ""};
+    o.self = {name, "127.0.0.1:1", "", std::move(logs)};
     o.lease_ttl = absl::Seconds(3);
     o.arena_bytes = 4 << 20;
     o.run_threads = false;
@@ -287,6 +290,44 @@ TEST_F(ClusterNodeTest, ADurableShardComesBackWithItsDataOrWaitsForIt) {
   EXPECT_EQ(Shard().primary, "b");
   EXPECT_TRUE(Shard().durable);
   a_without.node->Stop();
+  b.node->Stop();
+}
+
+// A restarted primary takes its shard back only if no named backup's recovered log is newer
+// (epoch and seq decide): here the backup published a newer one, so the primary resigns and
+// that backup takes over. A backup that restarted with an older log would wait for it.
+TEST_F(ClusterNodeTest, ARestartedPrimaryYieldsToABackupWhoseLogIsNewer) {
+  ASSERT_TRUE(admin_->Create(2, *cluster::InitialShards(1, {})).ok());
+  storage::MemoryDisk disk_a, disk_b;
+  {
+    Node a(&coordinator_, "a", &clock_, &disk_a);
+    ASSERT_TRUE(a.node->Start().ok());
+    a.node->ControlTick();                               // claims at epoch 1
+    ASSERT_TRUE(Put(*a.shards->Get(0), "k", "v").ok());  // its log ends at (1, 1)
+    clock_.Advance(absl::Seconds(4));
+    coordinator_.ExpireLeases();
+  }
+  cluster::ShardInfo s = Shard();
+  s.backups = {"b"};  // b was its backup, and its log went further (published below)
+  s.epoch += 1;
+  ASSERT_TRUE(admin_->UpdateShard(s, {}).ok());
+  Node a(&coordinator_, "a", &clock_, &disk_a);
+  ASSERT_TRUE(a.shards->GetOrCreate(0).ok());
+  ASSERT_TRUE(a.shards->Get(0)->recovered());
+  EXPECT_EQ(a.shards->Get(0)->recovered_position(), (std::pair<uint64_t, uint64_t>{1, 1}));
+  Node b(&coordinator_, "b", &clock_, &disk_b, {{0, {1, 5}}});
+  ASSERT_TRUE(b.shards->GetOrCreate(0).ok());  // recovered (empty here; its position as given)
+  ASSERT_TRUE(a.node->Start().ok());
+  a.node->ControlTick();  // b is not back yet: a waits (at most two TTLs)
+  EXPECT_EQ(Shard().primary, "a");
+  EXPECT_EQ(Shard().epoch, s.epoch);
+  ASSERT_TRUE(b.node->Start().ok());
+  a.node->ControlTick();  // b's log is newer: a resigns
+  EXPECT_TRUE(Shard().primary.empty());
+  b.node->ControlTick();  // b takes over
+  EXPECT_EQ(Shard().primary, "b");
+  EXPECT_EQ(b.shards->Get(0)->role(), ShardReplica::Role::kPrimary);
+  a.node->Stop();
   b.node->Stop();
 }
 

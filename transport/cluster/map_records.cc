@@ -78,6 +78,12 @@ std::string EncodeNode(const NodeInfo& node) {
   NodeRecord r;
   r.set_rpc_address(node.rpc_address);
   r.set_metrics_address(node.metrics_address);
+  for (const auto& [shard, at] : node.logs) {
+    LogPosition* p = r.add_logs();
+    p->set_shard(shard);
+    p->set_epoch(at.first);
+    p->set_seq(at.second);
+  }
   return ToJson(r);
 }
 
@@ -121,6 +127,7 @@ absl::StatusOr<ClusterView> AssembleView(absl::string_view cluster, int64_t revi
       n.name = k.key.substr(nodes.size());
       n.rpc_address = r.rpc_address();
       n.metrics_address = r.metrics_address();
+      for (const LogPosition& p : r.logs()) n.logs[p.shard()] = {p.epoch(), p.seq()};
       view.nodes[n.name] = std::move(n);
     } else if (absl::StartsWith(k.key, shards)) {
       ShardRecord r;

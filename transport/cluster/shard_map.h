@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -42,6 +43,9 @@ struct NodeInfo {
   std::string name;
   std::string rpc_address;
   std::string metrics_address;
+  // The shard logs the node recovered whole when it started: shard -> (epoch, seq) of its
+  // last live record (NodeRecord.logs).
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> logs;
 };
 
 // What `cluster status` calls a shard's state, derived from the map and the live nodes.
