@@ -286,9 +286,7 @@ bool KvServer::LogThreads() const {
 
 ReplicaLog::Options KvServer::LogOptions() const {
   ReplicaLog::Options o;
-  if (options_.embedding != nullptr && options_.embedding->log_compact_bytes != 0) {
-    o.compact_bytes = options_.embedding->log_compact_bytes;
-  }
+  o.compact_bytes = options_.log_compact_bytes;
   return o;
 }
 
@@ -654,6 +652,7 @@ LogWriter::Stats KvServer::log_stats(absl::Status* failure) const {
     const LogWriter::Stats s = log->stats();
     sum.records += s.records;
     sum.syncs += s.syncs;
+    sum.compactions += s.compactions;
     sum.failed += s.failed;
     if (absl::Status st = log->failure(); !st.ok()) *failure = st;
   }

@@ -73,8 +73,6 @@ struct KvServerEmbedding {
   // instead of the real file system. The logs run no thread of their own: the embedder calls
   // KvServer::PollLogs (docs/durability.md, "The simulation").
   storage::Disk* disk = nullptr;
-  // Compact a shard log once it grew past this many bytes (0: the default, 256 MiB).
-  uint64_t log_compact_bytes = 0;
 };
 
 struct KvServerOptions {
@@ -88,6 +86,9 @@ struct KvServerOptions {
   // everything in memory only.
   std::string data_dir;
   std::string fsync = "always";  // always | interval:MS | never (FsyncPolicy)
+  // A shard log compacts once it grew past this many bytes since its last state (0: never;
+  // ReplicaLog::Options::compact_bytes).
+  uint64_t log_compact_bytes = uint64_t{256} << 20;
   int unload_workers = 1;
   std::string metrics_address = "127.0.0.1:9464";  // empty: no /metrics endpoint
   // Established and half-open client connections; 0: what the node holds

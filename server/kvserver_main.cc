@@ -41,6 +41,9 @@ DEFINE_string(data_dir, "",
 DEFINE_string(fsync, "always",
               "with --data_dir: always (acknowledge after fsync, group-committed), "
               "interval:MS (fsync every MS, at most MS lost on power loss) or never");
+DEFINE_uint64(log_compact_mib, 256,
+              "with --data_dir: a shard log rewrites its live keys as a new state once it grew "
+              "past this many MiB since its last one (0: never)");
 DEFINE_string(etcd, "", "cluster mode: etcd endpoints HOST:PORT[,HOST:PORT...]");
 DEFINE_string(cluster, "", "cluster mode: the cluster's name (kvclient cluster init created it)");
 DEFINE_string(node, "", "cluster mode: this node's name, unique in the cluster");
@@ -97,6 +100,7 @@ unloadkv::server::KvServerOptions OptionsFromFlags() {
   o.huge_pages = FLAGS_huge_pages;
   o.policy = FLAGS_policy;
   o.data_dir = FLAGS_data_dir;
+  o.log_compact_bytes = FLAGS_log_compact_mib << 20;
   o.fsync = FLAGS_fsync;
   o.unload_workers = FLAGS_unload_workers;
   o.metrics_address = FLAGS_metrics;
@@ -178,6 +182,13 @@ int main(int argc, char** argv) {
   if (FLAGS_fault_signals) {  // --fault_signals: SIGUSR1 cuts, SIGUSR2 heals, from the start
     Install(SIGUSR1, OnCut);
     Install(SIGUSR2, OnHeal);
+  }
+  if (FLAGS_log_compact_mib > (uint64_t{1} << 20)) {
+    std::fprintf(stderr,
+                 "kvserver: cannot start: INVALID_ARGUMENT: --log_compact_mib=%llu: at most "
+                 "1048576 (1 TiB), or 0 (never)\n",
+                 static_cast<unsigned long long>(FLAGS_log_compact_mib));
+    return 1;
   }
   auto server = unloadkv::server::KvServer::Start(OptionsFromFlags());
   if (!server.ok()) {

@@ -26,6 +26,11 @@ LogMetrics::LogMetrics(prometheus::Registry& registry, const FsyncPolicy& policy
                    .Help("Writes a shard log refused (disk full, I/O error)")
                    .Register(registry)
                    .Add({});
+  compactions_ = &prometheus::BuildCounter()
+                      .Name("unloadkv_log_compactions_total")
+                      .Help("Shard log compactions (the live keys rewritten as a new state)")
+                      .Register(registry)
+                      .Add({});
   stopped_ = &prometheus::BuildGauge()
                   .Name("unloadkv_log_stopped")
                   .Help("1 while a shard log refuses writes (disk full, I/O error), else 0")
@@ -41,6 +46,7 @@ void LogMetrics::Update(const LogWriter::Stats& sum, bool stopped) {
   add(records_, sum.records, &last_.records);
   add(syncs_, sum.syncs, &last_.syncs);
   add(failures_, sum.failed, &last_.failed);
+  add(compactions_, sum.compactions, &last_.compactions);
   stopped_->Set(stopped ? 1 : 0);
 }
 

@@ -41,6 +41,7 @@ std::shared_ptr<ShardReplica> ShardTable::Remove(uint32_t shard, const std::stri
     MutexLock l(&mu_);
     retired_.records += st.records;
     retired_.syncs += st.syncs;
+    retired_.compactions += st.compactions;
     retired_.failed += st.failed;
   }
   return r;

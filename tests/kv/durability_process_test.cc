@@ -125,6 +125,31 @@ TEST(DurabilityProcessTest, AFullDiskRefusesWritesUntilSpaceReturns) {
   EXPECT_EQ(Cli(again, {"get", "during"}).exit_code, 1);
 }
 
+// With a small --log_compact_mib, a log that grew by overwrites compacts: its older segments
+// go, /metrics counts it, and a restart rebuilds exactly the keys acknowledged.
+TEST(DurabilityProcessTest, ALogCompactsAndStillRecoversEveryKey) {
+  const std::string dir = DataDir("compact");
+  std::string scan;
+  {
+    ServerProcess s({"--data_dir=" + dir, "--log_compact_mib=1", "--metrics=127.0.0.1:0"});
+    ASSERT_FALSE(s.address().empty());
+    // 3000 writes of 1 KiB over 200 keys: about 3 MB of log for 200 KB of live values.
+    Output load = Cli(s, {"load", "--ops=3000", "--in_flight=8", "--keys=200", "--value_size=1024",
+                          "--read_fraction=0"});
+    ASSERT_EQ(load.exit_code, 0) << load.err;
+    const std::string metrics = Scrape(s.metrics_address());
+    EXPECT_GE(Sample(metrics, "unloadkv_log_compactions_total"), 1) << metrics;
+    scan = Cli(s, {"scan", "--limit=1000"}).out;
+    s.Kill();
+  }
+  storage::PosixDisk disk;
+  const std::vector<std::string> files = *disk.List(dir + "/shard-0");
+  ASSERT_FALSE(files.empty());
+  EXPECT_TRUE(absl::EndsWith(files[0], ".base.log")) << files[0];  // the old segments went
+  ServerProcess again({"--data_dir=" + dir});
+  EXPECT_EQ(Cli(again, {"scan", "--limit=1000"}).out, scan);
+}
+
 TEST(DurabilityProcessTest, ATornTailIsCutAndACorruptLogRefusesToStart) {
   const std::string dir = DataDir("torn");
   {
@@ -174,6 +199,7 @@ TEST(DurabilityProcessTest, BadDurabilityFlagsNameTheFix) {
       {{"--fsync=sometimes"}, "INVALID_ARGUMENT", "always, interval:MS"},
       {{"--fsync=interval:0"}, "INVALID_ARGUMENT", "1 <= MS <= 60000"},
       {{"--data_dir=relative/dir"}, "INVALID_ARGUMENT", "absolute path"},
+      {{"--log_compact_mib=2000000"}, "INVALID_ARGUMENT", "at most 1048576 (1 TiB), or 0"},
       {{"--data_dir=" + owned, "--etcd=127.0.0.1:1", "--cluster=c", "--node=n", "--insecure"},
        "FAILED_PRECONDITION",
        "holds the data of a single node (no --etcd) (its OWNER file), not of node n of cluster c"},

@@ -110,12 +110,12 @@ absl::Status ClusterWorld::StartNode(int i) {
   n.embedding.links.wait = [this](const std::function<bool()>& done) { lockstep_.Wait(done); };
   n.embedding.checks = &checks_;
   n.embedding.disk = n.disk.get();
-  n.embedding.log_compact_bytes = options_.log_compact_bytes;
   n.disk_done_ns = 0;
   KvServerOptions so;
   if (options_.durable) {
     so.data_dir = "/data/" + n.name;
     so.fsync = options_.fsync;
+    so.log_compact_bytes = options_.log_compact_bytes;
   }
   so.embedding = &n.embedding;
   so.cluster_map = n.map.get();

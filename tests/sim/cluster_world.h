@@ -101,7 +101,7 @@ class ClusterWorld {
     std::string fsync = "always";
     absl::Duration disk_latency = absl::Microseconds(200);
     uint64_t disk_seed = 1;  // what a power loss keeps of unsynced writes
-    // Logs compact past this many bytes (small, so that runs compact; 0: the server's default).
+    // Logs compact past this many bytes (small, so that runs compact; 0: never).
     uint64_t log_compact_bytes = 8 << 10;
   };
 
