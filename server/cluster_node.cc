@@ -212,6 +212,22 @@ bool ClusterNode::Update(const cluster::ShardInfo& next, const std::vector<std::
                                     ", primary ", next.primary.empty() ? "-" : next.primary,
                                     ", backups [", absl::StrJoin(next.backups, ","), "], joining [",
                                     absl::StrJoin(next.joining, ","), "])"));
+  {
+    // The view requests are checked against includes what this node just wrote: a primary
+    // acting on it (attaching a joiner) is not refused by a view from before the write, which
+    // cost the joiner a link retry (1 s) before the next read of the map.
+    MutexLock l(&view_mu_);
+    if (last_view_->revision < *rev) {
+      auto view = std::make_shared<cluster::ClusterView>(*last_view_);
+      for (cluster::ShardInfo& s : view->shard_list) {
+        if (s.id != next.id) continue;
+        s = next;
+        s.mod_revision = *rev;
+      }
+      view->revision = *rev;
+      last_view_ = std::move(view);
+    }
+  }
   Signal();
   return true;
 }

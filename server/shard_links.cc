@@ -16,7 +16,7 @@ namespace {
 constexpr size_t kSnapshotRecords = 256;
 constexpr size_t kSnapshotKeyBytes = 32 << 10;
 // Value writes per delta request (each one record's value).
-constexpr size_t kDeltaWrites = 64;
+constexpr size_t kDeltaWrites = 256;
 
 }  // namespace
 

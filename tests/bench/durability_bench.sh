@@ -114,6 +114,16 @@ wait_line() {
   return 1
 }
 
+# Reads files sequentially in 4 MiB blocks, bypassing the page cache when the file system
+# allows (O_DIRECT): the disk's own sequential read speed.
+read_disk() {
+  local f
+  for f in "$@"; do
+    dd if="$f" of=/dev/null bs=4M iflag=direct status=none 2>/dev/null ||
+      dd if="$f" of=/dev/null bs=4M status=none
+  done
+}
+
 recovery_phase() {
   local dir=$WORK/recovery port records t0 t1 empty_s read_s serve_s bytes cold=yes line
   rm -rf "$dir" && mkdir -p "$dir/kv" "$dir/empty"
@@ -143,7 +153,7 @@ recovery_phase() {
   kill -TERM "$KV_PID"; wait "$KV_PID" 2>/dev/null || true; KV_PID=""
   drop_caches || cold=no
   t0=$(now)
-  cat "$dir"/kv/shard-0/*.log >/dev/null
+  read_disk "$dir"/kv/shard-0/*.log
   t1=$(now)
   read_s=$(python3 -c "print($t1 - $t0)")
   drop_caches || cold=no
@@ -157,6 +167,13 @@ recovery_phase() {
   serve_s=$(python3 -c "print($t1 - $t0)")
   line=$(grep -m1 "durability:" "$dir/recover.log")
   kill -TERM "$KV_PID"; wait "$KV_PID" 2>/dev/null || true; KV_PID=""
+  # The disk's read again, after the recovery: a virtual disk's host may cache what was read
+  # before, so the faster of the two reads is the limit.
+  drop_caches || cold=no
+  t0=$(now)
+  read_disk "$dir"/kv/shard-0/*.log
+  t1=$(now)
+  read_s=$(python3 -c "print(min($read_s, $t1 - $t0))")
   echo "$records,$bytes,$read_s,$serve_s,$empty_s,$cold" >"$WORK/recovery.csv"
   log "recovery: $line"
 }
@@ -273,7 +290,7 @@ if os.path.exists(work + "/recovery.csv"):
     mb = int(size) / 1e6
     read_s, serve_s, empty_s = float(read_s), float(serve_s), float(empty_s)
     print("MEASURED recovery of a node holding %s values of 15,000 bytes: %.0f MB of log" % (records, mb))
-    print("  disk read of the same files: %.2f s = %.0f MB/s%s" % (read_s, mb / read_s, "" if cold == "yes" else " (page cache NOT dropped: not allowed here)"))
+    print("  disk read of the same files (the faster of a read before and after the recovery): %.2f s = %.0f MB/s%s" % (read_s, mb / read_s, "" if cold == "yes" else " (page cache NOT dropped: not allowed here)"))
     replay_s = serve_s - empty_s
     print("  start to serving: %.2f s; the same start with an empty data dir: %.2f s" % (serve_s, empty_s))
     print("  log replayed: %.0f MB in %.2f s = %.0f MB/s, %.0f%% of the disk's read speed" % (
