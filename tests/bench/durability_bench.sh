@@ -124,8 +124,30 @@ read_disk() {
   done
 }
 
+# timed_start DATA_DIR LOG ARENA: starts a kvserver on DATA_DIR, prints the seconds until it
+# listens (bounded: 600 s), and stops it; fails (the server stopped) when it does not listen.
+# Runs in a command substitution: it stops its own server on every path.
+timed_start() {
+  local port t0 pid ok=0
+  port=$(free_port)
+  t0=$(now)
+  "$KVSERVER" --listen=127.0.0.1:$port --metrics= --arena_bytes="$3" --data_dir="$1" >"$2" 2>&1 &
+  pid=$!
+  wait_line "$2" listening 600 && python3 -c "print($(now) - $t0)" || ok=1
+  kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
+  ((ok == 0)) || { log "kvserver did not start"; cat "$2" >&2; }
+  return $ok
+}
+# timed_read FILES...: the seconds a direct sequential read of FILES takes.
+timed_read() {
+  local t0
+  t0=$(now)
+  read_disk "$@"
+  python3 -c "print($(now) - $t0)"
+}
+
 recovery_phase() {
-  local dir=$WORK/recovery port records t0 t1 empty_s read_s serve_s bytes cold=yes line
+  local dir=$WORK/recovery port records empty_s read_s read2_s serve_s bytes cold=yes line
   rm -rf "$dir" && mkdir -p "$dir/kv" "$dir/empty"
   local arena=$(((RECOVERY_MIB * 3 / 2 + 64) << 20))
   records=$((RECOVERY_MIB * 1048576 / 15000))
@@ -138,42 +160,21 @@ recovery_phase() {
   "$YCSB" load unloadkv -P "$WL" -p recordcount="$records" -p fieldcount=1 -p fieldlength=15000 \
     -threads 16 -p unloadkv.server=127.0.0.1:$port >"$dir/ycsb.txt"
   kill -TERM "$KV_PID"; wait "$KV_PID" 2>/dev/null || true; KV_PID=""
-  bytes=$(cat "$dir"/kv/shard-0/*.log | wc -c)
-  # The same node started empty, from a cold page cache too: what starting costs without a log
-  # to replay (loading the binary and its libraries from the disk included).
+  bytes=$(du -cb "$dir"/kv/shard-0/*.log | awk 'END { print $1 }')
+  # Each step from a cold page cache. The same node started empty: what starting costs without
+  # a log to replay (loading the binary and its libraries from the disk included). The disk's
+  # read before and after the recovery: a virtual disk's host may cache what was read before,
+  # so the faster of the two is the limit.
   drop_caches || cold=no
-  port=$(free_port)
-  t0=$(now)
-  "$KVSERVER" --listen=127.0.0.1:$port --metrics= --arena_bytes=$arena --data_dir="$dir/empty" \
-    >"$dir/empty.log" 2>&1 &
-  KV_PID=$!
-  wait_line "$dir/empty.log" listening 60 || { log "kvserver did not start"; exit 1; }
-  t1=$(now)
-  empty_s=$(python3 -c "print($t1 - $t0)")
-  kill -TERM "$KV_PID"; wait "$KV_PID" 2>/dev/null || true; KV_PID=""
+  empty_s=$(timed_start "$dir/empty" "$dir/empty.log" "$arena") || exit 1
   drop_caches || cold=no
-  t0=$(now)
-  read_disk "$dir"/kv/shard-0/*.log
-  t1=$(now)
-  read_s=$(python3 -c "print($t1 - $t0)")
+  read_s=$(timed_read "$dir"/kv/shard-0/*.log)
   drop_caches || cold=no
-  port=$(free_port)
-  t0=$(now)
-  "$KVSERVER" --listen=127.0.0.1:$port --metrics= --arena_bytes=$arena --data_dir="$dir/kv" \
-    >"$dir/recover.log" 2>&1 &
-  KV_PID=$!
-  wait_line "$dir/recover.log" listening 600 || { log "kvserver did not recover"; cat "$dir/recover.log" >&2; exit 1; }
-  t1=$(now)
-  serve_s=$(python3 -c "print($t1 - $t0)")
+  serve_s=$(timed_start "$dir/kv" "$dir/recover.log" "$arena") || exit 1
   line=$(grep -m1 "durability:" "$dir/recover.log")
-  kill -TERM "$KV_PID"; wait "$KV_PID" 2>/dev/null || true; KV_PID=""
-  # The disk's read again, after the recovery: a virtual disk's host may cache what was read
-  # before, so the faster of the two reads is the limit.
   drop_caches || cold=no
-  t0=$(now)
-  read_disk "$dir"/kv/shard-0/*.log
-  t1=$(now)
-  read_s=$(python3 -c "print(min($read_s, $t1 - $t0))")
+  read2_s=$(timed_read "$dir"/kv/shard-0/*.log)
+  read_s=$(python3 -c "print(min($read_s, $read2_s))")
   echo "$records,$bytes,$read_s,$serve_s,$empty_s,$cold" >"$WORK/recovery.csv"
   log "recovery: $line"
 }
