@@ -333,10 +333,16 @@ absl::Status KvServer::RecoverShards() {
       dropped.push_back(absl::StrCat("shard ", shard));
     }
   }
+  std::vector<std::string> torn;
+  {
+    MutexLock l(&torn_mu_);
+    torn = torn_;
+  }
   durability_ = absl::StrCat(
       "logs in ", options_.data_dir, ", fsync ", fsync_policy_, "; recovered ",
       kept.empty() ? "no shard" : absl::StrJoin(kept, ", "),
       dropped.empty() ? "" : absl::StrCat("; incomplete (dropped): ", absl::StrJoin(dropped, ", ")),
+      torn.empty() ? "" : absl::StrCat("; ", absl::StrJoin(torn, "; ")),
       "; the cluster map decides which of them it serves");
   return absl::OkStatus();
 }
@@ -399,13 +405,17 @@ ShardTable::Factory KvServer::ReplicaFactory(bool huge_pages) {
         !st.ok()) {
       return st;
     }
-    Log(LogLevel::kInfo,
+    std::string torn;
+    if (!rec.torn_file.empty()) {
+      torn = absl::StrCat("cut a torn tail of ", rec.torn_bytes, " bytes (", rec.torn_why, ") off ",
+                          rec.torn_file);
+      MutexLock l(&torn_mu_);
+      torn_.push_back(torn);
+    }
+    Log(torn.empty() ? LogLevel::kInfo : LogLevel::kWarning,
         absl::StrCat("shard ", shard, ": log ", ShardDir(shard), ": replayed ", rec.records,
                      " records, last seq ", rec.last_seq, rec.complete ? "" : " (incomplete state)",
-                     rec.torn_file.empty()
-                         ? ""
-                         : absl::StrCat("; cut a torn tail of ", rec.torn_bytes, " bytes (",
-                                        rec.torn_why, ") off ", rec.torn_file)));
+                     torn.empty() ? "" : "; ", torn));
     return r;
   };
 }

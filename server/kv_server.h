@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "server/admission.h"
@@ -292,6 +293,9 @@ class KvServer {
   std::unique_ptr<LogMetrics> log_metrics_;  // with --data_dir
   std::string fsync_policy_;  // the parsed --fsync, as FsyncPolicy::ToString; set by OpenLog
   std::string durability_;    // what start-up says of it
+  // Cluster mode: the torn log tails replicas cut at recovery (RecoverShards reports them).
+  mutable Mutex torn_mu_;
+  std::vector<std::string> torn_ ABSL_GUARDED_BY(torn_mu_);
 
   mutable Mutex auth_mu_;
   std::shared_ptr<const rpc::AuthTable> auth_ ABSL_GUARDED_BY(auth_mu_);

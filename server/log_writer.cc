@@ -135,6 +135,9 @@ int LogWriter::Poll() {
   }
   {
     std::lock_guard<std::mutex> l(mu_);
+    sync_due_ = policy_.kind == FsyncPolicy::Kind::kInterval && unsynced_ && failure.ok()
+                    ? last_sync_ + policy_.interval
+                    : absl::InfiniteFuture();
     stats_.records += acked.size();
     stats_.syncs += syncs;
     stats_.failed += failed.size() + refused.size();
@@ -142,7 +145,8 @@ int LogWriter::Poll() {
   for (Done& d : acked) d(absl::OkStatus());
   for (Done& d : failed) d(failure);
   for (auto& [d, st] : refused) d(st);
-  if (failure.ok() && !unsynced_) MaybeCompact();
+  // Not while `always` records wait for their sync (Compact syncs first, for every policy).
+  if (failure.ok() && waiting_.empty()) MaybeCompact();
   return static_cast<int>(acked.size() + failed.size() + refused.size());
 }
 
@@ -160,9 +164,12 @@ void LogWriter::MaybeCompact() {
     }
     return;
   }
+  unsynced_ = false;  // the compaction synced what was written
+  last_sync_ = clock_->Now();
   {
     std::lock_guard<std::mutex> l(mu_);
     ++stats_.compactions;
+    sync_due_ = absl::InfiniteFuture();
   }
   Log(LogLevel::kInfo,
       absl::StrCat("log compacted: ", c.keys, " keys, ", c.bytes_read, " bytes read, ",
@@ -175,13 +182,16 @@ void LogWriter::Start() {
     while (true) {
       {
         std::unique_lock<std::mutex> l(mu_);
-        // Wake for a submission, a stop, or (interval) the next sync; while stopped by a
-        // disk error, once a second to try Resume.
-        const bool timed = policy_.kind == FsyncPolicy::Kind::kInterval || !failure_.ok();
-        const absl::Duration wait = !failure_.ok() ? absl::Seconds(1) : policy_.interval;
+        // Wake for a submission, a stop, or (interval) when the written records' sync is
+        // due; while stopped by a disk error, once a second to try Resume.
         auto ready = [this] { return stop_ || !queue_.empty(); };
-        if (timed) {
-          wake_.wait_for(l, absl::ToChronoMilliseconds(wait), ready);
+        if (!failure_.ok()) {
+          wake_.wait_for(l, std::chrono::seconds(1), ready);
+        } else if (sync_due_ != absl::InfiniteFuture()) {
+          const absl::Duration left = sync_due_ - clock_->Now();
+          if (left > absl::ZeroDuration()) {
+            wake_.wait_for(l, absl::ToChronoNanoseconds(left), ready);
+          }
         } else {
           wake_.wait(l, ready);
         }
@@ -206,7 +216,7 @@ void LogWriter::Crash() {
 
 bool LogWriter::pending() const {
   std::lock_guard<std::mutex> l(mu_);
-  return !queue_.empty();
+  return !queue_.empty() || clock_->Now() >= sync_due_;
 }
 
 void LogWriter::Stop() {

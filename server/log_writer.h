@@ -80,7 +80,7 @@ class LogWriter {
   // As if the process died (a simulation's crash): no more I/O, not even a last sync, and the
   // queued records' dones never run. Stop does nothing afterwards.
   void Crash();
-  // Whether records wait for a Poll.
+  // Whether a Poll has work: records queued, or (interval) a sync due.
   bool pending() const;
 
   const FsyncPolicy& policy() const { return policy_; }
@@ -111,7 +111,9 @@ class LogWriter {
   std::deque<Pending> queue_;  // guarded by mu_
   absl::Status failure_;       // guarded by mu_
   Stats stats_;                // guarded by mu_
-  bool stop_ = false;          // guarded by mu_
+  // `interval`: when the written records' sync is due (InfiniteFuture while all are synced).
+  absl::Time sync_due_ = absl::InfiniteFuture();  // guarded by mu_
+  bool stop_ = false;                             // guarded by mu_
   bool crashed_ = false;       // guarded by mu_
   std::thread thread_;
 };

@@ -105,9 +105,15 @@ TEST(LogWriterTest, IntervalAcknowledgesOnWriteAndSyncsEveryInterval) {
   w.Poll();
   EXPECT_EQ(dones.Count(absl::StatusCode::kOk), 2);
   EXPECT_EQ(w.stats().syncs, 0u);
-  clock.Advance(absl::Milliseconds(100));
+  clock.Advance(absl::Milliseconds(99));
+  EXPECT_FALSE(w.pending());
+  clock.Advance(absl::Milliseconds(1));
+  EXPECT_TRUE(w.pending()) << "a sync due is work for a Poll";
   w.Poll();
   EXPECT_EQ(w.stats().syncs, 1u);
+  EXPECT_FALSE(w.pending());
+  clock.Advance(absl::Hours(1));
+  EXPECT_FALSE(w.pending()) << "nothing written since the sync";
   w.Poll();  // nothing new to sync
   EXPECT_EQ(w.stats().syncs, 1u);
   // `never` would not have synced at all.
@@ -238,41 +244,63 @@ TEST(LogWriterTest, GroupCommitOnItsOwnThread) {
   EXPECT_LT(w.stats().syncs, 800u / 4) << "one fsync per record: no group commit";
 }
 
+// On its own thread, `interval` syncs a record when its interval ends, with nothing submitted
+// after it to wake the thread.
+TEST(LogWriterTest, IntervalSyncsOnItsOwnThreadWithNoLaterRecord) {
+  storage::MemoryDisk disk;
+  LogWriter w(OpenLog(&disk), *FsyncPolicy::Parse("interval:20"), RealClock::Get());
+  w.Start();
+  std::atomic<int> ok{0};
+  w.Submit(Entry(1), [&ok](absl::Status st) { ok += st.ok(); });
+  const auto start = std::chrono::steady_clock::now();
+  while (w.stats().syncs == 0 &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(w.stats().syncs, 1u);
+  EXPECT_EQ(ok.load(), 1);
+  w.Stop();
+}
+
 // Once the log grew past compact_bytes, a round ends with a compaction in the writer's thread:
 // the log's keys are rewritten as a state, and what recovery rebuilds is unchanged.
+// Under every policy (`never`'s log, never synced otherwise, too).
 TEST(LogWriterTest, ARoundCompactsTheLogOnceItGrewEnough) {
-  storage::MemoryDisk disk;
-  ReplicaLog::Options o;
-  o.compact_bytes = 1 << 20;
-  auto open = [&](std::map<std::string, std::string>* state) {
-    return ReplicaLog::Open(&disk, "/d", o, [state](const proto::LogEntry& e) {
-      if (e.kind() == proto::LogEntry::STATE || e.kind() == proto::LogEntry::LIVE) {
-        (*state)[e.record().key()] = e.value();
-      }
-      return absl::OkStatus();
-    });
-  };
-  std::map<std::string, std::string> state;
-  auto log = open(&state);
-  ASSERT_TRUE(log.ok());
-  FakeClock clock;
-  LogWriter w(*std::move(log), *FsyncPolicy::Parse("always"), &clock);
-  Dones dones;
-  for (uint64_t s = 1; s <= 400; ++s) {  // 400 writes of 10 KB over 20 keys: 4 MB
-    proto::LogEntry e = Entry(s);
-    e.mutable_record()->set_key("k" + std::to_string(s % 20));
-    e.set_value(std::string(10000, static_cast<char>('a' + s % 26)));
-    w.Submit(e, dones.Next());
-    if (s % 50 == 0) w.Poll();
+  for (const char* policy : {"always", "interval:1000", "never"}) {
+    SCOPED_TRACE(policy);
+    storage::MemoryDisk disk;
+    ReplicaLog::Options o;
+    o.compact_bytes = 1 << 20;
+    auto open = [&](std::map<std::string, std::string>* state) {
+      return ReplicaLog::Open(&disk, "/d", o, [state](const proto::LogEntry& e) {
+        if (e.kind() == proto::LogEntry::STATE || e.kind() == proto::LogEntry::LIVE) {
+          (*state)[e.record().key()] = e.value();
+        }
+        return absl::OkStatus();
+      });
+    };
+    std::map<std::string, std::string> state;
+    auto log = open(&state);
+    ASSERT_TRUE(log.ok());
+    FakeClock clock;
+    LogWriter w(*std::move(log), *FsyncPolicy::Parse(policy), &clock);
+    Dones dones;
+    for (uint64_t s = 1; s <= 400; ++s) {  // 400 writes of 10 KB over 20 keys: 4 MB
+      proto::LogEntry e = Entry(s);
+      e.mutable_record()->set_key("k" + std::to_string(s % 20));
+      e.set_value(std::string(10000, static_cast<char>('a' + s % 26)));
+      w.Submit(e, dones.Next());
+      if (s % 50 == 0) w.Poll();
+    }
+    w.Poll();
+    EXPECT_EQ(dones.Count(absl::StatusCode::kOk), 400);
+    EXPECT_GE(w.stats().compactions, 1u);
+    w.Stop();
+    std::map<std::string, std::string> recovered;
+    ASSERT_TRUE(open(&recovered).ok());
+    EXPECT_EQ(recovered.size(), 20u);
+    EXPECT_EQ(recovered["k0"], std::string(10000, static_cast<char>('a' + 400 % 26)));
   }
-  w.Poll();
-  EXPECT_EQ(dones.Count(absl::StatusCode::kOk), 400);
-  EXPECT_GE(w.stats().compactions, 1u);
-  w.Stop();
-  std::map<std::string, std::string> recovered;
-  ASSERT_TRUE(open(&recovered).ok());
-  EXPECT_EQ(recovered.size(), 20u);
-  EXPECT_EQ(recovered["k0"], std::string(10000, static_cast<char>('a' + 400 % 26)));
 }
 
 }  // namespace

@@ -301,6 +301,7 @@ absl::Status ReplicaLog::Compact(Compaction* out) {
 absl::Status ReplicaLog::WriteState(const std::string& tmp, uint64_t number,
                                     const std::map<std::string, uint64_t>& latest,
                                     Compaction* out) {
+  (void)disk_->Remove(tmp);  // one a failed compaction left (NotFound as a rule): not appended to
   absl::StatusOr<std::unique_ptr<storage::WritableFile>> f = disk_->OpenForAppend(tmp);
   if (!f.ok()) return f.status();
   std::string frame;

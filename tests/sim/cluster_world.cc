@@ -380,6 +380,19 @@ void ClusterWorld::DiskFull(int i, bool full) {
   disk->set_capacity(full ? disk->used() : UINT64_MAX);
 }
 
+void ClusterWorld::CrashInCompaction(int i, storage::MemoryDisk::Op op, uint64_t nth, bool power) {
+  Node& n = *nodes_[i];
+  if (n.disk == nullptr) return;
+  n.halt_power = power;
+  n.halt_struck = false;
+  n.disk->HaltAt(".tmp", op, nth);  // ReplicaLog::Compact writes the new state aside
+}
+
+void ClusterWorld::Disarm(int i) {
+  Node& n = *nodes_[i];
+  if (n.disk != nullptr && !n.disk->halted()) n.disk->Revive();
+}
+
 void ClusterWorld::Crash(int i) {
   Node& n = *nodes_[i];
   if (n.server == nullptr) return;
@@ -411,6 +424,10 @@ void ClusterWorld::DriveNode(int i) {
   while (true) {
     Wait([&] {
       if (bodies_left_ == 0 || n.want == Node::Want::kCrash) return true;
+      if (n.server != nullptr && DiskHalted(n)) {  // died mid-compaction
+        n.want = Node::Want::kCrash;
+        return true;
+      }
       const int64_t now = fabric_.now_ns();
       if (n.want == Node::Want::kRestart) return now >= n.restart_retry_ns;
       if (n.server == nullptr || now < n.paused_until_ns) return false;
@@ -420,7 +437,16 @@ void ClusterWorld::DriveNode(int i) {
     });
     if (bodies_left_ == 0) return;
     if (n.want == Node::Want::kCrash) {
-      StopNode(i, /*crash=*/true);
+      const bool halted = DiskHalted(n);
+      if (n.server != nullptr) StopNode(i, /*crash=*/true);
+      if (halted) {
+        n.halt_struck = true;
+        if (n.halt_power) {
+          n.disk->Crash();
+        } else {
+          n.disk->Revive();
+        }
+      }
       n.want = Node::Want::kNothing;
       continue;
     }
@@ -464,7 +490,7 @@ absl::Status ClusterWorld::Run(std::vector<std::function<void()>> bodies) {
 bool ClusterWorld::Step() {
   int work = 0;
   for (const std::unique_ptr<Node>& n : nodes_) {
-    if (n->server != nullptr && fabric_.now_ns() >= n->paused_until_ns) {
+    if (n->server != nullptr && fabric_.now_ns() >= n->paused_until_ns && !DiskHalted(*n)) {
       work += n->server->DriveOnce();
       work += DriveDisk(*n);
     }

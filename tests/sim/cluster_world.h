@@ -26,8 +26,11 @@
 //     wrote (the OS still has it), PowerLoss() crashes every node at once and every disk
 //     loses what was not synced (all, nothing, or a seeded torn part), and DiskFull(i, on)
 //     makes node i's disk full (writes fail with RESOURCE_EXHAUSTED) until turned off. A log
-//     round (LogWriter::Poll) begins when records wait and ends `disk_latency` of virtual
-//     time later: one fsync at a time, covering what arrived meanwhile.
+//     round (LogWriter::Poll) begins when records wait (or an interval's sync is due) and
+//     ends `disk_latency` of virtual time later: one fsync at a time, covering what arrived
+//     meanwhile. CrashInCompaction(i, ...) crashes node i at a chosen step of its next log
+//     compaction (storage::MemoryDisk::HaltAt): from that step on the node does nothing, then
+//     its participant crashes it, with a power loss of its disk or its page cache intact.
 //   * SlowCpu(i, factor): the node's modeled CPU costs times `factor` (slow unload workers
 //     and RPC handling); Jitter(max): every request up to `max` later, so that connections
 //     overtake each other (each QP's order holds); SlowNetwork(i, max): every request the
@@ -149,6 +152,13 @@ class ClusterWorld {
   // Durable worlds only (see above). PowerLoss returns once every node is down; Restart each.
   void PowerLoss();
   void DiskFull(int i, bool full);
+  // Arms node i's disk to halt at the `nth` step of kind `op` of its next compaction (from
+  // the new state's file on); `power`: the disk then loses what was not synced. Halted(i):
+  // the crash struck (the node is down, or going down at its participant's next turn).
+  // Disarm(i) takes the request back if it has not struck. Durable worlds only.
+  void CrashInCompaction(int i, storage::MemoryDisk::Op op, uint64_t nth, bool power);
+  bool Halted(int i) const { return nodes_[i]->halt_struck; }
+  void Disarm(int i);
   void Pause(int i, absl::Duration d);
   void CutFromCluster(int i, bool cut) { nodes_[i]->network_cut.store(cut); }
   void CutFromMap(int i, bool cut);
@@ -196,7 +206,11 @@ class ClusterWorld {
     int64_t restart_retry_ns = 0;
     std::unique_ptr<storage::MemoryDisk> disk;  // durable worlds; outlives incarnations
     int64_t disk_done_ns = 0;                   // when the log round in progress ends (0: none)
+    bool halt_power = false;                    // CrashInCompaction: and a power loss
+    bool halt_struck = false;                   // the last armed halt struck
   };
+  // Node n's disk halted (CrashInCompaction): the process is dead.
+  static bool DiskHalted(const Node& n) { return n.disk != nullptr && n.disk->halted(); }
 
   explicit ClusterWorld(const Options& options);
   bool Step();

@@ -32,8 +32,19 @@ std::string DirOf(const std::string& path) {
 }
 }  // namespace
 
+absl::Status MemoryDisk::Halting(Op op, const std::string& path) {
+  if (halt_.armed && !halt_.halted && halt_.triggered && op == halt_.op &&
+      ++halt_.seen == halt_.nth) {
+    halt_.halted = true;
+  }
+  if (halt_.halted) return absl::UnavailableError(absl::StrCat(path, ": the process died"));
+  if (halt_.armed && op == Op::kOpen && absl::EndsWith(path, halt_.trigger)) halt_.triggered = true;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<WritableFile>> MemoryDisk::OpenForAppend(const std::string& path) {
   MutexLock l(&mu_);
+  if (absl::Status st = Halting(Op::kOpen, path); !st.ok()) return st;
   if (dirs_.count(DirOf(path)) == 0) {
     return absl::NotFoundError(absl::StrCat("opening ", path, ": No such file or directory"));
   }
@@ -50,6 +61,7 @@ absl::Status MemoryDisk::AppendTo(const std::string& path, uint64_t generation,
   if (generation != crashes_ || it == files_.end()) {
     return absl::UnavailableError(absl::StrCat("appending to ", path, ": the disk crashed"));
   }
+  if (absl::Status st = Halting(Op::kAppend, path); !st.ok()) return st;
   if (io_error_) return absl::UnavailableError(absl::StrCat("appending to ", path, ": I/O error"));
   uint64_t used = 0;
   for (const auto& [p, d] : files_) used += d.durable.size() + d.pending.size();
@@ -70,6 +82,7 @@ absl::Status MemoryDisk::SyncFile(const std::string& path, uint64_t generation) 
   if (generation != crashes_ || it == files_.end()) {
     return absl::UnavailableError(absl::StrCat("syncing ", path, ": the disk crashed"));
   }
+  if (absl::Status st = Halting(Op::kSync, path); !st.ok()) return st;
   if (io_error_) return absl::UnavailableError(absl::StrCat("syncing ", path, ": I/O error"));
   it->second.durable += it->second.pending;
   it->second.pending.clear();
@@ -119,6 +132,7 @@ absl::StatusOr<std::vector<std::string>> MemoryDisk::ListDirs(const std::string&
 
 absl::Status MemoryDisk::Truncate(const std::string& path, uint64_t size) {
   MutexLock l(&mu_);
+  if (absl::Status st = Halting(Op::kTruncate, path); !st.ok()) return st;
   auto it = files_.find(path);
   if (it == files_.end()) {
     return absl::NotFoundError(absl::StrCat("opening ", path, ": No such file or directory"));
@@ -132,6 +146,7 @@ absl::Status MemoryDisk::Truncate(const std::string& path, uint64_t size) {
 
 absl::Status MemoryDisk::Remove(const std::string& path) {
   MutexLock l(&mu_);
+  if (absl::Status st = Halting(Op::kRemove, path); !st.ok()) return st;
   if (files_.erase(path) == 0) {
     return absl::NotFoundError(absl::StrCat("removing ", path, ": No such file or directory"));
   }
@@ -140,6 +155,7 @@ absl::Status MemoryDisk::Remove(const std::string& path) {
 
 absl::Status MemoryDisk::Rename(const std::string& from, const std::string& to) {
   MutexLock l(&mu_);
+  if (absl::Status st = Halting(Op::kRename, from); !st.ok()) return st;
   auto it = files_.find(from);
   if (it == files_.end()) {
     return absl::NotFoundError(absl::StrCat("renaming ", from, ": No such file or directory"));
@@ -162,6 +178,7 @@ absl::Status MemoryDisk::CreateDirs(const std::string& path) {
 
 absl::Status MemoryDisk::SyncDir(const std::string& dir) {
   MutexLock l(&mu_);
+  if (absl::Status st = Halting(Op::kSyncDir, dir); !st.ok()) return st;
   if (dirs_.count(dir) == 0) {
     return absl::NotFoundError(absl::StrCat("syncing ", dir, ": No such file or directory"));
   }
@@ -174,6 +191,7 @@ absl::Status MemoryDisk::SyncDir(const std::string& dir) {
 void MemoryDisk::Crash() {
   MutexLock l(&mu_);
   ++crashes_;
+  halt_ = Halt();
   for (auto it = files_.begin(); it != files_.end();) {
     Data& d = it->second;
     if (!d.name_durable) {
@@ -199,6 +217,25 @@ void MemoryDisk::Crash() {
     d.pending.clear();
     ++it;
   }
+}
+
+void MemoryDisk::HaltAt(const std::string& trigger, Op op, uint64_t nth) {
+  MutexLock l(&mu_);
+  halt_ = Halt();
+  halt_.trigger = trigger;
+  halt_.op = op;
+  halt_.nth = nth;
+  halt_.armed = true;
+}
+
+bool MemoryDisk::halted() const {
+  MutexLock l(&mu_);
+  return halt_.halted;
+}
+
+void MemoryDisk::Revive() {
+  MutexLock l(&mu_);
+  halt_ = Halt();
 }
 
 void MemoryDisk::set_capacity(uint64_t bytes) {

@@ -10,7 +10,11 @@
 //
 // Faults: set_capacity(bytes) fails appends past that many bytes in all (ResourceExhausted,
 // with the part that fits written, as a short write leaves it); set_io_error(true) fails every
-// Append and Sync (Unavailable).
+// Append and Sync (Unavailable). HaltAt arms a crash in the middle of a sequence of writes (a
+// compaction's, say): once a file whose path ends with `trigger` is opened for append, the
+// `nth` operation of kind `op` from then on halts the disk. The halting operation and every
+// later one fail (Unavailable) and change nothing, as if the process had died just before it;
+// the caller then crashes the node (and, for a power loss, the disk).
 //
 // Thread-safety: all members may be called from any thread (one lock).
 #ifndef UNLOADKV_TRANSPORT_STORAGE_MEMORY_DISK_H_
@@ -50,6 +54,14 @@ class MemoryDisk : public Disk {
   void Crash();
   void set_capacity(uint64_t bytes);
   void set_io_error(bool on);
+
+  enum class Op { kOpen, kAppend, kSync, kRename, kSyncDir, kRemove, kTruncate };
+  // Arms a halt (see above); replaces one armed before. Crash and Revive disarm it.
+  void HaltAt(const std::string& trigger, Op op, uint64_t nth);
+  // Whether an armed halt struck.
+  bool halted() const;
+  // Takes writes again (a crashed process that restarts, its page cache intact).
+  void Revive();
   // Bytes held, durable or not.
   uint64_t used() const;
 
@@ -64,6 +76,8 @@ class MemoryDisk : public Disk {
   absl::Status AppendTo(const std::string& path, uint64_t generation, absl::string_view data,
                         uint64_t* size);
   absl::Status SyncFile(const std::string& path, uint64_t generation);
+  // Counts `op` toward an armed halt; an error once the disk halted (at this op or before).
+  absl::Status Halting(Op op, const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable Mutex mu_;
   std::map<std::string, Data> files_ ABSL_GUARDED_BY(mu_);
@@ -72,6 +86,16 @@ class MemoryDisk : public Disk {
   uint64_t crashes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t capacity_ ABSL_GUARDED_BY(mu_) = UINT64_MAX;
   bool io_error_ ABSL_GUARDED_BY(mu_) = false;
+  struct Halt {
+    std::string trigger;
+    Op op = Op::kOpen;
+    uint64_t nth = 0;
+    bool triggered = false;  // the trigger file was opened
+    uint64_t seen = 0;       // ops of kind `op` since
+    bool armed = false;
+    bool halted = false;
+  };
+  Halt halt_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace unloadkv::storage
