@@ -306,7 +306,10 @@ void ClusterNode::Reconcile(const cluster::ClusterView& view) {
     } else if (Contains(s.joining, me)) {
       // The primary attaches this node and transfers the shard; nothing to do here.
     } else {
-      if (local != nullptr) shards_->Remove(s.id, "not in the shard's replica group");
+      // A replica this node recovered from its log stays while the node joins: the primary's
+      // attach finds it and brings it up to date by delta, without a second replay of the log.
+      const bool keep = local != nullptr && local->recovered() && CanJoin(view, s);
+      if (local != nullptr && !keep) shards_->Remove(s.id, "not in the shard's replica group");
       MaybeJoin(view, s);
     }
   }
@@ -416,6 +419,12 @@ bool ClusterNode::TakeOver(const cluster::ClusterView& view, const cluster::Shar
   return true;
 }
 
+bool ClusterNode::CanJoin(const cluster::ClusterView& view, const cluster::ShardInfo& s) {
+  const size_t members = 1 + s.backups.size() + s.joining.size();
+  return !s.primary.empty() && view.IsLive(s.primary) &&
+         members < static_cast<size_t>(view.replicas);
+}
+
 void ClusterNode::MaybeJoin(const cluster::ClusterView& view, const cluster::ShardInfo& s) {
   const std::string& me = name();
   if (s.primary.empty() && s.backups.empty()) {
@@ -460,9 +469,7 @@ void ClusterNode::MaybeJoin(const cluster::ClusterView& view, const cluster::Sha
     }
     return;
   }
-  if (s.primary.empty() || !view.IsLive(s.primary)) return;  // a backup will take over first
-  const size_t members = 1 + s.backups.size() + s.joining.size();
-  if (members >= static_cast<size_t>(view.replicas)) return;
+  if (!CanJoin(view, s)) return;  // a backup takes over first, or the group is whole
   cluster::ShardInfo next = s;
   next.joining.push_back(me);
   Update(next, {}, "join");

@@ -132,6 +132,8 @@ class ClusterNode {
   // log of the shard newer than `mine`; its name in *who.
   bool NewerLogElsewhere(const cluster::ClusterView& view, const cluster::ShardInfo& s,
                          std::pair<uint64_t, uint64_t> mine, std::string* who) const;
+  // Whether this node, outside `s`'s group, may ask to join it: a live primary and room.
+  static bool CanJoin(const cluster::ClusterView& view, const cluster::ShardInfo& s);
   void MaybeJoin(const cluster::ClusterView& view, const cluster::ShardInfo& s);
   // Makes `local` the primary of `s` at epoch + 1 by a map transaction (`absent`: nodes that
   // must still be gone); every other live member rejoins by state transfer.
