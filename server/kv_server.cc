@@ -347,6 +347,14 @@ absl::Status KvServer::RecoverShards() {
   return absl::OkStatus();
 }
 
+namespace {
+// What start-up says of a torn tail that recovery cut (`rec.torn_file` set).
+std::string TornNote(const ReplicaLog::Recovery& rec) {
+  return absl::StrCat("cut a torn tail of ", rec.torn_bytes, " bytes (", rec.torn_why, ") off ",
+                      rec.torn_file);
+}
+}  // namespace
+
 absl::Status KvServer::OpenLog(ShardReplica& replica) {
   if (options_.data_dir.empty()) {
     durability_ = "in memory only (no --data_dir): a restart loses every key";
@@ -364,8 +372,7 @@ absl::Status KvServer::OpenLog(ShardReplica& replica) {
                              rec.records, " records (", rec.bytes, " bytes) from ", rec.segments,
                              " segments, last seq ", rec.last_seq);
   if (!rec.torn_file.empty()) {
-    absl::StrAppend(&durability_, "; cut a torn tail of ", rec.torn_bytes, " bytes (", rec.torn_why,
-                    ") off ", rec.torn_file);
+    absl::StrAppend(&durability_, "; ", TornNote(rec));
   }
   return absl::OkStatus();
 }
@@ -407,8 +414,7 @@ ShardTable::Factory KvServer::ReplicaFactory(bool huge_pages) {
     }
     std::string torn;
     if (!rec.torn_file.empty()) {
-      torn = absl::StrCat("cut a torn tail of ", rec.torn_bytes, " bytes (", rec.torn_why, ") off ",
-                          rec.torn_file);
+      torn = TornNote(rec);
       MutexLock l(&torn_mu_);
       torn_.push_back(torn);
     }
