@@ -665,11 +665,7 @@ LogWriter::Stats KvServer::log_stats(absl::Status* failure) const {
   for (const std::shared_ptr<ShardReplica>& r : shards_->All()) {
     const LogWriter* log = r->log();
     if (log == nullptr) continue;
-    const LogWriter::Stats s = log->stats();
-    sum.records += s.records;
-    sum.syncs += s.syncs;
-    sum.compactions += s.compactions;
-    sum.failed += s.failed;
+    sum += log->stats();
     if (absl::Status st = log->failure(); !st.ok()) *failure = st;
   }
   return sum;

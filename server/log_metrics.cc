@@ -31,6 +31,12 @@ LogMetrics::LogMetrics(prometheus::Registry& registry, const FsyncPolicy& policy
                       .Help("Shard log compactions (the live keys rewritten as a new state)")
                       .Register(registry)
                       .Add({});
+  compaction_seconds_ =
+      &prometheus::BuildCounter()
+           .Name("unloadkv_log_compaction_seconds_total")
+           .Help("Seconds the shard logs spent compacting (their writes wait meanwhile)")
+           .Register(registry)
+           .Add({});
   stopped_ = &prometheus::BuildGauge()
                   .Name("unloadkv_log_stopped")
                   .Help("1 while a shard log refuses writes (disk full, I/O error), else 0")
@@ -47,6 +53,11 @@ void LogMetrics::Update(const LogWriter::Stats& sum, bool stopped) {
   add(syncs_, sum.syncs, &last_.syncs);
   add(failures_, sum.failed, &last_.failed);
   add(compactions_, sum.compactions, &last_.compactions);
+  if (sum.compaction_us > last_.compaction_us) {
+    compaction_seconds_->Increment(static_cast<double>(sum.compaction_us - last_.compaction_us) /
+                                   1e6);
+    last_.compaction_us = sum.compaction_us;
+  }
   stopped_->Set(stopped ? 1 : 0);
 }
 

@@ -4,6 +4,7 @@
 //   unloadkv_log_syncs_total                fsyncs of the logs
 //   unloadkv_log_write_failures_total       writes a log refused (disk full, I/O error)
 //   unloadkv_log_compactions_total          log compactions (ReplicaLog::Compact)
+//   unloadkv_log_compaction_seconds_total   time they took; the log's writes wait meanwhile
 //   unloadkv_log_stopped                    1 while a log refuses writes (alert
 //                                           UnloadkvLogStopped), else 0
 // Nothing is registered without --data_dir. Thread-safety: Update from one thread at a time.
@@ -31,6 +32,7 @@ class LogMetrics {
   prometheus::Counter* syncs_;
   prometheus::Counter* failures_;
   prometheus::Counter* compactions_;
+  prometheus::Counter* compaction_seconds_;
   prometheus::Gauge* stopped_;
   LogWriter::Stats last_;  // what the counters hold
 };

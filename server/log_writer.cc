@@ -169,6 +169,7 @@ void LogWriter::MaybeCompact() {
   {
     std::lock_guard<std::mutex> l(mu_);
     ++stats_.compactions;
+    stats_.compaction_us += static_cast<uint64_t>(absl::ToInt64Microseconds(clock_->Now() - start));
     sync_due_ = absl::InfiniteFuture();
   }
   Log(LogLevel::kInfo,

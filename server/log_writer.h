@@ -59,6 +59,15 @@ class LogWriter {
     uint64_t syncs = 0;
     uint64_t failed = 0;  // records whose done reported an error
     uint64_t compactions = 0;
+    uint64_t compaction_us = 0;  // time spent compacting (the log's writes wait meanwhile)
+    Stats& operator+=(const Stats& o) {
+      records += o.records;
+      syncs += o.syncs;
+      failed += o.failed;
+      compactions += o.compactions;
+      compaction_us += o.compaction_us;
+      return *this;
+    }
   };
 
   // `clock` (not owned) times `interval` syncs and Resume attempts.
@@ -114,7 +123,7 @@ class LogWriter {
   // `interval`: when the written records' sync is due (InfiniteFuture while all are synced).
   absl::Time sync_due_ = absl::InfiniteFuture();  // guarded by mu_
   bool stop_ = false;                             // guarded by mu_
-  bool crashed_ = false;       // guarded by mu_
+  bool crashed_ = false;                          // guarded by mu_
   std::thread thread_;
 };
 

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/apply_thread.h"
 #include "server/log_frame.h"
 
 namespace unloadkv::server {
@@ -135,12 +136,18 @@ absl::Status ReplicaLog::Recover(const Replay& replay, Recovery* recovery) {
   absl::StatusOr<std::vector<Segment>> segments = ListSegments(disk_, dir_, &first);
   if (!segments.ok()) return segments.status();
   bool in_state = false;
-  for (size_t i = first; i < segments->size(); ++i) {
-    if (absl::Status st =
-            ReplaySegment((*segments)[i], i + 1 == segments->size(), replay, recovery, &in_state);
-        !st.ok()) {
-      return st;
+  {
+    ApplyThread apply(replay);
+    for (size_t i = first; i < segments->size(); ++i) {
+      if (absl::Status st =
+              ReplaySegment((*segments)[i], i + 1 == segments->size(), &apply, recovery, &in_state);
+          !st.ok()) {
+        // A record applied before the one that stopped the reading may have failed first.
+        absl::Status applied = apply.Finish();
+        return applied.ok() ? st : applied;
+      }
     }
+    if (absl::Status st = apply.Finish(); !st.ok()) return st;
   }
   recovery->complete = !in_state;
   // The obsolete segments go only now: a log that refused to open changed nothing.
@@ -166,12 +173,12 @@ absl::Status ReplicaLog::Recover(const Replay& replay, Recovery* recovery) {
   return OpenSegment(segments->back().name);
 }
 
-absl::Status ReplicaLog::ReplaySegment(const Segment& segment, bool last, const Replay& replay,
+absl::Status ReplicaLog::ReplaySegment(const Segment& segment, bool last, ApplyThread* apply,
                                        Recovery* recovery, bool* in_state) {
   const std::string path = dir_ + "/" + segment.name;
   SegmentReader in(disk_, path);
-  proto::LogEntry entry;
   while (true) {
+    proto::LogEntry entry;  // handed to the applier
     if (absl::Status st = in.Fill(); !st.ok()) return st;
     const absl::string_view rest = in.window();
     if (rest.empty()) return absl::OkStatus();
@@ -184,7 +191,6 @@ absl::Status ReplicaLog::ReplaySegment(const Segment& segment, bool last, const 
         return absl::DataLossError(
             absl::StrCat(path, ": record at offset ", at, ": ", st.message()));
       }
-      if (absl::Status st = replay(entry); !st.ok()) return st;
       if (entry.kind() == proto::LogEntry::LIVE) recovery->last_epoch = entry.epoch();
       if (entry.kind() == proto::LogEntry::STATE_BEGIN) recovery->state = true;
       if (entry.kind() == proto::LogEntry::STATE) ++recovery->state_records;
@@ -196,6 +202,7 @@ absl::Status ReplicaLog::ReplaySegment(const Segment& segment, bool last, const 
         state_bytes_ += r.bytes;
       }
       in.Consume(r.bytes);
+      if (absl::Status st = apply->Push(std::move(entry), r.bytes); !st.ok()) return st;
       continue;
     }
     // Whatever does not decode is judged on everything to the file's end.

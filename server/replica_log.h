@@ -42,6 +42,8 @@
 
 namespace unloadkv::server {
 
+class ApplyThread;
+
 class ReplicaLog {
  public:
   struct Options {
@@ -71,7 +73,9 @@ class ReplicaLog {
     std::string torn_file;           // that segment's path; empty when nothing was cut
     std::string torn_why;            // what the tail held: "incomplete record", "zeros", ...
   };
-  // Called with each record in seq order; an error stops recovery and Open returns it.
+  // Called with each record in seq order, on a thread of its own while the next records are
+  // read and checked (ApplyThread); an error stops recovery and Open returns it. Everything
+  // it did is visible to Open's caller when Open returns.
   using Replay = std::function<absl::Status(const proto::LogEntry&)>;
 
   // Opens the log in `dir` (created if missing) on `disk` (not owned, outlives the log),
@@ -133,7 +137,7 @@ class ReplicaLog {
                                                            const std::string& dir, size_t* first);
   absl::Status Recover(const Replay& replay, Recovery* recovery);
   // Replays one segment (`last`: the log's last, whose torn tail is cut).
-  absl::Status ReplaySegment(const Segment& segment, bool last, const Replay& replay,
+  absl::Status ReplaySegment(const Segment& segment, bool last, ApplyThread* apply,
                              Recovery* recovery, bool* in_state);
   // Whether `e` may follow what *in_state and *last_seq describe (`base_start`: it is the
   // first record of a base segment); if so, advances them.

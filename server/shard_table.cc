@@ -39,10 +39,7 @@ std::shared_ptr<ShardReplica> ShardTable::Remove(uint32_t shard, const std::stri
   if (const LogWriter* log = r->log()) {
     const LogWriter::Stats st = log->stats();
     MutexLock l(&mu_);
-    retired_.records += st.records;
-    retired_.syncs += st.syncs;
-    retired_.compactions += st.compactions;
-    retired_.failed += st.failed;
+    retired_ += st;
   }
   return r;
 }

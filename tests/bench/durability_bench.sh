@@ -2,8 +2,9 @@
 # durability_bench: PUT throughput and latency of a single kvserver logging to disk under each
 # --fsync policy, next to a real redis-server with appendonly yes and the matching appendfsync,
 # both with their data on the same file system, alternated in one run (docs/durability.md).
-# The load is YCSB's load phase (inserts of 1 KiB records) from the same runner for both, at 1
-# and 16 client threads. Each figure is the median of --runs fresh pairs of servers.
+# The load is YCSB's load phase (inserts of 1 KiB records) from the same runner for both, at 1,
+# 16 and 64 client threads; unloadkv's records per fsync (the group commit's batch) beside; and
+# the disk's fdatasync latency under the 16- and 64-thread loads, which bounds `always`. Each figure is the median of --runs fresh pairs of servers.
 # Then recovery: a node holding --recovery_mib of live values (15,000-byte values) is stopped
 # and started again; the time until it serves, and the log's MB/s, next to the disk's
 # sequential read speed of the same files (page cache dropped before each, when allowed).
@@ -75,7 +76,7 @@ field() { awk -F', ' -v s="$2" -v k="$3" '$1==s && $2==k {print $3}' "$1"; }
 
 # run_pair RUN KV_POLICY REDIS_POLICY THREADS: one fresh server of each, loaded in turn.
 run_pair() {
-  local run=$1 kvp=$2 rp=$3 threads=$4 port store out
+  local run=$1 kvp=$2 rp=$3 threads=$4 port mport store out per_sync=""
   rm -rf "$WORK/kv" "$WORK/redis" && mkdir -p "$WORK/kv" "$WORK/redis"
   for store in redis unloadkv; do
     port=$(free_port)
@@ -85,7 +86,8 @@ run_pair() {
       REDIS_PID=$!
       for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
     else
-      "$KVSERVER" --listen=127.0.0.1:$port --metrics= --arena_bytes=$((256 << 20)) \
+      mport=$(free_port)
+      "$KVSERVER" --listen=127.0.0.1:$port --metrics=127.0.0.1:$mport --arena_bytes=$((256 << 20)) \
         --data_dir="$WORK/kv" --fsync="$kvp" >"$WORK/kvserver.log" 2>&1 &
       KV_PID=$!
       for _ in $(seq 100); do grep -q "listening" "$WORK/kvserver.log" && break; sleep 0.1; done
@@ -94,13 +96,56 @@ run_pair() {
     "$YCSB" load "$store" -P "$WL" -p recordcount="$RECORDS" -threads "$threads" \
       -p hdrhistogram.percentiles=50,99 -p redis.port="$port" \
       -p unloadkv.server=127.0.0.1:$port >"$out"
-    echo "$run,$kvp,$threads,$store,$(field "$out" "[OVERALL]" "Throughput(ops/sec)"),$(field "$out" "[INSERT]" "50thPercentileLatency(us)"),$(field "$out" "[INSERT]" "99thPercentileLatency(us)"),$(awk -F', ' '$1=="[INSERT]" && $2=="Return=ERROR" {s+=$3} END {print s+0}' "$out")" >>"$WORK/results.csv"
+    # The group commit's batch: records acknowledged per fsync of the log.
+    [[ $store == unloadkv ]] && per_sync=$(curl -s "http://127.0.0.1:$mport/metrics" | awk '
+      $1 == "unloadkv_log_records_total" { r = $2 } $1 == "unloadkv_log_syncs_total" { s = $2 }
+      END { if (s > 0) printf "%.1f", r / s }')
+    echo "$run,$kvp,$threads,$store,$(field "$out" "[OVERALL]" "Throughput(ops/sec)"),$(field "$out" "[INSERT]" "50thPercentileLatency(us)"),$(field "$out" "[INSERT]" "99thPercentileLatency(us)"),$(awk -F', ' '$1=="[INSERT]" && $2=="Return=ERROR" {s+=$3} END {print s+0}' "$out"),$per_sync" >>"$WORK/results.csv"
     if [[ $store == redis ]]; then
       kill "$REDIS_PID"; wait "$REDIS_PID" 2>/dev/null || true; REDIS_PID=""
     else
       kill -TERM "$KV_PID"; wait "$KV_PID" 2>/dev/null || true; KV_PID=""
     fi
   done
+}
+
+# fsync_under_load THREADS: the disk's fdatasync latency (8 KiB appended before each) while a
+# `never` node takes the load phase at THREADS: what an `always` write waits for at least once
+# on top of a `never` write's path. A run of its own, not in the table (the probe adds load).
+fsync_under_load() {
+  local port probe_pid i
+  rm -rf "$WORK/kv" && mkdir -p "$WORK/kv"
+  port=$(free_port)
+  "$KVSERVER" --listen=127.0.0.1:$port --metrics= --arena_bytes=$((256 << 20)) \
+    --data_dir="$WORK/kv" --fsync=never >"$WORK/kvserver.log" 2>&1 &
+  KV_PID=$!
+  wait_line "$WORK/kvserver.log" listening 10 || { log "kvserver did not start"; exit 1; }
+  rm -f "$WORK/probe.stop" "$WORK/probe.ready"
+  python3 - "$WORK/probe.dat" "$WORK/probe.stop" "$1" >>"$WORK/fsync.csv" <<'PY' &
+import os, sys, time
+path, stop, threads = sys.argv[1:]
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+lat, end = [], time.monotonic() + 300  # bounded
+open(os.path.dirname(path) + "/probe.ready", "w").close()
+while not os.path.exists(stop) and time.monotonic() < end:
+    os.write(fd, b"x" * 8192)
+    t = time.perf_counter()
+    os.fdatasync(fd)
+    lat.append(time.perf_counter() - t)
+os.close(fd)
+os.unlink(path)
+lat.sort()
+if lat:
+    print("%s,%d,%.0f,%.0f" % (threads, len(lat), lat[len(lat) // 2] * 1e6, lat[len(lat) * 9 // 10] * 1e6))
+PY
+  probe_pid=$!
+  for ((i = 0; i < 1000; i++)); do [[ -e $WORK/probe.ready ]] && break; sleep 0.01; done
+  # At least 20,000 inserts: long enough for a few thousand probes.
+  "$YCSB" load unloadkv -P "$WL" -p recordcount=$((RECORDS > 20000 ? RECORDS : 20000)) -threads "$1" \
+    -p unloadkv.server=127.0.0.1:$port >/dev/null
+  touch "$WORK/probe.stop"
+  wait "$probe_pid"
+  kill -TERM "$KV_PID"; wait "$KV_PID" 2>/dev/null || true; KV_PID=""
 }
 
 # Monotonic seconds, with a fraction.
@@ -147,18 +192,25 @@ timed_read() {
 }
 
 recovery_phase() {
-  local dir=$WORK/recovery port records empty_s read_s read2_s serve_s bytes cold=yes line
+  local dir=$WORK/recovery port mport records empty_s read_s read2_s serve_s bytes cold=yes line
   rm -rf "$dir" && mkdir -p "$dir/kv" "$dir/empty"
   local arena=$(((RECOVERY_MIB * 3 / 2 + 64) << 20))
   records=$((RECOVERY_MIB * 1048576 / 15000))
   port=$(free_port)
+  mport=$(free_port)
   log "recovery: loading $records values of 15,000 bytes (${RECOVERY_MIB} MiB) into a node (--fsync=interval:1000)"
-  "$KVSERVER" --listen=127.0.0.1:$port --metrics= --arena_bytes=$arena --data_dir="$dir/kv" \
+  "$KVSERVER" --listen=127.0.0.1:$port --metrics=127.0.0.1:$mport --arena_bytes=$arena --data_dir="$dir/kv" \
     --fsync=interval:1000 >"$dir/load.log" 2>&1 &
   KV_PID=$!
   wait_line "$dir/load.log" listening 30 || { log "kvserver did not start"; cat "$dir/load.log" >&2; exit 1; }
   "$YCSB" load unloadkv -P "$WL" -p recordcount="$records" -p fieldcount=1 -p fieldlength=15000 \
     -threads 16 -p unloadkv.server=127.0.0.1:$port >"$dir/ycsb.txt"
+  # Compactions during the load: the log's thread compacts, so its writes wait for each.
+  curl -s "http://127.0.0.1:$mport/metrics" | awk '
+    $1 == "unloadkv_log_compactions_total" { n = $2 }
+    $1 == "unloadkv_log_compaction_seconds_total" { s = $2 } END { print n + 0 "," s + 0 }' \
+    >"$WORK/compactions.csv"
+  field "$dir/ycsb.txt" "[INSERT]" "MaxLatency(us)" >"$WORK/load-max-us.txt"
   kill -TERM "$KV_PID"; wait "$KV_PID" 2>/dev/null || true; KV_PID=""
   bytes=$(du -cb "$dir"/kv/shard-0/*.log | awk 'END { print $1 }')
   # Each step from a cold page cache. The same node started empty: what starting costs without
@@ -201,7 +253,7 @@ start_node() {  # NAME DATA_DIR
   local port mport
   port=$(free_port); mport=$(free_port)
   "$KVSERVER" --etcd="$ETCD_ADDR" --cluster=bench --node="$1" --auth_file="$WORK/auth" \
-    --listen=127.0.0.1:$port --metrics=127.0.0.1:$mport --arena_bytes=$((256 << 20)) \
+    --listen=127.0.0.1:$port --metrics=127.0.0.1:$mport --arena_bytes=$REJOIN_ARENA \
     --lease_ttl_s=2 --data_dir="$2" --fsync=always >>"$WORK/$1.log" 2>&1 &
   NODE_PID[$1]=$!
   echo "127.0.0.1:$mport" >"$WORK/$1.metrics"
@@ -226,6 +278,9 @@ catchup_bytes() {
 }
 
 rejoin_phase() {
+  # Room for the records (1 KiB values, each slot rounded up) three times over: 256 MiB at least.
+  REJOIN_ARENA=$((REJOIN_RECORDS * 3 * 1024))
+  ((REJOIN_ARENA >= 256 << 20)) || REJOIN_ARENA=$((256 << 20))
   start_etcd
   (umask 077 && {
     echo "app client $(openssl rand -hex 32)"
@@ -276,12 +331,18 @@ log "data on $(df -P "$WORK" | awk 'NR==2 {print $1 " (" $6 ")"}'), $RECORDS ins
 for run in $(seq "$RUNS"); do
   for pair in "never no" "interval:1000 everysec" "always always"; do
     read -r kvp rp <<<"$pair"
-    for threads in 1 16; do
+    for threads in 1 16 64; do
       log "run $run/$RUNS: fsync $kvp / appendfsync $rp, $threads threads"
       run_pair "$run" "$kvp" "$rp" "$threads"
     done
   done
 done
+if ((RUNS > 0)); then
+  for threads in 16 64; do
+    log "the disk's fdatasync latency while a never node takes $threads threads' load"
+    fsync_under_load "$threads"
+  done
+fi
 
 python3 - "$WORK" <<'PY'
 import os, statistics, sys
@@ -296,6 +357,11 @@ if os.path.exists(work + "/recovery.csv"):
     print("  start to serving: %.2f s; the same start with an empty data dir: %.2f s" % (serve_s, empty_s))
     print("  log replayed: %.0f MB in %.2f s = %.0f MB/s, %.0f%% of the disk's read speed" % (
         mb, replay_s, mb / replay_s, 100 * (mb / replay_s) / (mb / read_s)))
+if os.path.exists(work + "/compactions.csv"):
+    n, secs = open(work + "/compactions.csv").read().strip().split(",")
+    print("  during that load: %s compactions of the log, %.2f s in all (its writes wait meanwhile); "
+          "the longest insert took %.2f s" % (n, float(secs),
+          float(open(work + "/load-max-us.txt").read().strip() or 0) / 1e6))
 if os.path.exists(work + "/rejoin.csv"):
     print("MEASURED rejoin of a backup SIGKILLed while writes went on (cluster of two, --fsync=always):")
     for line in open(work + "/rejoin.csv"):
@@ -306,20 +372,32 @@ if not os.path.exists(work + "/results.csv"):
     sys.exit(0)
 rows = [l.strip().split(",") for l in open(work + "/results.csv")]
 by = {}
-for run, policy, threads, store, tput, p50, p99, errors in rows:
-    by.setdefault((policy, threads, store), []).append((float(tput), float(p50), float(p99), int(errors)))
+for run, policy, threads, store, tput, p50, p99, errors, per_sync in rows:
+    by.setdefault((policy, threads, store), []).append(
+        (float(tput), float(p50), float(p99), int(errors), float(per_sync) if per_sync else 0.0))
 print("MEASURED on this machine; medians over %d runs, min-max of unloadkv/Redis in brackets" % len({r[0] for r in rows}))
-print("%-22s %-7s | %12s %8s %8s | %12s %8s %8s | %s" % ("fsync", "threads", "unloadkv op/s", "p50 us", "p99 us", "Redis op/s", "p50 us", "p99 us", "throughput unloadkv/Redis"))
+print("%-22s %-7s | %12s %8s %8s %9s | %12s %8s %8s | %s" % ("fsync", "threads", "unloadkv op/s", "p50 us", "p99 us", "rec/fsync", "Redis op/s", "p50 us", "p99 us", "throughput unloadkv/Redis"))
 redis_name = {"never": "no", "interval:1000": "everysec", "always": "always"}
+med = lambda xs, i: statistics.median(x[i] for x in xs)
 for policy in ("never", "interval:1000", "always"):
-    for threads in ("1", "16"):
+    for threads in ("1", "16", "64"):
         kv = by[(policy, threads, "unloadkv")]
         rd = by[(policy, threads, "redis")]
-        med = lambda xs, i: statistics.median(x[i] for x in xs)
         ratios = [k[0] / r[0] for k, r in zip(kv, rd)]
         errors = sum(x[3] for x in kv + rd)
-        print("%-22s %-7s | %12.0f %8.0f %8.0f | %12.0f %8.0f %8.0f | %.2fx [%.2f-%.2f]%s" % (
+        print("%-22s %-7s | %12.0f %8.0f %8.0f %9s | %12.0f %8.0f %8.0f | %.2fx [%.2f-%.2f]%s" % (
             policy + "/" + redis_name[policy], threads, med(kv, 0), med(kv, 1), med(kv, 2),
-            med(rd, 0), med(rd, 1), med(rd, 2), statistics.median(ratios), min(ratios),
-            max(ratios), "  ERRORS: %d" % errors if errors else ""))
+            "%.1f" % med(kv, 4) if med(kv, 4) else "-", med(rd, 0), med(rd, 1), med(rd, 2),
+            statistics.median(ratios), min(ratios), max(ratios),
+            "  ERRORS: %d" % errors if errors else ""))
+print("unloadkv always / never (medians):", ", ".join(
+    "%s threads %.2fx" % (t, med(by[("always", t, "unloadkv")], 0) / med(by[("never", t, "unloadkv")], 0))
+    for t in ("1", "16", "64")))
+if os.path.exists(work + "/fsync.csv"):
+    for line in open(work + "/fsync.csv"):
+        threads, n, p50, p90 = line.strip().split(",")
+        never_us = int(threads) / med(by[("never", threads, "unloadkv")], 0) * 1e6
+        print("  at %s threads: a never write takes %.0f us (threads / op/s); the disk's fdatasync "
+              "under that load, which an always write waits for at least once: p50 %s us, p90 %s us (%s probes)" % (
+                  threads, never_us, p50, p90, n))
 PY

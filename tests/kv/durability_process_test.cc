@@ -139,6 +139,7 @@ TEST(DurabilityProcessTest, ALogCompactsAndStillRecoversEveryKey) {
     ASSERT_EQ(load.exit_code, 0) << load.err;
     const std::string metrics = Scrape(s.metrics_address());
     EXPECT_GE(Sample(metrics, "unloadkv_log_compactions_total"), 1) << metrics;
+    EXPECT_GT(Sample(metrics, "unloadkv_log_compaction_seconds_total"), 0) << metrics;
     scan = Cli(s, {"scan", "--limit=1000"}).out;
     s.Kill();
   }
