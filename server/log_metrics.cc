@@ -34,7 +34,7 @@ LogMetrics::LogMetrics(prometheus::Registry& registry, const FsyncPolicy& policy
   compaction_seconds_ =
       &prometheus::BuildCounter()
            .Name("unloadkv_log_compaction_seconds_total")
-           .Help("Seconds the shard logs spent compacting (their writes wait meanwhile)")
+           .Help("Seconds the shard log compactions took, begin to finish (beside the appends)")
            .Register(registry)
            .Add({});
   stopped_ = &prometheus::BuildGauge()

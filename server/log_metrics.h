@@ -3,9 +3,9 @@
 //   unloadkv_log_records_total              records the logs acknowledged
 //   unloadkv_log_syncs_total                fsyncs of the logs
 //   unloadkv_log_write_failures_total       writes a log refused (disk full, I/O error)
-//   unloadkv_log_compactions_total          log compactions (ReplicaLog::Compact)
-//   unloadkv_log_compaction_seconds_total   time they took; the log's writes wait meanwhile
-//   unloadkv_log_stopped                    1 while a log refuses writes (alert
+//   unloadkv_log_compactions_total          log compactions (ReplicaLog::FinishCompaction)
+//   unloadkv_log_compaction_seconds_total   time they took, begin to finish (built beside the
+//   appends) unloadkv_log_stopped                    1 while a log refuses writes (alert
 //                                           UnloadkvLogStopped), else 0
 // Nothing is registered without --data_dir. Thread-safety: Update from one thread at a time.
 #ifndef UNLOADKV_SERVER_LOG_METRICS_H_

@@ -145,37 +145,79 @@ int LogWriter::Poll() {
   for (Done& d : acked) d(absl::OkStatus());
   for (Done& d : failed) d(failure);
   for (auto& [d, st] : refused) d(st);
-  // Not while `always` records wait for their sync (Compact syncs first, for every policy).
-  if (failure.ok() && waiting_.empty()) MaybeCompact();
+  // Begins not while `always` records wait for their sync (it syncs first, for every policy).
+  MaybeCompact(/*may_begin=*/failure.ok() && waiting_.empty());
   return static_cast<int>(acked.size() + failed.size() + refused.size());
 }
 
-void LogWriter::MaybeCompact() {
-  if (!log_->ShouldCompact()) return;
-  ReplicaLog::Compaction c;
-  const absl::Time start = clock_->Now();
-  const absl::Status st = log_->Compact(&c);
-  if (!st.ok()) {
-    Log(LogLevel::kWarning,
-        absl::StrCat("log compaction failed (the log goes on as it was): ", st.ToString()));
-    if (!log_->failure().ok()) {
-      std::vector<Done> none;
-      Stopped(log_->failure(), &none);
+void LogWriter::MaybeCompact(bool may_begin) {
+  if (compaction_ != nullptr) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!compaction_built_) return;
     }
+    compactor_.join();
+    FinishCompaction();
     return;
   }
-  unsynced_ = false;  // the compaction synced what was written
+  if (!may_begin || !log_->ShouldCompact()) return;
+  auto running = std::make_unique<Running>();
+  running->start = clock_->Now();
+  absl::StatusOr<ReplicaLog::CompactionPlan> plan = log_->BeginCompaction();
+  if (!plan.ok()) {
+    CompactionFailed(plan.status());
+    return;
+  }
+  running->plan = *std::move(plan);
+  unsynced_ = false;  // BeginCompaction synced what was written
   last_sync_ = clock_->Now();
   {
     std::lock_guard<std::mutex> l(mu_);
-    ++stats_.compactions;
-    stats_.compaction_us += static_cast<uint64_t>(absl::ToInt64Microseconds(clock_->Now() - start));
     sync_due_ = absl::InfiniteFuture();
+    compaction_built_ = false;
   }
+  compaction_ = std::move(running);
+  if (!thread_.joinable()) {  // Poll driven by its caller (a simulation): all at once
+    compaction_->built = log_->BuildCompaction(compaction_->plan, &compaction_->result);
+    FinishCompaction();
+    return;
+  }
+  // The reading and writing on a thread of their own: the appends go on meanwhile.
+  compactor_ = std::thread([this] {
+    compaction_->built = log_->BuildCompaction(compaction_->plan, &compaction_->result);
+    std::lock_guard<std::mutex> l(mu_);
+    compaction_built_ = true;
+    wake_.notify_one();
+  });
+}
+
+void LogWriter::FinishCompaction() {
+  std::unique_ptr<Running> c = std::move(compaction_);
+  const absl::Status st = log_->FinishCompaction(c->plan, c->built, &c->result);
+  if (!st.ok()) {
+    CompactionFailed(st);
+    return;
+  }
+  const absl::Duration took = clock_->Now() - c->start;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.compactions;
+    stats_.compaction_us += static_cast<uint64_t>(absl::ToInt64Microseconds(took));
+  }
+  const ReplicaLog::Compaction& r = c->result;
   Log(LogLevel::kInfo,
-      absl::StrCat("log compacted: ", c.keys, " keys, ", c.bytes_read, " bytes read, ",
-                   c.bytes_written, " written, ", c.segments_removed, " segments removed, in ",
-                   absl::FormatDuration(clock_->Now() - start)));
+      absl::StrCat("log compacted: ", r.keys, " keys, ", r.bytes_read, " bytes read, ",
+                   r.bytes_written, " written, ", r.segments_removed, " segments removed, in ",
+                   absl::FormatDuration(took)));
+}
+
+void LogWriter::CompactionFailed(const absl::Status& st) {
+  Log(LogLevel::kWarning,
+      absl::StrCat("log compaction failed (the log goes on as it was): ", st.ToString()));
+  if (!log_->failure().ok()) {
+    std::vector<Done> none;
+    Stopped(log_->failure(), &none);
+  }
 }
 
 void LogWriter::Start() {
@@ -185,7 +227,7 @@ void LogWriter::Start() {
         std::unique_lock<std::mutex> l(mu_);
         // Wake for a submission, a stop, or (interval) when the written records' sync is
         // due; while stopped by a disk error, once a second to try Resume.
-        auto ready = [this] { return stop_ || !queue_.empty(); };
+        auto ready = [this] { return stop_ || !queue_.empty() || compaction_built_; };
         if (!failure_.ok()) {
           wake_.wait_for(l, std::chrono::seconds(1), ready);
         } else if (sync_due_ != absl::InfiniteFuture()) {
@@ -212,7 +254,9 @@ void LogWriter::Crash() {
     wake_.notify_one();
   }
   if (thread_.joinable()) thread_.join();
-  waiting_.clear();  // a dead process answers nothing
+  if (compactor_.joinable()) compactor_.join();
+  compaction_.reset();  // its aside file stays: recovery removes it
+  waiting_.clear();     // a dead process answers nothing
 }
 
 bool LogWriter::pending() const {
@@ -228,6 +272,10 @@ void LogWriter::Stop() {
     wake_.notify_one();
   }
   if (thread_.joinable()) thread_.join();
+  if (compaction_ != nullptr) {  // a state being built: waited for, and put in place
+    compactor_.join();
+    FinishCompaction();
+  }
   Poll();  // what was queued before the stop
   if (policy_.kind != FsyncPolicy::Kind::kNever && unsynced_ && log_->failure().ok() &&
       log_->Sync().ok()) {

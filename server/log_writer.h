@@ -59,7 +59,7 @@ class LogWriter {
     uint64_t syncs = 0;
     uint64_t failed = 0;  // records whose done reported an error
     uint64_t compactions = 0;
-    uint64_t compaction_us = 0;  // time spent compacting (the log's writes wait meanwhile)
+    uint64_t compaction_us = 0;  // time the compactions took, begin to finish
     Stats& operator+=(const Stats& o) {
       records += o.records;
       syncs += o.syncs;
@@ -101,9 +101,13 @@ class LogWriter {
     proto::LogEntry entry;
     Done done;
   };
-  // After a round: compacts the log when it grew enough (ReplicaLog::ShouldCompact). Records
-  // submitted meanwhile wait for it.
-  void MaybeCompact();
+  // After a round: begins compacting the log when it grew enough (ReplicaLog::ShouldCompact)
+  // and `may_begin`; finishes a compaction whose state was built. Started, the writer builds
+  // the state on a thread of its own (compactor_) and appends meanwhile; driven by its caller,
+  // it compacts at once.
+  void MaybeCompact(bool may_begin);
+  void FinishCompaction();
+  void CompactionFailed(const absl::Status& st);
   // The log stopped with `st`: fails what must fail (see above).
   void Stopped(const absl::Status& st, std::vector<Done>* failed);
 
@@ -113,7 +117,17 @@ class LogWriter {
   absl::Time last_sync_;       // Poll's thread only
   absl::Time next_resume_;     // Poll's thread only
   std::vector<Done> waiting_;  // `always`: written records' dones, until a sync; Poll's only
-  bool unsynced_ = false;      // records written since the last sync; Poll's thread only
+  // The compaction begun and not finished (null: none); Poll's thread only, but for `built`
+  // and `result`, which compactor_ writes before it sets compaction_built_.
+  struct Running {
+    ReplicaLog::CompactionPlan plan;
+    absl::Status built;
+    ReplicaLog::Compaction result;
+    absl::Time start;
+  };
+  std::unique_ptr<Running> compaction_;
+  std::thread compactor_;
+  bool unsynced_ = false;  // records written since the last sync; Poll's thread only
 
   mutable std::mutex mu_;
   std::condition_variable wake_;
@@ -124,6 +138,7 @@ class LogWriter {
   absl::Time sync_due_ = absl::InfiniteFuture();  // guarded by mu_
   bool stop_ = false;                             // guarded by mu_
   bool crashed_ = false;                          // guarded by mu_
+  bool compaction_built_ = false;                 // compactor_ is done; guarded by mu_
   std::thread thread_;
 };
 

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -49,6 +52,22 @@ std::unique_ptr<ReplicaLog> OpenLog(storage::Disk* disk, std::vector<uint64_t>* 
 }
 
 // Records each done's status.
+// Opens the log in "/d", each key's last value (state or live PUT) replayed into *state.
+absl::StatusOr<std::unique_ptr<ReplicaLog>> OpenKeys(storage::Disk* disk,
+                                                     const ReplicaLog::Options& o,
+                                                     std::map<std::string, std::string>* state,
+                                                     ReplicaLog::Recovery* rec = nullptr) {
+  return ReplicaLog::Open(
+      disk, "/d", o,
+      [state](const proto::LogEntry& e) {
+        if (e.kind() == proto::LogEntry::STATE || e.kind() == proto::LogEntry::LIVE) {
+          (*state)[e.record().key()] = e.value();
+        }
+        return absl::OkStatus();
+      },
+      rec);
+}
+
 struct Dones {
   std::vector<absl::StatusCode> codes;
   LogWriter::Done Next() {
@@ -262,7 +281,8 @@ TEST(LogWriterTest, IntervalSyncsOnItsOwnThreadWithNoLaterRecord) {
   w.Stop();
 }
 
-// Once the log grew past compact_bytes, a round ends with a compaction in the writer's thread:
+// Once the log grew past compact_bytes, a round ends with a compaction (all three steps at once:
+// the writer is driven by its caller):
 // the log's keys are rewritten as a state, and what recovery rebuilds is unchanged.
 // Under every policy (`never`'s log, never synced otherwise, too).
 TEST(LogWriterTest, ARoundCompactsTheLogOnceItGrewEnough) {
@@ -272,12 +292,7 @@ TEST(LogWriterTest, ARoundCompactsTheLogOnceItGrewEnough) {
     ReplicaLog::Options o;
     o.compact_bytes = 1 << 20;
     auto open = [&](std::map<std::string, std::string>* state) {
-      return ReplicaLog::Open(&disk, "/d", o, [state](const proto::LogEntry& e) {
-        if (e.kind() == proto::LogEntry::STATE || e.kind() == proto::LogEntry::LIVE) {
-          (*state)[e.record().key()] = e.value();
-        }
-        return absl::OkStatus();
-      });
+      return OpenKeys(&disk, o, state);
     };
     std::map<std::string, std::string> state;
     auto log = open(&state);
@@ -301,6 +316,89 @@ TEST(LogWriterTest, ARoundCompactsTheLogOnceItGrewEnough) {
     EXPECT_EQ(recovered.size(), 20u);
     EXPECT_EQ(recovered["k0"], std::string(10000, static_cast<char>('a' + 400 % 26)));
   }
+}
+
+// A disk whose reads wait while held: a compaction's reading stalls where a test wants it.
+class HeldReadDisk : public storage::MemoryDisk {
+ public:
+  absl::StatusOr<std::string> ReadAt(const std::string& path, uint64_t offset,
+                                     uint64_t length) override {
+    std::unique_lock<std::mutex> l(hold_mu_);
+    ++waiting_;
+    cv_.wait(l, [this] { return !held_; });
+    --waiting_;
+    l.unlock();
+    return MemoryDisk::ReadAt(path, offset, length);
+  }
+  void Hold(bool on) {
+    std::lock_guard<std::mutex> l(hold_mu_);
+    held_ = on;
+    cv_.notify_all();
+  }
+  int waiting() {
+    std::lock_guard<std::mutex> l(hold_mu_);
+    return waiting_;
+  }
+
+ private:
+  std::mutex hold_mu_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  int waiting_ = 0;
+};
+
+// Bounded: until `done` or 10 s.
+bool WaitUntil(const std::function<bool()>& done) {
+  const auto start = std::chrono::steady_clock::now();
+  while (!done()) {
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10)) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// Started, the writer builds a compaction's state on a thread of its own: while that thread
+// is held in its reading, records are still written, synced and acknowledged; once it is let
+// go the state is put in place, and recovery rebuilds every key's last value.
+TEST(LogWriterTest, StartedItAppendsWhileACompactionReadsTheLog) {
+  HeldReadDisk disk;
+  ReplicaLog::Options o;
+  o.compact_bytes = 1 << 20;
+  auto open = [&](std::map<std::string, std::string>* state) { return OpenKeys(&disk, o, state); };
+  std::map<std::string, std::string> want, state;
+  auto log = open(&state);
+  ASSERT_TRUE(log.ok());
+  LogWriter w(*std::move(log), *FsyncPolicy::Parse("always"), RealClock::Get());
+  w.Start();
+  disk.Hold(true);
+  std::atomic<int> ok{0};
+  uint64_t s = 0;
+  auto submit = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      proto::LogEntry e = Entry(++s);
+      e.mutable_record()->set_key("k" + std::to_string(s % 20));
+      e.set_value(std::string(10000, static_cast<char>('a' + s % 26)));
+      want[e.record().key()] = e.value();
+      w.Submit(e, [&ok](absl::Status st) { ok += st.ok(); });
+    }
+  };
+  submit(200);  // 2 MB over 20 keys: a compaction begins, and its reading waits
+  ASSERT_TRUE(WaitUntil([&] { return ok.load() == 200 && disk.waiting() == 1; }))
+      << ok.load() << " acknowledged, " << disk.waiting() << " reads waiting";
+  submit(50);
+  EXPECT_TRUE(WaitUntil([&] { return ok.load() == 250; }))
+      << "records waited for the compaction: " << ok.load() - 200 << " of 50 acknowledged";
+  EXPECT_EQ(w.stats().compactions, 0u);
+  disk.Hold(false);
+  ASSERT_TRUE(WaitUntil([&] { return w.stats().compactions == 1; }));
+  w.Stop();
+  EXPECT_EQ(w.stats().records, 250u);
+  std::map<std::string, std::string> recovered;
+  ReplicaLog::Recovery rec;
+  ASSERT_TRUE(OpenKeys(&disk, o, &recovered, &rec).ok());
+  EXPECT_EQ(recovered, want);
+  EXPECT_TRUE(rec.state);  // from the compaction's state, then the records after it
+  EXPECT_EQ(rec.last_seq, 250u);
 }
 
 }  // namespace

@@ -114,8 +114,11 @@ absl::StatusOr<std::vector<ReplicaLog::Segment>> ReplicaLog::ListSegments(storag
     Segment seg{0, false, name};
     if (ParseSegmentName(name, &seg.number, &seg.base)) segments.push_back(seg);
   }
-  std::sort(segments.begin(), segments.end(),
-            [](const Segment& a, const Segment& b) { return a.number < b.number; });
+  // A state shares its number with the segment that took the appends while it was built
+  // (BeginCompaction), and comes first.
+  std::sort(segments.begin(), segments.end(), [](const Segment& a, const Segment& b) {
+    return a.number != b.number ? a.number < b.number : a.base && !b.base;
+  });
   // Everything before the last segment that begins a state is obsolete.
   *first = 0;
   for (size_t i = 0; i < segments.size(); ++i) {
@@ -237,21 +240,19 @@ bool ReplicaLog::ShouldCompact() const {
          since_state_bytes_ > 2 * state_bytes_;
 }
 
-absl::Status ReplicaLog::ForEachRecord(const std::function<void(const proto::LogEntry&)>& each,
+absl::Status ReplicaLog::ForEachRecord(storage::Disk* disk, const std::string& dir,
+                                       const std::vector<std::string>& segments,
+                                       const std::function<void(const proto::LogEntry&)>& each,
                                        uint64_t* bytes) {
-  size_t first = 0;
-  absl::StatusOr<std::vector<Segment>> segments = ListSegments(disk_, dir_, &first);
-  if (!segments.ok()) return segments.status();
   proto::LogEntry entry;
-  for (size_t i = first; i < segments->size(); ++i) {
-    SegmentReader in(disk_, dir_ + "/" + (*segments)[i].name);
+  for (const std::string& name : segments) {
+    SegmentReader in(disk, dir + "/" + name);
     while (true) {
       if (absl::Status st = in.Fill(); !st.ok()) return st;
       if (in.window().empty()) break;
       const FrameResult r = DecodeFrame(in.window(), &entry);
       if (r.kind != FrameResult::kOk) {
-        return absl::DataLossError(absl::StrCat(dir_, "/", (*segments)[i].name,
-                                                ": record at offset ", in.offset(),
+        return absl::DataLossError(absl::StrCat(dir, "/", name, ": record at offset ", in.offset(),
                                                 " does not decode while compacting"));
       }
       in.Consume(r.bytes);
@@ -262,11 +263,34 @@ absl::Status ReplicaLog::ForEachRecord(const std::function<void(const proto::Log
   return absl::OkStatus();
 }
 
-absl::Status ReplicaLog::Compact(Compaction* out) {
+absl::StatusOr<ReplicaLog::CompactionPlan> ReplicaLog::BeginCompaction() {
   if (absl::Status st = Sync(); !st.ok()) return st;
+  size_t first = 0;
+  absl::StatusOr<std::vector<Segment>> segments = ListSegments(disk_, dir_, &first);
+  if (!segments.ok()) return segments.status();
+  CompactionPlan plan;
+  plan.last_seq = last_seq_;
+  plan.since_bytes = since_state_bytes_;
+  plan.generation = state_generation_;
+  for (size_t i = first; i < segments->size(); ++i) plan.segments.push_back((*segments)[i].name);
+  // The new state and the segment that takes the appends meanwhile share a number above every
+  // seq compacted (the state sorts first): recovery reads the state, then the appends.
+  plan.number = std::max(last_number_ + 1, last_seq_ + 1);
+  plan.tmp = dir_ + "/" + BaseSegmentName(plan.number) + ".tmp";
+  file_.reset();
+  if (absl::Status st = OpenSegment(SegmentName(plan.number)); !st.ok()) return Fail(st);
+  last_number_ = plan.number;
+  ++segments_;
+  return plan;
+}
+
+absl::Status ReplicaLog::BuildCompaction(const CompactionPlan& plan, Compaction* out) const {
+  storage::Disk* const disk = disk_;
+  const std::string& dir = dir_;
   // Pass 1: each key's last record (0: a state's; deleted keys dropped).
   std::map<std::string, uint64_t> latest;
   absl::Status st = ForEachRecord(
+      disk, dir, plan.segments,
       [&latest](const proto::LogEntry& e) {
         const proto::ReplicationRecord& r = e.record();
         if (e.kind() == proto::LogEntry::STATE) {
@@ -279,37 +303,52 @@ absl::Status ReplicaLog::Compact(Compaction* out) {
         }
       },
       &out->bytes_read);
-  const uint64_t number = last_number_ + 1;
-  const std::string tmp = dir_ + "/" + BaseSegmentName(number) + ".tmp";
-  if (st.ok()) st = WriteState(tmp, number, latest, out);
-  if (!st.ok()) {
-    (void)disk_->Remove(tmp);
-    compact_after_ = since_state_bytes_ + options_.compact_bytes;
-    return st;
-  }
-  // Appends go on after the new state (a Resume, too, if reopening fails); the old segments
-  // are not needed.
-  const uint64_t before = segments_;
-  file_.reset();
-  segment_ = dir_ + "/" + BaseSegmentName(number);
-  synced_size_ = written_size_ = out->bytes_written;
-  last_number_ = base_number_ = number;
-  if (absl::Status open = OpenSegment(BaseSegmentName(number)); !open.ok()) return Fail(open);
-  segments_ = 1;
-  obsolete_ = before;
-  RemoveObsolete();
-  out->segments_removed = before;
+  if (st.ok()) st = WriteState(disk, dir, plan, latest, out);
+  if (!st.ok()) (void)disk->Remove(plan.tmp);
   out->keys = latest.size();
-  since_state_bytes_ = compact_after_ = 0;
+  return st;
+}
+
+absl::Status ReplicaLog::FinishCompaction(const CompactionPlan& plan, absl::Status built,
+                                          Compaction* out) {
+  if (built.ok() && plan.generation != state_generation_) {
+    built = absl::AbortedError("a state transfer began meanwhile; its state replaces this one");
+  } else if (built.ok() && !failure_.ok()) {
+    built = failure_;
+  }
+  if (built.ok()) {
+    built = disk_->Rename(plan.tmp, dir_ + "/" + BaseSegmentName(plan.number));
+    if (built.ok()) built = disk_->SyncDir(dir_);
+  }
+  if (!built.ok()) {
+    (void)disk_->Remove(plan.tmp);
+    compact_after_ = since_state_bytes_ + options_.compact_bytes;
+    return built;
+  }
+  // The state is in place: the segments it compacted are not needed.
+  base_number_ = plan.number;
+  obsolete_ = plan.segments.size();
+  RemoveObsolete();
+  out->segments_removed = plan.segments.size();
+  segments_ = segments_ + 1 - std::min<uint64_t>(segments_, plan.segments.size());
+  since_state_bytes_ -= std::min(since_state_bytes_, plan.since_bytes);
+  compact_after_ = 0;
   state_bytes_ = out->bytes_written;
   return absl::OkStatus();
 }
 
-absl::Status ReplicaLog::WriteState(const std::string& tmp, uint64_t number,
+absl::Status ReplicaLog::Compact(Compaction* out) {
+  absl::StatusOr<CompactionPlan> plan = BeginCompaction();
+  if (!plan.ok()) return plan.status();
+  return FinishCompaction(*plan, BuildCompaction(*plan, out), out);
+}
+
+absl::Status ReplicaLog::WriteState(storage::Disk* disk, const std::string& dir,
+                                    const CompactionPlan& plan,
                                     const std::map<std::string, uint64_t>& latest,
                                     Compaction* out) {
-  (void)disk_->Remove(tmp);  // one a failed compaction left (NotFound as a rule): not appended to
-  absl::StatusOr<std::unique_ptr<storage::WritableFile>> f = disk_->OpenForAppend(tmp);
+  (void)disk->Remove(plan.tmp);  // one a failed compaction left (NotFound as a rule)
+  absl::StatusOr<std::unique_ptr<storage::WritableFile>> f = disk->OpenForAppend(plan.tmp);
   if (!f.ok()) return f.status();
   std::string frame;
   absl::Status failed;
@@ -326,6 +365,7 @@ absl::Status ReplicaLog::WriteState(const std::string& tmp, uint64_t number,
   // Pass 2: the records that are their key's last, as the state's.
   uint64_t read = 0;
   absl::Status st = ForEachRecord(
+      disk, dir, plan.segments,
       [&](const proto::LogEntry& e) {
         const bool state = e.kind() == proto::LogEntry::STATE;
         const bool put =
@@ -342,13 +382,10 @@ absl::Status ReplicaLog::WriteState(const std::string& tmp, uint64_t number,
   out->bytes_read += read;
   if (!st.ok()) return st;
   marker.set_kind(proto::LogEntry::STATE_END);
-  marker.mutable_record()->set_seq(last_seq_);
+  marker.mutable_record()->set_seq(plan.last_seq);
   write(marker);
   if (!failed.ok()) return failed;
-  if (absl::Status s = (*f)->Sync(); !s.ok()) return s;
-  f->reset();
-  if (absl::Status s = disk_->Rename(tmp, dir_ + "/" + BaseSegmentName(number)); !s.ok()) return s;
-  return disk_->SyncDir(dir_);
+  return (*f)->Sync();
 }
 
 absl::StatusOr<std::vector<proto::LogEntry>> ReplicaLog::ReadLive(storage::Disk* disk,
@@ -459,6 +496,7 @@ absl::Status ReplicaLog::Append(const proto::LogEntry& entry) {
       return Fail(st);
     }
     base_number_ = last_number_;
+    ++state_generation_;
     failure_ = absl::OkStatus();
     state_broken_ = false;
     obsolete_ = obsolete_ + segments_;

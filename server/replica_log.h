@@ -34,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -96,11 +97,33 @@ class ReplicaLog {
   // Whether the log has grown enough since its last state to compact (Options::compact_bytes).
   bool ShouldCompact() const;
   // Compaction: writes every key's last PUT since the last state (deletes dropped) as a new
-  // state at last_seq(), into a segment written aside ("<n>.base.log.tmp"), synced and renamed
-  // into place; appends go on after it, and the older segments are removed. A crash at any
-  // point leaves either the old log or the new state whole. On an error the log is as it was
-  // (the aside file removed), the error is returned, and the next attempt waits until the log
-  // grew by compact_bytes again. Blocks for the disk (twice the log's bytes read).
+  // state, into a segment written aside ("<n>.base.log.tmp"), synced and renamed into place;
+  // the older segments are then removed. It runs in three steps so that appends need not wait
+  // for the middle one:
+  //   BeginCompaction (the log's thread): syncs, closes the current segment and opens a new
+  //     one, "<n>.log", for the appends that follow; the plan names the closed segments (from
+  //     the last state on) and the state's seq, last_seq() now.
+  //   BuildCompaction (any thread, the log's appends going on): reads the plan's segments
+  //     (twice) and writes and syncs the new state aside.
+  //   FinishCompaction (the log's thread): puts the state in place as "<n>.base.log" (it sorts
+  //     before "<n>.log") and removes the segments it replaces; or, when the build failed, the
+  //     log failed or a state transfer began meanwhile (STATE_BEGIN), removes the aside file
+  //     and returns why, the log as it was, and the next attempt waits until the log grew by
+  //     compact_bytes again.
+  // A crash at any step leaves the old segments or the new state whole, and the appends after
+  // them. Compact runs the three in a row.
+  struct CompactionPlan {
+    uint64_t number = 0;                // of the new state's segment and of the appends' segment
+    uint64_t last_seq = 0;              // the state's
+    uint64_t since_bytes = 0;           // live bytes in the compacted segments after their state
+    uint64_t generation = 0;            // STATE_BEGINs appended before it (none may come meanwhile)
+    std::vector<std::string> segments;  // compacted, in order
+    std::string tmp;                    // path the state is written to
+  };
+  absl::StatusOr<CompactionPlan> BeginCompaction();
+  // Touches only the disk and the plan's files: safe beside the log's other calls.
+  absl::Status BuildCompaction(const CompactionPlan& plan, Compaction* out) const;
+  absl::Status FinishCompaction(const CompactionPlan& plan, absl::Status built, Compaction* out);
   absl::Status Compact(Compaction* out);
   // After a failure: cuts the current segment back (to the last record written when
   // `keep_written`, else to the last sync) and reopens it. OK when the log can take records
@@ -145,12 +168,15 @@ class ReplicaLog {
                                  uint64_t* last_seq);
   // Removes the segments before the current state's (best effort).
   void RemoveObsolete();
-  // Compact's passes over the segments from the last state on: `each(entry)` in order.
-  absl::Status ForEachRecord(const std::function<void(const proto::LogEntry&)>& each,
-                             uint64_t* bytes);
-  // Compact's second half: writes the state to `tmp` and puts it in place as segment `number`.
-  absl::Status WriteState(const std::string& tmp, uint64_t number,
-                          const std::map<std::string, uint64_t>& latest, Compaction* out);
+  // BuildCompaction's passes over `segments` of `dir`: `each(entry)` in order.
+  static absl::Status ForEachRecord(storage::Disk* disk, const std::string& dir,
+                                    const std::vector<std::string>& segments,
+                                    const std::function<void(const proto::LogEntry&)>& each,
+                                    uint64_t* bytes);
+  // BuildCompaction's second half: writes the state of `latest` to plan.tmp and syncs it.
+  static absl::Status WriteState(storage::Disk* disk, const std::string& dir,
+                                 const CompactionPlan& plan,
+                                 const std::map<std::string, uint64_t>& latest, Compaction* out);
   absl::Status OpenSegment(const std::string& name);
   absl::Status Fail(absl::Status st);
 
@@ -172,6 +198,7 @@ class ReplicaLog {
   uint64_t since_state_bytes_ = 0;  // appended (or recovered) after the last state's end
   uint64_t state_bytes_ = 0;        // of the last state's records
   uint64_t compact_after_ = 0;      // since_state_bytes_ a compaction waits for
+  uint64_t state_generation_ = 0;   // STATE_BEGINs appended
   absl::Status failure_;
   std::string frame_;  // reused buffer
 };

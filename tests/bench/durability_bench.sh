@@ -205,7 +205,7 @@ recovery_phase() {
   wait_line "$dir/load.log" listening 30 || { log "kvserver did not start"; cat "$dir/load.log" >&2; exit 1; }
   "$YCSB" load unloadkv -P "$WL" -p recordcount="$records" -p fieldcount=1 -p fieldlength=15000 \
     -threads 16 -p unloadkv.server=127.0.0.1:$port >"$dir/ycsb.txt"
-  # Compactions during the load: the log's thread compacts, so its writes wait for each.
+  # Compactions during the load, and the slowest insert: what a compaction holds up.
   curl -s "http://127.0.0.1:$mport/metrics" | awk '
     $1 == "unloadkv_log_compactions_total" { n = $2 }
     $1 == "unloadkv_log_compaction_seconds_total" { s = $2 } END { print n + 0 "," s + 0 }' \
@@ -359,7 +359,7 @@ if os.path.exists(work + "/recovery.csv"):
         mb, replay_s, mb / replay_s, 100 * (mb / replay_s) / (mb / read_s)))
 if os.path.exists(work + "/compactions.csv"):
     n, secs = open(work + "/compactions.csv").read().strip().split(",")
-    print("  during that load: %s compactions of the log, %.2f s in all (its writes wait meanwhile); "
+    print("  during that load: %s compactions of the log, %.2f s in all (built beside the appends); "
           "the longest insert took %.2f s" % (n, float(secs),
           float(open(work + "/load-max-us.txt").read().strip() or 0) / 1e6))
 if os.path.exists(work + "/rejoin.csv"):

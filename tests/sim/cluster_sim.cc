@@ -443,11 +443,12 @@ class SimRun {
   // struck; a compaction that did not come within 10 s is taken back.
   void CompactionCrash(int victim, int64_t hold) {
     using Op = storage::MemoryDisk::Op;
-    static constexpr Op kOps[] = {Op::kOpen,   Op::kAppend,  Op::kSync,
-                                  Op::kRename, Op::kSyncDir, Op::kRemove};
-    static constexpr const char* kOpNames[] = {"open",   "append",   "sync",
-                                               "rename", "dir sync", "remove"};
-    const size_t k = rng_() % 6;
+    // The steps from the state's aside file on (the segment the appends go to meanwhile was
+    // opened before it: //server:replica_log_test crashes there too).
+    static constexpr Op kOps[] = {Op::kAppend, Op::kSync, Op::kRename, Op::kSyncDir,
+                                  Op::kRemove};
+    static constexpr const char* kOpNames[] = {"append", "sync", "rename", "dir sync", "remove"};
+    const size_t k = rng_() % 5;
     const uint64_t nth = kOps[k] == Op::kAppend ? 1 + rng_() % 16 : 1;
     const bool power = rng_() % 2 == 0;
     const std::string who = w_->node_name(victim);
