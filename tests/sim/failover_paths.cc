@@ -1,7 +1,7 @@
 // Which path a new primary's replication writes take after a failover (docs/sim-cluster.md,
 // "Replication paths after a failover"). MODELED: the whole cluster on the simulated fabric.
 //
-//   bazel run -c opt //tests/sim:failover_paths -- --policies=adaptive,offload,unload
+//   bazel run -c opt //tests/sim:failover_paths -- --policies=adaptive,offload,unload [--durable]
 //
 // For each policy, a fresh ClusterWorld (3 nodes, 2 shards of 3 replicas): one client loads
 // --records values of --value_bytes (a working set whose pages outnumber the modeled MTT
@@ -12,7 +12,9 @@
 // many went each path and the mean PUT latency in virtual time. It also says whether the new
 // primary already wrote into the remaining backup's device before the failover (as primary of
 // shard 1): then its links share that device's target model (docs/engine.md, "The per-target
-// model"); otherwise only the backup's hint (its translation cache is full) helps.
+// model"); otherwise only the backup's hint (its translation cache is full) helps. With
+// --durable the nodes log to simulated disks: the surviving backup keeps its state and the new
+// primary catches it up by delta, so no state transfer shares the link with the live writes.
 #include <algorithm>
 #include <array>
 #include <cinttypes>
@@ -42,6 +44,13 @@ DEFINE_int32(after, 1000, "replication value writes reported after the failover 
 DEFINE_int32(block, 100, "replication writes per table row (1..after)");
 DEFINE_int32(clients, 8, "closed-loop clients updating at once (1..64)");
 DEFINE_uint64(seed, 1, "the key sequences' seed");
+DEFINE_bool(durable, false,
+            "nodes log to simulated disks: the surviving backup keeps its state and the new "
+            "primary catches it up by delta from its log instead of a state transfer");
+DEFINE_string(fsync, "never", "with --durable: the logs' policy");
+DEFINE_int32(disk_latency_us, 2,
+             "with --durable: virtual time a log round takes (0..100000); the cluster "
+             "simulation's 200 adds a millisecond to every PUT, which hides the paths' difference");
 
 namespace unloadkv {
 namespace {
@@ -114,6 +123,9 @@ absl::StatusOr<Result> RunOne(const std::string& policy) {
   o.shards = 2;
   o.replicas = 3;
   o.policy = policy;
+  o.durable = FLAGS_durable;
+  o.fsync = FLAGS_fsync;
+  o.disk_latency = absl::Microseconds(FLAGS_disk_latency_us);
   // Each shard holds about half the records; the slab arena rounds values up.
   o.arena_bytes =
       std::max<uint64_t>(uint64_t{8} << 20, uint64_t(FLAGS_records) * (FLAGS_value_bytes + 256));
@@ -272,7 +284,8 @@ int Main(int argc, char** argv) {
   if (FLAGS_records < 1 || FLAGS_records > 1000000 || FLAGS_value_bytes < 16 ||
       FLAGS_value_bytes > 65536 || FLAGS_warm_updates < 0 || FLAGS_warm_updates > 10000000 ||
       FLAGS_after < 1 || FLAGS_after > 100000 || FLAGS_block < 1 || FLAGS_block > FLAGS_after ||
-      FLAGS_clients < 1 || FLAGS_clients > 64) {
+      FLAGS_clients < 1 || FLAGS_clients > 64 || FLAGS_disk_latency_us < 0 ||
+      FLAGS_disk_latency_us > 100000) {
     std::fprintf(stderr, "failover_paths: a flag is out of its range (see --help)\n");
     return 2;
   }
