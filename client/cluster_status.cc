@@ -29,6 +29,8 @@ std::string ClusterStatusTable(const cluster::ClusterView& view) {
                                            s.end.empty() ? "+inf" : Printable(s.end), ")");
     std::string backups = Names(s.backups);
     if (!s.joining.empty()) absl::StrAppend(&backups, " (joining: ", Names(s.joining), ")");
+    if (!s.handover_to.empty())
+      absl::StrAppend(&backups, " (primary moving to ", s.handover_to, ")");
     absl::StrAppendFormat(&out, "%-6u %-28s %-6u %-12s %-24s %s\n", s.id, range, s.epoch,
                           s.primary.empty() ? "-" : s.primary, backups,
                           cluster::ShardStateName(view.StateOf(s)));
@@ -51,6 +53,7 @@ std::string ClusterStatusJson(const cluster::ClusterView& view) {
                     ",\"end\":", JsonString(s.end), ",\"epoch\":", s.epoch,
                     ",\"primary\":", JsonString(s.primary), ",\"backups\":", JsonNames(s.backups),
                     ",\"joining\":", JsonNames(s.joining),
+                    ",\"handover_to\":", JsonString(s.handover_to),
                     ",\"state\":", JsonString(cluster::ShardStateName(view.StateOf(s))), "}");
   }
   absl::StrAppend(&out, "],\"nodes\":[");

@@ -13,6 +13,7 @@ cluster::ClusterView TwoShards() {
   v.shard_list.resize(2);
   v.shard_list[0] = {0, "", "m\x01", 3, "n1", {"n2"}, {}, 5};
   v.shard_list[1] = {1, "m\x01", "", 0, "", {}, {"n3"}, 6};
+  v.shard_list[0].handover_to = "n2";  // a planned move of its primary's role
   v.nodes["n1"] = {"n1", "127.0.0.1:7001", "127.0.0.1:9001"};
   v.nodes["n2"] = {"n2", "127.0.0.1:7002", ""};
   return v;
@@ -25,6 +26,7 @@ TEST(ClusterStatusTest, TableHasOneLinePerShardWithItsState) {
   EXPECT_NE(t.find("serving"), std::string::npos) << t;
   EXPECT_NE(t.find("no-primary"), std::string::npos) << t;
   EXPECT_NE(t.find("(joining: n3)"), std::string::npos) << t;
+  EXPECT_NE(t.find("(primary moving to n2)"), std::string::npos) << t;
   EXPECT_NE(t.find("nodes: 2 live"), std::string::npos) << t;
 }
 
@@ -33,9 +35,9 @@ TEST(ClusterStatusTest, JsonNamesEveryFieldAndEscapesKeyBytes) {
   EXPECT_EQ(j,
             "{\"revision\":12,\"replicas\":2,\"shards\":["
             "{\"id\":0,\"start\":\"\",\"end\":\"m\\u0001\",\"epoch\":3,\"primary\":\"n1\","
-            "\"backups\":[\"n2\"],\"joining\":[],\"state\":\"serving\"},"
+            "\"backups\":[\"n2\"],\"joining\":[],\"handover_to\":\"n2\",\"state\":\"serving\"},"
             "{\"id\":1,\"start\":\"m\\u0001\",\"end\":\"\",\"epoch\":0,\"primary\":\"\","
-            "\"backups\":[],\"joining\":[\"n3\"],\"state\":\"no-primary\"}],"
+            "\"backups\":[],\"joining\":[\"n3\"],\"handover_to\":\"\",\"state\":\"no-primary\"}],"
             "\"nodes\":[{\"name\":\"n1\",\"rpc_address\":\"127.0.0.1:7001\","
             "\"metrics_address\":\"127.0.0.1:9001\"},{\"name\":\"n2\",\"rpc_address\":"
             "\"127.0.0.1:7002\",\"metrics_address\":\"\"}]}");

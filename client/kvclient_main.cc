@@ -10,6 +10,10 @@
 //   kvclient --etcd=HOST:PORT --cluster=NAME cluster status [--json]
 //   kvclient --etcd=HOST:PORT --cluster=NAME cluster force-empty --shard=N
 //                 (gives up the data of a durable shard whose every replica is gone)
+//   kvclient --etcd=HOST:PORT --cluster=NAME cluster move --shard=N --to=NODE [--from=NODE]
+//                 (moves the primary's role, or --from's, to NODE; docs/cluster.md)
+//   kvclient --etcd=HOST:PORT --cluster=NAME cluster drain --node=NODE
+//                 (moves every role off NODE, one shard at a time)
 //   Every data command takes --etcd --cluster instead of --server: keys go to their shard's
 //   primary, through failovers (docs/cluster.md).
 //   kvclient load [--ops=N] [--in_flight=N] [--keys=N] [--value_size=N] [--read_fraction=F]
@@ -34,6 +38,7 @@
 #include "client/client.h"
 #include "client/cluster_admin.h"
 #include "client/cluster_status.h"
+#include "client/shard_move.h"
 #include "gflags/gflags.h"
 #include "proto/limits.h"
 #include "transport/base/logging.h"
@@ -66,7 +71,11 @@ DEFINE_string(split_keys, "",
               "cluster init: comma-separated shard boundaries (shards - 1 keys, increasing); "
               "default splits the first key byte evenly");
 DEFINE_bool(json, false, "cluster status: print one JSON object");
-DEFINE_int32(shard, -1, "cluster force-empty: the shard whose data to give up");
+DEFINE_int32(shard, -1, "cluster force-empty, move: the shard");
+DEFINE_string(to, "", "cluster move: the node that takes the role");
+DEFINE_string(from, "", "cluster move: the replica whose role moves (default: the primary)");
+DEFINE_string(node, "", "cluster drain: the node whose every role moves elsewhere");
+DEFINE_int32(move_timeout_s, 600, "cluster move, drain: seconds each move may take (1..86400)");
 DEFINE_string(auth_file, "",
               "file of 'NAME ROLE SECRET' lines (kvserver's --auth_file format, mode 600); "
               "empty: $UNLOADKV_AUTH_FILE, else no authentication");
@@ -230,15 +239,45 @@ int Load(Client& c, http::MetricsEndpoint* endpoint) {
   return ReportLoad(tally, issued, absl::ToDoubleSeconds(absl::Now() - start), c.write_stats());
 }
 
-// kvclient cluster init|status|force-empty.
+// kvclient cluster move|drain: the loop of steps, with progress on stdout.
+int MoveOrDrain(cluster::ClusterMap* map, const std::string& what) {
+  auto say = [](const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  };
+  const absl::Duration timeout = absl::Seconds(FLAGS_move_timeout_s);
+  const absl::Duration poll = absl::Milliseconds(200);
+  absl::Status st;
+  if (what == "move") {
+    MoveRequest req;
+    req.shard = static_cast<uint32_t>(FLAGS_shard);
+    req.to = FLAGS_to;
+    req.from = FLAGS_from;
+    st = RunMove(map, req, timeout, poll, say);
+  } else {
+    st = RunDrain(map, FLAGS_node, timeout, poll, say);
+  }
+  return st.ok() ? 0 : Fail(st);
+}
+
+// kvclient cluster init|status|force-empty|move|drain.
 int Cluster(const std::vector<std::string>& args) {
-  if (args.size() != 1 || (args[0] != "init" && args[0] != "status" && args[0] != "force-empty")) {
+  if (args.size() != 1 || (args[0] != "init" && args[0] != "status" && args[0] != "force-empty" &&
+                           args[0] != "move" && args[0] != "drain")) {
     return Usage(
         "usage: cluster init --shards=N --replicas=R | cluster status [--json] | cluster "
-        "force-empty --shard=N");
+        "force-empty --shard=N | cluster move --shard=N --to=NODE [--from=NODE] | cluster drain "
+        "--node=NODE");
   }
-  if (args[0] == "force-empty" && FLAGS_shard < 0) {
-    return Usage("cluster force-empty needs --shard=N (see kvclient cluster status)");
+  if ((args[0] == "force-empty" || args[0] == "move") && FLAGS_shard < 0) {
+    return Usage(
+        absl::StrCat("cluster ", args[0], " needs --shard=N (see kvclient cluster status)"));
+  }
+  if (args[0] == "move" && FLAGS_to.empty()) return Usage("cluster move needs --to=NODE");
+  if (args[0] == "drain" && FLAGS_node.empty()) return Usage("cluster drain needs --node=NODE");
+  if ((args[0] == "move" || args[0] == "drain") &&
+      (FLAGS_move_timeout_s < 1 || FLAGS_move_timeout_s > 86400)) {
+    return Usage("--move_timeout_s must be in 1..86400");
   }
   if (FLAGS_etcd.empty() || FLAGS_cluster.empty()) {
     return Usage("cluster commands need --etcd=HOST:PORT and --cluster=NAME");
@@ -264,6 +303,7 @@ int Cluster(const std::vector<std::string>& args) {
         FLAGS_cluster.c_str());
     return 0;
   }
+  if (args[0] == "move" || args[0] == "drain") return MoveOrDrain(map->get(), args[0]);
   if (args[0] == "force-empty") {
     absl::StatusOr<std::string> done = ForceEmpty(map->get(), static_cast<uint32_t>(FLAGS_shard));
     if (!done.ok()) return Fail(done.status());
@@ -399,7 +439,8 @@ int Main(int argc, char** argv) {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "kvclient [flags] get KEY | put KEY VALUE | del KEY | scan [START [END]] | stats | load | "
-      "cluster init | cluster status | cluster force-empty --shard=N");
+      "cluster init | cluster status | cluster force-empty --shard=N | cluster move --shard=N "
+      "--to=NODE [--from=NODE] | cluster drain --node=NODE");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   unloadkv::SetMinLogLevel(unloadkv::LogLevel::kError);
   return unloadkv::Main(argc, argv);

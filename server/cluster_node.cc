@@ -394,6 +394,7 @@ bool ClusterNode::TakeOver(const cluster::ClusterView& view, const cluster::Shar
   next.epoch = s.epoch + 1;
   next.primary = me;
   next.durable = options_.durable;
+  next.handover_to.clear();  // a hand-over asked of the previous primary ends with it
   next.backups.clear();
   next.joining.clear();
   // Every other live replica rejoins by state transfer from the new primary.
@@ -475,9 +476,39 @@ void ClusterNode::MaybeJoin(const cluster::ClusterView& view, const cluster::Sha
   Update(next, {}, "join");
 }
 
+bool ClusterNode::HandOver(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+                           const std::shared_ptr<ShardReplica>& local) {
+  const std::string& to = s.handover_to;
+  if (to.empty()) {
+    local->SetHandingOver("");
+    return false;
+  }
+  if (!Contains(s.backups, to) || !view.IsLive(to)) {
+    // Not possible now: serve on, and say so in the map (whoever asked may ask again).
+    local->SetHandingOver("");
+    cluster::ShardInfo next = s;
+    next.handover_to.clear();
+    Update(next, {},
+           absl::StrCat("give up handing the primary's role over to ", to, ": not a live backup"));
+    return true;
+  }
+  local->SetHandingOver(to);  // new writes refused ABORTED from here on: the SDK retries them
+  if (!local->Drained()) return true;  // the writes in flight commit first (a later round)
+  cluster::ShardInfo next = s;
+  next.epoch = s.epoch + 1;
+  next.primary.clear();
+  next.handover_to.clear();
+  Erase(&next.backups, to);
+  next.backups.insert(next.backups.begin(), to);  // first in line: it takes over at once
+  // This node leaves the group; its replica goes at the next round (nothing is in flight).
+  Update(next, {}, absl::StrCat("hand the primary's role over to ", to, " and leave"));
+  return true;
+}
+
 void ClusterNode::ServePrimary(const cluster::ClusterView& view, const cluster::ShardInfo& s,
                                const std::shared_ptr<ShardReplica>& local) {
   local->SetRange(s.start, s.end);
+  if (HandOver(view, s, local)) return;
   const std::vector<std::string> failed = local->FailedLinks();
   const std::vector<std::string> linked = local->LinkNodes();
   cluster::ShardInfo next = s;
@@ -521,7 +552,12 @@ void ClusterNode::ServePrimary(const cluster::ClusterView& view, const cluster::
   for (const std::string& n : linked) {
     if (!Contains(s.backups, n) && !Contains(s.joining, n)) local->RemoveLink(n);
   }
-  // Attach joining nodes that have no link yet.
+  AttachJoining(view, s, local, linked);
+}
+
+void ClusterNode::AttachJoining(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+                                const std::shared_ptr<ShardReplica>& local,
+                                const std::vector<std::string>& linked) {
   const absl::Time now = clock_->Now();
   for (const std::string& j : s.joining) {
     if (Contains(linked, j) || !view.IsLive(j)) continue;

@@ -119,6 +119,16 @@ class ClusterNode {
   // Control thread: reads the map on change or every tick, reconciles.
   void Control();
   void Reconcile(const cluster::ClusterView& view);
+  // A planned hand-over asked by the map (ShardInfo::handover_to): stops new writes, waits for
+  // those in flight, then resigns with the backup first in line and leaves the group. True
+  // while one is under way (the primary does nothing else this round).
+  bool HandOver(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+                const std::shared_ptr<ShardReplica>& local);
+  // Attaches the joining nodes of `s` that have no link yet (`linked`) and starts their
+  // catch-up (a state transfer, or a delta from the log).
+  void AttachJoining(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+                     const std::shared_ptr<ShardReplica>& local,
+                     const std::vector<std::string>& linked);
   void ServePrimary(const cluster::ClusterView& view, const cluster::ShardInfo& s,
                     const std::shared_ptr<ShardReplica>& local);
   void MaybeTakeOver(const cluster::ClusterView& view, const cluster::ShardInfo& s,

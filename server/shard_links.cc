@@ -200,6 +200,19 @@ bool ShardReplica::CaughtUp(const std::string& node) const {
   return !ls.failed && ls.snapshot_pending == 0 && ls.acked >= ls.transfer_end;
 }
 
+void ShardReplica::SetHandingOver(const std::string& to) {
+  MutexLock l(&mu_);
+  handing_over_ = to;
+}
+
+bool ShardReplica::Drained() const {
+  MutexLock l(&mu_);
+  for (const Entry& e : pending_) {
+    if (!e.barrier) return false;
+  }
+  return true;
+}
+
 void ShardReplica::RemoveLink(const std::string& node) {
   Callbacks out;
   std::shared_ptr<ReplicaLink> closed;

@@ -51,6 +51,9 @@ void ShardReplica::Append(Entry entry) {
     absl::Status refused;
     if (role_ != Role::kPrimary) {
       refused = absl::AbortedError("not the primary of this shard");
+    } else if (!handing_over_.empty() && !entry.barrier) {
+      refused = absl::AbortedError(
+          absl::StrCat("the primary's role is being handed over to ", handing_over_, "; retry"));
     } else if (log_ != nullptr && !entry.barrier) {
       // A stopped log refuses the write before any backup sees it (a full disk: reads go on).
       if (absl::Status st = log_->failure(); !st.ok()) {

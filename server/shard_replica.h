@@ -124,6 +124,12 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   bool CaughtUp(const std::string& node) const;
   // Stops sending to `node` and requiring its acknowledgments; commits what waited only on it.
   void RemoveLink(const std::string& node);
+  // A planned hand-over of the primary's role to `to` (ShardInfo::handover_to; "" ends it):
+  // while one is under way, new writes are refused ABORTED (they get no seq, so they are never
+  // applied, and the SDK retries them) and those in flight go on committing.
+  void SetHandingOver(const std::string& to);
+  // No write in flight: every one submitted committed or failed.
+  bool Drained() const;
   // Backups whose link failed (connection lost, or a record refused): they hold up commits.
   std::vector<std::string> FailedLinks() const;
   std::vector<std::string> LinkNodes() const;
@@ -294,6 +300,7 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
 
   mutable Mutex mu_;
   Role role_ ABSL_GUARDED_BY(mu_) = Role::kBackup;
+  std::string handing_over_ ABSL_GUARDED_BY(mu_);  // SetHandingOver
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t fence_ ABSL_GUARDED_BY(mu_) = 0;
   std::string start_ ABSL_GUARDED_BY(mu_), end_ ABSL_GUARDED_BY(mu_);

@@ -167,6 +167,9 @@ TEST_P(ClusterMapConformanceTest, AnUpdateAppliesOnlyToTheRevisionItRead) {
   s.epoch = 1;
   s.primary = "n1";
   s.backups = {"n2"};
+  s.joining = {"n4"};
+  s.durable = true;
+  s.handover_to = "n2";
   absl::StatusOr<int64_t> rev = map_->UpdateShard(s, {});
   ASSERT_TRUE(rev.ok()) << rev.status();
   EXPECT_GT(*rev, v.revision);
@@ -180,6 +183,9 @@ TEST_P(ClusterMapConformanceTest, AnUpdateAppliesOnlyToTheRevisionItRead) {
   ASSERT_NE(got, nullptr);
   EXPECT_EQ(got->primary, "n1");
   EXPECT_EQ(got->backups, std::vector<std::string>{"n2"});
+  EXPECT_EQ(got->joining, std::vector<std::string>{"n4"});  // every field round-trips
+  EXPECT_TRUE(got->durable);
+  EXPECT_EQ(got->handover_to, "n2");
   EXPECT_EQ(got->epoch, 1u);
   EXPECT_EQ(got->mod_revision, *rev);
   // The other shard was not touched.

@@ -14,10 +14,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
+#include "client/shard_move.h"
 #include "gtest/gtest.h"
 #include "server/kv_server.h"
 #include "tests/support/test_auth.h"
 #include "transport/base/logging.h"
+#include "transport/base/mutex.h"
 #include "transport/cluster/memory_cluster_map.h"
 #include "transport/storage/posix_disk.h"
 
@@ -49,7 +51,7 @@ class ClusterTest : public ::testing::Test {
  protected:
   std::string auth_file_;
   void SetUp() override {
-    SetMinLogLevel(LogLevel::kError);
+    SetMinLogLevel(getenv("CLUSTER_TEST_LOG") ? LogLevel::kInfo : LogLevel::kError);
     auth_file_ = testing::WriteTestAuthFile({"a", "b", "c", "d"});
   }
 
@@ -388,6 +390,133 @@ TEST_F(ClusterTest, ABackupBackWithItsLogCatchesUpByDelta) {
   // And a write after it reaches b as usual.
   ASSERT_TRUE(c->Put("after", "x").ok());
   EXPECT_EQ(Held(backup, 0, "after"), "x");
+}
+
+// Writes from a thread of their own until stopped; every acknowledged one kept (key -> value).
+class Writer {
+ public:
+  explicit Writer(Client* c)
+      : thread_([this, c] {
+          for (int i = 0; !stop_.load(); ++i) {
+            const std::string key = absl::StrCat("w", i % 500), value = absl::StrCat("v", i);
+            const absl::Status r = c->Put(key, value);
+            MutexLock l(&mu_);
+            if (r.ok()) {
+              acked_[key] = value;
+            } else {
+              failed_.push_back(
+                  absl::StrCat(absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone()),
+                               " ", r.message()));
+            }
+          }
+        }) {}
+  // The acknowledged writes; *failed gets the others' errors.
+  std::map<std::string, std::string> Stop(std::vector<std::string>* failed) {
+    stop_ = true;
+    thread_.join();
+    MutexLock l(&mu_);
+    *failed = failed_;
+    return acked_;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  Mutex mu_;
+  std::map<std::string, std::string> acked_;
+  std::vector<std::string> failed_;
+  std::thread thread_;
+};
+
+// Its progress goes to the test's log, with the time (to place a failed write).
+absl::Status Move(cluster::ClusterMap* map, MoveRequest req) {
+  return RunMove(map, req, absl::Seconds(60), absl::Milliseconds(20), [](const std::string& line) {
+    std::fprintf(stderr, "%s move: %s\n",
+                 absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone()).c_str(),
+                 line.c_str());
+  });
+}
+
+// kvclient cluster move: a backup's role, then the primary's, each to a node outside the
+// group, while a client writes on. The replicas the map names at the end hold every
+// acknowledged write; the node that left holds none. The writes refused while the primary
+// hands over are retried by the SDK; the one in flight when the old primary stops serving
+// the shard may end "outcome unknown" (it closes the connections holding windows into the
+// shard, GrantWindows::RevokeShard, as at a failover): at most one, the writer's only one.
+TEST_F(ClusterTest, MovesOfABackupAndOfThePrimaryKeepEveryAcknowledgedWrite) {
+  Init(1, 2);
+  for (const char* n : {"a", "b", "c"}) ASSERT_NE(StartNode(n), nullptr);
+  ASSERT_TRUE(WaitServing());
+  const ShardInfo first = View().shard_list[0];
+  const std::string primary = first.primary, backup = first.backups.at(0);
+  std::string spare;
+  for (const char* n : {"a", "b", "c"}) {
+    if (!first.HasReplica(n)) spare = n;
+  }
+  std::unique_ptr<Client> c = Connect();
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(c->Put(absl::StrCat("old", i), "x").ok());
+  Writer writer(c.get());
+  absl::Status moved = Move(admin_.get(), {0, spare, backup});
+  ASSERT_TRUE(moved.ok()) << moved;
+  ShardInfo s = View().shard_list[0];
+  EXPECT_EQ(s.primary, primary);
+  EXPECT_EQ(s.backups, std::vector<std::string>{spare});
+  // The primary's role to the node that just left.
+  moved = Move(admin_.get(), {0, backup, ""});
+  ASSERT_TRUE(moved.ok()) << moved;
+  ASSERT_TRUE(WaitServing());
+  std::vector<std::string> failed;
+  const std::map<std::string, std::string> acked = writer.Stop(&failed);
+  EXPECT_LE(failed.size(), 1u);
+  for (const std::string& f : failed) EXPECT_TRUE(absl::StrContains(f, "outcome unknown")) << f;
+  s = View().shard_list[0];
+  EXPECT_EQ(s.primary, backup);
+  EXPECT_EQ(s.backups, std::vector<std::string>{spare});
+  EXPECT_GT(s.epoch, first.epoch + 1);
+  EXPECT_GT(acked.size(), 0u);
+  for (const std::string& node : s.Replicas()) {
+    for (int i = 0; i < 2000; i += 97) EXPECT_EQ(Held(node, 0, absl::StrCat("old", i)), "x");
+    for (const auto& [key, value] : acked)
+      ASSERT_EQ(Held(node, 0, key), value) << node << " " << key;
+  }
+  EXPECT_EQ(nodes_.at(primary)->server->shards().Get(0), nullptr) << "the old primary kept it";
+  for (const auto& [key, value] : acked) ASSERT_EQ(*c->Get(key), value) << key;
+}
+
+// kvclient cluster drain: every role of a node, in each shard, goes to the other nodes; the
+// data stays readable and writable.
+TEST_F(ClusterTest, ADrainTakesEveryRoleOffANode) {
+  Init(2, 2);
+  for (const char* n : {"a", "b", "c"}) ASSERT_NE(StartNode(n), nullptr);
+  ASSERT_TRUE(WaitServing());
+  std::unique_ptr<Client> c = Connect();
+  std::map<std::string, std::string> want;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string key = absl::StrCat(i % 2 == 0 ? "a" : "z", i);  // both shards
+    want[key] = absl::StrCat("v", i);
+    ASSERT_TRUE(c->Put(key, want[key]).ok());
+  }
+  std::string busiest;  // the node with the most roles
+  size_t most = 0;
+  for (const char* n : {"a", "b", "c"}) {
+    size_t roles = 0;
+    for (const ShardInfo& s : View().shard_list) roles += s.HasReplica(n) ? 1 : 0;
+    if (roles > most) most = roles, busiest = n;
+  }
+  std::vector<std::string> said;
+  ASSERT_TRUE(RunDrain(admin_.get(), busiest, absl::Seconds(60), absl::Milliseconds(20),
+                       [&](const std::string& line) { said.push_back(line); })
+                  .ok());
+  ASSERT_TRUE(WaitServing());
+  for (const ShardInfo& s : View().shard_list) {
+    EXPECT_FALSE(s.HasReplica(busiest)) << "shard " << s.id;
+    EXPECT_EQ(s.Replicas().size(), 2u) << "shard " << s.id;
+  }
+  ASSERT_FALSE(said.empty());
+  EXPECT_TRUE(absl::StrContains(said.back(), "drained (" + std::to_string(most) + " moves)"))
+      << said.back();
+  for (const auto& [key, value] : want) ASSERT_EQ(*c->Get(key), value) << key;
+  ASSERT_TRUE(c->Put("after", "x").ok());
+  EXPECT_EQ(*c->Get("after"), "x");
 }
 
 }  // namespace

@@ -97,6 +97,7 @@ std::string EncodeShard(const ShardInfo& shard) {
   for (const std::string& b : shard.backups) r.add_backups(b);
   for (const std::string& j : shard.joining) r.add_joining(j);
   r.set_durable(shard.durable);
+  r.set_handover_to(shard.handover_to);
   return ToJson(r);
 }
 
@@ -141,6 +142,7 @@ absl::StatusOr<ClusterView> AssembleView(absl::string_view cluster, int64_t revi
       s.backups.assign(r.backups().begin(), r.backups().end());
       s.joining.assign(r.joining().begin(), r.joining().end());
       s.durable = r.durable();
+      s.handover_to = r.handover_to();
       s.mod_revision = k.mod_revision;
       if (k.key != ShardKey(cluster, s.id)) {
         return absl::DataLossError(

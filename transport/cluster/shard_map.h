@@ -32,6 +32,8 @@ struct ShardInfo {
   int64_t mod_revision = 0;
   // Its replicas log to disk: with none left it waits for one to come back (ShardRecord).
   bool durable = false;
+  // A planned hand-over of the primary's role to this backup (ShardRecord.handover_to).
+  std::string handover_to;
 
   bool Contains(absl::string_view key) const { return key >= start && (end.empty() || key < end); }
   // Primary first, then backups.

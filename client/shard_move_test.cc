@@ -1,0 +1,146 @@
+#include "client/shard_move.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "transport/cluster/memory_cluster_map.h"
+
+namespace unloadkv {
+namespace {
+
+// The map alone: the test plays the nodes (a primary naming a caught-up joiner a backup, a
+// backup taking over a resigned primary) where kvservers would.
+class ShardMoveTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(map_.Create(2, *cluster::InitialShards(2, {})).ok());
+    lease_ = *map_.GrantLease(absl::Seconds(60));
+    for (const char* n : {"a", "b", "c", "d"}) {
+      ASSERT_TRUE(map_.RegisterNode({n, "127.0.0.1:1", ""}, lease_).ok());
+    }
+    Set(0, 3, "a", {"b"}, {});
+    Set(1, 2, "b", {"c"}, {});
+  }
+  cluster::ShardInfo Shard(uint32_t id) { return *map_.Read()->ShardById(id); }
+  void Set(uint32_t id, uint64_t epoch, const std::string& primary,
+           const std::vector<std::string>& backups, const std::vector<std::string>& joining) {
+    cluster::ShardInfo s = Shard(id);
+    s.epoch = epoch;
+    s.primary = primary;
+    s.backups = backups;
+    s.joining = joining;
+    ASSERT_TRUE(map_.UpdateShard(s, {}).ok());
+  }
+  MoveStep Step(MoveRequest* req) {
+    absl::StatusOr<MoveStep> st = StepMove(&map_, req);
+    EXPECT_TRUE(st.ok()) << st.status();
+    return st.ok() ? *st : MoveStep{};
+  }
+
+  cluster::MemoryCoordinator coordinator_;
+  cluster::MemoryClusterMap map_{&coordinator_, "t"};
+  cluster::LeaseId lease_ = 0;
+};
+
+TEST_F(ShardMoveTest, ABackupRoleMovesThroughJoiningAndTheOldBackupLeaves) {
+  MoveRequest req{0, "c", "b"};
+  MoveStep st = Step(&req);
+  EXPECT_EQ(st.state, MoveStep::State::kJoining);
+  EXPECT_EQ(Shard(0).joining, std::vector<std::string>{"c"});
+  EXPECT_EQ(Shard(0).epoch, 3u);                           // joining changes no epoch
+  EXPECT_EQ(Step(&req).state, MoveStep::State::kJoining);  // waits for the transfer
+  EXPECT_EQ(Shard(0).joining, std::vector<std::string>{"c"});
+  Set(0, 4, "a", {"b", "c"}, {});  // the primary: c caught up
+  st = Step(&req);
+  EXPECT_EQ(st.state, MoveStep::State::kDone);
+  EXPECT_TRUE(absl::StrContains(st.said, "b leaves; its backup role is c's (epoch 5")) << st.said;
+  const cluster::ShardInfo s = Shard(0);
+  EXPECT_EQ(s.primary, "a");
+  EXPECT_EQ(s.backups, std::vector<std::string>{"c"});
+  EXPECT_EQ(s.epoch, 5u);
+  EXPECT_EQ(Step(&req).state, MoveStep::State::kDone);  // and stays done
+  EXPECT_EQ(Shard(0).epoch, 5u);
+  EXPECT_EQ(Shard(1).epoch, 2u);  // the other shard untouched
+}
+
+TEST_F(ShardMoveTest, ThePrimaryRoleMovesByAResignationWithTheNewNodeFirstInLine) {
+  MoveRequest req;  // from: the primary
+  req.shard = 0;
+  req.to = "d";
+  EXPECT_EQ(Step(&req).state, MoveStep::State::kJoining);
+  EXPECT_EQ(req.from, "a");
+  EXPECT_TRUE(req.primary);
+  Set(0, 4, "a", {"b", "d"}, {});  // d caught up
+  MoveStep st = Step(&req);
+  EXPECT_EQ(st.state, MoveStep::State::kHandingOver);
+  EXPECT_TRUE(absl::StrContains(st.said, "asks a to hand the primary's role over to d")) << st.said;
+  cluster::ShardInfo s = Shard(0);
+  EXPECT_EQ(s.primary, "a");  // the primary hands over itself, once its writes in flight commit
+  EXPECT_EQ(s.handover_to, "d");
+  EXPECT_EQ(s.epoch, 4u);
+  st = Step(&req);
+  EXPECT_EQ(st.state, MoveStep::State::kHandingOver);
+  EXPECT_TRUE(absl::StrContains(st.said, "waiting for a to let its writes")) << st.said;
+  // a (ClusterNode::HandOver): resigned with d first in line, and left.
+  s.epoch = 5;
+  s.primary.clear();
+  s.handover_to.clear();
+  s.backups = {"d", "b"};
+  ASSERT_TRUE(map_.UpdateShard(s, {}).ok());
+  st = Step(&req);
+  EXPECT_EQ(st.state, MoveStep::State::kHandingOver);
+  EXPECT_TRUE(absl::StrContains(st.said, "waiting for d to take over")) << st.said;
+  Set(0, 6, "d", {}, {"b"});  // d took over (TakeOver: fence, then the map)
+  st = Step(&req);
+  EXPECT_EQ(st.state, MoveStep::State::kDone);
+  EXPECT_TRUE(absl::StrContains(st.said, "d holds the primary role a held")) << st.said;
+}
+
+TEST_F(ShardMoveTest, ThePrimaryRoleMayGoToABackupWithoutAJoin) {
+  MoveRequest req{0, "b", ""};
+  EXPECT_EQ(Step(&req).state, MoveStep::State::kHandingOver);
+  EXPECT_EQ(Shard(0).primary, "a");
+  EXPECT_EQ(Shard(0).handover_to, "b");
+  EXPECT_TRUE(Shard(0).joining.empty());
+}
+
+TEST_F(ShardMoveTest, BadRequestsAreRefusedAndChangeNothing) {
+  const int64_t before = map_.Read()->revision;
+  auto code = [&](MoveRequest req) { return StepMove(&map_, &req).status().code(); };
+  EXPECT_EQ(code({9, "c", ""}), absl::StatusCode::kNotFound);
+  EXPECT_EQ(code({0, "a", ""}), absl::StatusCode::kInvalidArgument);  // from the primary to itself
+  EXPECT_EQ(code({0, "b", "c"}), absl::StatusCode::kFailedPrecondition);   // c holds no role
+  EXPECT_EQ(code({0, "a", "b"}), absl::StatusCode::kFailedPrecondition);   // a is the primary
+  EXPECT_EQ(code({0, "zz", "b"}), absl::StatusCode::kFailedPrecondition);  // not registered
+  absl::StatusOr<MoveStep> unknown = [&] {
+    MoveRequest req{0, "zz", "b"};
+    return StepMove(&map_, &req);
+  }();
+  EXPECT_TRUE(absl::StrContains(unknown.status().message(), "zz is not registered"))
+      << unknown.status();
+  Set(1, 3, "", {"c"}, {});  // shard 1 between primaries
+  EXPECT_EQ(code({1, "d", ""}), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Shard(0).epoch, 3u);
+  EXPECT_TRUE(Shard(0).joining.empty());
+  EXPECT_GT(map_.Read()->revision, before);  // only the test's own write
+}
+
+TEST_F(ShardMoveTest, ADrainMovesEachRoleToTheLeastLoadedNodeOutsideTheGroup) {
+  // a: primary of 0; b: backup of 0, primary of 1; c: backup of 1; d: nothing.
+  absl::StatusOr<MoveRequest> next = NextDrainMove(*map_.Read(), "b");
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->shard, 0u);
+  EXPECT_EQ(next->from, "b");
+  EXPECT_EQ(next->to, "d");  // c holds one role, d none
+  EXPECT_EQ(NextDrainMove(*map_.Read(), "d").status().code(), absl::StatusCode::kNotFound);
+  // Every live node already in shard 0's group: nowhere to go.
+  Set(0, 3, "a", {"b", "c", "d"}, {});
+  absl::StatusOr<MoveRequest> none = NextDrainMove(*map_.Read(), "b");
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(none.status().message(), "shard 0: no live node")) << none.status();
+}
+
+}  // namespace
+}  // namespace unloadkv
