@@ -315,15 +315,18 @@ fuzz_phase() {
 SIM_SEEDS=1..100,216
 SIM_DURABLE_SEEDS=1..50
 SIM_INTERVAL_SEEDS=1..30
+SIM_MOVE_SEEDS=1..50
 sim_phase() {
   local out args
   out=$(mktemp)
   # Every node in memory, then every node logging to a simulated disk, with power losses, full
   # disks and crashes mid-compaction among the faults, under --fsync=always (nothing
   # acknowledged lost) and interval:1000 (nothing acknowledged a second before a power loss
-  # lost; docs/durability.md).
+  # lost; docs/durability.md); then with operators' `cluster move`s among the faults, some with
+  # the source or the destination crashed mid-move (docs/sim-cluster.md).
   for args in "--seeds=$SIM_SEEDS" "--durable --seeds=$SIM_DURABLE_SEEDS" \
-    "--durable --fsync=interval:1000 --seeds=$SIM_INTERVAL_SEEDS"; do
+    "--durable --fsync=interval:1000 --seeds=$SIM_INTERVAL_SEEDS" \
+    "--moves --seeds=$SIM_MOVE_SEEDS"; do
     # shellcheck disable=SC2086  # two flags in one string
     if bazel run -c opt //tests/sim:cluster_sim -- $args >"$out" 2>&1; then
       PASSED=$((PASSED + 1))
@@ -399,7 +402,7 @@ run_tests() {
   phase "ThreadSanitizer (the concurrent code)" test_phase --config=tsan --build_tests_only \
     --test_tag_filters=-process,-fuzz //transport/... //client/... //server/... //tests/kv/... \
     //tests/cluster/... //tests/security:memory_protection_test
-  phase "cluster simulation, seeds $SIM_SEEDS, durable $SIM_DURABLE_SEEDS, interval $SIM_INTERVAL_SEEDS (release build)" sim_phase
+  phase "cluster simulation, seeds $SIM_SEEDS, durable $SIM_DURABLE_SEEDS, interval $SIM_INTERVAL_SEEDS, moves $SIM_MOVE_SEEDS (release build)" sim_phase
   phase "README commands (./quickstart.sh demo, cluster)" readme_phase
   phase "libFuzzer, 15 s per decoder" fuzz_phase
   echo

@@ -14,6 +14,8 @@
 //                 (moves the primary's role, or --from's, to NODE; docs/cluster.md)
 //   kvclient --etcd=HOST:PORT --cluster=NAME cluster drain --node=NODE
 //                 (moves every role off NODE, one shard at a time)
+//   kvclient --etcd=HOST:PORT --cluster=NAME cluster rebalance
+//                 (one pass of the placement policy: roles and primaries spread over the nodes)
 //   Every data command takes --etcd --cluster instead of --server: keys go to their shard's
 //   primary, through failovers (docs/cluster.md).
 //   kvclient load [--ops=N] [--in_flight=N] [--keys=N] [--value_size=N] [--read_fraction=F]
@@ -38,6 +40,7 @@
 #include "client/client.h"
 #include "client/cluster_admin.h"
 #include "client/cluster_status.h"
+#include "client/rebalance.h"
 #include "client/shard_move.h"
 #include "gflags/gflags.h"
 #include "proto/limits.h"
@@ -75,7 +78,8 @@ DEFINE_int32(shard, -1, "cluster force-empty, move: the shard");
 DEFINE_string(to, "", "cluster move: the node that takes the role");
 DEFINE_string(from, "", "cluster move: the replica whose role moves (default: the primary)");
 DEFINE_string(node, "", "cluster drain: the node whose every role moves elsewhere");
-DEFINE_int32(move_timeout_s, 600, "cluster move, drain: seconds each move may take (1..86400)");
+DEFINE_int32(move_timeout_s, 600,
+             "cluster move, drain, rebalance: seconds each move may take (1..86400)");
 DEFINE_string(auth_file, "",
               "file of 'NAME ROLE SECRET' lines (kvserver's --auth_file format, mode 600); "
               "empty: $UNLOADKV_AUTH_FILE, else no authentication");
@@ -239,7 +243,7 @@ int Load(Client& c, http::MetricsEndpoint* endpoint) {
   return ReportLoad(tally, issued, absl::ToDoubleSeconds(absl::Now() - start), c.write_stats());
 }
 
-// kvclient cluster move|drain: the loop of steps, with progress on stdout.
+// kvclient cluster move|drain|rebalance: the loop of steps, with progress on stdout.
 int MoveOrDrain(cluster::ClusterMap* map, const std::string& what) {
   auto say = [](const std::string& line) {
     std::printf("%s\n", line.c_str());
@@ -248,7 +252,9 @@ int MoveOrDrain(cluster::ClusterMap* map, const std::string& what) {
   const absl::Duration timeout = absl::Seconds(FLAGS_move_timeout_s);
   const absl::Duration poll = absl::Milliseconds(200);
   absl::Status st;
-  if (what == "move") {
+  if (what == "rebalance") {
+    st = RunRebalance(map, timeout, poll, say);
+  } else if (what == "move") {
     MoveRequest req;
     req.shard = static_cast<uint32_t>(FLAGS_shard);
     req.to = FLAGS_to;
@@ -260,14 +266,16 @@ int MoveOrDrain(cluster::ClusterMap* map, const std::string& what) {
   return st.ok() ? 0 : Fail(st);
 }
 
-// kvclient cluster init|status|force-empty|move|drain.
+// kvclient cluster init|status|force-empty|move|drain|rebalance.
 int Cluster(const std::vector<std::string>& args) {
-  if (args.size() != 1 || (args[0] != "init" && args[0] != "status" && args[0] != "force-empty" &&
-                           args[0] != "move" && args[0] != "drain")) {
+  static const char* const kCommands[] = {"init", "status", "force-empty",
+                                          "move", "drain",  "rebalance"};
+  if (args.size() != 1 ||
+      std::find(std::begin(kCommands), std::end(kCommands), args[0]) == std::end(kCommands)) {
     return Usage(
         "usage: cluster init --shards=N --replicas=R | cluster status [--json] | cluster "
         "force-empty --shard=N | cluster move --shard=N --to=NODE [--from=NODE] | cluster drain "
-        "--node=NODE");
+        "--node=NODE | cluster rebalance");
   }
   if ((args[0] == "force-empty" || args[0] == "move") && FLAGS_shard < 0) {
     return Usage(
@@ -275,7 +283,7 @@ int Cluster(const std::vector<std::string>& args) {
   }
   if (args[0] == "move" && FLAGS_to.empty()) return Usage("cluster move needs --to=NODE");
   if (args[0] == "drain" && FLAGS_node.empty()) return Usage("cluster drain needs --node=NODE");
-  if ((args[0] == "move" || args[0] == "drain") &&
+  if ((args[0] == "move" || args[0] == "drain" || args[0] == "rebalance") &&
       (FLAGS_move_timeout_s < 1 || FLAGS_move_timeout_s > 86400)) {
     return Usage("--move_timeout_s must be in 1..86400");
   }
@@ -303,7 +311,9 @@ int Cluster(const std::vector<std::string>& args) {
         FLAGS_cluster.c_str());
     return 0;
   }
-  if (args[0] == "move" || args[0] == "drain") return MoveOrDrain(map->get(), args[0]);
+  if (args[0] == "move" || args[0] == "drain" || args[0] == "rebalance") {
+    return MoveOrDrain(map->get(), args[0]);
+  }
   if (args[0] == "force-empty") {
     absl::StatusOr<std::string> done = ForceEmpty(map->get(), static_cast<uint32_t>(FLAGS_shard));
     if (!done.ok()) return Fail(done.status());
@@ -440,7 +450,7 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "kvclient [flags] get KEY | put KEY VALUE | del KEY | scan [START [END]] | stats | load | "
       "cluster init | cluster status | cluster force-empty --shard=N | cluster move --shard=N "
-      "--to=NODE [--from=NODE] | cluster drain --node=NODE");
+      "--to=NODE [--from=NODE] | cluster drain --node=NODE | cluster rebalance");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   unloadkv::SetMinLogLevel(unloadkv::LogLevel::kError);
   return unloadkv::Main(argc, argv);

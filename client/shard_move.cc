@@ -76,13 +76,14 @@ absl::StatusOr<MoveStep> StepMove(cluster::ClusterMap* map, MoveRequest* req) {
   }
   const std::string& from = req->from;
   const std::string& to = req->to;
-  // Done: `from` out of the group, `to` in the role it took.
-  if (!InGroup(s, from) && (req->primary ? s.primary == to : Contains(s.backups, to))) {
+  // Done: `to` in the role it took, and (a backup's) `from` out of the group. The primary's
+  // role leaves `from` in the group when `to` was one of its backups (a swap: it rejoins).
+  if (req->primary ? s.primary == to : !InGroup(s, from) && Contains(s.backups, to)) {
     return MoveStep{MoveStep::State::kDone,
                     absl::StrCat(prefix, to, " holds the ", req->primary ? "primary" : "backup",
                                  " role ", from, " held (epoch ", s.epoch, ")")};
   }
-  if (req->primary && s.primary.empty() && !InGroup(s, from)) {
+  if (req->primary && s.primary.empty()) {
     return MoveStep{MoveStep::State::kHandingOver,
                     absl::StrCat(prefix, "waiting for ", to, " to take over")};
   }
@@ -162,6 +163,31 @@ absl::StatusOr<MoveRequest> NextDrainMove(const cluster::ClusterView& view,
   return absl::NotFoundError(absl::StrCat("node ", node, " holds no role"));
 }
 
+absl::StatusOr<std::string> UndoMove(cluster::ClusterMap* map, const MoveRequest& req) {
+  absl::StatusOr<cluster::ClusterView> view = map->Read();
+  if (!view.ok()) return view.status();
+  const cluster::ShardInfo* s = view->ShardById(req.shard);
+  if (s == nullptr || req.to.empty()) return std::string();
+  cluster::ShardInfo next = *s;
+  std::string what;
+  if (s->handover_to == req.to) {
+    next.handover_to.clear();
+    what = absl::StrCat("the hand-over to ", req.to, " called off");
+  }
+  const size_t members = (s->primary.empty() ? 0 : 1) + s->backups.size() + s->joining.size();
+  if (s->primary != req.to && members > static_cast<size_t>(view->replicas) &&
+      (Contains(s->backups, req.to) || Contains(s->joining, req.to))) {
+    if (Contains(s->backups, req.to)) next.epoch = s->epoch + 1;
+    Erase(&next.backups, req.to);
+    Erase(&next.joining, req.to);
+    absl::StrAppend(&what, what.empty() ? "" : "; ", req.to, " left the group again");
+  }
+  if (what.empty()) return what;
+  absl::StatusOr<int64_t> rev = map->UpdateShard(next, {});
+  if (!rev.ok()) return rev.status();
+  return absl::StrCat("shard ", s->id, ": ", what, " (epoch ", next.epoch, ")");
+}
+
 absl::Status RunMove(cluster::ClusterMap* map, MoveRequest req, absl::Duration timeout,
                      absl::Duration poll, const std::function<void(const std::string&)>& say) {
   const absl::Time start = absl::Now();
@@ -171,24 +197,36 @@ absl::Status RunMove(cluster::ClusterMap* map, MoveRequest req, absl::Duration t
     last = what;
     say(absl::StrFormat("[%6.1f s] %s", absl::ToDoubleSeconds(absl::Now() - start), what));
   };
+  absl::Status failed;
   while (true) {
     absl::StatusOr<MoveStep> step = StepMove(map, &req);
     if (step.ok()) {
       tell(step->said);
       if (step->state == MoveStep::State::kDone) return absl::OkStatus();
     } else if (req.resolved || step.status().code() != absl::StatusCode::kUnavailable) {
-      return step.status();  // a refusal, or the map unreachable mid-move
+      failed = step.status();  // a refusal, or the map unreachable mid-move
+      break;
     } else {
       tell(std::string(step.status().message()));  // no primary yet: it may come
     }
     if (absl::Now() - start > timeout) {
-      return absl::DeadlineExceededError(absl::StrCat(
+      failed = absl::DeadlineExceededError(absl::StrCat(
           "shard ", req.shard, ": the move of ", req.from.empty() ? "the primary" : req.from,
-          "'s role to ", req.to, " did not end within ", absl::FormatDuration(timeout),
-          "; the map stays as the last step left it (kvclient cluster status)"));
+          "'s role to ", req.to, " did not end within ", absl::FormatDuration(timeout)));
+      break;
     }
     absl::SleepFor(poll);
   }
+  if (req.resolved) {
+    absl::StatusOr<std::string> undone = UndoMove(map, req);
+    if (!undone.ok()) {
+      tell(absl::StrCat("could not undo what the move left: ", undone.status().message(),
+                        " (kvclient cluster status)"));
+    } else if (!undone->empty()) {
+      tell(*undone);
+    }
+  }
+  return failed;
 }
 
 absl::Status RunDrain(cluster::ClusterMap* map, const std::string& node, absl::Duration timeout,

@@ -6,10 +6,13 @@
 // line, which raises its fence before the map names it (no two primaries at one epoch).
 //
 // A move of `from`'s role to `to`:
-//   1. `to` joins the group (one more replica than wanted while it catches up);
+//   1. `to` joins the group (one more replica than wanted while it catches up), unless it is
+//      a backup already (the primary's role may go to one: a swap);
 //   2. once `to` is a backup: a backup role ends with `from` leaving the group (epoch + 1);
-//      the primary role with `from` resigning and leaving, `to` first in line (epoch + 1);
-//   3. the move is done when `from` holds no role and `to` holds the one it took.
+//      the primary role with the shard's `handover_to` set: the primary stops taking writes,
+//      lets those in flight commit and resigns, `to` first in line (epoch + 1); it leaves the
+//      group when `to` joined for the move, and rejoins as a backup in a swap;
+//   3. the move is done when `to` holds the role (and a backup's `from` holds none).
 // Each step reads the map and makes at most one change, compared against the revision it
 // read: a node changing the map meanwhile fails the write, and the next step reads again.
 // Faults meanwhile (the primary dying mid-join) are the nodes' to mend; the steps follow.
@@ -57,10 +60,14 @@ absl::StatusOr<MoveStep> StepMove(cluster::ClusterMap* map, MoveRequest* req);
 absl::StatusOr<MoveRequest> NextDrainMove(const cluster::ClusterView& view,
                                           const std::string& node);
 
+// Takes back what an unfinished move left (after a refusal or a timeout): `req.to` leaves the
+// group when the group holds more replicas than wanted (it was the move's extra one), and a
+// hand-over to it is called off. Returns what it did ("" when nothing was left to undo).
+absl::StatusOr<std::string> UndoMove(cluster::ClusterMap* map, const MoveRequest& req);
+
 // Steps `req` until done, each new line of progress to `say` (prefixed with the seconds since
-// it began), a step every `poll`; DEADLINE_EXCEEDED after `timeout` (the map as the last step
-// left it: the nodes go on with what it says), or the first step's error. Blocks: for a
-// command line.
+// it began), a step every `poll`; DEADLINE_EXCEEDED after `timeout`, or the first step's
+// error; either way what the move left is undone (UndoMove, said). Blocks: for a command line.
 absl::Status RunMove(cluster::ClusterMap* map, MoveRequest req, absl::Duration timeout,
                      absl::Duration poll, const std::function<void(const std::string&)>& say);
 

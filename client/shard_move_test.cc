@@ -127,6 +127,38 @@ TEST_F(ShardMoveTest, BadRequestsAreRefusedAndChangeNothing) {
   EXPECT_GT(map_.Read()->revision, before);  // only the test's own write
 }
 
+// What an unfinished move left goes: its extra replica (joining or a backup already) leaves a
+// group holding more than wanted, and a hand-over to it is called off; a group it completes
+// (its source gone meanwhile) keeps it.
+TEST_F(ShardMoveTest, UndoTakesBackTheExtraReplicaAndTheHandOver) {
+  MoveRequest req;
+  req.shard = 0;
+  req.to = "d";
+  EXPECT_EQ(Step(&req).state, MoveStep::State::kJoining);
+  absl::StatusOr<std::string> undone = UndoMove(&map_, req);
+  ASSERT_TRUE(undone.ok()) << undone.status();
+  EXPECT_TRUE(absl::StrContains(*undone, "d left the group again")) << *undone;
+  EXPECT_TRUE(Shard(0).joining.empty());
+  EXPECT_EQ(Shard(0).epoch, 3u);         // it had not become a backup
+  EXPECT_EQ(*UndoMove(&map_, req), "");  // nothing left
+
+  Set(0, 4, "a", {"b", "d"}, {});  // joined again, caught up, and the hand-over asked
+  EXPECT_EQ(Step(&req).state, MoveStep::State::kHandingOver);
+  ASSERT_EQ(Shard(0).handover_to, "d");
+  undone = UndoMove(&map_, req);
+  ASSERT_TRUE(undone.ok()) << undone.status();
+  EXPECT_TRUE(absl::StrContains(*undone, "the hand-over to d called off; d left the group again"))
+      << *undone;
+  cluster::ShardInfo s = Shard(0);
+  EXPECT_EQ(s.handover_to, "");
+  EXPECT_EQ(s.backups, std::vector<std::string>{"b"});
+  EXPECT_EQ(s.epoch, 5u);
+
+  Set(0, 6, "b", {"d"}, {});  // a is gone: d is wanted now
+  EXPECT_EQ(*UndoMove(&map_, req), "");
+  EXPECT_EQ(Shard(0).backups, std::vector<std::string>{"d"});
+}
+
 TEST_F(ShardMoveTest, ADrainMovesEachRoleToTheLeastLoadedNodeOutsideTheGroup) {
   // a: primary of 0; b: backup of 0, primary of 1; c: backup of 1; d: nothing.
   absl::StatusOr<MoveRequest> next = NextDrainMove(*map_.Read(), "b");

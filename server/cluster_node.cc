@@ -500,8 +500,15 @@ bool ClusterNode::HandOver(const cluster::ClusterView& view, const cluster::Shar
   next.handover_to.clear();
   Erase(&next.backups, to);
   next.backups.insert(next.backups.begin(), to);  // first in line: it takes over at once
-  // This node leaves the group; its replica goes at the next round (nothing is in flight).
-  Update(next, {}, absl::StrCat("hand the primary's role over to ", to, " and leave"));
+  // A move (the group holds one replica more than wanted: `to` joined for it): this node
+  // leaves, its replica going at the next round (nothing is in flight). A swap with a backup:
+  // it stays, joining the new primary (which attaches it as it does every other replica).
+  const size_t members = 1 + s.backups.size() + s.joining.size();
+  const bool stay = members <= static_cast<size_t>(view.replicas);
+  if (stay) next.joining.push_back(name());
+  Update(
+      next, {},
+      absl::StrCat("hand the primary's role over to ", to, stay ? " and rejoin it" : " and leave"));
   return true;
 }
 

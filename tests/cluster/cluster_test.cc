@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
+#include "client/rebalance.h"
 #include "client/shard_move.h"
 #include "gtest/gtest.h"
 #include "server/kv_server.h"
@@ -517,6 +518,51 @@ TEST_F(ClusterTest, ADrainTakesEveryRoleOffANode) {
   for (const auto& [key, value] : want) ASSERT_EQ(*c->Get(key), value) << key;
   ASSERT_TRUE(c->Put("after", "x").ok());
   EXPECT_EQ(*c->Get("after"), "x");
+}
+
+// kvclient cluster rebalance: greedy placement put every role on the first two nodes; two more
+// join the cluster and hold nothing. One pass spreads the roles and the primaries over all
+// four, and every value stays readable.
+TEST_F(ClusterTest, ARebalanceSpreadsTheRolesOverNodesAddedLater) {
+  Init(4, 2, {"b", "c", "d"});
+  for (const char* n : {"a", "b"}) ASSERT_NE(StartNode(n), nullptr);
+  ASSERT_TRUE(WaitServing());
+  for (const char* n : {"c", "d"}) ASSERT_NE(StartNode(n), nullptr);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while ((!View().IsLive("c") || !View().IsLive("d")) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  std::unique_ptr<Client> c = Connect();
+  std::map<std::string, std::string> want;
+  for (int i = 0; i < 800; ++i) {
+    const std::string key = absl::StrCat(std::string(1, "abcd"[i % 4]), i);  // every shard
+    want[key] = absl::StrCat("v", i);
+    ASSERT_TRUE(c->Put(key, want[key]).ok());
+  }
+  std::vector<std::string> said;
+  const absl::Status st = RunRebalance(admin_.get(), absl::Seconds(60), absl::Milliseconds(20),
+                                       [&](const std::string& line) { said.push_back(line); });
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_TRUE(WaitServing());
+  std::map<std::string, int> roles, primaries;
+  for (const ShardInfo& s : View().shard_list) {
+    for (const std::string& n : s.Replicas()) ++roles[n];
+    ++primaries[s.primary];
+  }
+  for (const char* n : {"a", "b", "c", "d"}) {
+    EXPECT_EQ(roles[n], 2) << n;  // 8 roles over 4 nodes
+    EXPECT_EQ(primaries[n], 1) << n;
+  }
+  ASSERT_FALSE(said.empty());
+  EXPECT_TRUE(absl::StrContains(said.back(), "rebalanced")) << said.back();
+  for (const auto& [key, value] : want) ASSERT_EQ(*c->Get(key), value) << key;
+  // A second pass has nothing to do.
+  said.clear();
+  ASSERT_TRUE(RunRebalance(admin_.get(), absl::Seconds(60), absl::Milliseconds(20),
+                           [&](const std::string& line) { said.push_back(line); })
+                  .ok());
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(said[0], "spread already")) << said[0];
 }
 
 }  // namespace

@@ -374,6 +374,10 @@ void ClusterWorld::PowerLoss() {
   }
 }
 
+std::unique_ptr<cluster::MemoryClusterMap> ClusterWorld::AdminMap() {
+  return std::make_unique<cluster::MemoryClusterMap>(&coordinator_, kCluster);
+}
+
 void ClusterWorld::DiskFull(int i, bool full) {
   storage::MemoryDisk* disk = nodes_[i]->disk.get();
   if (disk == nullptr) return;

@@ -123,6 +123,8 @@ class ClusterWorld {
   // Incarnations started so far (1 after Create).
   int incarnations(int i) const { return nodes_[i]->incarnations; }
   cluster::MemoryCoordinator& coordinator() { return coordinator_; }
+  // A handle on the map for an operator's commands (kvclient cluster move, say).
+  std::unique_ptr<cluster::MemoryClusterMap> AdminMap();
   // The cluster map as the map service holds it now.
   absl::StatusOr<cluster::ClusterView> View();
   // Every shard has a live primary, replicas - 1 live backups and nobody joining.

@@ -1,0 +1,39 @@
+// One pass of the placement policy (kvclient cluster rebalance; docs/cluster.md): the moves
+// that spread a cluster's roles over its live nodes. Greedy placement (a node joins whatever
+// needs a replica) leaves the first nodes holding everything; a node added later holds
+// nothing. A pass plans, from one view of the map:
+//   1. roles: while a node holds more than its share of the replica roles (ceil(roles /
+//      nodes)), one of its roles, a backup's where it can, moves to the live node outside
+//      that shard's group holding the fewest (never two replicas of a shard on one node);
+//   2. primaries: while a node is primary of more than its share of the shards (ceil(shards /
+//      nodes)), one of its primary roles goes to the backup of that shard that is primary of
+//      the fewest (a hand-over, no copy), when that backup is below its share.
+// Each move is then made as `cluster move` makes it (shard_move.h), one at a time.
+//
+// Thread-safety: plain functions; RunRebalance blocks (a command line's).
+#ifndef UNLOADKV_CLIENT_REBALANCE_H_
+#define UNLOADKV_CLIENT_REBALANCE_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "client/shard_move.h"
+#include "transport/cluster/cluster_map.h"
+
+namespace unloadkv {
+
+// The moves of one pass over `view` (in the order to make them); none when the roles are
+// spread already. Shards without a primary, or with nodes joining, are left alone this pass.
+std::vector<MoveRequest> PlanRebalance(const cluster::ClusterView& view);
+
+// Plans one pass from the map and makes its moves (RunMove, each within `timeout`), saying
+// each; stops at the first move that fails, with its error.
+absl::Status RunRebalance(cluster::ClusterMap* map, absl::Duration timeout, absl::Duration poll,
+                          const std::function<void(const std::string&)>& say);
+
+}  // namespace unloadkv
+
+#endif  // UNLOADKV_CLIENT_REBALANCE_H_
