@@ -20,12 +20,14 @@ bool InGroup(const cluster::ShardInfo& s, const std::string& n) {
   return s.primary == n || Contains(s.backups, n) || Contains(s.joining, n);
 }
 
-// Writes `next`; a lost race (FAILED_PRECONDITION) is a step that changed nothing.
+// Writes `next`, the step then in `state`; a lost race (FAILED_PRECONDITION) is a step that
+// changed nothing (and is not done, whatever `state` it was to reach).
 absl::StatusOr<MoveStep> Write(cluster::ClusterMap* map, const cluster::ShardInfo& next,
                                MoveStep::State state, const std::string& what) {
   absl::StatusOr<int64_t> rev = map->UpdateShard(next, {});
   if (rev.status().code() == absl::StatusCode::kFailedPrecondition) {
-    return MoveStep{state, "the map changed meanwhile; reading it again"};
+    return MoveStep{state == MoveStep::State::kDone ? MoveStep::State::kHandingOver : state,
+                    "the map changed meanwhile; reading it again"};
   }
   if (!rev.ok()) return rev.status();
   return MoveStep{state, absl::StrCat(what, " (epoch ", next.epoch, ", revision ", *rev, ")")};
@@ -114,10 +116,10 @@ absl::StatusOr<MoveStep> StepMove(cluster::ClusterMap* map, MoveRequest* req) {
     return Write(map, next, MoveStep::State::kDone,
                  absl::StrCat(prefix, from, " leaves; its backup role is ", to, "'s"));
   }
-  if (s.primary != from) {  // the primary changed meanwhile (a failover): nothing to hand over
-    return MoveStep{
-        MoveStep::State::kHandingOver,
-        absl::StrCat(prefix, "the primary is now ", s.primary.empty() ? "(none)" : s.primary)};
+  if (s.primary != from) {  // a failover meanwhile: the role to move is not from's any more
+    return absl::FailedPreconditionError(absl::StrCat(prefix, "the primary changed meanwhile (now ",
+                                                      s.primary, "): ", from,
+                                                      " no longer holds the role to move"));
   }
   if (s.handover_to == to) {
     return MoveStep{MoveStep::State::kHandingOver,
@@ -125,8 +127,8 @@ absl::StatusOr<MoveStep> StepMove(cluster::ClusterMap* map, MoveRequest* req) {
                                  " to let its writes in flight commit and resign")};
   }
   // The primary hands over itself (ClusterNode::HandOver): it stops taking writes (the SDK
-  // retries them), lets those in flight commit, then resigns with `to` first in line and
-  // leaves the group.
+  // retries them), lets those in flight commit, then resigns with `to` first in line, and
+  // leaves the group (a move) or rejoins it (a swap).
   next = s;
   next.handover_to = to;
   return Write(map, next, MoveStep::State::kHandingOver,

@@ -98,6 +98,25 @@ TEST_F(ShardMoveTest, ThePrimaryRoleMovesByAResignationWithTheNewNodeFirstInLine
   EXPECT_TRUE(absl::StrContains(st.said, "d holds the primary role a held")) << st.said;
 }
 
+// A failover to another backup while the primary's role was moving: the role is not the
+// source's any more, and the move ends saying so.
+TEST_F(ShardMoveTest, AFailoverMidMoveEndsIt) {
+  MoveRequest req;
+  req.shard = 0;
+  req.to = "d";
+  EXPECT_EQ(Step(&req).state, MoveStep::State::kJoining);
+  Set(0, 5, "b", {"d"}, {});  // a died; b took over, d caught up meanwhile
+  absl::StatusOr<MoveStep> st = StepMove(&map_, &req);
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(st.status().message(), "a holds no role")) << st.status();
+  Set(0, 6, "b", {"a", "d"}, {});  // a back as a backup: still not the primary
+  st = StepMove(&map_, &req);
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(st.status().message(), "the primary changed meanwhile (now b)"))
+      << st.status();
+  EXPECT_TRUE(Shard(0).handover_to.empty());
+}
+
 TEST_F(ShardMoveTest, ThePrimaryRoleMayGoToABackupWithoutAJoin) {
   MoveRequest req{0, "b", ""};
   EXPECT_EQ(Step(&req).state, MoveStep::State::kHandingOver);
