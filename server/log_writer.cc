@@ -155,6 +155,7 @@ void LogWriter::MaybeCompact(bool may_begin) {
     {
       std::lock_guard<std::mutex> l(mu_);
       if (!compaction_built_) return;
+      compaction_built_ = false;  // or the thread's wait would find it and never sleep again
     }
     compactor_.join();
     FinishCompaction();
@@ -174,7 +175,6 @@ void LogWriter::MaybeCompact(bool may_begin) {
   {
     std::lock_guard<std::mutex> l(mu_);
     sync_due_ = absl::InfiniteFuture();
-    compaction_built_ = false;
   }
   compaction_ = std::move(running);
   if (!thread_.joinable()) {  // Poll driven by its caller (a simulation): all at once

@@ -33,6 +33,19 @@ class FakeClock : public Clock {
   absl::Time now_ = absl::UnixEpoch() + absl::Hours(1);
 };
 
+// The real time, and how often it was asked: a writer's rounds each ask at least once.
+class CountingClock : public Clock {
+ public:
+  absl::Time Now() const override {
+    reads_.fetch_add(1);
+    return absl::Now();
+  }
+  uint64_t reads() const { return reads_.load(); }
+
+ private:
+  mutable std::atomic<uint64_t> reads_{0};
+};
+
 proto::LogEntry Entry(uint64_t seq) {
   proto::LogEntry e;
   e.set_epoch(1);
@@ -368,7 +381,8 @@ TEST(LogWriterTest, StartedItAppendsWhileACompactionReadsTheLog) {
   std::map<std::string, std::string> want, state;
   auto log = open(&state);
   ASSERT_TRUE(log.ok());
-  LogWriter w(*std::move(log), *FsyncPolicy::Parse("always"), RealClock::Get());
+  CountingClock clock;
+  LogWriter w(*std::move(log), *FsyncPolicy::Parse("always"), &clock);
   w.Start();
   disk.Hold(true);
   std::atomic<int> ok{0};
@@ -391,6 +405,11 @@ TEST(LogWriterTest, StartedItAppendsWhileACompactionReadsTheLog) {
   EXPECT_EQ(w.stats().compactions, 0u);
   disk.Hold(false);
   ASSERT_TRUE(WaitUntil([&] { return w.stats().compactions == 1; }));
+  // Then, with nothing submitted, the writer's thread sleeps: it makes no rounds. (It once
+  // woke for the finished compaction over and over, a core kept busy.)
+  const uint64_t reads = clock.reads();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_LT(clock.reads() - reads, 10u) << "the writer's thread spins while idle";
   w.Stop();
   EXPECT_EQ(w.stats().records, 250u);
   std::map<std::string, std::string> recovered;
