@@ -240,19 +240,18 @@ bool ReplicaLog::ShouldCompact() const {
          since_state_bytes_ > 2 * state_bytes_;
 }
 
-absl::Status ReplicaLog::ForEachRecord(storage::Disk* disk, const std::string& dir,
-                                       const std::vector<std::string>& segments,
+absl::Status ReplicaLog::ForEachRecord(const std::vector<std::string>& segments,
                                        const std::function<void(const proto::LogEntry&)>& each,
-                                       uint64_t* bytes) {
+                                       uint64_t* bytes) const {
   proto::LogEntry entry;
   for (const std::string& name : segments) {
-    SegmentReader in(disk, dir + "/" + name);
+    SegmentReader in(disk_, dir_ + "/" + name);
     while (true) {
       if (absl::Status st = in.Fill(); !st.ok()) return st;
       if (in.window().empty()) break;
       const FrameResult r = DecodeFrame(in.window(), &entry);
       if (r.kind != FrameResult::kOk) {
-        return absl::DataLossError(absl::StrCat(dir, "/", name, ": record at offset ", in.offset(),
+        return absl::DataLossError(absl::StrCat(dir_, "/", name, ": record at offset ", in.offset(),
                                                 " does not decode while compacting"));
       }
       in.Consume(r.bytes);
@@ -285,12 +284,10 @@ absl::StatusOr<ReplicaLog::CompactionPlan> ReplicaLog::BeginCompaction() {
 }
 
 absl::Status ReplicaLog::BuildCompaction(const CompactionPlan& plan, Compaction* out) const {
-  storage::Disk* const disk = disk_;
-  const std::string& dir = dir_;
   // Pass 1: each key's last record (0: a state's; deleted keys dropped).
   std::map<std::string, uint64_t> latest;
   absl::Status st = ForEachRecord(
-      disk, dir, plan.segments,
+      plan.segments,
       [&latest](const proto::LogEntry& e) {
         const proto::ReplicationRecord& r = e.record();
         if (e.kind() == proto::LogEntry::STATE) {
@@ -303,8 +300,8 @@ absl::Status ReplicaLog::BuildCompaction(const CompactionPlan& plan, Compaction*
         }
       },
       &out->bytes_read);
-  if (st.ok()) st = WriteState(disk, dir, plan, latest, out);
-  if (!st.ok()) (void)disk->Remove(plan.tmp);
+  if (st.ok()) st = WriteState(plan, latest, out);
+  if (!st.ok()) (void)disk_->Remove(plan.tmp);
   out->keys = latest.size();
   return st;
 }
@@ -343,12 +340,11 @@ absl::Status ReplicaLog::Compact(Compaction* out) {
   return FinishCompaction(*plan, BuildCompaction(*plan, out), out);
 }
 
-absl::Status ReplicaLog::WriteState(storage::Disk* disk, const std::string& dir,
-                                    const CompactionPlan& plan,
+absl::Status ReplicaLog::WriteState(const CompactionPlan& plan,
                                     const std::map<std::string, uint64_t>& latest,
-                                    Compaction* out) {
-  (void)disk->Remove(plan.tmp);  // one a failed compaction left (NotFound as a rule)
-  absl::StatusOr<std::unique_ptr<storage::WritableFile>> f = disk->OpenForAppend(plan.tmp);
+                                    Compaction* out) const {
+  (void)disk_->Remove(plan.tmp);  // one a failed compaction left (NotFound as a rule)
+  absl::StatusOr<std::unique_ptr<storage::WritableFile>> f = disk_->OpenForAppend(plan.tmp);
   if (!f.ok()) return f.status();
   std::string frame;
   absl::Status failed;
@@ -365,7 +361,7 @@ absl::Status ReplicaLog::WriteState(storage::Disk* disk, const std::string& dir,
   // Pass 2: the records that are their key's last, as the state's.
   uint64_t read = 0;
   absl::Status st = ForEachRecord(
-      disk, dir, plan.segments,
+      plan.segments,
       [&](const proto::LogEntry& e) {
         const bool state = e.kind() == proto::LogEntry::STATE;
         const bool put =

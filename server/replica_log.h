@@ -169,14 +169,12 @@ class ReplicaLog {
   // Removes the segments before the current state's (best effort).
   void RemoveObsolete();
   // BuildCompaction's passes over `segments` of `dir`: `each(entry)` in order.
-  static absl::Status ForEachRecord(storage::Disk* disk, const std::string& dir,
-                                    const std::vector<std::string>& segments,
-                                    const std::function<void(const proto::LogEntry&)>& each,
-                                    uint64_t* bytes);
+  absl::Status ForEachRecord(const std::vector<std::string>& segments,
+                             const std::function<void(const proto::LogEntry&)>& each,
+                             uint64_t* bytes) const;
   // BuildCompaction's second half: writes the state of `latest` to plan.tmp and syncs it.
-  static absl::Status WriteState(storage::Disk* disk, const std::string& dir,
-                                 const CompactionPlan& plan,
-                                 const std::map<std::string, uint64_t>& latest, Compaction* out);
+  absl::Status WriteState(const CompactionPlan& plan, const std::map<std::string, uint64_t>& latest,
+                          Compaction* out) const;
   absl::Status OpenSegment(const std::string& name);
   absl::Status Fail(absl::Status st);
 
