@@ -18,14 +18,11 @@ struct Placement {
   std::map<std::string, int> roles;        // of every live node
   std::map<std::string, int> primaries;
 
-  bool InGroup(const cluster::ShardInfo& s, const std::string& n) const {
-    return s.primary == n || Contains(s.backups, n);
-  }
   // The live node outside `s`'s group with the fewest roles (then by name); "" when none.
   std::string Emptiest(const cluster::ShardInfo& s) const {
     std::string best;
     for (const auto& [name, count] : roles) {
-      if (InGroup(s, name)) continue;
+      if (s.HasReplica(name)) continue;
       if (best.empty() || count < roles.at(best)) best = name;
     }
     return best;

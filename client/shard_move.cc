@@ -17,7 +17,7 @@ void Erase(std::vector<std::string>* v, const std::string& x) {
   v->erase(std::remove(v->begin(), v->end(), x), v->end());
 }
 bool InGroup(const cluster::ShardInfo& s, const std::string& n) {
-  return s.primary == n || Contains(s.backups, n) || Contains(s.joining, n);
+  return s.HasReplica(n) || Contains(s.joining, n);
 }
 
 // Writes `next`, the step then in `state`; a lost race (FAILED_PRECONDITION) is a step that
