@@ -243,8 +243,8 @@ int Load(Client& c, http::MetricsEndpoint* endpoint) {
   return ReportLoad(tally, issued, absl::ToDoubleSeconds(absl::Now() - start), c.write_stats());
 }
 
-// kvclient cluster move|drain|rebalance: the loop of steps, with progress on stdout.
-int MoveOrDrain(cluster::ClusterMap* map, const std::string& what) {
+// kvclient cluster move|drain|rebalance: runs it, its progress on stdout.
+int RunRoleCommand(cluster::ClusterMap* map, const std::string& what) {
   auto say = [](const std::string& line) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
@@ -312,7 +312,7 @@ int Cluster(const std::vector<std::string>& args) {
     return 0;
   }
   if (args[0] == "move" || args[0] == "drain" || args[0] == "rebalance") {
-    return MoveOrDrain(map->get(), args[0]);
+    return RunRoleCommand(map->get(), args[0]);
   }
   if (args[0] == "force-empty") {
     absl::StatusOr<std::string> done = ForceEmpty(map->get(), static_cast<uint32_t>(FLAGS_shard));
