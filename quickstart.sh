@@ -3,7 +3,8 @@
 #   ./quickstart.sh demo   builds kvserver and kvclient, runs a KV workload on embedded defaults,
 #                          then a short MODELED run on the simulated fabric (docs/sim-kv.md)
 #   ./quickstart.sh cluster  a local etcd and three kvservers: replication, SIGKILL of the
-#                            primary under load, failover, rejoin (docs/cluster.md)
+#                            primary under load, failover, rejoin, a whole-cluster restart,
+#                            a fourth node taking its share under load (docs/cluster.md)
 #   ./quickstart.sh test   builds and runs the whole test suite (what CI runs)
 # Idempotent; needs root or sudo for apt-get only when something is missing.
 set -euo pipefail
@@ -117,11 +118,12 @@ run_sim_demo() {
   log "the whole comparison (A-F, two sizes): bazel run -c opt //tests/sim:sim_compare"
 }
 
-# The cluster demo (docs/cluster.md): a local etcd and three kvservers on loopback, one shard
+# The cluster demo (docs/cluster.md): a local etcd and three kvservers on loopback, four shards
 # replicated three times; a load through the SDK; SIGKILL of the primary in the middle; the
 # map before and after; the killed node restarted, rejoining by state transfer; then every
 # node SIGKILLed at once and restarted from its data dir, every key back
-# (docs/durability.md); all stopped.
+# (docs/durability.md); then a fourth node started under load and `cluster rebalance` moving
+# its share of the roles onto it; all stopped.
 ETCD_ADDR=127.0.0.1:12379
 ETCD_PEER=127.0.0.1:12380
 CLUSTER=demo
@@ -147,9 +149,9 @@ run_cluster() {
   (umask 077 && {
     echo "# NAME ROLE SECRET (made by ./quickstart.sh cluster)"
     echo "app client $(openssl rand -hex 32)"
-    for i in 1 2 3; do echo "n$i node $(openssl rand -hex 32)"; done
+    for i in 1 2 3 4; do echo "n$i node $(openssl rand -hex 32)"; done
   } >"$auth")
-  log "users and secrets in $auth: app (client), n1 n2 n3 (node)"
+  log "users and secrets in $auth: app (client), n1 n2 n3 n4 (node)"
   log "starting etcd on $ETCD_ADDR (data in $CLUSTER_DIR)"
   etcd --name=demo --data-dir="$CLUSTER_DIR/etcd" --listen-client-urls="http://$ETCD_ADDR" \
     --advertise-client-urls="http://$ETCD_ADDR" --listen-peer-urls="http://$ETCD_PEER" \
@@ -163,7 +165,9 @@ run_cluster() {
   curl -s "http://$ETCD_ADDR/health" | grep -q true || { tail "$CLUSTER_DIR/etcd.log"; log "etcd did not start"; exit 1; }
   local kv=("$bin/client/kvclient" --etcd="$ETCD_ADDR" --cluster="$CLUSTER")
   local app=("${kv[@]}" --auth_file="$auth" --user=app)
-  "${kv[@]}" cluster init --shards=1 --replicas=3
+  # Four shards (the load's keys are key0..key19999), three replicas each.
+  local shards=4
+  "${kv[@]}" cluster init --shards=$shards --replicas=3 --split_keys=key2,key4,key6
   start_node() {  # name index
     "$bin/server/kvserver" --etcd="$ETCD_ADDR" --cluster="$CLUSTER" --node="$1" \
       --auth_file="$auth" --listen="127.0.0.1:$((7100 + $2))" \
@@ -171,13 +175,14 @@ run_cluster() {
       --data_dir="$CLUSTER_DIR/$1" --fsync=always >>"$CLUSTER_DIR/$1.log" 2>&1 &
     NODE_PID[$1]=$!
   }
-  log "starting three kvservers (n1 n2 n3): the first claims the shard, the others join it"
+  log "starting three kvservers (n1 n2 n3): the first claims the shards, the others join them"
   for i in 1 2 3; do start_node "n$i" "$i"; done
-  wait_serving() {  # until every replica is in place (state serving), at most 30 s
-    local j status
+  wait_serving() {  # until every shard has its replicas in place (state serving), at most 30 s
+    local j status serving
     for ((j = 0; j < 300; j++)); do
       status=$("${kv[@]}" cluster status --json 2>/dev/null || true)
-      [[ $status == *'"state":"serving"'* && $status == *'"joining":[]'* ]] && return 0
+      serving=$(grep -o '"state":"serving"' <<<"$status" | wc -l)
+      [[ $serving -eq $shards && $status != *'"joining":["'* ]] && return 0
       sleep 0.1
     done
     return 1
@@ -193,7 +198,7 @@ run_cluster() {
   sleep 3
   local primary
   primary=$("${kv[@]}" cluster status --json | grep -o '"primary":"[^"]*"' | head -1 | cut -d'"' -f4)
-  log "SIGKILL of the primary, $primary (pid ${NODE_PID[$primary]}): its lease expires, a backup takes over"
+  log "SIGKILL of shard 0's primary, $primary (pid ${NODE_PID[$primary]}): its lease expires, a backup takes over each shard it led"
   kill -KILL "${NODE_PID[$primary]}"
   wait "${NODE_PID[$primary]}" 2>/dev/null || true
   unset "NODE_PID[$primary]"
@@ -209,13 +214,18 @@ run_cluster() {
   primary=$("${kv[@]}" cluster status --json | grep -o '"primary":"[^"]*"' | head -1 | cut -d'"' -f4)
   curl -s "http://127.0.0.1:$((9200 + ${primary#n}))/metrics" |
     grep -E '^unloadkv_(replication_value_writes_total|catchup_bytes_total|failovers_total|shard_epoch|connections_refused_total)' || true
-  keys_on() {  # the keys node $1 holds
+  keys_on() {  # the keys of the shards node $1 is primary of
     "$bin/client/kvclient" --server="127.0.0.1:$((7100 + ${1#n}))" --auth_file="$auth" --user=app \
       stats | awk '$1 == "keys" { print $2 }'
   }
+  total_keys() {  # the keys of every shard, each counted at its primary
+    local n sum=0
+    for n in "${!NODE_PID[@]}"; do sum=$((sum + $(keys_on "$n"))); done
+    echo "$sum"
+  }
   "${app[@]}" put durable-greeting "written before the power cut" >/dev/null
   local before after epoch
-  before=$(keys_on "$primary")
+  before=$(total_keys)
   epoch=$("${kv[@]}" cluster status --json | grep -o '"epoch":[0-9]*' | head -1 | cut -d: -f2)
   log "a whole-cluster stop: SIGKILL of every kvserver at once, as a power cut would; each logs its replicas in its --data_dir ($CLUSTER_DIR/n1 ..., --fsync=always)"
   for i in "${!NODE_PID[@]}"; do kill -KILL "${NODE_PID[$i]}"; done
@@ -233,11 +243,29 @@ run_cluster() {
   done
   wait_serving || { "${kv[@]}" cluster status; log "the cluster did not come back within 30 s"; exit 1; }
   "${kv[@]}" cluster status
-  primary=$("${kv[@]}" cluster status --json | grep -o '"primary":"[^"]*"' | head -1 | cut -d'"' -f4)
-  after=$(keys_on "$primary")
+  after=$(total_keys)
   for i in 1 2 3; do grep -h "durability:" "$CLUSTER_DIR/n$i.log" | tail -1 | sed "s/^/  n$i: /"; done
   log "keys before the stop: $before; after the restart: $after; durable-greeting = $("${app[@]}" get durable-greeting)"
   [[ -n $before && $before == "$after" ]] || { log "keys were lost across the restart"; exit 1; }
+  log "a fourth node, n4, started under load; cluster rebalance moves its share of the roles onto it"
+  "${app[@]}" load --ops=100000 --in_flight=16 --keys=20000 --value_size=1024 --seed=2 &
+  LOAD_PID=$!
+  start_node n4 4
+  for ((j = 0; j < 300; j++)); do
+    [[ $("${kv[@]}" cluster status --json 2>/dev/null) == *'"name":"n4"'* ]] && break
+    sleep 0.1
+  done
+  "${kv[@]}" cluster rebalance || { "${kv[@]}" cluster status; log "the rebalance failed"; exit 1; }
+  wait "$LOAD_PID" || log "the load reported failures (see above)"
+  LOAD_PID=
+  wait_serving || { "${kv[@]}" cluster status; log "the shards did not settle within 30 s"; exit 1; }
+  "${kv[@]}" cluster status
+  local n4_keys n4_requests
+  n4_keys=$(keys_on n4)
+  n4_requests=$(curl -s "http://127.0.0.1:9204/metrics" |
+    awk '/^unloadkv_rpc_requests_total/ { sum += $NF } END { printf "%d", sum }')
+  log "n4 is primary of shards holding $n4_keys keys and answered $n4_requests RPC requests; every shard: $(total_keys) keys"
+  ((n4_keys > 0)) || { log "n4 took no primary role"; exit 1; }
   log "stopping the kvservers (SIGTERM) and etcd"
   for i in "${!NODE_PID[@]}"; do kill -TERM "${NODE_PID[$i]}"; done
   for i in "${!NODE_PID[@]}"; do wait "${NODE_PID[$i]}" 2>/dev/null || true; done

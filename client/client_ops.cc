@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/client_impl.h"
+#include "client/not_sent.h"
 #include "proto/limits.h"
 
 namespace unloadkv {
@@ -78,7 +79,7 @@ void NodeClient::WriteAndPut(uint32_t shard, const std::string& key, const std::
     if (!st.ok()) {
       batch.reset();
       release();
-      return done(conn_->failed() ? ConnectionError() : st);
+      return done(client_internal::NotSent(conn_->failed() ? ConnectionError() : st));
     }
   }
   proto::PutRequest req;
@@ -111,7 +112,7 @@ void NodeClient::WriteAndPut(uint32_t shard, const std::string& key, const std::
   batch.reset();
   if (!st.ok()) {
     GrantsOf(shard).Return(g);  // never named by a PUT: still unused
-    done(st);
+    done(client_internal::NotSent(st));
   }
 }
 
@@ -119,11 +120,12 @@ void NodeClient::StoreAsync(absl::string_view key, absl::string_view value, PutD
                             uint32_t shard, bool merge) {
   if (absl::Status st = proto::CheckKey(key); !st.ok()) return done(st);
   if (absl::Status st = proto::CheckValueSize(value.size()); !st.ok()) return done(st);
-  if (conn_->failed()) return done(ConnectionError());
+  if (conn_->failed()) return done(client_internal::NotSent(ConnectionError()));
   WithGrant(shard, static_cast<uint32_t>(value.size()),
             [this, shard, merge, k = std::string(key), v = std::string(value),
              done](absl::StatusOr<proto::SlotGrant> g) {
-              if (!g.ok()) return done(std::move(g).status());
+              // No PUT was sent: the write changed nothing.
+              if (!g.ok()) return done(client_internal::NotSent(std::move(g).status()));
               WriteAndPut(shard, k, v, *g, merge, done);
             });
 }

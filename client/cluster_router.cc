@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "client/not_sent.h"
 #include "transport/cluster/etcd_cluster_map.h"
 
 namespace unloadkv {
@@ -43,7 +44,9 @@ struct ClusterRouter::Op {
   ClusterRouter* router = nullptr;
   bool Judge(const std::shared_ptr<Op>& self, const absl::Status& st) {
     if (st.ok()) return false;
-    if (st.code() == absl::StatusCode::kAborted || (!write && Lost(st.code()))) {
+    // A write whose PUT never left the client changed nothing: it goes again, as a read does.
+    if (st.code() == absl::StatusCode::kAborted ||
+        (Lost(st.code()) && (!write || client_internal::WasNotSent(st)))) {
       router->Retry(self, absl::Status(st.code(), st.message()));
       return true;
     }

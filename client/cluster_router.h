@@ -8,8 +8,9 @@
 //
 // Retries (bounded by ClientOptions::failover_timeout, backoff 20 ms doubling to 500 ms): an
 // ABORTED answer (not the primary; nothing applied), a node that cannot be reached before the
-// request was sent, and, for reads, any UNAVAILABLE or DEADLINE_EXCEEDED. A write that was
-// sent and then lost its answer fails with UNKNOWN ("outcome unknown").
+// request was sent, a write that failed before its PUT left the client (waiting for a slot
+// grant: client/not_sent.h), and, for reads, any UNAVAILABLE or DEADLINE_EXCEEDED. A write
+// whose PUT was sent and then lost its answer fails with UNKNOWN ("outcome unknown").
 #ifndef UNLOADKV_CLIENT_CLUSTER_ROUTER_H_
 #define UNLOADKV_CLIENT_CLUSTER_ROUTER_H_
 
