@@ -23,7 +23,11 @@ void Erase(std::vector<std::string>* v, const std::string& x) {
 // How long a backup waits, per live backup listed before it, before it tries to take over
 // itself (the first live backup tries at once; the map transaction admits one winner).
 constexpr absl::Duration kTakeOverStagger = absl::Seconds(1);
-constexpr absl::Duration kLinkRetry = absl::Seconds(1);
+// A joiner's attach that failed is tried again after 50 ms, doubling up to 1 s: the first
+// failure is often only the joiner's map a revision behind the primary's (it refuses a shard
+// its map does not place on it yet, and reads the map at least every 100 ms).
+constexpr absl::Duration kFirstLinkRetry = absl::Milliseconds(50);
+constexpr absl::Duration kMaxLinkRetry = absl::Seconds(1);
 
 }  // namespace
 
@@ -98,20 +102,14 @@ void ClusterNode::NoteMapError() {
   if (options_.metrics != nullptr) options_.metrics->AddMapErrors(1);
 }
 
-void ClusterNode::Signal() {
-  {
-    std::lock_guard<std::mutex> l(wake_mu_);
-    changed_ = true;
-  }
-  wake_cv_.notify_all();
-}
+void ClusterNode::Signal() { wake_->Signal(); }
 
 void ClusterNode::KeepLease() {
   const absl::Duration period = options_.lease_ttl / 3;
   while (!stop_.load()) {
     {
-      std::unique_lock<std::mutex> l(wake_mu_);
-      wake_cv_.wait_for(l, absl::ToChronoMilliseconds(period), [this] { return stop_.load(); });
+      std::unique_lock<std::mutex> l(wake_->mu);
+      wake_->cv.wait_for(l, absl::ToChronoMilliseconds(period), [this] { return stop_.load(); });
     }
     if (stop_.load()) return;
     LeaseTick();
@@ -158,10 +156,10 @@ void ClusterNode::LeaseTick() {
 void ClusterNode::Control() {
   while (!stop_.load()) {
     {
-      std::unique_lock<std::mutex> l(wake_mu_);
-      wake_cv_.wait_for(l, absl::ToChronoMilliseconds(options_.tick),
-                        [this] { return changed_ || stop_.load(); });
-      changed_ = false;
+      std::unique_lock<std::mutex> l(wake_->mu);
+      wake_->cv.wait_for(l, absl::ToChronoMilliseconds(options_.tick),
+                         [this] { return wake_->changed || stop_.load(); });
+      wake_->changed = false;
     }
     if (stop_.load()) return;
     ControlTick();
@@ -192,8 +190,8 @@ void ClusterNode::ControlTick() {
 }
 
 bool ClusterNode::TakeChanged() {
-  std::lock_guard<std::mutex> l(wake_mu_);
-  return std::exchange(changed_, false);
+  std::lock_guard<std::mutex> l(wake_->mu);
+  return std::exchange(wake_->changed, false);
 }
 
 bool ClusterNode::Update(const cluster::ShardInfo& next, const std::vector<std::string>& absent,
@@ -492,6 +490,7 @@ bool ClusterNode::HandOver(const cluster::ClusterView& view, const cluster::Shar
            absl::StrCat("give up handing the primary's role over to ", to, ": not a live backup"));
     return true;
   }
+  local->SetProgressHook([wake = wake_] { wake->Signal(); });  // when it drained
   local->SetHandingOver(to);  // new writes refused ABORTED from here on: the SDK retries them
   if (!local->Drained()) return true;  // the writes in flight commit first (a later round)
   cluster::ShardInfo next = s;
@@ -568,8 +567,8 @@ void ClusterNode::AttachJoining(const cluster::ClusterView& view, const cluster:
   const absl::Time now = clock_->Now();
   for (const std::string& j : s.joining) {
     if (Contains(linked, j) || !view.IsLive(j)) continue;
-    auto retry = link_retry_after_.find(j);
-    if (retry != link_retry_after_.end() && now < retry->second) continue;
+    auto retry = link_retry_.find(j);
+    if (retry != link_retry_.end() && now < retry->second.after) continue;
     const cluster::NodeInfo& info = view.nodes.at(j);
     const std::shared_ptr<const rpc::Credentials> credentials =
         options_.credentials ? options_.credentials() : nullptr;
@@ -590,10 +589,15 @@ void ClusterNode::AttachJoining(const cluster::ClusterView& view, const cluster:
     if (!st.ok()) {
       Log(LogLevel::kWarning,
           absl::StrCat("cluster: shard ", s.id, ": attaching ", j, ": ", st.message()));
-      link_retry_after_[j] = now + kLinkRetry;
+      LinkRetry& r = link_retry_[j];
+      r.backoff = r.backoff == absl::ZeroDuration() ? kFirstLinkRetry
+                                                    : std::min(2 * r.backoff, kMaxLinkRetry);
+      r.after = now + r.backoff;
       continue;
     }
-    link_retry_after_.erase(j);
+    link_retry_.erase(j);
+    // Its catch-up wakes this thread (the promotion need not wait for the next round).
+    local->SetProgressHook([wake = wake_] { wake->Signal(); });
     const proto::AttachResponse attached = (*link)->attached();
     const uint64_t bytes = local->AddLink(*std::move(link), attached);
     if (options_.metrics != nullptr) options_.metrics->AddCatchupBytes(bytes);

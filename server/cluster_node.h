@@ -172,9 +172,21 @@ class ClusterNode {
   std::atomic<uint64_t> losses_{0};
   std::atomic<uint64_t> confirmed_{0};
   std::unique_ptr<cluster::MapWatch> watch_;
-  std::mutex wake_mu_;
-  std::condition_variable wake_cv_;
-  bool changed_ = true;  // guarded by wake_mu_
+  // What wakes the control thread: shared with the replicas' progress hooks, which may run
+  // after this node is gone.
+  struct Wake {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool changed = true;  // guarded by mu
+    void Signal() {
+      {
+        std::lock_guard<std::mutex> l(mu);
+        changed = true;
+      }
+      cv.notify_all();
+    }
+  };
+  const std::shared_ptr<Wake> wake_ = std::make_shared<Wake>();
   std::thread lease_thread_;
   std::thread control_thread_;
   mutable Mutex view_mu_;
@@ -186,8 +198,12 @@ class ClusterNode {
   absl::Time started_;  // Start's time
   // Control thread only: when the node last said that a durable shard waits for its data.
   std::map<uint32_t, absl::Time> waiting_said_;
-  // Control thread only: when a link to a joining node last failed to open.
-  std::map<std::string, absl::Time> link_retry_after_;
+  // Control thread only: when a link to a joining node that failed to open is tried again.
+  struct LinkRetry {
+    absl::Time after;
+    absl::Duration backoff;  // the wait after the latest failure (doubles on each)
+  };
+  std::map<std::string, LinkRetry> link_retry_;
 };
 
 }  // namespace unloadkv::server

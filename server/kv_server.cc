@@ -133,6 +133,10 @@ absl::Status ValidateCluster(const KvServerOptions& o) {
     if (absl::Status st = cluster::CheckClusterName(o.cluster); !st.ok()) return st;
   }
   if (absl::Status st = cluster::CheckNodeName(o.node); !st.ok()) return st;
+  if (absl::Status st = CheckRange("transfer_mib_s", o.transfer_bytes_per_second >> 20, 0, 1 << 20);
+      !st.ok()) {
+    return st;
+  }
   return CheckRange("lease_ttl_s", absl::ToInt64Seconds(o.lease_ttl), 1, 60);
 }
 
@@ -400,11 +404,14 @@ ShardTable::Factory KvServer::ReplicaFactory(bool huge_pages) {
   const bool log_threads = LogThreads();
   const ReplicaLog::Options log_options = LogOptions();
   const FsyncPolicy policy = *FsyncPolicy::Parse(options_.fsync);
+  const uint64_t transfer_rate = options_.transfer_bytes_per_second;
+  const Clock* clock = clock_;
   return [=](uint32_t shard) -> absl::StatusOr<std::shared_ptr<ShardReplica>> {
     void* address = base == nullptr ? nullptr : static_cast<char*>(base) + (*created)++ * stride;
     absl::StatusOr<std::shared_ptr<ShardReplica>> r =
         ShardReplica::Create(engine, shard, arena_bytes, huge_pages, reaper, close_peer, address,
                              grant_quota, protection);
+    if (r.ok() && transfer_rate != 0) (*r)->SetTransferRate(transfer_rate, clock);
     if (!r.ok() || disk == nullptr) return r;
     ReplicaLog::Recovery rec;
     if (absl::Status st = (*r)->RecoverAndLog(disk, ShardDir(shard), policy, clock_, &rec,

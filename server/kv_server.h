@@ -127,6 +127,9 @@ struct KvServerOptions {
   std::string cluster;  // cluster name
   std::string node;     // this node's name, unique in the cluster
   absl::Duration lease_ttl = absl::Seconds(3);
+  // Paces the state transfers this node's primaries send (joins, moves, rejoins): value bytes
+  // a second per shard (0: unlimited). ShardReplica::SetTransferRate.
+  uint64_t transfer_bytes_per_second = 0;
   cluster::EtcdSecurity etcd_security;  // TLS and user for etcd (etcd_gateway.h)
   // Tests and simulation: the map to use instead of etcd (not owned; outlives the server).
   cluster::ClusterMap* cluster_map = nullptr;

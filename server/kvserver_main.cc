@@ -8,6 +8,7 @@
 // mode: it listens on loopback addresses only, unless --insecure.
 // Exits 0 after SIGTERM or SIGINT (graceful: stops admitting, answers UNAVAILABLE, closes
 // connections); non-zero with a message naming the fix when it cannot start.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 
@@ -50,6 +51,10 @@ DEFINE_string(node, "", "cluster mode: this node's name, unique in the cluster")
 DEFINE_int32(lease_ttl_s, 3,
              "cluster mode: seconds a node's lease lives without keepalives (1..60); a dead "
              "primary is replaced within about twice this");
+DEFINE_uint64(transfer_mib_s, 0,
+              "cluster mode: paces the state transfers this node sends as a shard's primary "
+              "(a node joining, a move, a rejoin) to this many MiB/s per shard, leaving CPU "
+              "and network to the clients (0: as fast as they go; ..1048576)");
 DEFINE_bool(fault_signals, false,
             "tests: SIGUSR1 cuts this node off from etcd and the other nodes (not from "
             "clients), SIGUSR2 heals the cut (docs/cluster.md, fault matrix)");
@@ -111,6 +116,8 @@ unloadkv::server::KvServerOptions OptionsFromFlags() {
   o.cluster = FLAGS_cluster;
   o.node = FLAGS_node;
   o.lease_ttl = absl::Seconds(FLAGS_lease_ttl_s);
+  // Capped before the shift (no wrap-around): Start refuses anything above 1048576 MiB/s.
+  o.transfer_bytes_per_second = std::min<uint64_t>(FLAGS_transfer_mib_s, uint64_t{1} << 30) << 20;
   o.auth_file = FLAGS_auth_file;
   o.insecure = FLAGS_insecure;
   o.max_grant_bytes_per_connection = FLAGS_max_grant_bytes_per_connection;

@@ -2,6 +2,7 @@
 // removing.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -39,7 +40,6 @@ uint64_t ShardReplica::AddLink(std::shared_ptr<ReplicaLink> link,
     if (role_ != Role::kPrimary) return 0;
     LinkState ls;
     ls.link = link;
-    ls.votes_from = next_seq_;
     delta = !tail.empty() && SendDeltaLocked(attached, std::move(tail), &ls, &bytes);
     if (!delta) SendSnapshotLocked(&ls, &bytes);
     to = next_seq_ - 1;
@@ -50,8 +50,9 @@ uint64_t ShardReplica::AddLink(std::shared_ptr<ReplicaLink> link,
       item.done = [self, node, seq = e.seq](auto r) {
         if (auto s = self.lock()) s->OnAck(node, seq, false, r);
       };
-      link->Push(std::move(item));
+      PushLiveLocked(&ls, std::move(item));
     }
+    StartVotingLocked(&ls);  // a delta with nothing to send is through at once
     links_[node] = std::move(ls);
   }
   link->Flush();
@@ -67,28 +68,51 @@ uint64_t ShardReplica::AddLink(std::shared_ptr<ReplicaLink> link,
 }
 
 void ShardReplica::SendSnapshotLocked(LinkState* ls, uint64_t* bytes) {
-  const std::string node = ls->link->node();
-  std::weak_ptr<ShardReplica> self = weak_from_this();
   ls->transfer_end = pending_.empty() ? 0 : pending_.back().seq;
   // The first live record this link carries: the backup checks it (a lost one would leave
   // the backup without a write the others have, while acks for later ones commit it).
   const uint64_t first_live = pending_.empty() ? next_seq_ : pending_.front().seq;
-  // The committed state, in requests of bounded size; at least one, to say first_live.
-  std::vector<KvStore::Mutation> snapshot = store_->Snapshot();
-  size_t i = 0;
-  do {
+  ls->snapshot_through = first_live - 1;
+  // The committed state, in requests of bounded size (at least one, to say first_live), sent
+  // as the transfer rate allows.
+  ls->snapshot = store_->Snapshot();
+  for (const KvStore::Mutation& m : ls->snapshot) *bytes += m.size;
+  ls->snapshot_next = 0;
+  ls->snapshot_open = true;
+  PushSnapshotLocked(ls);
+}
+
+void ShardReplica::RefillTransferBudgetLocked() {
+  if (transfer_rate_ == 0 || transfer_clock_ == nullptr) return;
+  const absl::Time now = transfer_clock_->Now();
+  const double rate = static_cast<double>(transfer_rate_);
+  transfer_budget_ = std::min(
+      rate / 10, transfer_budget_ + rate * absl::ToDoubleSeconds(now - transfer_refilled_));
+  transfer_refilled_ = now;
+}
+
+bool ShardReplica::PushSnapshotLocked(LinkState* ls) {
+  if (!ls->snapshot_open || ls->failed) return false;
+  RefillTransferBudgetLocked();
+  const std::string node = ls->link->node();
+  std::weak_ptr<ShardReplica> self = weak_from_this();
+  const std::vector<KvStore::Mutation>& snapshot = ls->snapshot;
+  size_t& i = ls->snapshot_next;
+  bool pushed = false;
+  while (ls->snapshot_open && (transfer_rate_ == 0 || transfer_budget_ > 0)) {
     ReplicaLink::Item item;
     item.request.set_shard(id_);
     item.request.set_epoch(epoch_);
     item.request.set_snapshot(true);
-    item.request.set_next_seq(first_live);
+    item.request.set_next_seq(ls->snapshot_through + 1);
     size_t key_bytes = 0;
+    uint64_t value_bytes = 0;
     for (; i < snapshot.size() && item.request.records_size() < int{kSnapshotRecords} &&
            key_bytes < kSnapshotKeyBytes;
          ++i) {
       const KvStore::Mutation& m = snapshot[i];
       key_bytes += m.key.size();
-      *bytes += m.size;
+      value_bytes += m.size;
       *item.request.add_records() = ToRecord(m, 0);
       if (m.size > 0) {
         item.writes.push_back(
@@ -100,9 +124,40 @@ void ShardReplica::SendSnapshotLocked(LinkState* ls, uint64_t* bytes) {
     item.done = [self, node](auto r) {
       if (auto s = self.lock()) s->OnAck(node, 0, true, r);
     };
+    if (transfer_rate_ != 0) transfer_budget_ -= static_cast<double>(value_bytes + key_bytes);
     ++ls->snapshot_pending;
     ls->link->Push(std::move(item));
-  } while (i < snapshot.size());
+    pushed = true;
+    if (i == snapshot.size()) {
+      // All of it queued: the live records held behind it follow, in order.
+      ls->snapshot_open = false;
+      ls->snapshot = std::vector<KvStore::Mutation>();
+      for (ReplicaLink::Item& h : ls->held) ls->link->Push(std::move(h));
+      ls->held.clear();
+    }
+  }
+  return pushed;
+}
+
+void ShardReplica::PushLiveLocked(LinkState* ls, ReplicaLink::Item item) {
+  if (ls->snapshot_open) {
+    ls->held.push_back(std::move(item));
+  } else {
+    ls->link->Push(std::move(item));
+  }
+}
+
+void ShardReplica::SetProgressHook(std::function<void()> hook) {
+  MutexLock l(&mu_);
+  progress_hook_ = std::move(hook);
+}
+
+void ShardReplica::SetTransferRate(uint64_t bytes_per_second, const Clock* clock) {
+  MutexLock l(&mu_);
+  transfer_rate_ = clock != nullptr ? bytes_per_second : 0;
+  transfer_clock_ = clock;
+  transfer_budget_ = static_cast<double>(transfer_rate_) / 10;
+  if (clock != nullptr) transfer_refilled_ = clock->Now();
 }
 
 bool ShardReplica::SendDeltaLocked(const proto::AttachResponse& attached,
@@ -197,7 +252,8 @@ bool ShardReplica::CaughtUp(const std::string& node) const {
   auto it = links_.find(node);
   if (it == links_.end()) return false;
   const LinkState& ls = it->second;
-  return !ls.failed && ls.snapshot_pending == 0 && ls.acked >= ls.transfer_end;
+  return !ls.failed && ls.votes_from != std::numeric_limits<uint64_t>::max() &&
+         ls.acked >= ls.caught_at;
 }
 
 void ShardReplica::SetHandingOver(const std::string& to) {

@@ -1,6 +1,7 @@
 // ShardReplica: as primary, the write log: sequence numbers, sending each write to every link,
 // committing in order once every voting link acknowledged it (the commit rule).
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -84,7 +85,7 @@ void ShardReplica::Append(Entry entry) {
         item.done = [self, node = node, seq = e.seq](auto r) {
           if (auto s = self.lock()) s->OnAck(node, seq, false, r);
         };
-        ls.link->Push(std::move(item));  // queued only: sent by Flush, outside the lock
+        PushLiveLocked(&ls, std::move(item));  // queued only: sent by Flush, outside the lock
         flush.push_back(ls.link);
       }
       CommitReady(&out);
@@ -174,11 +175,31 @@ void ShardReplica::FailPendingLocked(const std::string& why, Callbacks* out) {
   pending_.clear();
 }
 
+// A joiner starts voting once at most this many writes it has not acknowledged are ahead of
+// it (one replication request's worth).
+constexpr uint64_t kVoteBacklog = 256;
+
+void ShardReplica::StartVotingLocked(LinkState* ls) {
+  if (ls->votes_from != std::numeric_limits<uint64_t>::max() || ls->failed || ls->snapshot_open ||
+      ls->snapshot_pending > 0 || ls->acked < ls->transfer_end) {
+    return;
+  }
+  // Not while a backlog of the writes made during the transfer is still on its way to it:
+  // every new write would wait behind all of it (after a paced 256 MiB transfer under load,
+  // clients stopped for up to 2 s).
+  if (next_seq_ - 1 > ls->acked + kVoteBacklog) return;
+  // The writes before next_seq_ were sent to it, in order, behind the transfer; those that
+  // committed meanwhile did so without it, so it is caught up only once it acknowledged them.
+  ls->votes_from = next_seq_;
+  ls->caught_at = next_seq_ - 1;
+}
+
 void ShardReplica::OnAck(const std::string& node, uint64_t seq, bool snapshot,
                          const absl::StatusOr<proto::ReplicateResponse>& r) {
   Callbacks out;
   std::map<std::string, LinkState> closed;
   bool deposed = false;
+  std::function<void()> progress;  // the control thread has something to do
   {
     MutexLock l(&mu_);
     auto it = links_.find(node);
@@ -199,16 +220,32 @@ void ShardReplica::OnAck(const std::string& node, uint64_t seq, bool snapshot,
                                              " failed: ", r.status().ToString()));
         ls.failed = true;
       }
-    } else if (snapshot) {
-      --ls.snapshot_pending;
     } else {
-      ls.acked = std::max(ls.acked, std::max(seq, r->applied_seq()));
-      CommitReady(&out);
+      if (snapshot) {
+        --ls.snapshot_pending;
+        PushSnapshotLocked(&ls);  // the link sends it once this callback returns
+        // The whole snapshot in place: the backup holds every write it covers.
+        if (ls.snapshot_pending == 0 && !ls.snapshot_open) {
+          ls.acked = std::max(ls.acked, ls.snapshot_through);
+        }
+      } else {
+        ls.acked = std::max(ls.acked, std::max(seq, r->applied_seq()));
+      }
+      StartVotingLocked(&ls);
+      if (!snapshot) CommitReady(&out);
+      const bool caught_up = ls.votes_from != std::numeric_limits<uint64_t>::max() &&
+                             ls.acked >= ls.caught_at && !ls.caught_up_told;
+      if (caught_up) ls.caught_up_told = true;
+      const bool drained =
+          !handing_over_.empty() &&
+          std::all_of(pending_.begin(), pending_.end(), [](const Entry& e) { return e.barrier; });
+      if (caught_up || drained) progress = progress_hook_;
     }
   }
   Retire(&closed);
   for (auto& f : out) f();
   Demoted(deposed);
+  if (progress) progress();
 }
 
 }  // namespace unloadkv::server

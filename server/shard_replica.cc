@@ -157,7 +157,10 @@ void ShardReplica::Tick() {
   std::vector<std::shared_ptr<ReplicaLink>> links;
   {
     MutexLock l(&mu_);
-    for (auto& [node, ls] : links_) links.push_back(ls.link);
+    for (auto& [node, ls] : links_) {
+      PushSnapshotLocked(&ls);  // a paced transfer's budget grew meanwhile
+      links.push_back(ls.link);
+    }
   }
   for (auto& link : links) {
     link->CheckDeadlines();

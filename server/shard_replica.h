@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -38,6 +39,7 @@
 #include "server/reaper.h"
 #include "server/replica_link.h"
 #include "server/replica_log.h"
+#include "transport/base/clock.h"
 #include "transport/base/mapped_memory.h"
 #include "transport/base/mutex.h"
 #include "transport/engine/engine.h"
@@ -116,12 +118,24 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   // `attached`): sends it the committed state (value writes + snapshot records), or, when the
   // backup kept a state this replica's log extends, only the log's records after it (delta
   // catch-up: value writes + live records, from a buffer of their own); then the writes in
-  // flight. It votes on every write submitted from now on.
+  // flight and every new one. Writes commit without it until it acknowledged the transfer;
+  // from then on it votes on every new write (so a long transfer does not hold the shard's
+  // writes up), and it is caught up once it also acknowledged every write submitted before.
   // Returns the value bytes the transfer sends.
   uint64_t AddLink(std::shared_ptr<ReplicaLink> link,
                    const proto::AttachResponse& attached = proto::AttachResponse());
-  // The link acknowledged everything it was sent when added (state transfer done).
+  // The link holds every committed write and votes on every new one (state transfer done).
   bool CaughtUp(const std::string& node) const;
+  // Paces whole-state transfers from this replica: at most `bytes_per_second` value bytes a
+  // second over all its links (0: unlimited, the default), measured on `clock` (which must
+  // outlive the replica). A transfer sends in requests of up to 256 values; a paced one sends
+  // the next when the budget allows, on an acknowledgment or a Tick. Writes meanwhile commit
+  // without the joiner (AddLink), so pacing trades the transfer's speed for the clients'.
+  void SetTransferRate(uint64_t bytes_per_second, const Clock* clock);
+  // `hook` runs (outside the replica's lock, on the thread of a backup's acknowledgment) when
+  // a link became caught up, or a hand-over's last write in flight committed: what the
+  // cluster's control thread waits for, so it need not wait for its next round.
+  void SetProgressHook(std::function<void()> hook);
   // Stops sending to `node` and requiring its acknowledgments; commits what waited only on it.
   void RemoveLink(const std::string& node);
   // A planned hand-over of the primary's role to `to` (ShardInfo::handover_to; "" ends it):
@@ -219,9 +233,23 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   };
   struct LinkState {
     std::shared_ptr<ReplicaLink> link;
-    uint64_t acked = 0;           // highest seq acknowledged
-    uint64_t votes_from = 0;      // seqs from here on need this link's ack
-    uint64_t transfer_end = 0;    // caught up once acked >= transfer_end and snapshots acked
+    uint64_t acked = 0;  // highest seq acknowledged
+    // Seqs from here on need this link's ack. A link added by AddLink votes only once its
+    // transfer is through (StartVotingLocked): until then writes commit without it, and it
+    // gets them after the transfer, in order.
+    uint64_t votes_from = std::numeric_limits<uint64_t>::max();
+    uint64_t transfer_end = 0;      // the transfer is through once acked >= transfer_end (and
+                                    // snapshots acked)
+    uint64_t caught_at = 0;         // voting: caught up once acked >= caught_at
+    uint64_t snapshot_through = 0;  // the seqs a whole-state snapshot holds (acked with it)
+    // A paced snapshot (SetTransferRate): what is left to send of it, from snapshot_next, and
+    // the live records queued behind it meanwhile (they must follow it: a later record of a
+    // key the snapshot also names must be applied after it).
+    std::vector<KvStore::Mutation> snapshot;
+    size_t snapshot_next = 0;
+    bool snapshot_open = false;   // not all of the snapshot pushed yet
+    bool caught_up_told = false;  // the progress hook heard that it caught up
+    std::vector<ReplicaLink::Item> held;
     size_t snapshot_pending = 0;  // snapshot requests not yet acknowledged
     bool failed = false;
   };
@@ -245,6 +273,13 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   // records after the backup's state from the log's `tail` (false, sending nothing, when the
   // backup's history is not this log's or a delta would move more than the state).
   void SendSnapshotLocked(LinkState* ls, uint64_t* bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pushes the next requests of `ls`'s snapshot while the transfer budget lasts; once all of
+  // it is pushed, the live records held behind it. True when it pushed anything.
+  bool PushSnapshotLocked(LinkState* ls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds what the transfer rate allows since the last refill (no-op when unlimited).
+  void RefillTransferBudgetLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pushes `item` to `ls`, or holds it behind a snapshot still being paced.
+  void PushLiveLocked(LinkState* ls, ReplicaLink::Item item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool SendDeltaLocked(const proto::AttachResponse& attached, std::vector<proto::LogEntry> tail,
                        LinkState* ls, uint64_t* bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Requires mu_. Seqs from..to as requests: `records` (in order) where logged, barriers
@@ -256,6 +291,9 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   ReplicaLink::Item ItemFor(const Entry& e);
   // Requires mu_. Commits every entry all voting links acknowledged; queues their callbacks.
   void CommitReady(Callbacks* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A link whose transfer is through starts voting: writes from next_seq_ on wait for it,
+  // and it is caught up once it acknowledged those before.
+  void StartVotingLocked(LinkState* ls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnAck(const std::string& node, uint64_t seq, bool snapshot,
              const absl::StatusOr<proto::ReplicateResponse>& r);
   // The log acknowledged `seq` (or failed it with `st`).
@@ -306,6 +344,13 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   std::string start_ ABSL_GUARDED_BY(mu_), end_ ABSL_GUARDED_BY(mu_);
   // primary
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  // Transfer pacing (SetTransferRate): the bytes a snapshot may still send now, refilled at
+  // transfer_rate_ a second up to a tenth of a second's worth.
+  std::function<void()> progress_hook_ ABSL_GUARDED_BY(mu_);  // SetProgressHook
+  uint64_t transfer_rate_ ABSL_GUARDED_BY(mu_) = 0;
+  const Clock* transfer_clock_ ABSL_GUARDED_BY(mu_) = nullptr;
+  double transfer_budget_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time transfer_refilled_ ABSL_GUARDED_BY(mu_);
   std::deque<Entry> pending_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, LinkState> links_ ABSL_GUARDED_BY(mu_);
   uint64_t logged_ ABSL_GUARDED_BY(mu_) = 0;     // the log acknowledged every write up to here
