@@ -205,11 +205,13 @@ absl::Status RunMove(cluster::ClusterMap* map, MoveRequest req, absl::Duration t
     if (step.ok()) {
       tell(step->said);
       if (step->state == MoveStep::State::kDone) return absl::OkStatus();
-    } else if (req.resolved || step.status().code() != absl::StatusCode::kUnavailable) {
-      failed = step.status();  // a refusal, or the map unreachable mid-move
+    } else if (step.status().code() != absl::StatusCode::kUnavailable) {
+      failed = step.status();  // a refusal
       break;
     } else {
-      tell(std::string(step.status().message()));  // no primary yet: it may come
+      // No primary yet, or the map unreachable (etcd restarting): either may pass; the
+      // timeout bounds the wait.
+      tell(std::string(step.status().message()));
     }
     if (absl::Now() - start > timeout) {
       failed = absl::DeadlineExceededError(absl::StrCat(

@@ -66,8 +66,9 @@ absl::StatusOr<MoveRequest> NextDrainMove(const cluster::ClusterView& view,
 absl::StatusOr<std::string> UndoMove(cluster::ClusterMap* map, const MoveRequest& req);
 
 // Steps `req` until done, each new line of progress to `say` (prefixed with the seconds since
-// it began), a step every `poll`; DEADLINE_EXCEEDED after `timeout`, or the first step's
-// error; either way what the move left is undone (UndoMove, said). Blocks: for a command line.
+// it began), a step every `poll`; DEADLINE_EXCEEDED after `timeout`, or the first refusal (a
+// shard without a primary and an unreachable map are waited for, within `timeout`); either way
+// what the move left is undone (UndoMove, said). Blocks: for a command line.
 absl::Status RunMove(cluster::ClusterMap* map, MoveRequest req, absl::Duration timeout,
                      absl::Duration poll, const std::function<void(const std::string&)>& say);
 

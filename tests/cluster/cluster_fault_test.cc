@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -30,6 +31,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
+#include "client/shard_move.h"
 #include "gtest/gtest.h"
 #include "tests/kv/linearizability.h"
 #include "tests/kv/process_harness.h"
@@ -56,6 +58,10 @@ std::string Policy() {
 }
 // --policy for kvserver and cluster_load.
 std::string PolicyFlag() { return "--policy=" + Policy(); }
+
+bool Contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
 
 int64_t MonoNow() {
   timespec ts;
@@ -125,6 +131,79 @@ class LoadProcess {
   std::vector<std::string> lines_;
 };
 
+// Watches the map (its own handle, every 5 ms) for the rule no fault may break: one primary
+// per epoch. Stop() returns what it saw break it ("" when nothing did).
+class OnePrimaryPerEpoch {
+ public:
+  OnePrimaryPerEpoch(const std::string& etcd, const std::string& cluster) {
+    auto map = cluster::EtcdClusterMap::Open(etcd, cluster);
+    if (map.ok()) map_ = std::move(*map);
+    thread_ = std::thread([this] {
+      while (!stop_.load()) {
+        if (map_ != nullptr) {
+          if (absl::StatusOr<cluster::ClusterView> v = map_->Read(); v.ok()) Check(*v);
+        }
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+    });
+  }
+  ~OnePrimaryPerEpoch() { Stop(); }
+  std::string Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    if (map_ == nullptr) return "the watcher could not open the map";
+    return broken_;
+  }
+
+ private:
+  void Check(const cluster::ClusterView& v) {
+    for (const ShardInfo& s : v.shard_list) {
+      if (s.primary.empty()) continue;
+      auto [it, fresh] = primaries_.try_emplace({s.id, s.epoch}, s.primary);
+      if (!fresh && it->second != s.primary && broken_.empty()) {
+        broken_ = absl::StrCat("shard ", s.id, " epoch ", s.epoch,
+                               " named two primaries: ", it->second, " and ", s.primary);
+      }
+    }
+  }
+
+  std::unique_ptr<cluster::EtcdClusterMap> map_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::map<std::pair<uint32_t, uint64_t>, std::string> primaries_;  // the watcher's own
+  std::string broken_;
+};
+
+// `kvclient cluster move` of shard 0's primary role to `to`, on a thread of its own with a
+// map handle of its own, as an operator's command runs beside the cluster. Join() returns its
+// outcome.
+class MoveThread {
+ public:
+  MoveThread(const std::string& etcd, const std::string& cluster, const std::string& to) {
+    thread_ = std::thread([this, etcd, cluster, to] {
+      auto map = cluster::EtcdClusterMap::Open(etcd, cluster);
+      if (!map.ok()) {
+        status_ = map.status();
+        return;
+      }
+      MoveRequest req;
+      req.shard = 0;
+      req.to = to;
+      status_ = RunMove(map->get(), req, absl::Seconds(40), absl::Milliseconds(50),
+                        [](const std::string&) {});
+    });
+  }
+  ~MoveThread() { Join(); }
+  absl::Status Join() {
+    if (thread_.joinable()) thread_.join();
+    return status_;
+  }
+
+ private:
+  std::thread thread_;
+  absl::Status status_;
+};
+
 struct Row {
   std::string name;
   size_t acked = 0, lost = 0, unknown = 0;
@@ -147,10 +226,10 @@ class ClusterFaultTest : public ::testing::Test {
     auth_file_ = new std::string(testing::WriteTestAuthFile({"n1", "n2", "n3", "n4", "n5"}));
   }
   static void TearDownTestSuite() {
-    std::printf("\n%-34s %8s %6s %8s %10s %10s %8s %s\n", "case", "acked", "lost", "unknown",
+    std::printf("\n%-44s %8s %6s %8s %10s %10s %8s %s\n", "case", "acked", "lost", "unknown",
                 "failover", "write gap", "unloaded", "linearizable");
     for (const Row& r : *rows_) {
-      std::printf("%-34s %8zu %6zu %8zu %10s %10s %8s %s\n", r.name.c_str(), r.acked, r.lost,
+      std::printf("%-44s %8zu %6zu %8zu %10s %10s %8s %s\n", r.name.c_str(), r.acked, r.lost,
                   r.unknown, r.failover.c_str(), r.write_gap.c_str(), r.unloaded.c_str(),
                   r.linearizable ? "yes" : "NO");
     }
@@ -387,6 +466,55 @@ class ClusterFaultTest : public ::testing::Test {
     EXPECT_EQ(row.lost, 0u);
     EXPECT_GT(row.acked, 0u);
     rows_->push_back(row);
+  }
+
+  // One shard on n1 (primary) and n2 (backup), and n3 registered with no role; the client
+  // process running until it logged `lines` operations.
+  void StartTwoReplicasAndASpareUnderLoad(size_t lines) {
+    Init(2);
+    StartNode("n1");
+    ASSERT_TRUE(WaitServing(0));
+    StartNode("n2");
+    ASSERT_TRUE(WaitServing(1));
+    StartNode("n3");
+    ASSERT_TRUE(WaitFor([](const ClusterView& v) { return v.IsLive("n3"); }, absl::Seconds(10)));
+    StartLoad();
+    LoadFor(lines);
+    RecordUnloadedShare();
+  }
+
+  // Waits until `node` is named in shard 0's group (joining or a backup) or a hand-over to it
+  // is asked; what the map said then ("" after 20 s).
+  std::string WaitInGroup(const std::string& node) {
+    std::string seen;
+    WaitFor(
+        [&](const ClusterView& v) {
+          const ShardInfo& s = v.shard_list[0];
+          if (s.handover_to == node) {
+            seen = "handing over";
+          } else if (Contains(s.joining, node)) {
+            seen = "joining";
+          } else if (s.HasReplica(node)) {
+            seen = s.primary == node ? "primary" : "backup";
+          }
+          return !seen.empty();
+        },
+        absl::Seconds(20));
+    return seen;
+  }
+
+  // Until shard 0 is served by a live primary with `backups` backups, nobody joining and no
+  // hand-over asked, none of them `gone`; the time since `fault_ns`.
+  std::string WaitSettled(size_t backups, const std::string& gone, int64_t fault_ns) {
+    const bool ok = WaitFor(
+        [&](const ClusterView& v) {
+          const ShardInfo& s = v.shard_list[0];
+          return v.IsLive(s.primary) && s.backups.size() == backups && s.joining.empty() &&
+                 s.handover_to.empty() && !s.HasReplica(gone);
+        },
+        absl::Seconds(10 * kLeaseTtlSeconds));
+    EXPECT_TRUE(ok) << "shard 0 did not settle without " << gone;
+    return ok ? absl::StrFormat("%.0f ms", (MonoNow() - fault_ns) / 1e6) : "none";
   }
 
   static inline testing::EtcdProcess* etcd_ = nullptr;
@@ -666,6 +794,127 @@ TEST_F(ClusterFaultTest, AFullDiskOnThePrimaryRefusesWritesUntilSpaceReturns) {
   EXPECT_TRUE(acked_since()) << "no write acknowledged within 10 s of the limit's lifting";
   LoadFor(200);
   Verify(absl::StrCat("full disk on the primary (", during, " refused)"), fault, "-");
+}
+
+// Moves under faults (docs/cluster.md, "Moves and drains"): shard 0's primary role moved from
+// n1 to n3 while the client writes, with one fault in the middle. Every case also watches the
+// map for two primaries at one epoch.
+
+// The destination dies while it catches up: the move fails and takes back what it left, the
+// group is n1 and n2 again.
+TEST_F(ClusterFaultTest, KillTheMoveDestinationWhileItJoins) {
+  StartTwoReplicasAndASpareUnderLoad(400);
+  if (HasFatalFailure()) return;
+  OnePrimaryPerEpoch watch(etcd_->endpoint(), cluster_);
+  MoveThread move(etcd_->endpoint(), cluster_, "n3");
+  const std::string seen = WaitInGroup("n3");
+  ASSERT_FALSE(seen.empty()) << "n3 never joined";
+  const int64_t fault = MonoNow();
+  nodes_["n3"]->Kill();
+  const absl::Status moved = move.Join();
+  EXPECT_FALSE(moved.ok()) << "the move reported success with its destination dead";
+  const std::string settled = WaitSettled(1, "n3", fault);
+  EXPECT_EQ(Primary(), "n1");
+  LoadFor(300);
+  EXPECT_EQ(watch.Stop(), "");
+  Verify(absl::StrCat("SIGKILL move destination (", seen, ")"), fault, settled);
+}
+
+// The source, the primary, dies once the destination holds the values (as it is asked to hand
+// over, or just before): a backup takes over as in any failover, and nothing is lost.
+TEST_F(ClusterFaultTest, KillTheMoveSourceAsItHandsOver) {
+  StartTwoReplicasAndASpareUnderLoad(400);
+  if (HasFatalFailure()) return;
+  OnePrimaryPerEpoch watch(etcd_->endpoint(), cluster_);
+  MoveThread move(etcd_->endpoint(), cluster_, "n3");
+  std::string seen;
+  ASSERT_TRUE(WaitFor(
+      [&](const ClusterView& v) {
+        const ShardInfo& s = v.shard_list[0];
+        if (s.handover_to == "n3") seen = "handing over";
+        if (s.primary == "n1" && Contains(s.backups, "n3")) seen = "n3 a backup";
+        return !seen.empty() || s.primary == "n3";
+      },
+      absl::Seconds(20)));
+  ASSERT_FALSE(seen.empty()) << "the move ended before the fault";
+  const int64_t fault = MonoNow();
+  nodes_["n1"]->Kill();
+  const std::string failover = WaitFailover("n1", fault);
+  // The move may end either way: n3 took over (done), or n2 did (its primary role is n2's).
+  (void)move.Join();
+  WaitSettled(1, "n1", fault);
+  LoadFor(300);
+  EXPECT_EQ(watch.Stop(), "");
+  Verify(absl::StrCat("SIGKILL move source (", seen, ")"), fault, failover);
+}
+
+// The decision-maker dies: `kvclient cluster move` SIGKILLed once the destination joined. The
+// cluster serves on with the extra replica; the same command run again finishes the move.
+TEST_F(ClusterFaultTest, KillTheMoveCommandThenRunItAgain) {
+  StartTwoReplicasAndASpareUnderLoad(400);
+  if (HasFatalFailure()) return;
+  OnePrimaryPerEpoch watch(etcd_->endpoint(), cluster_);
+  const std::vector<std::string> command = {"client/kvclient",
+                                            "--etcd=" + etcd_->endpoint(),
+                                            "--cluster=" + cluster_,
+                                            "cluster",
+                                            "move",
+                                            "--shard=0",
+                                            "--to=n3"};
+  testing::Child first = testing::Spawn(command, /*capture_stderr=*/false, /*alarm_seconds=*/60);
+  const std::string seen = WaitInGroup("n3");
+  const int64_t fault = MonoNow();
+  kill(first.pid, SIGKILL);
+  testing::WaitExit(first.pid);
+  close(first.out_fd);
+  ASSERT_FALSE(seen.empty()) << "n3 never joined";
+  LoadFor(300);  // serving on, whatever the map was left with
+  testing::Child again = testing::Spawn(command, /*capture_stderr=*/false, /*alarm_seconds=*/60);
+  const std::string said = testing::ReadAll(again.out_fd);
+  close(again.out_fd);
+  EXPECT_EQ(testing::WaitExit(again.pid), 0) << said;
+  EXPECT_EQ(Primary(), "n3") << said;
+  const std::string settled = WaitSettled(1, "n1", fault);
+  LoadFor(300);
+  EXPECT_EQ(watch.Stop(), "");
+  Verify(absl::StrCat("SIGKILL the move command (", seen, "), rerun"), fault, settled);
+}
+
+// etcd stops answering (SIGSTOP, longer than the lease TTL: every lease lapses) in the middle
+// of a move: the move waits for the map; when etcd resumes, the destination's lease has lapsed
+// too, so the move either completes (n3 registered again in time) or fails and takes back what
+// it left (n3 out of the group, n1 primary). Either way nothing is lost, one primary per epoch,
+// and the same move run again completes.
+TEST_F(ClusterFaultTest, EtcdPausedPastTheTtlMidMove) {
+  StartTwoReplicasAndASpareUnderLoad(400);
+  if (HasFatalFailure()) return;
+  OnePrimaryPerEpoch watch(etcd_->endpoint(), cluster_);
+  auto move = std::make_unique<MoveThread>(etcd_->endpoint(), cluster_, "n3");
+  const std::string seen = WaitInGroup("n3");
+  ASSERT_FALSE(seen.empty()) << "n3 never joined";
+  const int64_t fault = MonoNow();
+  ASSERT_EQ(kill(etcd_->pid(), SIGSTOP), 0);
+  absl::SleepFor(absl::Seconds(kLeaseTtlSeconds + 2));  // the fault's length, not a wait
+  ASSERT_EQ(kill(etcd_->pid(), SIGCONT), 0);
+  const absl::Status moved = move->Join();
+  std::string outcome = "moved";
+  if (!moved.ok()) {
+    // Taken back: n3 leaves, n1 serves on; then the operator runs the move again.
+    outcome = "undone, rerun";
+    EXPECT_EQ(moved.code(), absl::StatusCode::kFailedPrecondition) << moved;
+    WaitSettled(1, "n3", fault);
+    EXPECT_EQ(Primary(), "n1");
+    LoadFor(200);
+    move = std::make_unique<MoveThread>(etcd_->endpoint(), cluster_, "n3");
+    const absl::Status again = move->Join();
+    EXPECT_TRUE(again.ok()) << again;
+  }
+  const std::string settled = WaitSettled(1, "n1", fault);
+  EXPECT_EQ(Primary(), "n3");
+  LoadFor(300);
+  EXPECT_EQ(watch.Stop(), "");
+  Verify(absl::StrCat("etcd paused ", kLeaseTtlSeconds + 2, " s mid-move (", seen, "): ", outcome),
+         fault, settled);
 }
 
 }  // namespace
