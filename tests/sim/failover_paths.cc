@@ -34,6 +34,7 @@
 #include "absl/strings/str_split.h"
 #include "gflags/gflags.h"
 #include "tests/sim/cluster_world.h"
+#include "tests/sim/replication_writes.h"
 #include "transport/base/logging.h"
 
 DEFINE_string(policies, "adaptive,offload,unload", "path policies of the nodes, one world each");
@@ -57,23 +58,7 @@ namespace {
 
 using server::KvServer;
 using world::ClusterWorld;
-
-// The node's replication value writes to any backup, by engine path (offload, unload).
-std::array<double, 2> ReplicationWrites(KvServer* server) {
-  std::array<double, 2> by_path = {0, 0};
-  if (server == nullptr) return by_path;
-  for (const prometheus::MetricFamily& f : server->registry()->Collect()) {
-    if (f.name != "unloadkv_replication_value_writes_total") continue;
-    for (const prometheus::ClientMetric& m : f.metric) {
-      for (const prometheus::ClientMetric::Label& l : m.label) {
-        if (l.name != "path") continue;
-        if (l.value == "offload") by_path[0] += m.counter.value;
-        if (l.value == "unload") by_path[1] += m.counter.value;
-      }
-    }
-  }
-  return by_path;
-}
+using world::ReplicationWrites;
 
 // What the live nodes' adaptive policies had learned (gauges refreshed every 100 ms): cells
 // of their target models by regime, and policy switches.
