@@ -21,7 +21,8 @@ std::string JsonNames(const std::vector<std::string>& names) {
 }
 }  // namespace
 
-std::string ClusterStatusTable(const cluster::ClusterView& view) {
+std::string ClusterStatusTable(const cluster::ClusterView& view,
+                               const std::vector<TransferProgress>& transfers) {
   std::string out = absl::StrFormat("%-6s %-28s %-6s %-12s %-24s %s\n", "shard", "range", "epoch",
                                     "primary", "backups", "state");
   for (const cluster::ShardInfo& s : view.shard_list) {
@@ -35,6 +36,14 @@ std::string ClusterStatusTable(const cluster::ClusterView& view) {
                           s.primary.empty() ? "-" : s.primary, backups,
                           cluster::ShardStateName(view.StateOf(s)));
   }
+  if (!transfers.empty()) absl::StrAppend(&out, "transfers in flight:\n");
+  for (const TransferProgress& t : transfers) {
+    const double eta = t.EtaSeconds();
+    absl::StrAppendFormat(&out, "  shard %u %s -> %s: %.1f of %.1f MiB (%.0f%%), %.1f s, ETA %s\n",
+                          t.shard, t.from, t.to, t.sent_bytes / 1048576, t.bytes / 1048576,
+                          t.bytes > 0 ? 100 * t.sent_bytes / t.bytes : 100, t.seconds,
+                          eta < 0 ? std::string("-") : absl::StrFormat("%.1f s", eta));
+  }
   absl::StrAppendFormat(&out, "nodes: %d live, %d replicas wanted per shard\n", view.nodes.size(),
                         view.replicas);
   for (const auto& [name, n] : view.nodes) {
@@ -44,7 +53,8 @@ std::string ClusterStatusTable(const cluster::ClusterView& view) {
   return out;
 }
 
-std::string ClusterStatusJson(const cluster::ClusterView& view) {
+std::string ClusterStatusJson(const cluster::ClusterView& view,
+                              const std::vector<TransferProgress>& transfers) {
   std::string out = absl::StrCat("{\"revision\":", view.revision, ",\"replicas\":", view.replicas,
                                  ",\"shards\":[");
   for (size_t i = 0; i < view.shard_list.size(); ++i) {
@@ -63,6 +73,15 @@ std::string ClusterStatusJson(const cluster::ClusterView& view) {
                     ",\"rpc_address\":", JsonString(n.rpc_address),
                     ",\"metrics_address\":", JsonString(n.metrics_address), "}");
     first = false;
+  }
+  absl::StrAppend(&out, "],\"transfers\":[");
+  for (size_t i = 0; i < transfers.size(); ++i) {
+    const TransferProgress& t = transfers[i];
+    absl::StrAppend(&out, i ? "," : "", "{\"shard\":", t.shard, ",\"from\":", JsonString(t.from),
+                    ",\"to\":", JsonString(t.to),
+                    absl::StrFormat(",\"bytes\":%.0f,\"sent_bytes\":%.0f,\"seconds\":%.3f,"
+                                    "\"eta_seconds\":%.3f}",
+                                    t.bytes, t.sent_bytes, t.seconds, t.EtaSeconds()));
   }
   return out + "]}";
 }

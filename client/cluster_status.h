@@ -3,21 +3,28 @@
 #define UNLOADKV_CLIENT_CLUSTER_STATUS_H_
 
 #include <string>
+#include <vector>
 
+#include "client/transfer_progress.h"
 #include "transport/cluster/shard_map.h"
 
 namespace unloadkv {
 
 // A header line, then per shard: id, [start, end) with keys escaped as by Printable ("-inf"
 // and "+inf" for the open ends), epoch, primary ("-" when none), backups (comma-separated, "-"
-// when none), state; then one line per live node with its addresses.
-std::string ClusterStatusTable(const cluster::ClusterView& view);
+// when none), state; then the transfers in flight (sent of total MiB, time, ETA), then one line
+// per live node with its addresses.
+std::string ClusterStatusTable(const cluster::ClusterView& view,
+                               const std::vector<TransferProgress>& transfers = {});
 
 // One JSON object: {"revision", "replicas", "shards": [{"id", "start", "end", "epoch",
 // "primary", "backups", "joining", "state"}...], "nodes": [{"name", "rpc_address",
-// "metrics_address"}...]}. Keys as JSON strings of their bytes (JsonString); "end" is "" for
-// the last shard (no upper bound); "primary" is "" when there is none.
-std::string ClusterStatusJson(const cluster::ClusterView& view);
+// "metrics_address"}...], "transfers": [{"shard", "from", "to", "bytes", "sent_bytes",
+// "seconds", "eta_seconds" (-1: not known yet)}...]}. Keys as JSON strings of their bytes
+// (JsonString); "end" is "" for the last shard (no upper bound); "primary" is "" when there is
+// none.
+std::string ClusterStatusJson(const cluster::ClusterView& view,
+                              const std::vector<TransferProgress>& transfers = {});
 
 }  // namespace unloadkv
 

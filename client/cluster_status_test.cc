@@ -40,7 +40,27 @@ TEST(ClusterStatusTest, JsonNamesEveryFieldAndEscapesKeyBytes) {
             "\"backups\":[],\"joining\":[\"n3\"],\"handover_to\":\"\",\"state\":\"no-primary\"}],"
             "\"nodes\":[{\"name\":\"n1\",\"rpc_address\":\"127.0.0.1:7001\","
             "\"metrics_address\":\"127.0.0.1:9001\"},{\"name\":\"n2\",\"rpc_address\":"
-            "\"127.0.0.1:7002\",\"metrics_address\":\"\"}]}");
+            "\"127.0.0.1:7002\",\"metrics_address\":\"\"}],\"transfers\":[]}");
+}
+
+TEST(ClusterStatusTest, TransfersInFlightWithBytesAndEta) {
+  TransferProgress t;
+  t.shard = 1;
+  t.from = "n1";
+  t.to = "n3";
+  t.bytes = 4 << 20;
+  t.sent_bytes = 1 << 20;
+  t.seconds = 2;
+  const std::string table = ClusterStatusTable(TwoShards(), {t});
+  EXPECT_NE(table.find("transfers in flight:\n  shard 1 n1 -> n3: 1.0 of 4.0 MiB (25%), 2.0 s, "
+                       "ETA 6.0 s\n"),
+            std::string::npos)
+      << table;
+  const std::string json = ClusterStatusJson(TwoShards(), {t});
+  EXPECT_NE(json.find("\"transfers\":[{\"shard\":1,\"from\":\"n1\",\"to\":\"n3\",\"bytes\":"
+                      "4194304,\"sent_bytes\":1048576,\"seconds\":2.000,\"eta_seconds\":6.000}]"),
+            std::string::npos)
+      << json;
 }
 
 }  // namespace

@@ -322,7 +322,16 @@ int Cluster(const std::vector<std::string>& args) {
   }
   absl::StatusOr<cluster::ClusterView> view = (*map)->Read();
   if (!view.ok()) return Fail(view.status());
-  const std::string text = FLAGS_json ? ClusterStatusJson(*view) + "\n" : ClusterStatusTable(*view);
+  // How far the transfers to joining nodes got, from their primaries' /metrics.
+  std::vector<std::string> unreachable;
+  const std::vector<TransferProgress> transfers =
+      CollectTransfers(*view, absl::Seconds(2), &unreachable);
+  for (const std::string& n : unreachable) {
+    std::fprintf(stderr, "kvclient: %s's /metrics did not answer: its transfers are not shown\n",
+                 n.c_str());
+  }
+  const std::string text = FLAGS_json ? ClusterStatusJson(*view, transfers) + "\n"
+                                      : ClusterStatusTable(*view, transfers);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
 }

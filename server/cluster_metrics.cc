@@ -1,5 +1,7 @@
 #include "server/cluster_metrics.h"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
 
 namespace unloadkv::server {
@@ -31,6 +33,20 @@ ClusterMetrics::ClusterMetrics(std::shared_ptr<prometheus::Registry> registry) {
                  .Name("unloadkv_shard_replicas_wanted")
                  .Help("On a shard's primary: the configured group size; 0 on other nodes")
                  .Register(*registry);
+  transfer_bytes_ = &prometheus::BuildGauge()
+                         .Name("unloadkv_transfer_bytes")
+                         .Help(
+                             "Value bytes a state transfer in flight from this primary sends "
+                             "(a node joining, a move, a rejoin), by shard and backup")
+                         .Register(*registry);
+  transfer_sent_ = &prometheus::BuildGauge()
+                        .Name("unloadkv_transfer_sent_bytes")
+                        .Help("Value bytes of a state transfer in flight the joiner acknowledged")
+                        .Register(*registry);
+  transfer_seconds_ = &prometheus::BuildGauge()
+                           .Name("unloadkv_transfer_seconds")
+                           .Help("Seconds since a state transfer in flight began")
+                           .Register(*registry);
   state_ = &prometheus::BuildGauge()
                 .Name("unloadkv_shard_state")
                 .Help(
@@ -91,6 +107,28 @@ void ClusterMetrics::SetShardState(uint32_t shard, cluster::ShardState state) {
     state_->Add({{"shard", id}, {"state", std::string(cluster::ShardStateName(s))}})
         .Set(s == state ? 1 : 0);
   }
+}
+
+void ClusterMetrics::SetTransfers(uint32_t shard, const std::vector<TransferFigures>& transfers) {
+  const std::string id = absl::StrCat(shard);
+  MutexLock l(&mu_);
+  std::set<std::string>& shown = transfers_shown_[shard];
+  std::set<std::string> now;
+  for (const TransferFigures& t : transfers) {
+    const prometheus::Labels labels = {{"shard", id}, {"backup", t.backup}};
+    transfer_bytes_->Add(labels).Set(static_cast<double>(t.bytes));
+    transfer_sent_->Add(labels).Set(static_cast<double>(t.sent_bytes));
+    transfer_seconds_->Add(labels).Set(t.seconds);
+    now.insert(t.backup);
+  }
+  for (const std::string& gone : shown) {
+    if (now.count(gone) > 0) continue;
+    const prometheus::Labels labels = {{"shard", id}, {"backup", gone}};
+    transfer_bytes_->Remove(&transfer_bytes_->Add(labels));
+    transfer_sent_->Remove(&transfer_sent_->Add(labels));
+    transfer_seconds_->Remove(&transfer_seconds_->Add(labels));
+  }
+  shown = std::move(now);
 }
 
 }  // namespace unloadkv::server

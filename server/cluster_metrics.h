@@ -15,6 +15,10 @@
 //   unloadkv_shard_state{shard,state}                      1 for each shard's state in the map as
 //                                                          this node last read it (every node
 //                                                          reports every shard), 0 for the others
+//   unloadkv_transfer_bytes{shard,backup}             on a primary, while a state transfer to
+//   unloadkv_transfer_sent_bytes{shard,backup}        `backup` is in flight: its value bytes,
+//   unloadkv_transfer_seconds{shard,backup}           those acknowledged, its age (the series
+//                                                      go when it caught up)
 //   unloadkv_lease_valid                                   1 while the node may serve reads
 //                                                          locally (docs/cluster.md)
 //   unloadkv_cluster_map_errors_total                      map reads/transactions that failed
@@ -24,7 +28,9 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -58,6 +64,13 @@ class ClusterMetrics {
                 int wanted = 0);
   void SetLeaseValid(bool valid) { lease_valid_->Set(valid ? 1 : 0); }
   void SetShardState(uint32_t shard, cluster::ShardState state);
+  // The state transfers in flight from this node's primary of `shard` (none: its series go).
+  struct TransferFigures {
+    std::string backup;
+    uint64_t bytes = 0, sent_bytes = 0;
+    double seconds = 0;
+  };
+  void SetTransfers(uint32_t shard, const std::vector<TransferFigures>& transfers);
 
  private:
   Mutex mu_;
@@ -68,6 +81,10 @@ class ClusterMetrics {
   prometheus::Family<prometheus::Gauge>* replicas_;
   prometheus::Family<prometheus::Gauge>* wanted_;
   prometheus::Family<prometheus::Gauge>* state_;
+  prometheus::Family<prometheus::Gauge>* transfer_bytes_;
+  prometheus::Family<prometheus::Gauge>* transfer_sent_;
+  prometheus::Family<prometheus::Gauge>* transfer_seconds_;
+  std::map<uint32_t, std::set<std::string>> transfers_shown_ ABSL_GUARDED_BY(mu_);
   prometheus::Counter* catchup_bytes_;
   prometheus::Counter* failovers_;
   prometheus::Counter* map_errors_;

@@ -599,7 +599,7 @@ void ClusterNode::AttachJoining(const cluster::ClusterView& view, const cluster:
     // Its catch-up wakes this thread (the promotion need not wait for the next round).
     local->SetProgressHook([wake = wake_] { wake->Signal(); });
     const proto::AttachResponse attached = (*link)->attached();
-    const uint64_t bytes = local->AddLink(*std::move(link), attached);
+    const uint64_t bytes = local->AddLink(*std::move(link), attached, now);
     if (options_.metrics != nullptr) options_.metrics->AddCatchupBytes(bytes);
   }
 }

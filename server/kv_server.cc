@@ -713,9 +713,17 @@ void KvServer::RefreshGauges() {
                                  : role == ShardReplica::Role::kBackup ? "backup"
                                                                        : "",
                                  r->epoch(), replicas, wanted);
+      std::vector<ClusterMetrics::TransferFigures> transfers;
+      for (const ShardReplica::Transfer& t : r->Transfers()) {
+        transfers.push_back(
+            {t.node, t.bytes, t.sent_bytes, absl::ToDoubleSeconds(clock_->Now() - t.started)});
+      }
+      cluster_metrics_->SetTransfers(r->id(), transfers);
     }
     for (uint32_t gone : metric_shards_) {
-      if (held.count(gone) == 0) cluster_metrics_->SetShard(gone, "", 0);
+      if (held.count(gone) > 0) continue;
+      cluster_metrics_->SetShard(gone, "", 0);
+      cluster_metrics_->SetTransfers(gone, {});
     }
     metric_shards_ = std::move(held);
   }

@@ -22,7 +22,7 @@ constexpr size_t kDeltaWrites = 256;
 }  // namespace
 
 uint64_t ShardReplica::AddLink(std::shared_ptr<ReplicaLink> link,
-                               const proto::AttachResponse& attached) {
+                               const proto::AttachResponse& attached, absl::Time now) {
   const std::string node = link->node();
   // Delta catch-up (docs/durability.md): the backup kept a state; the log's records after it
   // are read outside the lock (they may be many), and what committed meanwhile under it.
@@ -52,6 +52,8 @@ uint64_t ShardReplica::AddLink(std::shared_ptr<ReplicaLink> link,
       };
       PushLiveLocked(&ls, std::move(item));
     }
+    ls.transfer_bytes = bytes;
+    ls.transfer_started = now;
     StartVotingLocked(&ls);  // a delta with nothing to send is through at once
     links_[node] = std::move(ls);
   }
@@ -121,8 +123,8 @@ bool ShardReplica::PushSnapshotLocked(LinkState* ls) {
       }
     }
     item.request.set_snapshot_end(i == snapshot.size());
-    item.done = [self, node](auto r) {
-      if (auto s = self.lock()) s->OnAck(node, 0, true, r);
+    item.done = [self, node, value_bytes](auto r) {
+      if (auto s = self.lock()) s->OnAck(node, 0, true, r, value_bytes);
     };
     if (transfer_rate_ != 0) transfer_budget_ -= static_cast<double>(value_bytes + key_bytes);
     ++ls->snapshot_pending;
@@ -145,6 +147,20 @@ void ShardReplica::PushLiveLocked(LinkState* ls, ReplicaLink::Item item) {
   } else {
     ls->link->Push(std::move(item));
   }
+}
+
+std::vector<ShardReplica::Transfer> ShardReplica::Transfers() const {
+  std::vector<Transfer> out;
+  MutexLock l(&mu_);
+  if (role_ != Role::kPrimary) return out;
+  for (const auto& [node, ls] : links_) {
+    if (ls.failed ||
+        (ls.votes_from != std::numeric_limits<uint64_t>::max() && ls.acked >= ls.caught_at)) {
+      continue;
+    }
+    out.push_back({node, ls.transfer_bytes, ls.transfer_sent, ls.transfer_started});
+  }
+  return out;
 }
 
 void ShardReplica::SetProgressHook(std::function<void()> hook) {
@@ -214,15 +230,17 @@ void ShardReplica::PushDeltaLocked(const std::vector<const proto::LogEntry*>& re
   size_t next = 0;      // into records
   uint64_t offset = 0;  // into the buffer
   ReplicaLink::Item item;
+  uint64_t item_bytes = 0;  // value bytes in `item`
   auto flush = [&](uint64_t last) {
     if (item.request.records_size() == 0) return;
     item.request.set_shard(id_);
     item.request.set_epoch(epoch_);
-    item.done = [self, node, last, buffer](auto r) {
-      if (auto s = self.lock()) s->OnAck(node, last, false, r);
+    item.done = [self, node, last, buffer, bytes = item_bytes](auto r) {
+      if (auto s = self.lock()) s->OnAck(node, last, false, r, bytes);
     };
     ls->link->Push(std::move(item));
     item = ReplicaLink::Item();
+    item_bytes = 0;
   };
   for (uint64_t seq = from; seq <= to; ++seq) {
     proto::ReplicationRecord* r = item.request.add_records();
@@ -234,6 +252,7 @@ void ShardReplica::PushDeltaLocked(const std::vector<const proto::LogEntry*>& re
         item.writes.push_back({buffer->mr->Sge(offset, static_cast<uint32_t>(e.value().size())),
                                e.record().offset()});
         offset += e.value().size();
+        item_bytes += e.value().size();
       }
     } else {
       r->set_op(proto::ReplicationRecord::NOOP);  // a barrier: never logged

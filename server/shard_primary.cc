@@ -195,7 +195,7 @@ void ShardReplica::StartVotingLocked(LinkState* ls) {
 }
 
 void ShardReplica::OnAck(const std::string& node, uint64_t seq, bool snapshot,
-                         const absl::StatusOr<proto::ReplicateResponse>& r) {
+                         const absl::StatusOr<proto::ReplicateResponse>& r, uint64_t bytes) {
   Callbacks out;
   std::map<std::string, LinkState> closed;
   bool deposed = false;
@@ -221,6 +221,7 @@ void ShardReplica::OnAck(const std::string& node, uint64_t seq, bool snapshot,
         ls.failed = true;
       }
     } else {
+      ls.transfer_sent += bytes;
       if (snapshot) {
         --ls.snapshot_pending;
         PushSnapshotLocked(&ls);  // the link sends it once this callback returns

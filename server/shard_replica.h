@@ -122,8 +122,18 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   // from then on it votes on every new write (so a long transfer does not hold the shard's
   // writes up), and it is caught up once it also acknowledged every write submitted before.
   // Returns the value bytes the transfer sends.
+  // `now`: when the transfer begins (Transfers' start).
   uint64_t AddLink(std::shared_ptr<ReplicaLink> link,
-                   const proto::AttachResponse& attached = proto::AttachResponse());
+                   const proto::AttachResponse& attached = proto::AttachResponse(),
+                   absl::Time now = absl::InfinitePast());
+  // A state transfer in flight from this primary: a link not yet caught up.
+  struct Transfer {
+    std::string node;
+    uint64_t bytes = 0;       // value bytes the transfer sends (snapshot or delta)
+    uint64_t sent_bytes = 0;  // of those, acknowledged by the joiner
+    absl::Time started;       // AddLink's `now`
+  };
+  std::vector<Transfer> Transfers() const;
   // The link holds every committed write and votes on every new one (state transfer done).
   bool CaughtUp(const std::string& node) const;
   // Paces whole-state transfers from this replica: at most `bytes_per_second` value bytes a
@@ -247,8 +257,10 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
     // key the snapshot also names must be applied after it).
     std::vector<KvStore::Mutation> snapshot;
     size_t snapshot_next = 0;
-    bool snapshot_open = false;   // not all of the snapshot pushed yet
-    bool caught_up_told = false;  // the progress hook heard that it caught up
+    bool snapshot_open = false;                      // not all of the snapshot pushed yet
+    bool caught_up_told = false;                     // the progress hook heard that it caught up
+    uint64_t transfer_bytes = 0, transfer_sent = 0;  // Transfers()
+    absl::Time transfer_started;
     std::vector<ReplicaLink::Item> held;
     size_t snapshot_pending = 0;  // snapshot requests not yet acknowledged
     bool failed = false;
@@ -294,8 +306,9 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   // A link whose transfer is through starts voting: writes from next_seq_ on wait for it,
   // and it is caught up once it acknowledged those before.
   void StartVotingLocked(LinkState* ls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `bytes`: the transfer's value bytes the acknowledged request carried.
   void OnAck(const std::string& node, uint64_t seq, bool snapshot,
-             const absl::StatusOr<proto::ReplicateResponse>& r);
+             const absl::StatusOr<proto::ReplicateResponse>& r, uint64_t bytes = 0);
   // The log acknowledged `seq` (or failed it with `st`).
   void OnLogged(uint64_t seq, const absl::Status& st);
   // As backup: the log acknowledged applied record `seq` (0: not a live one), or failed it.

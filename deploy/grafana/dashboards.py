@@ -479,6 +479,20 @@ def cluster():
                 [(f"rate(unloadkv_catchup_bytes_total{{{s}}}[1m])", "{{instance}}")],
             ),
             panel(
+                "State transfers in flight",
+                "Share of each state transfer in flight acknowledged by the joining node (a node "
+                "joining, a move, a rejoin), on its primary; the series exist only while one "
+                "is under way. kvclient cluster status shows the bytes and an ETA; alert "
+                "UnloadkvTransferStuck after 10 minutes without progress.",
+                "percentunit",
+                [
+                    (
+                        f"unloadkv_transfer_sent_bytes{{{s}}} / unloadkv_transfer_bytes{{{s}}}",
+                        "{{instance}} shard {{shard}} to {{backup}}",
+                    )
+                ],
+            ),
+            panel(
                 "Lease valid",
                 "1 while the node's etcd lease lets it serve reads locally; 0 after it lapsed, "
                 "until it has registered again and reconciled with the map.",

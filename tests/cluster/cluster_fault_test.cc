@@ -271,6 +271,7 @@ class ClusterFaultTest : public ::testing::Test {
                                       "--fault_signals",
                                       PolicyFlag(),
                                       "--metrics=127.0.0.1:0"};
+    flags.insert(flags.end(), extra_flags_.begin(), extra_flags_.end());
     if (durable_) {
       const char* tmp = std::getenv("TEST_TMPDIR");
       flags.push_back(
@@ -526,7 +527,8 @@ class ClusterFaultTest : public ::testing::Test {
   std::map<std::string, std::unique_ptr<testing::ServerProcess>> nodes_;
   std::unique_ptr<LoadProcess> load_;
   std::string unloaded_ = "-";
-  bool durable_ = false;  // nodes log to a data dir of their own, --fsync=always
+  bool durable_ = false;                  // nodes log to a data dir of their own, --fsync=always
+  std::vector<std::string> extra_flags_;  // more kvserver flags for StartNode
 };
 
 TEST_F(ClusterFaultTest, KillBackup) {
@@ -915,6 +917,48 @@ TEST_F(ClusterFaultTest, EtcdPausedPastTheTtlMidMove) {
   EXPECT_EQ(watch.Stop(), "");
   Verify(absl::StrCat("etcd paused ", kLeaseTtlSeconds + 2, " s mid-move (", seen, "): ", outcome),
          fault, settled);
+}
+
+// `kvclient cluster status` shows a state transfer in flight, read from the primary's
+// /metrics: a node joining a shard of 2 MB sent at 1 MiB/s (--transfer_mib_s).
+TEST_F(ClusterFaultTest, ClusterStatusShowsATransferInFlightWithItsEta) {
+  extra_flags_ = {"--transfer_mib_s=1"};
+  Init(2);
+  StartNode("n1");
+  ASSERT_TRUE(WaitServing(0));
+  ClientOptions o;
+  o.etcd = etcd_->endpoint();
+  o.cluster = cluster_;
+  o.auth_file = *auth_file_;
+  o.user = testing::kTestClientUser;
+  auto c = Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string value(2048, 'v');
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE((*c)->Put(absl::StrCat("k", i), value).ok());
+  StartNode("n2");
+  const std::vector<std::string> status = {"client/kvclient", "--etcd=" + etcd_->endpoint(),
+                                           "--cluster=" + cluster_, "cluster", "status"};
+  std::string table, json;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    table = testing::RunBinary(status[0], {status.begin() + 1, status.end()}, 20).out;
+    if (absl::StrContains(table, "shard 0 n1 -> n2:")) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(absl::StrContains(table, "transfers in flight:\n  shard 0 n1 -> n2:")) << table;
+  EXPECT_TRUE(absl::StrContains(table, " of 2.0 MiB (")) << table;
+  std::vector<std::string> json_args(status.begin() + 1, status.end());
+  json_args.push_back("--json");
+  json = testing::RunBinary(status[0], json_args, 20).out;
+  EXPECT_TRUE(
+      absl::StrContains(json, "\"transfers\":[{\"shard\":0,\"from\":\"n1\",\"to\":\"n2\"") ||
+      absl::StrContains(json, "\"transfers\":[]"))  // it may have ended meanwhile
+      << json;
+  ASSERT_TRUE(WaitServing(1));
+  // Caught up: the primary's transfer series are gone.
+  const std::string after =
+      testing::RunBinary(status[0], {status.begin() + 1, status.end()}, 20).out;
+  EXPECT_FALSE(absl::StrContains(after, "transfers in flight")) << after;
 }
 
 }  // namespace

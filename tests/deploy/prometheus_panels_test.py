@@ -30,6 +30,7 @@ CLUSTER = "test"
 # Series created on their first event: (substring of the query, why it may be empty).
 ALLOWED_EMPTY = [
     ("unloadkv_connections_refused_total", "exists after the first refused admission"),
+    ("unloadkv_transfer_sent_bytes", "exists only while a state transfer is under way"),
 ]
 
 
