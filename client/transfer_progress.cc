@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 
+#include <cmath>
 #include <map>
 #include <set>
 #include <tuple>
@@ -57,7 +58,9 @@ size_t Collect(char* data, size_t size, size_t n, void* out) {
 
 double TransferProgress::EtaSeconds() const {
   if (sent_bytes <= 0 || seconds <= 0) return -1;
-  return (bytes - sent_bytes) / (sent_bytes / seconds);
+  const double rate = sent_bytes / seconds;
+  const double eta = (bytes - sent_bytes) / rate;
+  return rate > 0 && std::isfinite(eta) && eta >= 0 ? eta : -1;
 }
 
 std::vector<TransferProgress> ParseTransfers(absl::string_view metrics, const std::string& from) {
@@ -70,7 +73,7 @@ std::vector<TransferProgress> ParseTransfers(absl::string_view metrics, const st
     double value = 0;
     uint32_t shard = 0;
     if (!ParseSample(line, &name, &labels, &value) || !absl::SimpleAtoi(labels["shard"], &shard) ||
-        labels["backup"].empty() || !(value >= 0)) {
+        labels["backup"].empty() || !std::isfinite(value) || value < 0) {
       continue;
     }
     auto& [mask, t] = seen[{shard, labels["backup"]}];

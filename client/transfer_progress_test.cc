@@ -42,6 +42,7 @@ TEST(TransferProgressTest, SkipsWhatDoesNotParse) {
       "unloadkv_transfer_bytes{backup=\"n3,shard=\"1\"} 1\n"             // value runs on
       "unloadkv_transfer_bytes{backup=\"n3\",shard=\"1\"} -5\n"          // negative
       "unloadkv_transfer_bytes{backup=\"n3\",shard=\"1\"} NaN\n"         // not a number
+      "unloadkv_transfer_bytes{backup=\"n3\",shard=\"1\"} +Inf\n"        // not finite
       "unloadkv_transfer_bytes{backup=\"\",shard=\"1\"} 1\n"             // no backup
       "unloadkv_transfer_bytes{backup=\"n\\\"3\",shard=\"1\"} 7 1700\n"  // escaped, timestamp
       "unloadkv_transfer_sent_bytes{backup=\"n\\\"3\",shard=\"1\"} 0\n"
