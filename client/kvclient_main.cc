@@ -36,12 +36,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "client/client.h"
 #include "client/cluster_admin.h"
 #include "client/cluster_status.h"
 #include "client/rebalance.h"
 #include "client/shard_move.h"
+#include "client/transfer_progress.h"
 #include "gflags/gflags.h"
 #include "proto/limits.h"
 #include "transport/base/logging.h"
@@ -251,17 +253,30 @@ int RunRoleCommand(cluster::ClusterMap* map, const std::string& what) {
   };
   const absl::Duration timeout = absl::Seconds(FLAGS_move_timeout_s);
   const absl::Duration poll = absl::Milliseconds(200);
+  // How far a transfer got, from its primary's /metrics (nothing when it has none).
+  auto progress = [map](uint32_t shard, const std::string& to) -> std::string {
+    absl::StatusOr<cluster::ClusterView> view = map->Read();
+    if (!view.ok()) return "";
+    for (const TransferProgress& t : CollectTransfers(*view, absl::Seconds(1), nullptr)) {
+      if (t.shard != shard || t.to != to) continue;
+      const double eta = t.EtaSeconds();
+      return absl::StrFormat("%.1f of %.1f MiB (%.0f%%), ETA %s", t.sent_bytes / 1048576,
+                             t.bytes / 1048576, t.bytes > 0 ? 100 * t.sent_bytes / t.bytes : 100,
+                             eta < 0 ? std::string("-") : absl::StrFormat("%.1f s", eta));
+    }
+    return "";
+  };
   absl::Status st;
   if (what == "rebalance") {
-    st = RunRebalance(map, timeout, poll, say);
+    st = RunRebalance(map, timeout, poll, say, progress);
   } else if (what == "move") {
     MoveRequest req;
     req.shard = static_cast<uint32_t>(FLAGS_shard);
     req.to = FLAGS_to;
     req.from = FLAGS_from;
-    st = RunMove(map, req, timeout, poll, say);
+    st = RunMove(map, req, timeout, poll, say, progress);
   } else {
-    st = RunDrain(map, FLAGS_node, timeout, poll, say);
+    st = RunDrain(map, FLAGS_node, timeout, poll, say, progress);
   }
   return st.ok() ? 0 : Fail(st);
 }

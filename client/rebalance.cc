@@ -118,7 +118,8 @@ std::vector<MoveRequest> PlanRebalance(const cluster::ClusterView& view) {
 }
 
 absl::Status RunRebalance(cluster::ClusterMap* map, absl::Duration timeout, absl::Duration poll,
-                          const std::function<void(const std::string&)>& say) {
+                          const std::function<void(const std::string&)>& say,
+                          const MoveProgress& progress) {
   absl::StatusOr<cluster::ClusterView> view = map->Read();
   if (!view.ok()) return view.status();
   const std::vector<MoveRequest> plan = PlanRebalance(*view);
@@ -132,7 +133,7 @@ absl::Status RunRebalance(cluster::ClusterMap* map, absl::Duration timeout, absl
     const MoveRequest& m = plan[i];
     say(absl::StrCat("move ", i + 1, "/", plan.size(), ": shard ", m.shard, ", ",
                      m.from.empty() ? "the primary's" : m.from + "'s", " role to ", m.to));
-    if (absl::Status st = RunMove(map, m, timeout, poll, say); !st.ok()) return st;
+    if (absl::Status st = RunMove(map, m, timeout, poll, say, progress); !st.ok()) return st;
   }
   say(absl::StrCat("rebalanced: ", plan.size(), " moves"));
   return absl::OkStatus();

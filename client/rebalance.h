@@ -32,7 +32,8 @@ std::vector<MoveRequest> PlanRebalance(const cluster::ClusterView& view);
 // Plans one pass from the map and makes its moves (RunMove, each within `timeout`), saying
 // each; stops at the first move that fails, with its error.
 absl::Status RunRebalance(cluster::ClusterMap* map, absl::Duration timeout, absl::Duration poll,
-                          const std::function<void(const std::string&)>& say);
+                          const std::function<void(const std::string&)>& say,
+                          const MoveProgress& progress = nullptr);
 
 }  // namespace unloadkv
 

@@ -191,8 +191,10 @@ absl::StatusOr<std::string> UndoMove(cluster::ClusterMap* map, const MoveRequest
 }
 
 absl::Status RunMove(cluster::ClusterMap* map, MoveRequest req, absl::Duration timeout,
-                     absl::Duration poll, const std::function<void(const std::string&)>& say) {
+                     absl::Duration poll, const std::function<void(const std::string&)>& say,
+                     const MoveProgress& progress) {
   const absl::Time start = absl::Now();
+  absl::Time progress_said = start;
   std::string last;
   auto tell = [&](const std::string& what) {
     if (what == last) return;
@@ -205,6 +207,14 @@ absl::Status RunMove(cluster::ClusterMap* map, MoveRequest req, absl::Duration t
     if (step.ok()) {
       tell(step->said);
       if (step->state == MoveStep::State::kDone) return absl::OkStatus();
+      if (step->state == MoveStep::State::kJoining && progress &&
+          absl::Now() - progress_said >= absl::Seconds(1)) {
+        progress_said = absl::Now();
+        const std::string how_far = progress(req.shard, req.to);
+        if (!how_far.empty()) {
+          tell(absl::StrCat("shard ", req.shard, ": ", req.to, " catching up: ", how_far));
+        }
+      }
     } else if (step.status().code() != absl::StatusCode::kUnavailable) {
       failed = step.status();  // a refusal
       break;
@@ -234,7 +244,8 @@ absl::Status RunMove(cluster::ClusterMap* map, MoveRequest req, absl::Duration t
 }
 
 absl::Status RunDrain(cluster::ClusterMap* map, const std::string& node, absl::Duration timeout,
-                      absl::Duration poll, const std::function<void(const std::string&)>& say) {
+                      absl::Duration poll, const std::function<void(const std::string&)>& say,
+                      const MoveProgress& progress) {
   for (int moves = 0;; ++moves) {
     absl::StatusOr<cluster::ClusterView> view = map->Read();
     if (!view.ok()) return view.status();
@@ -245,7 +256,7 @@ absl::Status RunDrain(cluster::ClusterMap* map, const std::string& node, absl::D
     }
     if (!next.ok()) return next.status();
     say(absl::StrCat("shard ", next->shard, ": moving ", node, "'s role to ", next->to));
-    if (absl::Status st = RunMove(map, *next, timeout, poll, say); !st.ok()) return st;
+    if (absl::Status st = RunMove(map, *next, timeout, poll, say, progress); !st.ok()) return st;
   }
 }
 

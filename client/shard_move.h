@@ -69,12 +69,18 @@ absl::StatusOr<std::string> UndoMove(cluster::ClusterMap* map, const MoveRequest
 // it began), a step every `poll`; DEADLINE_EXCEEDED after `timeout`, or the first refusal (a
 // shard without a primary and an unreachable map are waited for, within `timeout`); either way
 // what the move left is undone (UndoMove, said). Blocks: for a command line.
+// While the destination catches up, `progress` (optional) is asked at most once a second how
+// far it got (`kvclient`: the transfer's bytes and ETA from the primary's /metrics); a non-empty
+// answer is said.
+using MoveProgress = std::function<std::string(uint32_t shard, const std::string& to)>;
 absl::Status RunMove(cluster::ClusterMap* map, MoveRequest req, absl::Duration timeout,
-                     absl::Duration poll, const std::function<void(const std::string&)>& say);
+                     absl::Duration poll, const std::function<void(const std::string&)>& say,
+                     const MoveProgress& progress = nullptr);
 
 // Moves every role off `node`, one move at a time (NextDrainMove), each within `timeout`.
 absl::Status RunDrain(cluster::ClusterMap* map, const std::string& node, absl::Duration timeout,
-                      absl::Duration poll, const std::function<void(const std::string&)>& say);
+                      absl::Duration poll, const std::function<void(const std::string&)>& say,
+                      const MoveProgress& progress = nullptr);
 
 }  // namespace unloadkv
 

@@ -193,5 +193,28 @@ TEST_F(ShardMoveTest, ADrainMovesEachRoleToTheLeastLoadedNodeOutsideTheGroup) {
   EXPECT_TRUE(absl::StrContains(none.status().message(), "shard 0: no live node")) << none.status();
 }
 
+// While the destination catches up, the move says how far it got (at most once a second) and
+// ends, nothing having come of it, at its timeout.
+TEST_F(ShardMoveTest, AMoveSaysHowFarTheCatchUpGot) {
+  std::vector<std::string> said;
+  int asked = 0;
+  const absl::Status st = RunMove(
+      &map_, MoveRequest{0, "c", ""}, absl::Milliseconds(2500), absl::Milliseconds(50),
+      [&](const std::string& line) { said.push_back(line); },
+      [&](uint32_t shard, const std::string& to) {
+        EXPECT_EQ(shard, 0u);
+        EXPECT_EQ(to, "c");
+        return absl::StrCat("step ", ++asked);
+      });
+  EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;
+  EXPECT_GE(asked, 2);
+  EXPECT_LE(asked, 3);  // about once a second over 2.5 s, not at every 50 ms poll
+  int lines = 0;
+  for (const std::string& line : said) {
+    if (absl::StrContains(line, "shard 0: c catching up: step ")) ++lines;
+  }
+  EXPECT_EQ(lines, asked);
+}
+
 }  // namespace
 }  // namespace unloadkv

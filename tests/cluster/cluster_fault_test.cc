@@ -959,6 +959,17 @@ TEST_F(ClusterFaultTest, ClusterStatusShowsATransferInFlightWithItsEta) {
   const std::string after =
       testing::RunBinary(status[0], {status.begin() + 1, status.end()}, 20).out;
   EXPECT_FALSE(absl::StrContains(after, "transfers in flight")) << after;
+  // A move says how far its copy got while it runs.
+  StartNode("n3");
+  ASSERT_TRUE(WaitFor([](const ClusterView& v) { return v.IsLive("n3"); }, absl::Seconds(10)));
+  const testing::Output move =
+      testing::RunBinary(status[0],
+                         {"--etcd=" + etcd_->endpoint(), "--cluster=" + cluster_, "cluster", "move",
+                          "--shard=0", "--to=n3"},
+                         60);
+  EXPECT_EQ(move.exit_code, 0) << move.out << move.err;
+  EXPECT_TRUE(absl::StrContains(move.out, "shard 0: n3 catching up: ")) << move.out;
+  EXPECT_TRUE(absl::StrContains(move.out, " of 2.0 MiB (")) << move.out;
 }
 
 }  // namespace
