@@ -945,6 +945,7 @@ TEST_F(ClusterFaultTest, ClusterStatusShowsATransferInFlightWithItsEta) {
     if (absl::StrContains(table, "shard 0 n1 -> n2:")) break;
     absl::SleepFor(absl::Milliseconds(50));
   }
+  std::printf("%s", table.c_str());  // what an operator sees (docs/cluster.md, "Progress")
   EXPECT_TRUE(absl::StrContains(table, "transfers in flight:\n  shard 0 n1 -> n2:")) << table;
   EXPECT_TRUE(absl::StrContains(table, " of 2.0 MiB (")) << table;
   std::vector<std::string> json_args(status.begin() + 1, status.end());
@@ -967,6 +968,7 @@ TEST_F(ClusterFaultTest, ClusterStatusShowsATransferInFlightWithItsEta) {
                          {"--etcd=" + etcd_->endpoint(), "--cluster=" + cluster_, "cluster", "move",
                           "--shard=0", "--to=n3"},
                          60);
+  std::printf("%s", move.out.c_str());
   EXPECT_EQ(move.exit_code, 0) << move.out << move.err;
   EXPECT_TRUE(absl::StrContains(move.out, "shard 0: n3 catching up: ")) << move.out;
   EXPECT_TRUE(absl::StrContains(move.out, " of 2.0 MiB (")) << move.out;
