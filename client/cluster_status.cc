@@ -38,11 +38,8 @@ std::string ClusterStatusTable(const cluster::ClusterView& view,
   }
   if (!transfers.empty()) absl::StrAppend(&out, "transfers in flight:\n");
   for (const TransferProgress& t : transfers) {
-    const double eta = t.EtaSeconds();
-    absl::StrAppendFormat(&out, "  shard %u %s -> %s: %.1f of %.1f MiB (%.0f%%), %.1f s, ETA %s\n",
-                          t.shard, t.from, t.to, t.sent_bytes / 1048576, t.bytes / 1048576,
-                          t.bytes > 0 ? 100 * t.sent_bytes / t.bytes : 100, t.seconds,
-                          eta < 0 ? std::string("-") : absl::StrFormat("%.1f s", eta));
+    absl::StrAppendFormat(&out, "  shard %u %s -> %s: %s, %.1f s, ETA %s\n", t.shard, t.from, t.to,
+                          t.Done(), t.seconds, t.Eta());
   }
   absl::StrAppendFormat(&out, "nodes: %d live, %d replicas wanted per shard\n", view.nodes.size(),
                         view.replicas);

@@ -36,7 +36,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "client/client.h"
 #include "client/cluster_admin.h"
@@ -258,11 +257,7 @@ int RunRoleCommand(cluster::ClusterMap* map, const std::string& what) {
     absl::StatusOr<cluster::ClusterView> view = map->Read();
     if (!view.ok()) return "";
     for (const TransferProgress& t : CollectTransfers(*view, absl::Seconds(1), nullptr)) {
-      if (t.shard != shard || t.to != to) continue;
-      const double eta = t.EtaSeconds();
-      return absl::StrFormat("%.1f of %.1f MiB (%.0f%%), ETA %s", t.sent_bytes / 1048576,
-                             t.bytes / 1048576, t.bytes > 0 ? 100 * t.sent_bytes / t.bytes : 100,
-                             eta < 0 ? std::string("-") : absl::StrFormat("%.1f s", eta));
+      if (t.shard == shard && t.to == to) return absl::StrCat(t.Done(), ", ETA ", t.Eta());
     }
     return "";
   };

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 
 namespace unloadkv {
@@ -61,6 +62,16 @@ double TransferProgress::EtaSeconds() const {
   const double rate = sent_bytes / seconds;
   const double eta = (bytes - sent_bytes) / rate;
   return rate > 0 && std::isfinite(eta) && eta >= 0 ? eta : -1;
+}
+
+std::string TransferProgress::Done() const {
+  return absl::StrFormat("%.1f of %.1f MiB (%.0f%%)", sent_bytes / 1048576, bytes / 1048576,
+                         bytes > 0 ? 100 * sent_bytes / bytes : 100);
+}
+
+std::string TransferProgress::Eta() const {
+  const double eta = EtaSeconds();
+  return eta < 0 ? "-" : absl::StrFormat("%.1f s", eta);
 }
 
 std::vector<TransferProgress> ParseTransfers(absl::string_view metrics, const std::string& from) {

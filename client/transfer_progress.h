@@ -24,6 +24,10 @@ struct TransferProgress {
   double seconds = 0;     // since it began
   // Seconds left at the rate so far; negative when nothing was acknowledged yet.
   double EtaSeconds() const;
+  // "1.0 of 4.0 MiB (25%)".
+  std::string Done() const;
+  // "6.0 s", or "-" when not known yet.
+  std::string Eta() const;
 };
 
 // The transfers in `metrics` (Prometheus text exposition from node `from`). Lines that do not

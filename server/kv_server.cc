@@ -698,6 +698,7 @@ void KvServer::RefreshGauges() {
       cluster_metrics_->SetShardState(sh.id, view.StateOf(sh));
     }
     std::set<uint32_t> held;
+    const absl::Time now = clock_->Now();
     for (const std::shared_ptr<ShardReplica>& r : shards_->All()) {
       held.insert(r->id());
       const ShardReplica::Role role = r->role();
@@ -716,7 +717,7 @@ void KvServer::RefreshGauges() {
       std::vector<ClusterMetrics::TransferFigures> transfers;
       for (const ShardReplica::Transfer& t : r->Transfers()) {
         transfers.push_back(
-            {t.node, t.bytes, t.sent_bytes, absl::ToDoubleSeconds(clock_->Now() - t.started)});
+            {t.node, t.bytes, t.sent_bytes, absl::ToDoubleSeconds(now - t.started)});
       }
       cluster_metrics_->SetTransfers(r->id(), transfers);
     }

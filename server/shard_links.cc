@@ -2,7 +2,6 @@
 // removing.
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -154,10 +153,7 @@ std::vector<ShardReplica::Transfer> ShardReplica::Transfers() const {
   MutexLock l(&mu_);
   if (role_ != Role::kPrimary) return out;
   for (const auto& [node, ls] : links_) {
-    if (ls.failed ||
-        (ls.votes_from != std::numeric_limits<uint64_t>::max() && ls.acked >= ls.caught_at)) {
-      continue;
-    }
+    if (ls.failed || ls.caught_up()) continue;
     out.push_back({node, ls.transfer_bytes, ls.transfer_sent, ls.transfer_started});
   }
   return out;
@@ -271,8 +267,7 @@ bool ShardReplica::CaughtUp(const std::string& node) const {
   auto it = links_.find(node);
   if (it == links_.end()) return false;
   const LinkState& ls = it->second;
-  return !ls.failed && ls.votes_from != std::numeric_limits<uint64_t>::max() &&
-         ls.acked >= ls.caught_at;
+  return !ls.failed && ls.caught_up();
 }
 
 void ShardReplica::SetHandingOver(const std::string& to) {

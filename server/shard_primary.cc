@@ -1,7 +1,6 @@
 // ShardReplica: as primary, the write log: sequence numbers, sending each write to every link,
 // committing in order once every voting link acknowledged it (the commit rule).
 #include <algorithm>
-#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -180,8 +179,8 @@ void ShardReplica::FailPendingLocked(const std::string& why, Callbacks* out) {
 constexpr uint64_t kVoteBacklog = 256;
 
 void ShardReplica::StartVotingLocked(LinkState* ls) {
-  if (ls->votes_from != std::numeric_limits<uint64_t>::max() || ls->failed || ls->snapshot_open ||
-      ls->snapshot_pending > 0 || ls->acked < ls->transfer_end) {
+  if (ls->voting() || ls->failed || ls->snapshot_open || ls->snapshot_pending > 0 ||
+      ls->acked < ls->transfer_end) {
     return;
   }
   // Not while a backlog of the writes made during the transfer is still on its way to it:
@@ -234,8 +233,7 @@ void ShardReplica::OnAck(const std::string& node, uint64_t seq, bool snapshot,
       }
       StartVotingLocked(&ls);
       if (!snapshot) CommitReady(&out);
-      const bool caught_up = ls.votes_from != std::numeric_limits<uint64_t>::max() &&
-                             ls.acked >= ls.caught_at && !ls.caught_up_told;
+      const bool caught_up = ls.caught_up() && !ls.caught_up_told;
       if (caught_up) ls.caught_up_told = true;
       const bool drained =
           !handing_over_.empty() &&

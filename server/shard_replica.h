@@ -264,6 +264,10 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
     std::vector<ReplicaLink::Item> held;
     size_t snapshot_pending = 0;  // snapshot requests not yet acknowledged
     bool failed = false;
+
+    bool voting() const { return votes_from != std::numeric_limits<uint64_t>::max(); }
+    // Holds every committed write and votes on every new one (its transfer is done).
+    bool caught_up() const { return voting() && acked >= caught_at; }
   };
   using Callbacks = std::vector<std::function<void()>>;
   // A delta's values, registered for the link's writes; the link holds it while it lives.
