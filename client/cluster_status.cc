@@ -32,6 +32,10 @@ std::string ClusterStatusTable(const cluster::ClusterView& view,
     if (!s.joining.empty()) absl::StrAppend(&backups, " (joining: ", Names(s.joining), ")");
     if (!s.handover_to.empty())
       absl::StrAppend(&backups, " (primary moving to ", s.handover_to, ")");
+    if (s.split_id != 0) {
+      absl::StrAppend(&backups, " (splitting at ", Printable(s.split_at), " into shard ",
+                      s.split_id, ")");
+    }
     absl::StrAppendFormat(&out, "%-6u %-28s %-6u %-12s %-24s %s\n", s.id, range, s.epoch,
                           s.primary.empty() ? "-" : s.primary, backups,
                           cluster::ShardStateName(view.StateOf(s)));
@@ -61,6 +65,7 @@ std::string ClusterStatusJson(const cluster::ClusterView& view,
                     ",\"primary\":", JsonString(s.primary), ",\"backups\":", JsonNames(s.backups),
                     ",\"joining\":", JsonNames(s.joining),
                     ",\"handover_to\":", JsonString(s.handover_to),
+                    ",\"split_at\":", JsonString(s.split_at), ",\"split_id\":", s.split_id,
                     ",\"state\":", JsonString(cluster::ShardStateName(view.StateOf(s))), "}");
   }
   absl::StrAppend(&out, "],\"nodes\":[");

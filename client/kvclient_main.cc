@@ -14,6 +14,8 @@
 //                 (moves the primary's role, or --from's, to NODE; docs/cluster.md)
 //   kvclient --etcd=HOST:PORT --cluster=NAME cluster drain --node=NODE
 //                 (moves every role off NODE, one shard at a time)
+//   kvclient --etcd=HOST:PORT --cluster=NAME cluster split --shard=N --at=KEY
+//                 (splits shard N in two: a new shard holds the keys from KEY on)
 //   kvclient --etcd=HOST:PORT --cluster=NAME cluster rebalance
 //                 (one pass of the placement policy: roles and primaries spread over the nodes)
 //   Every data command takes --etcd --cluster instead of --server: keys go to their shard's
@@ -42,6 +44,7 @@
 #include "client/cluster_status.h"
 #include "client/rebalance.h"
 #include "client/shard_move.h"
+#include "client/shard_split.h"
 #include "client/transfer_progress.h"
 #include "gflags/gflags.h"
 #include "proto/limits.h"
@@ -78,9 +81,11 @@ DEFINE_bool(json, false, "cluster status: print one JSON object");
 DEFINE_int32(shard, -1, "cluster force-empty, move: the shard");
 DEFINE_string(to, "", "cluster move: the node that takes the role");
 DEFINE_string(from, "", "cluster move: the replica whose role moves (default: the primary)");
+DEFINE_string(at, "", "cluster split: the first key of the new shard (inside --shard's range)");
 DEFINE_string(node, "", "cluster drain: the node whose every role moves elsewhere");
 DEFINE_int32(move_timeout_s, 600,
-             "cluster move, drain, rebalance: seconds each move may take (1..86400)");
+             "cluster move, drain, split, rebalance: seconds each move (or the split) may "
+             "take (1..86400)");
 DEFINE_string(auth_file, "",
               "file of 'NAME ROLE SECRET' lines (kvserver's --auth_file format, mode 600); "
               "empty: $UNLOADKV_AUTH_FILE, else no authentication");
@@ -264,6 +269,11 @@ int RunRoleCommand(cluster::ClusterMap* map, const std::string& what) {
   absl::Status st;
   if (what == "rebalance") {
     st = RunRebalance(map, timeout, poll, say, progress);
+  } else if (what == "split") {
+    SplitRequest req;
+    req.shard = static_cast<uint32_t>(FLAGS_shard);
+    req.at = FLAGS_at;
+    st = RunSplit(map, req, timeout, poll, say);
   } else if (what == "move") {
     MoveRequest req;
     req.shard = static_cast<uint32_t>(FLAGS_shard);
@@ -278,23 +288,27 @@ int RunRoleCommand(cluster::ClusterMap* map, const std::string& what) {
 
 // kvclient cluster init|status|force-empty|move|drain|rebalance.
 int Cluster(const std::vector<std::string>& args) {
-  static const char* const kCommands[] = {"init", "status", "force-empty",
-                                          "move", "drain",  "rebalance"};
+  static const char* const kCommands[] = {"init",  "status", "force-empty", "move",
+                                          "drain", "split",  "rebalance"};
   if (args.size() != 1 ||
       std::find(std::begin(kCommands), std::end(kCommands), args[0]) == std::end(kCommands)) {
     return Usage(
         "usage: cluster init --shards=N --replicas=R | cluster status [--json] | cluster "
         "force-empty --shard=N | cluster move --shard=N --to=NODE [--from=NODE] | cluster drain "
-        "--node=NODE | cluster rebalance");
+        "--node=NODE | cluster split --shard=N --at=KEY | cluster rebalance");
   }
-  if ((args[0] == "force-empty" || args[0] == "move") && FLAGS_shard < 0) {
+  const bool role_command =
+      args[0] == "move" || args[0] == "drain" || args[0] == "rebalance" || args[0] == "split";
+  if ((args[0] == "force-empty" || args[0] == "move" || args[0] == "split") && FLAGS_shard < 0) {
     return Usage(
         absl::StrCat("cluster ", args[0], " needs --shard=N (see kvclient cluster status)"));
   }
   if (args[0] == "move" && FLAGS_to.empty()) return Usage("cluster move needs --to=NODE");
   if (args[0] == "drain" && FLAGS_node.empty()) return Usage("cluster drain needs --node=NODE");
-  if ((args[0] == "move" || args[0] == "drain" || args[0] == "rebalance") &&
-      (FLAGS_move_timeout_s < 1 || FLAGS_move_timeout_s > 86400)) {
+  if (args[0] == "split" && FLAGS_at.empty()) {
+    return Usage("cluster split needs --at=KEY (the first key of the new shard)");
+  }
+  if (role_command && (FLAGS_move_timeout_s < 1 || FLAGS_move_timeout_s > 86400)) {
     return Usage("--move_timeout_s must be in 1..86400");
   }
   if (FLAGS_etcd.empty() || FLAGS_cluster.empty()) {
@@ -321,9 +335,7 @@ int Cluster(const std::vector<std::string>& args) {
         FLAGS_cluster.c_str());
     return 0;
   }
-  if (args[0] == "move" || args[0] == "drain" || args[0] == "rebalance") {
-    return RunRoleCommand(map->get(), args[0]);
-  }
+  if (role_command) return RunRoleCommand(map->get(), args[0]);
   if (args[0] == "force-empty") {
     absl::StatusOr<std::string> done = ForceEmpty(map->get(), static_cast<uint32_t>(FLAGS_shard));
     if (!done.ok()) return Fail(done.status());
@@ -469,7 +481,8 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "kvclient [flags] get KEY | put KEY VALUE | del KEY | scan [START [END]] | stats | load | "
       "cluster init | cluster status | cluster force-empty --shard=N | cluster move --shard=N "
-      "--to=NODE [--from=NODE] | cluster drain --node=NODE | cluster rebalance");
+      "--to=NODE [--from=NODE] | cluster drain --node=NODE | cluster split --shard=N --at=KEY | "
+      "cluster rebalance");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   unloadkv::SetMinLogLevel(unloadkv::LogLevel::kError);
   return unloadkv::Main(argc, argv);

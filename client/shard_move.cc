@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/progress_lines.h"
 
 namespace unloadkv {
 namespace {
@@ -193,14 +194,9 @@ absl::StatusOr<std::string> UndoMove(cluster::ClusterMap* map, const MoveRequest
 absl::Status RunMove(cluster::ClusterMap* map, MoveRequest req, absl::Duration timeout,
                      absl::Duration poll, const std::function<void(const std::string&)>& say,
                      const MoveProgress& progress) {
-  const absl::Time start = absl::Now();
-  absl::Time progress_said = start;
-  std::string last;
-  auto tell = [&](const std::string& what) {
-    if (what == last) return;
-    last = what;
-    say(absl::StrFormat("[%6.1f s] %s", absl::ToDoubleSeconds(absl::Now() - start), what));
-  };
+  ProgressLines lines(say);
+  absl::Time progress_said = lines.start();
+  auto tell = [&lines](const std::string& what) { lines.Tell(what); };
   absl::Status failed;
   while (true) {
     absl::StatusOr<MoveStep> step = StepMove(map, &req);
@@ -223,7 +219,7 @@ absl::Status RunMove(cluster::ClusterMap* map, MoveRequest req, absl::Duration t
       // timeout bounds the wait.
       tell(std::string(step.status().message()));
     }
-    if (absl::Now() - start > timeout) {
+    if (absl::Now() - lines.start() > timeout) {
       failed = absl::DeadlineExceededError(absl::StrCat(
           "shard ", req.shard, ": the move of ", req.from.empty() ? "the primary" : req.from,
           "'s role to ", req.to, " did not end within ", absl::FormatDuration(timeout)));

@@ -28,6 +28,8 @@ constexpr absl::Duration kTakeOverStagger = absl::Seconds(1);
 // its map does not place on it yet, and reads the map at least every 100 ms).
 constexpr absl::Duration kFirstLinkRetry = absl::Milliseconds(50);
 constexpr absl::Duration kMaxLinkRetry = absl::Seconds(1);
+// Keys a primary deletes a round that are outside its range (after a split).
+constexpr size_t kPurgeBatch = 2048;
 
 }  // namespace
 
@@ -271,6 +273,7 @@ void ClusterNode::Reconcile(const cluster::ClusterView& view) {
     MutexLock l(&view_mu_);
     last_view_ = std::make_shared<const cluster::ClusterView>(view);
   }
+  RemoveOrphans(view);
   const std::string& me = name();
   for (const cluster::ShardInfo& s : view.shard_list) {
     std::shared_ptr<ShardReplica> local = shards_->Get(s.id);
@@ -393,6 +396,8 @@ bool ClusterNode::TakeOver(const cluster::ClusterView& view, const cluster::Shar
   next.primary = me;
   next.durable = options_.durable;
   next.handover_to.clear();  // a hand-over asked of the previous primary ends with it
+  next.split_at.clear();     // and so does a split (its copies are left to RemoveOrphans)
+  next.split_id = 0;
   next.backups.clear();
   next.joining.clear();
   // Every other live replica rejoins by state transfer from the new primary.
@@ -515,6 +520,7 @@ void ClusterNode::ServePrimary(const cluster::ClusterView& view, const cluster::
                                const std::shared_ptr<ShardReplica>& local) {
   local->SetRange(s.start, s.end);
   if (HandOver(view, s, local)) return;
+  if (LinkSplitBackups(view, s, local)) return;
   const std::vector<std::string> failed = local->FailedLinks();
   const std::vector<std::string> linked = local->LinkNodes();
   cluster::ShardInfo next = s;
@@ -558,15 +564,29 @@ void ClusterNode::ServePrimary(const cluster::ClusterView& view, const cluster::
   for (const std::string& n : linked) {
     if (!Contains(s.backups, n) && !Contains(s.joining, n)) local->RemoveLink(n);
   }
+  if (Split(view, s, local)) return;
   AttachJoining(view, s, local, linked);
+  // What a split left behind (keys now another shard's), a bounded batch a round.
+  local->PurgeOutsideRange(kPurgeBatch);
 }
 
 void ClusterNode::AttachJoining(const cluster::ClusterView& view, const cluster::ShardInfo& s,
                                 const std::shared_ptr<ShardReplica>& local,
                                 const std::vector<std::string>& linked) {
-  const absl::Time now = clock_->Now();
+  std::vector<std::string> nodes;
   for (const std::string& j : s.joining) {
-    if (Contains(linked, j) || !view.IsLive(j)) continue;
+    if (!Contains(linked, j)) nodes.push_back(j);
+  }
+  // This primary's log can extend a state a joiner kept.
+  AttachNodes(view, s, local, nodes, options_.durable);
+}
+
+void ClusterNode::AttachNodes(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+                              const std::shared_ptr<ShardReplica>& local,
+                              const std::vector<std::string>& nodes, bool delta) {
+  const absl::Time now = clock_->Now();
+  for (const std::string& j : nodes) {
+    if (!view.IsLive(j)) continue;
     auto retry = link_retry_.find(j);
     if (retry != link_retry_.end() && now < retry->second.after) continue;
     const cluster::NodeInfo& info = view.nodes.at(j);
@@ -583,7 +603,7 @@ void ClusterNode::AttachJoining(const cluster::ClusterView& view, const cluster:
       req.set_epoch(s.epoch);
       req.set_primary(name());
       req.set_arena_bytes(options_.arena_bytes);
-      req.set_delta(options_.durable);  // this primary's log can extend a state the joiner kept
+      req.set_delta(delta);
       st = (*link)->Attach(req, options_.link_timeout);
     }
     if (!st.ok()) {

@@ -131,6 +131,35 @@ class ClusterNode {
                      const std::vector<std::string>& linked);
   void ServePrimary(const cluster::ClusterView& view, const cluster::ShardInfo& s,
                     const std::shared_ptr<ShardReplica>& local);
+  // Attaches `nodes` (those of `s`'s group without a link yet) to `local` and starts their
+  // catch-up; `delta`: they may keep the state they hold (AttachRequest.delta).
+  void AttachNodes(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+                   const std::shared_ptr<ShardReplica>& local,
+                   const std::vector<std::string>& nodes, bool delta);
+  // ---- splits (cluster_split.cc; docs/cluster.md, "Splits") ----
+  // A split asked by the map (ShardInfo::split_at, split_id): puts the SPLIT record into the
+  // stream, waits for it to commit (every voting backup copied the range into its replica of
+  // the new shard), makes this node's copy, then splits the map in one transaction: the new
+  // shard's primary is this node, its backups the backups that voted on the record. True
+  // while one is under way (the primary does nothing else with the shard this round).
+  bool Split(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+             const std::shared_ptr<ShardReplica>& local);
+  struct PendingSplit;
+  // Split's second half, once the SPLIT record was put: waits for it to commit, copies, and
+  // writes the map's transaction.
+  bool FinishSplit(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+                   const std::shared_ptr<ShardReplica>& local, PendingSplit* pending);
+  // Clears the split asked of `s` in the map, saying why (whoever asked may ask again).
+  void GiveUpSplit(const cluster::ShardInfo& s, const std::shared_ptr<ShardReplica>& local,
+                   const std::string& why);
+  // A shard just split off on this node holds writes until the backups that copied it with
+  // this node are linked again (they keep their copy: nothing is sent), at most a deadline.
+  // True while it waits (the primary does nothing else with the shard this round).
+  bool LinkSplitBackups(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+                        const std::shared_ptr<ShardReplica>& local);
+  // Replicas of shards the map does not hold, and that no split under way will create: the
+  // leftovers of a split given up. Removed once they stayed so for two lease TTLs.
+  void RemoveOrphans(const cluster::ClusterView& view);
   void MaybeTakeOver(const cluster::ClusterView& view, const cluster::ShardInfo& s,
                      const std::shared_ptr<ShardReplica>& local);
   // Named primary of `s` with `local` recovered from its log: takes the shard back, resigns in
@@ -204,6 +233,22 @@ class ClusterNode {
     absl::Duration backoff;  // the wait after the latest failure (doubles on each)
   };
   std::map<std::string, LinkRetry> link_retry_;
+  // Control thread only: the split this node makes as primary, by shard split.
+  struct SplitCommit;  // BeginSplit's outcome, from the thread that committed the record
+  struct PendingSplit {
+    std::string at;
+    uint32_t id = 0;
+    uint64_t epoch = 0;  // the epoch the SPLIT record was sent in
+    std::shared_ptr<SplitCommit> commit;
+    bool copied = false;  // this node's replica of the new shard holds the range
+    uint64_t seq = 0;     // the SPLIT record's, once committed
+  };
+  std::map<uint32_t, PendingSplit> splits_;
+  // Control thread only: shards split off on this node whose backups are being linked again,
+  // and until when they wait for them.
+  std::map<uint32_t, absl::Time> born_;
+  // Control thread only: since when a local replica's shard has been missing from the map.
+  std::map<uint32_t, absl::Time> orphan_since_;
 };
 
 }  // namespace unloadkv::server

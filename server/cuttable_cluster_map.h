@@ -35,6 +35,12 @@ class CuttableClusterMap : public cluster::ClusterMap {
     if (absl::Status st = Check(); !st.ok()) return st;
     return inner_->UpdateShard(shard, absent_nodes);
   }
+  absl::StatusOr<int64_t> SplitShard(const cluster::ShardInfo& left,
+                                     const cluster::ShardInfo& right,
+                                     const cluster::ClusterView& read) override {
+    if (absl::Status st = Check(); !st.ok()) return st;
+    return inner_->SplitShard(left, right, read);
+  }
   absl::StatusOr<cluster::LeaseId> GrantLease(absl::Duration ttl) override {
     if (absl::Status st = Check(); !st.ok()) return st;
     return inner_->GrantLease(ttl);

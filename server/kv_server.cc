@@ -412,6 +412,8 @@ ShardTable::Factory KvServer::ReplicaFactory(bool huge_pages) {
         ShardReplica::Create(engine, shard, arena_bytes, huge_pages, reaper, close_peer, address,
                              grant_quota, protection);
     if (r.ok() && transfer_rate != 0) (*r)->SetTransferRate(transfer_rate, clock);
+    // A SPLIT record creates (or finds) this node's replica of the new shard.
+    if (r.ok()) (*r)->SetSplitTargets([this](uint32_t id) { return shards_->GetOrCreate(id); });
     if (!r.ok() || disk == nullptr) return r;
     ReplicaLog::Recovery rec;
     if (absl::Status st = (*r)->RecoverAndLog(disk, ShardDir(shard), policy, clock_, &rec,

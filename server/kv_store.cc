@@ -223,6 +223,34 @@ std::vector<KvStore::Mutation> KvStore::Snapshot() const {
   return out;
 }
 
+std::vector<KvStore::Mutation> KvStore::Snapshot(absl::string_view start,
+                                                 absl::string_view end) const {
+  MutexLock l(&mu_);
+  std::vector<Mutation> out;
+  for (auto it = index_.lower_bound(start); it != index_.end(); ++it) {
+    if (!end.empty() && it->first >= end) break;
+    out.push_back(Mutation{Mutation::Op::kPut, it->first, it->second.slot, it->second.size,
+                           it->second.version});
+  }
+  return out;
+}
+
+std::vector<std::string> KvStore::KeysOutside(absl::string_view start, absl::string_view end,
+                                              size_t limit) const {
+  MutexLock l(&mu_);
+  std::vector<std::string> out;
+  for (auto it = index_.begin(); it != index_.end() && out.size() < limit; ++it) {
+    if (it->first >= start) break;
+    out.push_back(it->first);
+  }
+  if (!end.empty()) {
+    for (auto it = index_.lower_bound(end); it != index_.end() && out.size() < limit; ++it) {
+      out.push_back(it->first);
+    }
+  }
+  return out;
+}
+
 void KvStore::Clear() {
   MutexLock l(&mu_);
   index_.clear();

@@ -125,6 +125,11 @@ class KvStore {
   absl::Status ApplyMirrored(const Mutation& m);
   // The visible entries in key order, as mutations (kPut), for state transfer.
   std::vector<Mutation> Snapshot() const;
+  // The same for keys in [start, end) only ("" end: unbounded).
+  std::vector<Mutation> Snapshot(absl::string_view start, absl::string_view end) const;
+  // Up to `limit` visible keys outside [start, end) ("" end: unbounded), in key order.
+  std::vector<std::string> KeysOutside(absl::string_view start, absl::string_view end,
+                                       size_t limit) const;
   // Forgets every key and grant (a backup about to receive a new state).
   void Clear();
   // The last version assigned or applied.

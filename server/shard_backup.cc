@@ -75,11 +75,28 @@ absl::StatusOr<proto::ReplicateResponse> ShardReplica::Apply(const proto::Replic
 }
 
 void ShardReplica::Apply(const proto::ReplicateRequest& req, uint64_t peer, ApplyDone reply) {
+  // The replicas SPLIT records copy into, found or created before this one's lock is taken
+  // (the node's table locks replicas while it holds its own lock).
+  TargetMap targets;
+  for (const proto::ReplicationRecord& r : req.records()) {
+    if (r.op() != proto::ReplicationRecord::SPLIT || targets.count(r.split_shard()) > 0) continue;
+    SplitTargets find;
+    {
+      MutexLock l(&mu_);
+      if (peer != primary_peer_) break;  // ApplyLocked refuses the request
+      find = split_targets_;
+    }
+    std::shared_ptr<ShardReplica>& target = targets[r.split_shard()];
+    if (find && r.split_shard() != id_ && r.split_shard() < uint32_t{kMaxSplitTarget}) {
+      absl::StatusOr<std::shared_ptr<ShardReplica>> t = find(r.split_shard());
+      if (t.ok()) target = *std::move(t);
+    }
+  }
   absl::StatusOr<proto::ReplicateResponse> result;
   {
     MutexLock l(&mu_);
     std::vector<proto::LogEntry> to_log;
-    result = ApplyLocked(req, peer, log_ != nullptr ? &to_log : nullptr);
+    result = ApplyLocked(req, peer, log_ != nullptr ? &to_log : nullptr, targets);
     if (log_ != nullptr) {
       // Under mu_, so that the log gets records in the order they were applied. What was
       // applied is logged even when a later record failed; that failure fails the link, and
@@ -115,7 +132,8 @@ void ShardReplica::Apply(const proto::ReplicateRequest& req, uint64_t peer, Appl
 }
 
 absl::StatusOr<proto::ReplicateResponse> ShardReplica::ApplyLocked(
-    const proto::ReplicateRequest& req, uint64_t peer, std::vector<proto::LogEntry>* to_log) {
+    const proto::ReplicateRequest& req, uint64_t peer, std::vector<proto::LogEntry>* to_log,
+    const TargetMap& targets) {
   if (peer != primary_peer_) {
     return absl::AbortedError(
         absl::StrCat("shard ", id_, ": records from a connection that did not attach it"));
@@ -148,17 +166,24 @@ absl::StatusOr<proto::ReplicateResponse> ShardReplica::ApplyLocked(
       if (absl::Status st = CheckNextLocked(r, to_log); !st.ok()) return st;
     }
     KvStore::Mutation m;
-    if (r.op() != proto::ReplicationRecord::NOOP) {
+    const bool split = r.op() == proto::ReplicationRecord::SPLIT;
+    const bool mutation = r.op() != proto::ReplicationRecord::NOOP && !split;
+    if (split) {
+      if (req.snapshot()) return absl::InvalidArgumentError("a SPLIT record in a snapshot");
+      if (absl::Status st = ApplySplitLocked(r, req.epoch(), targets); !st.ok()) return st;
+    } else if (mutation) {
       absl::StatusOr<KvStore::Mutation> parsed = FromRecord(r);
       if (!parsed.ok()) return parsed.status();
       if (absl::Status st = store_->ApplyMirrored(*parsed); !st.ok()) return st;
       m = *std::move(parsed);
     }
     if (to_log != nullptr) {
-      if (r.op() == proto::ReplicationRecord::NOOP) {
+      if (!mutation) {
+        // Logged as a barrier: the shard's own state is what a SPLIT leaves unchanged.
         proto::LogEntry noop;
         noop.set_epoch(epoch_);
-        *noop.mutable_record() = r;
+        noop.mutable_record()->set_op(proto::ReplicationRecord::NOOP);
+        noop.mutable_record()->set_seq(r.seq());
         to_log->push_back(std::move(noop));
       } else {
         to_log->push_back(
@@ -168,7 +193,7 @@ absl::StatusOr<proto::ReplicateResponse> ShardReplica::ApplyLocked(
     if (!req.snapshot()) {
       applied_seq_ = state_seq_ = r.seq();
       next_seq_ = r.seq() + 1;
-      if (r.op() != proto::ReplicationRecord::NOOP) {
+      if (mutation) {
         check_seq_ = r.seq();
         check_epoch_ = req.epoch();
       }

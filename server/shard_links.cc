@@ -32,15 +32,24 @@ uint64_t ShardReplica::AddLink(std::shared_ptr<ReplicaLink> link,
     if (t.ok()) tail = *std::move(t);
   }
   uint64_t bytes = 0;
-  bool delta = false;
+  bool delta = false, same = false;
   uint64_t to = 0;
   {
     MutexLock l(&mu_);
     if (role_ != Role::kPrimary) return 0;
     LinkState ls;
     ls.link = link;
-    delta = !tail.empty() && SendDeltaLocked(attached, std::move(tail), &ls, &bytes);
-    if (!delta) SendSnapshotLocked(&ls, &bytes);
+    // A replica born by a split, attaching a backup that made the same copy at the same record
+    // (SPLIT's seq and epoch) while this one has taken nothing since: it holds this very state.
+    same = born_seq_ != 0 && attached.check_epoch() == born_epoch_ &&
+           attached.check_seq() == born_seq_ && attached.last_seq() == born_seq_ &&
+           pending_.empty() && next_seq_ - 1 == born_seq_;
+    if (same) {
+      ls.acked = ls.transfer_end = born_seq_;
+    } else {
+      delta = !tail.empty() && SendDeltaLocked(attached, std::move(tail), &ls, &bytes);
+      if (!delta) SendSnapshotLocked(&ls, &bytes);
+    }
     to = next_seq_ - 1;
     // Then the writes in flight, which commit without this link but must reach it.
     std::weak_ptr<ShardReplica> self = weak_from_this();
@@ -58,7 +67,9 @@ uint64_t ShardReplica::AddLink(std::shared_ptr<ReplicaLink> link,
   }
   link->Flush();
   Log(LogLevel::kInfo,
-      delta
+      same ? absl::StrCat("shard ", id_, ": ", node, " holds the state the split gave it (seq ",
+                          attached.last_seq(), "): nothing to send")
+      : delta
           ? absl::StrCat("shard ", id_, ": catching ", node, " up by delta: seqs ",
                          attached.last_seq() + 1, "..", to, ", ", bytes, " value bytes")
           : absl::StrCat(
@@ -311,6 +322,15 @@ std::vector<std::string> ShardReplica::LinkNodes() const {
   MutexLock l(&mu_);
   std::vector<std::string> out;
   for (const auto& [node, ls] : links_) out.push_back(node);
+  return out;
+}
+
+std::vector<std::string> ShardReplica::VotersAt(uint64_t seq) const {
+  MutexLock l(&mu_);
+  std::vector<std::string> out;
+  for (const auto& [node, ls] : links_) {
+    if (!ls.failed && ls.votes_from <= seq && ls.acked >= seq) out.push_back(node);
+  }
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "server/replication_records.h"
 #include "server/shard_replica.h"
@@ -19,7 +20,14 @@ ReplicaLink::Item ShardReplica::ItemFor(const Entry& e) {
   }
   item.request.set_shard(id_);
   item.request.set_epoch(epoch_);
-  if (e.barrier) {
+  if (e.split_shard != 0) {
+    proto::ReplicationRecord* r = item.request.add_records();
+    r->set_op(proto::ReplicationRecord::SPLIT);
+    r->set_seq(e.seq);
+    r->set_key(e.split_at);
+    r->set_split_shard(e.split_shard);
+    r->set_split_end(e.split_end);
+  } else if (e.barrier) {
     proto::ReplicationRecord* r = item.request.add_records();
     r->set_op(proto::ReplicationRecord::NOOP);
     r->set_seq(e.seq);
@@ -54,6 +62,13 @@ void ShardReplica::Append(Entry entry) {
     } else if (!handing_over_.empty() && !entry.barrier) {
       refused = absl::AbortedError(
           absl::StrCat("the primary's role is being handed over to ", handing_over_, "; retry"));
+    } else if (!held_.empty() && !entry.barrier) {
+      refused = absl::AbortedError(absl::StrCat(held_, "; retry"));
+    } else if (!entry.barrier && SplitRefusesLocked(entry.mutation.key)) {
+      refused = absl::AbortedError(absl::StrCat("shard ", id_, " is being split at \"",
+                                                absl::CHexEscape(split_at_), "\"; retry"));
+    } else if (entry.split_shard != 0 && split_open_) {
+      refused = absl::FailedPreconditionError(absl::StrCat("shard ", id_, " is being split"));
     } else if (log_ != nullptr && !entry.barrier) {
       // A stopped log refuses the write before any backup sees it (a full disk: reads go on).
       if (absl::Status st = log_->failure(); !st.ok()) {
@@ -61,13 +76,21 @@ void ShardReplica::Append(Entry entry) {
       }
     }
     if (!refused.ok()) {
-      if (entry.barrier) {
+      if (entry.split_shard != 0) {
+        out.push_back([f = std::move(entry.on_split), refused] { f(refused); });
+      } else if (entry.barrier) {
         out.push_back([f = std::move(entry.on_barrier), refused] { f(refused); });
       } else {
         store_->Abandon(entry.mutation);
         out.push_back([f = std::move(entry.done), refused] { f(refused); });
       }
     } else {
+      if (!entry.barrier) born_seq_ = 0;  // its state is no longer the one it was born with
+      if (entry.split_shard != 0) {
+        split_open_ = true;
+        split_at_ = entry.split_at;
+        entry.split_end = end_;
+      }
       Entry& e = pending_.emplace_back(std::move(entry));
       e.seq = next_seq_++;
       if (log_ != nullptr && !e.barrier) {
@@ -101,7 +124,9 @@ void ShardReplica::CommitReady(Callbacks* out) {
     for (const auto& [node, ls] : links_) {
       if (e.seq >= ls.votes_from && ls.acked < e.seq) return;  // still waits on this link
     }
-    if (e.barrier) {
+    if (e.split_shard != 0) {
+      out->push_back([f = std::move(e.on_split), seq = e.seq] { f(seq); });
+    } else if (e.barrier) {
       out->push_back([f = std::move(e.on_barrier)] { f(absl::OkStatus()); });
     } else {
       if (store_->Commit(e.mutation)) {
@@ -160,7 +185,11 @@ void ShardReplica::OnLogged(uint64_t seq, const absl::Status& st) {
 
 void ShardReplica::FailPendingLocked(const std::string& why, Callbacks* out) {
   for (Entry& e : pending_) {
-    if (e.barrier) {
+    if (e.split_shard != 0) {
+      out->push_back([f = std::move(e.on_split), why] {
+        f(absl::AbortedError(absl::StrCat("not the primary: ", why)));
+      });
+    } else if (e.barrier) {
       out->push_back([f = std::move(e.on_barrier), why] {
         f(absl::AbortedError(absl::StrCat("not the primary: ", why)));
       });

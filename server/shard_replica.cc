@@ -116,6 +116,7 @@ void ShardReplica::BecomePrimary(uint64_t epoch) {
     epoch_ = epoch;
     fence_ = std::max(fence_, epoch);
     handing_over_.clear();  // a hand-over this replica made as an earlier primary is over
+    split_open_ = false;    // so is a split
     // Seqs go on from the state it holds (a backup's last applied record, or its log's): a
     // record's seq names it in every replica's log across primaries.
     recovered_ = false;

@@ -61,6 +61,8 @@ struct ReplicaProtection {
 
 class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
  public:
+  // SPLIT records naming a shard id at or above this are refused (cluster::kMaxShards).
+  static constexpr uint32_t kMaxSplitTarget = 4096;
   enum class Role {
     kPrimary,  // serves the shard's keys and replicates to its links
     kBackup,   // applies a primary's records
@@ -157,12 +159,50 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   // Backups whose link failed (connection lost, or a record refused): they hold up commits.
   std::vector<std::string> FailedLinks() const;
   std::vector<std::string> LinkNodes() const;
+  // The links that voted on record `seq` and acknowledged it: each applied that very record.
+  std::vector<std::string> VotersAt(uint64_t seq) const;
   // Leaves the table: as primary, every write not yet committed fails with UNAVAILABLE (its
   // outcome is unknown: a backup may have applied it) and links are closed; as backup, the
   // attached primary's connection is closed.
   void StepDown(const std::string& why);
   // Checks link deadlines (call periodically).
   void Tick();
+
+  // ---- splits (docs/cluster.md, "Splits") ----
+  // As primary: puts a SPLIT record for [at, the range's end) into the stream at the next seq
+  // (a barrier: it commits once every voting backup applied it, each copying the range into
+  // its replica of `new_shard`). From this call on, writes of keys in that range are refused
+  // ABORTED (the SDK retries them) until EndSplit. `done` gets the record's seq once it
+  // committed, or an error (never under the replica's lock). One split at a time:
+  // FAILED_PRECONDITION through `done` while one is under way.
+  void BeginSplit(const std::string& at, uint32_t new_shard,
+                  std::function<void(absl::StatusOr<uint64_t> seq)> done);
+  // Ends BeginSplit's refusal: the map split the range (SetRange now refuses those keys), or
+  // the split was given up.
+  void EndSplit();
+  // Whether a split is under way (BeginSplit without EndSplit).
+  bool splitting() const;
+  // Copies this replica's committed keys in [start, end) ("" end: unbounded) into `target`, an
+  // empty backup of another shard with an arena of the same size: the values at the same
+  // offsets, as `target`'s whole state at `seq` of `epoch` (logged as a state when it logs).
+  // The range must not change meanwhile (BeginSplit's refusal, or a backup's apply order).
+  // Any thread; takes `target`'s lock, not this replica's.
+  absl::Status CopyRangeTo(ShardReplica* target, absl::string_view start, absl::string_view end,
+                           uint64_t seq, uint64_t epoch);
+  // How a backup that applies a SPLIT record finds its replica of the new shard (the node's
+  // ShardTable::GetOrCreate). Without, SPLIT records are refused (FAILED_PRECONDITION).
+  using SplitTargets = std::function<absl::StatusOr<std::shared_ptr<ShardReplica>>(uint32_t)>;
+  void SetSplitTargets(SplitTargets targets);
+  // A replica born by a split holds new writes (refused ABORTED, the SDK retries them) after
+  // it became primary until ReleaseWrites: until the backups that copied the range with it are
+  // linked again (AddLink finds them holding its very state, and sends nothing).
+  void HoldWrites(const std::string& why);
+  void ReleaseWrites();
+  // Born by CopyRangeTo and no write taken since: the seq of its state (0: not).
+  uint64_t born_seq() const;
+  // As primary: deletes (replicated, logged) up to `max` committed keys outside the range the
+  // map gives the shard: what a split left behind. Returns how many it submitted.
+  size_t PurgeOutsideRange(size_t max);
 
   // ---- backup ----
   // Opens the replica as a backup of `req.primary` at `req.epoch`, empty, following the primary
@@ -237,6 +277,10 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   struct Entry {
     uint64_t seq = 0;
     bool barrier = false;
+    // A SPLIT record (a barrier): the new shard's id (0: not one) and the range it copies.
+    uint32_t split_shard = 0;
+    std::string split_at, split_end;
+    std::function<void(absl::StatusOr<uint64_t>)> on_split;  // instead of on_barrier
     KvStore::Mutation mutation;
     Done done;                                     // writes
     std::function<void(absl::Status)> on_barrier;  // barriers
@@ -322,10 +366,23 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   // Requires mu_. The log record of write `e`.
   proto::LogEntry LogEntryFor(const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Requires mu_. Applies `req`'s records; `to_log` gets the log entries of those applied.
+  // `targets`: this node's replicas of the shards `req`'s SPLIT records name.
+  using TargetMap = std::map<uint32_t, std::shared_ptr<ShardReplica>>;
   absl::StatusOr<proto::ReplicateResponse> ApplyLocked(const proto::ReplicateRequest& req,
                                                        uint64_t peer,
-                                                       std::vector<proto::LogEntry>* to_log)
+                                                       std::vector<proto::LogEntry>* to_log,
+                                                       const TargetMap& targets = {})
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Requires mu_. A SPLIT record `r` at this replica's epoch: the copy into its target.
+  absl::Status ApplySplitLocked(const proto::ReplicationRecord& r, uint64_t epoch,
+                                const TargetMap& targets) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes `state` (mutations whose values CopyRangeTo put in the arena) as the whole state at
+  // (`seq`, `epoch`): an empty backup becomes one that kept that state (AttachResponse).
+  // `values`: the arena the mutations' slots are in.
+  absl::Status AdoptState(const std::vector<KvStore::Mutation>& state, const char* values,
+                          uint64_t seq, uint64_t epoch);
+  // Requires mu_. Whether `key` is in a range BeginSplit refuses.
+  bool SplitRefusesLocked(absl::string_view key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Requires mu_. Whether live record `r` is the one the backup expects next; ends an open
   // state in the log first (`to_log`, nullable).
   absl::Status CheckNextLocked(const proto::ReplicationRecord& r,
@@ -356,6 +413,14 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   mutable Mutex mu_;
   Role role_ ABSL_GUARDED_BY(mu_) = Role::kBackup;
   std::string handing_over_ ABSL_GUARDED_BY(mu_);  // SetHandingOver
+  std::string held_ ABSL_GUARDED_BY(mu_);          // HoldWrites' reason ("" : not held)
+  // BeginSplit: refusing writes of [split_at_, end_) while split_open_.
+  bool split_open_ ABSL_GUARDED_BY(mu_) = false;
+  std::string split_at_ ABSL_GUARDED_BY(mu_);
+  SplitTargets split_targets_ ABSL_GUARDED_BY(mu_);
+  // AdoptState's (seq, epoch): the state a born replica's backups may hold too (born_seq).
+  uint64_t born_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t born_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t fence_ ABSL_GUARDED_BY(mu_) = 0;
   std::string start_ ABSL_GUARDED_BY(mu_), end_ ABSL_GUARDED_BY(mu_);

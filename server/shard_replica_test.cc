@@ -364,5 +364,98 @@ TEST_F(ShardReplicaTest, AnAttachForADeltaKeepsTheStateUntilASnapshotReplacesIt)
   replica_.reset();  // its log's last sync, before the disk goes
 }
 
+// A backup that applies a SPLIT record copies the keys of the range into its replica of the
+// new shard (values at the same offsets) as that replica's whole state at the record's seq and
+// epoch, and keeps its own state. Without a replica to copy into, or with a bad key, the record
+// is refused and changes nothing.
+TEST_F(ShardReplicaTest, ABackupCopiesTheRangeOfASplitIntoTheNewShardsReplica) {
+  ASSERT_TRUE(replica_->Attach(AttachAt(3), 11).ok());
+  char* arena = reinterpret_cast<char*>(replica_->arena_addr());
+  const char* const keys[] = {"a", "m", "x"};
+  for (int i = 0; i < 3; ++i) {
+    std::memcpy(arena + 64 * i, absl::StrCat("value of ", keys[i]).data(), 10);
+    ASSERT_TRUE(replica_->Apply(Put(3, i + 1, keys[i], 64 * i), 11).ok());
+  }
+  proto::ReplicateRequest split;
+  split.set_shard(7);
+  split.set_epoch(3);
+  proto::ReplicationRecord* rec = split.add_records();
+  rec->set_op(proto::ReplicationRecord::SPLIT);
+  rec->set_seq(4);
+  rec->set_key("m");
+  rec->set_split_shard(9);
+  const absl::Status no_target = replica_->Apply(split, 11).status();
+  EXPECT_EQ(no_target.code(), absl::StatusCode::kFailedPrecondition) << no_target;
+  auto made = ShardReplica::Create(engine_.get(), 9, 4 << 20, false, &reaper_, nullptr);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::shared_ptr<ShardReplica> target = *made;
+  replica_->SetSplitTargets([target](uint32_t id) -> absl::StatusOr<std::shared_ptr<ShardReplica>> {
+    if (id != 9) return absl::NotFoundError("no such shard");
+    return target;
+  });
+  proto::ReplicateRequest bad = split;
+  bad.mutable_records(0)->set_key("");
+  EXPECT_EQ(replica_->Apply(bad, 11).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(target->store().stats().keys, 0u);
+  absl::StatusOr<proto::ReplicateResponse> ok = replica_->Apply(split, 11);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->applied_seq(), 4u);
+  EXPECT_EQ(replica_->store().stats().keys, 3u);  // its own state is unchanged
+  EXPECT_EQ(target->store().stats().keys, 2u);
+  EXPECT_EQ(target->store().Get("m")->bytes, "value of m");
+  EXPECT_EQ(target->store().Get("x")->bytes, "value of x");
+  EXPECT_FALSE(target->store().Get("a").ok());
+  EXPECT_EQ(target->born_seq(), 4u);
+  EXPECT_EQ(target->last_seq(), 4u);
+  // A primary of the new shard attaching it with `delta` finds the state it was born with.
+  proto::AttachRequest attach = AttachAt(4);
+  attach.set_shard(9);
+  attach.set_delta(true);
+  absl::StatusOr<proto::AttachResponse> kept = target->Attach(attach, 21);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->last_seq(), 4u);
+  EXPECT_EQ(kept->check_seq(), 4u);
+  EXPECT_EQ(kept->check_epoch(), 3u);
+  EXPECT_EQ(target->store().stats().keys, 2u);
+  target.reset();
+}
+
+// As primary: from BeginSplit on, writes of the keys that move are refused ABORTED (nothing
+// applied), the others go on; EndSplit ends the refusal. A key outside the range is no split.
+TEST_F(ShardReplicaTest, APrimarySplittingRefusesWritesOfTheRangeThatMovesOnly) {
+  replica_->BecomePrimary(1);
+  replica_->SetRange("", "");
+  auto submit = [this](const std::string& key) {
+    auto grant = replica_->store().GrantSlots(1, 10, 1);
+    EXPECT_TRUE(grant.ok());
+    auto m = replica_->store().PreparePut(1, key, (*grant)[0].id, 10);
+    EXPECT_TRUE(m.ok());
+    absl::StatusOr<uint64_t> version = absl::UnknownError("not done");
+    replica_->Submit(*m, [&](absl::StatusOr<uint64_t> v) { version = v; });
+    return version.status();
+  };
+  std::optional<absl::StatusOr<uint64_t>> split;
+  replica_->BeginSplit("m", 9, [&](absl::StatusOr<uint64_t> seq) { split = seq; });
+  ASSERT_TRUE(split.has_value());
+  ASSERT_TRUE(split->ok()) << split->status();  // no backups: it committed at once
+  EXPECT_TRUE(replica_->splitting());
+  EXPECT_TRUE(submit("a").ok());
+  const absl::Status refused = submit("q");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kAborted) << refused;
+  EXPECT_FALSE(replica_->store().Get("q").ok());
+  std::optional<absl::StatusOr<uint64_t>> second;
+  replica_->BeginSplit("t", 10, [&](absl::StatusOr<uint64_t> seq) { second = seq; });
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->status().code(), absl::StatusCode::kFailedPrecondition);  // one at a time
+  replica_->EndSplit();
+  EXPECT_TRUE(submit("q").ok());
+  replica_->SetRange("", "m");
+  std::optional<absl::StatusOr<uint64_t>> outside;
+  replica_->BeginSplit("x", 9, [&](absl::StatusOr<uint64_t> seq) { outside = seq; });
+  ASSERT_TRUE(outside.has_value());
+  EXPECT_EQ(outside->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(replica_->splitting());
+}
+
 }  // namespace
 }  // namespace unloadkv::server

@@ -186,10 +186,65 @@ TEST_P(ClusterMapConformanceTest, AnUpdateAppliesOnlyToTheRevisionItRead) {
   EXPECT_EQ(got->joining, std::vector<std::string>{"n4"});  // every field round-trips
   EXPECT_TRUE(got->durable);
   EXPECT_EQ(got->handover_to, "n2");
+  EXPECT_TRUE(got->split_at.empty());
+  EXPECT_EQ(got->split_id, 0u);
   EXPECT_EQ(got->epoch, 1u);
   EXPECT_EQ(got->mod_revision, *rev);
   // The other shard was not touched.
   EXPECT_EQ(after.ShardById(v.shard_list[0].id)->mod_revision, v.shard_list[0].mod_revision);
+}
+
+// A split writes the shard, creates the new one and counts it in the config at once, only
+// from the revisions it read; a split that does not fit the range, or reuses an id, is refused
+// and changes nothing.
+TEST_P(ClusterMapConformanceTest, ASplitReplacesOneShardByTwoAtOnceOrNotAtAll) {
+  CreateMap(2, 2);
+  ClusterView v = MustRead();
+  ShardInfo asked = v.shard_list[1];  // [0x80, "")
+  asked.split_at = "\x90";
+  asked.split_id = 2;
+  ASSERT_TRUE(map_->UpdateShard(asked, {}).ok());
+  v = MustRead();
+  ASSERT_EQ(v.ShardById(1)->split_at, "\x90");
+  ASSERT_EQ(v.ShardById(1)->split_id, 2u);
+  ShardInfo left = *v.ShardById(1);
+  ShardInfo right = left;
+  left.end = "\x90";
+  left.epoch = 1;
+  left.split_at.clear();
+  left.split_id = 0;
+  right.id = 2;
+  right.start = "\x90";
+  right.epoch = 1;
+  right.split_at.clear();
+  right.split_id = 0;
+
+  // Ranges that do not split the shard, or a taken id: refused before anything is sent.
+  ShardInfo wide = right;
+  wide.end = "\xa0";
+  EXPECT_EQ(map_->SplitShard(left, wide, v).status().code(), absl::StatusCode::kInvalidArgument);
+  ShardInfo taken = right;
+  taken.id = 0;
+  EXPECT_EQ(map_->SplitShard(left, taken, v).status().code(), absl::StatusCode::kInvalidArgument);
+
+  absl::StatusOr<int64_t> rev = map_->SplitShard(left, right, v);
+  ASSERT_TRUE(rev.ok()) << rev.status();
+  ClusterView after = MustRead();
+  EXPECT_EQ(after.shards, 3);
+  ASSERT_EQ(after.shard_list.size(), 3u);
+  EXPECT_EQ(after.ShardById(1)->end, "\x90");
+  EXPECT_EQ(after.ShardById(2)->start, "\x90");
+  EXPECT_EQ(after.ShardById(2)->end, "");
+  EXPECT_EQ(after.ShardById(2)->mod_revision, *rev);
+  EXPECT_EQ(after.ShardFor("\x95")->id, 2u);
+  EXPECT_EQ(after.ShardFor("\x85")->id, 1u);
+
+  // The same split again, from the view read before it: the shard changed, nothing applies.
+  right.id = 3;
+  EXPECT_EQ(map_->SplitShard(left, right, v).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(MustRead().shards, 3);
+  EXPECT_EQ(MustRead().ShardById(3), nullptr);
 }
 
 TEST_P(ClusterMapConformanceTest, OfManyConcurrentWritersFromOneReadExactlyOneWins) {

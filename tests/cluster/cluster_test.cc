@@ -2,10 +2,12 @@
 // ClusterMap, and the SDK routing through it. Checks replication through the engine (backups
 // hold every acknowledged write, in the same slots), failover, fencing of a deposed primary,
 // state transfer to a rejoining node, and SCAN across shards.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "client/client.h"
 #include "client/rebalance.h"
 #include "client/shard_move.h"
+#include "client/shard_split.h"
 #include "gtest/gtest.h"
 #include "prometheus/metric_family.h"
 #include "server/kv_server.h"
@@ -499,6 +502,7 @@ class Writer {
             MutexLock l(&mu_);
             if (r.ok()) {
               acked_[key] = value;
+              ++acks_;
             } else {
               failed_.push_back(
                   absl::StrCat(absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone()),
@@ -506,6 +510,11 @@ class Writer {
             }
           }
         }) {}
+  // How many writes were acknowledged so far.
+  size_t Acked() {
+    MutexLock l(&mu_);
+    return acks_;
+  }
   // The acknowledged writes; *failed gets the others' errors.
   std::map<std::string, std::string> Stop(std::vector<std::string>* failed) {
     stop_ = true;
@@ -519,9 +528,26 @@ class Writer {
   std::atomic<bool> stop_{false};
   Mutex mu_;
   std::map<std::string, std::string> acked_;
+  size_t acks_ = 0;
   std::vector<std::string> failed_;
   std::thread thread_;
 };
+
+// Waits (at most 10 s) until `writer` got `more` writes acknowledged.
+void WaitForWrites(Writer& writer, size_t more) {
+  const size_t until = writer.Acked() + more;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (writer.Acked() < until && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_GE(writer.Acked(), until) << "the writes did not go on";
+}
+
+absl::Status Split(cluster::ClusterMap* map, SplitRequest req) {
+  return RunSplit(map, req, absl::Seconds(60), absl::Milliseconds(20), [](const std::string& line) {
+    std::fprintf(stderr, "%s split: %s\n",
+                 absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone()).c_str(),
+                 line.c_str());
+  });
+}
 
 // Its progress goes to the test's log, with the time (to place a failed write).
 absl::Status Move(cluster::ClusterMap* map, MoveRequest req) {
@@ -660,6 +686,164 @@ TEST_F(ClusterTest, ARebalanceSpreadsTheRolesOverNodesAddedLater) {
     EXPECT_EQ(primaries[n], 1) << n;
   }
   for (const auto& [key, value] : want) ASSERT_EQ(*c->Get(key), value) << key;
+}
+
+// The keys of shard `shard`'s replica on `node` in [start, end) ("" end: unbounded).
+size_t KeysIn(server::KvServer& srv, uint32_t shard, const std::string& start,
+              const std::string& end) {
+  std::shared_ptr<server::ShardReplica> r = srv.shards().Get(shard);
+  return r == nullptr ? 0 : r->store().Snapshot(start, end).size();
+}
+
+// kvclient cluster split: a shard of three replicas splits in two while a client writes keys
+// on both sides of the split key (those from it on are refused ABORTED between the SPLIT record
+// and the map's split, and the SDK retries them). The new shard is served by the same three
+// nodes, linked as they were (each copied the range at the SPLIT record, so nothing is sent and
+// no epoch changes after the split); the old shard's replicas purge the keys that left; every
+// acknowledged write is in both shards' replicas where the map places it; and the new shard
+// fails over to a backup with every key.
+TEST_F(ClusterTest, ASplitMakesTwoShardsOfTheSameReplicasWhileWritesGoOn) {
+  Init(1, 3);
+  for (const char* n : {"a", "b", "c"}) ASSERT_NE(StartNode(n), nullptr);
+  ASSERT_TRUE(WaitServing());
+  std::unique_ptr<Client> c = Connect();
+  ASSERT_NE(c, nullptr);
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(c->Put(absl::StrCat("p", i), "low").ok());   // below the split key
+    ASSERT_TRUE(c->Put(absl::StrCat("x", i), "high").ok());  // from it on
+  }
+  Writer writer(c.get());  // keys w0..w499: on both sides of w250
+  WaitForWrites(writer, 50);
+  ASSERT_TRUE(Split(admin_.get(), {0, "w250"}).ok());
+  ShardInfo left = *View().ShardById(0), right = *View().ShardById(1);
+  EXPECT_EQ(left.end, "w250");
+  EXPECT_EQ(right.start, "w250");
+  EXPECT_EQ(right.end, "");
+  EXPECT_EQ(right.primary, left.primary);
+  std::vector<std::string> lb = left.backups, rb = right.backups;
+  std::sort(lb.begin(), lb.end());
+  std::sort(rb.begin(), rb.end());
+  EXPECT_EQ(rb, lb) << "the new shard's backups are not the ones that copied it";
+  EXPECT_EQ(rb.size(), 2u);
+  WaitForWrites(writer, 50);  // on both shards now
+  std::vector<std::string> failed;
+  const std::map<std::string, std::string> acked = writer.Stop(&failed);
+  for (const std::string& f : failed) ADD_FAILURE() << "a write failed: " << f;
+  ASSERT_TRUE(WaitServing());
+  EXPECT_EQ(View().ShardById(1)->epoch, right.epoch) << "the new shard's backups rejoined";
+  auto shard_of = [](const std::string& key) { return key < "w250" ? 0u : 1u; };
+  for (const char* n : {"a", "b", "c"}) {
+    for (const auto& [key, value] : acked) {
+      ASSERT_EQ(Held(n, shard_of(key), key), value) << n << " " << key;
+    }
+    for (int i = 0; i < 1000; i += 37) {
+      EXPECT_EQ(Held(n, 0, absl::StrCat("p", i)), "low") << n;
+      EXPECT_EQ(Held(n, 1, absl::StrCat("x", i)), "high") << n;
+      EXPECT_EQ(Held(n, 1, absl::StrCat("p", i)), std::nullopt) << n;
+    }
+  }
+  // The old shard's replicas drop the keys that left (the primary deletes them, replicated).
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  auto left_over = [&] {
+    size_t n = 0;
+    for (const char* node : {"a", "b", "c"}) n += KeysIn(*nodes_.at(node)->server, 0, "w250", "");
+    return n;
+  };
+  while (left_over() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(left_over(), 0u) << "keys of the new shard still in the old one's replicas";
+  for (const auto& [key, value] : acked) ASSERT_EQ(*c->Get(key), value) << key;
+  // The new shard's backups hold what its primary acknowledged: one takes over with all of it.
+  const std::string primary = right.primary;
+  nodes_.at(primary)->Stop();
+  const absl::Time over = absl::Now() + absl::Seconds(15);
+  while (absl::Now() < over) {
+    const ShardInfo s = *View().ShardById(1);
+    if (!s.primary.empty() && s.primary != primary && View().IsLive(s.primary)) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  for (const auto& [key, value] : acked) ASSERT_EQ(*c->Get(key), value) << key;
+  for (int i = 0; i < 1000; i += 37) ASSERT_EQ(*c->Get(absl::StrCat("x", i)), "high");
+}
+
+// A split while a backup is down: the new shard's backups are the backups that copied it (the
+// one that is down is not among them); the node that comes back joins both shards by state
+// transfer, and every acknowledged write is on every replica.
+TEST_F(ClusterTest, ASplitWhileABackupIsDownLeavesItOutAndItRejoinsBoth) {
+  Init(1, 3);
+  for (const char* n : {"a", "b", "c"}) ASSERT_NE(StartNode(n), nullptr);
+  ASSERT_TRUE(WaitServing());
+  std::unique_ptr<Client> c = Connect();
+  ASSERT_NE(c, nullptr);
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(c->Put(absl::StrCat("x", i), "high").ok());
+  const ShardInfo before = *View().ShardById(0);
+  const std::string down = before.backups.at(0), up = before.backups.at(1);
+  nodes_.at(down)->Stop();
+  const absl::Time dropped = absl::Now() + absl::Seconds(15);
+  while (View().ShardById(0)->HasReplica(down) && absl::Now() < dropped) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_FALSE(View().ShardById(0)->HasReplica(down));
+  Writer writer(c.get());
+  WaitForWrites(writer, 50);
+  ASSERT_TRUE(Split(admin_.get(), {0, "w250"}).ok());
+  EXPECT_EQ(View().ShardById(1)->backups, std::vector<std::string>{up});
+  ASSERT_NE(StartNode(down), nullptr);  // back, empty: it joins both shards
+  WaitForWrites(writer, 50);
+  std::vector<std::string> failed;
+  const std::map<std::string, std::string> acked = writer.Stop(&failed);
+  for (const std::string& f : failed) ADD_FAILURE() << "a write failed: " << f;
+  ASSERT_TRUE(WaitServing());
+  for (const ShardInfo& s : View().shard_list) EXPECT_TRUE(s.HasReplica(down)) << s.id;
+  for (const char* n : {"a", "b", "c"}) {
+    for (const auto& [key, value] : acked) {
+      ASSERT_EQ(Held(n, key < "w250" ? 0 : 1, key), value) << n << " " << key;
+    }
+    for (int i = 0; i < 1000; i += 37) EXPECT_EQ(Held(n, 1, absl::StrCat("x", i)), "high") << n;
+  }
+}
+
+// Durable nodes: every replica logs the state the split gave it (the new shard's log begins
+// with the copied range). The whole cluster stops after the split and more writes, and comes
+// back from its logs: both shards serve every acknowledged write, the new one from the log its
+// split began.
+TEST_F(ClusterTest, ADurableSplitComesBackFromItsLogsAfterEveryNodeStopped) {
+  Init(1, 3);
+  std::map<std::string, std::string> dirs;
+  for (const char* n : {"a", "b", "c"}) {
+    dirs[n] = DataDir(n);
+    ASSERT_NE(StartNode(n, dirs[n]), nullptr);
+  }
+  ASSERT_TRUE(WaitServing());
+  std::map<std::string, std::string> want;
+  {
+    std::unique_ptr<Client> c = Connect();
+    ASSERT_NE(c, nullptr);
+    for (int i = 0; i < 300; ++i) {
+      want[absl::StrCat("p", i)] = absl::StrCat("low", i);
+      want[absl::StrCat("x", i)] = absl::StrCat("high", i);
+    }
+    for (const auto& [key, value] : want) ASSERT_TRUE(c->Put(key, value).ok());
+    ASSERT_TRUE(Split(admin_.get(), {0, "w"}).ok());
+    ASSERT_TRUE(WaitServing());
+    for (int i = 0; i < 300; i += 3) {  // after the split: into the new shard's logs
+      want[absl::StrCat("x", i)] = absl::StrCat("after", i);
+      ASSERT_TRUE(c->Put(absl::StrCat("x", i), want[absl::StrCat("x", i)]).ok());
+    }
+    ASSERT_TRUE(c->Delete("x1").ok());
+    want.erase("x1");
+  }
+  for (const char* n : {"a", "b", "c"}) nodes_.at(n)->Stop();
+  for (const char* n : {"a", "b", "c"}) ASSERT_NE(StartNode(n, dirs[n]), nullptr);
+  ASSERT_TRUE(WaitServing(absl::Seconds(30)));
+  EXPECT_EQ(View().shard_list.size(), 2u);
+  std::unique_ptr<Client> c = Connect();
+  ASSERT_NE(c, nullptr);
+  for (const auto& [key, value] : want) ASSERT_EQ(*c->Get(key), value) << key;
+  EXPECT_TRUE(absl::IsNotFound(c->Get("x1").status()));
+  for (const char* n : {"a", "b", "c"}) {
+    EXPECT_EQ(KeysIn(*nodes_.at(n)->server, 0, "w", ""), 0u) << n;
+    EXPECT_EQ(KeysIn(*nodes_.at(n)->server, 1, "w", ""), 299u) << n;
+  }
 }
 
 }  // namespace

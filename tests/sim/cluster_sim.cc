@@ -41,6 +41,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "client/shard_move.h"
+#include "client/shard_split.h"
 #include "gflags/gflags.h"
 #include "server/log_writer.h"
 #include "tests/kv/linearizability.h"
@@ -71,6 +72,10 @@ DEFINE_bool(moves, false,
             "the faults include an operator's `cluster move` of a shard's primary or backup role "
             "to a node outside its group (client/shard_move.h), a third of them with the source "
             "or the destination crashed mid-move");
+DEFINE_bool(splits, false,
+            "the faults include an operator's `cluster split` of a shard at one of the "
+            "workload's keys (client/shard_split.h), a third of them with the primary or a "
+            "backup crashed mid-split");
 DEFINE_bool(buggify, true,
             "switch on the code's fault points (transport/base/buggify.h), drawn from the seed");
 
@@ -303,15 +308,19 @@ class SimRun {
       kDiskFull,
       kCompactionCrash,
       kDurableKinds,
-      // --moves only, drawn as the last kind (the kinds above keep their seeds' draws).
+      // --moves, then --splits, drawn after the kinds above (which keep their seeds' draws).
       kMove = kDurableKinds,
+      kSplit,
     };
     static const char* const kNames[] = {
         "crash",    "pause",       "cut_cluster", "cut_map",   "partition",        "slow_cpu",
-        "slow_net", "rogue_write", "power_loss",  "disk_full", "compaction_crash", "move"};
-    const int kinds = (FLAGS_durable ? kDurableKinds : kKinds) + (FLAGS_moves ? 1 : 0);
-    Kind kind = static_cast<Kind>(rng_() % static_cast<uint64_t>(kinds));
-    if (FLAGS_moves && kind == kinds - 1) kind = kMove;
+        "slow_net", "rogue_write", "power_loss",  "disk_full", "compaction_crash", "move",
+        "split"};
+    const int base = FLAGS_durable ? kDurableKinds : kKinds;
+    const int kinds = base + (FLAGS_moves ? 1 : 0) + (FLAGS_splits ? 1 : 0);
+    const int drawn = static_cast<int>(rng_() % static_cast<uint64_t>(kinds));
+    Kind kind = static_cast<Kind>(drawn);
+    if (drawn >= base) kind = FLAGS_moves && drawn == base ? kMove : kSplit;
     const int victim = static_cast<int>(rng_() % static_cast<uint64_t>(w_->nodes()));
     std::uniform_int_distribution<int64_t> length(300'000'000, 6 * kSecond);
     const int64_t hold = length(rng_);
@@ -348,6 +357,8 @@ class SimRun {
       return CompactionCrash(victim, hold);
     } else if (kind == kMove) {
       return MoveRole(hold);
+    } else if (kind == kSplit) {
+      return SplitShard(hold);
     }
     Note(absl::StrFormat("fault %s %s for %.3f s", kNames[kind], who, hold / 1e9));
     // A third of the faults come with a slow CPU or a slow network on another node (or the
@@ -422,6 +433,7 @@ class SimRun {
       case kRogueWrite:
       case kCompactionCrash:
       case kMove:
+      case kSplit:
         break;
     }
     Note(absl::StrFormat("healed %s %s", kNames[kind], who));
@@ -558,21 +570,94 @@ class SimRun {
       w_->SleepUntil(w_->now_ns() + 50'000'000);
     }
     // Undo what it left; the map may change under it (a node's write first): try again.
-    for (int i = 0; req.resolved && i < 100; ++i) {
-      absl::StatusOr<std::string> undone = UndoMove(admin_.get(), req);
+    if (req.resolved) Undo([&] { return UndoMove(admin_.get(), req); });
+    if (crashed) RestartAfter(crash, hold);
+  }
+
+  // Calls `undo` until the map takes it (at most 100 tries, 50 ms apart); notes what it did.
+  void Undo(const std::function<absl::StatusOr<std::string>()>& undo) {
+    for (int i = 0; i < 100; ++i) {
+      absl::StatusOr<std::string> undone = undo();
       if (undone.ok()) {
         if (!undone->empty()) Note(*undone);
+        return;
+      }
+      w_->SleepUntil(w_->now_ns() + 50'000'000);
+    }
+  }
+
+  // Restarts the crashed node `crash` after `hold` and waits for its new incarnation.
+  void RestartAfter(int crash, int64_t hold) {
+    w_->SleepUntil(w_->now_ns() + hold);
+    w_->Restart(crash);
+    if (!WaitFor([&] { return w_->server(crash) != nullptr; }, 30 * kSecond)) {
+      Fail(absl::StrCat(w_->node_name(crash), " did not restart within 30 s"));
+    }
+  }
+
+  // An operator's `cluster split` (client/shard_split.h) of a shard at one of the workload's
+  // keys inside its range, a step every 50 ms for at most 20 s; a third of them with the
+  // shard's primary or one of its backups crashed within 100 ms (restarted `hold` later). A
+  // split left unfinished is called off (UndoSplit), as `kvclient cluster split` does.
+  void SplitShard(int64_t hold) {
+    absl::StatusOr<cluster::ClusterView> v = w_->View();
+    if (!v.ok() || v->shard_list.empty()) return;
+    const cluster::ShardInfo s = v->shard_list[rng_() % v->shard_list.size()];
+    std::vector<std::string> inside;
+    for (int k = 0; k < FLAGS_keys; ++k) {
+      const std::string key = Key(k);
+      if (key > s.start && (s.end.empty() || key < s.end)) inside.push_back(key);
+    }
+    if (inside.empty() || s.primary.empty() || v->shards >= 64) {
+      Note(absl::StrFormat("no key inside shard %d's range: split skipped", s.id));
+      --out_.faults["split"];
+      ++out_.faults["split_skipped"];
+      return;
+    }
+    SplitRequest req;
+    req.shard = s.id;
+    req.at = inside[rng_() % inside.size()];
+    int crash = -1;
+    if (rng_() % 3 == 0) {
+      const std::vector<std::string> group = s.Replicas();
+      crash = NodeIndex(group[rng_() % group.size()]);
+    }
+    const int64_t crash_ms = static_cast<int64_t>(rng_() % 100);
+    const int64_t crash_at = w_->now_ns() + crash_ms * 1'000'000;
+    Note(absl::StrFormat("fault split shard %d at %s%s", s.id, req.at,
+                         crash < 0 ? ""
+                                   : absl::StrCat(", ", w_->node_name(crash), " to crash at +",
+                                                  crash_ms, " ms if it is not done")));
+    const int64_t until = w_->now_ns() + 20 * kSecond;
+    bool crashed = false, done = false;
+    while (true) {
+      if (crash >= 0 && !crashed && w_->now_ns() >= crash_at) {
+        w_->Crash(crash);
+        crashed = true;
+        ++out_.faults["split_crash"];
+        Note(absl::StrCat(w_->node_name(crash), " crashed mid-split"));
+      }
+      absl::StatusOr<SplitStep> st = StepSplit(admin_.get(), &req);
+      if (st.ok() && st->done) {
+        ++out_.faults["split_done"];
+        Note(absl::StrCat("split done: ", st->said));
+        done = true;
+        break;
+      }
+      if (!st.ok() && st.status().code() != absl::StatusCode::kUnavailable) {
+        ++out_.faults["split_refused"];
+        Note(absl::StrCat("split refused: ", st.status().message()));
+        break;
+      }
+      if (w_->now_ns() >= until) {
+        ++out_.faults["split_timed_out"];
+        Note("split timed out");
         break;
       }
       w_->SleepUntil(w_->now_ns() + 50'000'000);
     }
-    if (crashed) {
-      w_->SleepUntil(w_->now_ns() + hold);
-      w_->Restart(crash);
-      if (!WaitFor([&] { return w_->server(crash) != nullptr; }, 30 * kSecond)) {
-        Fail(absl::StrCat(w_->node_name(crash), " did not restart within 30 s"));
-      }
-    }
+    if (!done) Undo([&] { return UndoSplit(admin_.get(), req); });
+    if (crashed) RestartAfter(crash, hold);
   }
 
   // A peer writes where the victim's NIC must refuse, on a path and in a way drawn from the

@@ -59,6 +59,16 @@ class ClusterMap {
   virtual absl::StatusOr<int64_t> UpdateShard(const ShardInfo& shard,
                                               const std::vector<std::string>& absent_nodes) = 0;
 
+  // A split, atomically: writes `left` (the shard split, its range now ending at right.start)
+  // and creates `right` (a new id taking the rest of the range), and counts one shard more in
+  // the config, if and only if left's record is still at left.mod_revision, no record of
+  // right.id exists and the config is still as in `read` (the view both were decided on).
+  // FAILED_PRECONDITION when a comparison fails (re-read and decide again); INVALID_ARGUMENT
+  // when the two are not a split of left's record in `read` (CheckSplit). Returns the new
+  // revision.
+  virtual absl::StatusOr<int64_t> SplitShard(const ShardInfo& left, const ShardInfo& right,
+                                             const ClusterView& read) = 0;
+
   // Leases: a lease lives `ttl` (whole seconds, at least 1) after it was granted or last kept
   // alive; then every key under it is deleted.
   virtual absl::StatusOr<LeaseId> GrantLease(absl::Duration ttl) = 0;

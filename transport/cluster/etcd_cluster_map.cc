@@ -104,6 +104,42 @@ absl::StatusOr<int64_t> EtcdClusterMap::UpdateShard(const ShardInfo& shard,
   return resp.header().revision();
 }
 
+absl::StatusOr<int64_t> EtcdClusterMap::SplitShard(const ShardInfo& left, const ShardInfo& right,
+                                                   const ClusterView& read) {
+  if (absl::Status s = CheckSplit(read, left, right); !s.ok()) return s;
+  etcd::TxnRequest txn;
+  auto compare_mod = [&txn](std::string key, int64_t revision) {
+    etcd::Compare* c = txn.add_compare();
+    c->set_key(std::move(key));
+    c->set_target(etcd::Compare::MOD);
+    c->set_result(etcd::Compare::EQUAL);
+    c->set_mod_revision(revision);
+  };
+  compare_mod(ShardKey(cluster_, left.id), left.mod_revision);
+  compare_mod(ConfigKey(cluster_), read.config_revision);
+  etcd::Compare* absent = txn.add_compare();
+  absent->set_key(ShardKey(cluster_, right.id));
+  absent->set_target(etcd::Compare::CREATE);
+  absent->set_result(etcd::Compare::EQUAL);
+  absent->set_create_revision(0);
+  auto put = [&txn](std::string key, std::string value) {
+    etcd::PutRequest* p = txn.add_success()->mutable_request_put();
+    p->set_key(std::move(key));
+    p->set_value(std::move(value));
+  };
+  put(ShardKey(cluster_, left.id), EncodeShard(left));
+  put(ShardKey(cluster_, right.id), EncodeShard(right));
+  put(ConfigKey(cluster_), EncodeConfig(read.shards + 1, read.replicas));
+  etcd::TxnResponse resp;
+  if (absl::Status s = gateway_->Call("/v3/kv/txn", txn, &resp); !s.ok()) return Annotate(s);
+  if (!resp.succeeded()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shard ", left.id, " or the config changed since revision ", left.mod_revision,
+                     ", or shard ", right.id, " exists; re-read the map"));
+  }
+  return resp.header().revision();
+}
+
 absl::StatusOr<LeaseId> EtcdClusterMap::GrantLease(absl::Duration ttl) {
   if (ttl < absl::Seconds(1)) {
     return absl::InvalidArgumentError("a lease's TTL must be at least 1 s");

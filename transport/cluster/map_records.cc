@@ -98,7 +98,32 @@ std::string EncodeShard(const ShardInfo& shard) {
   for (const std::string& j : shard.joining) r.add_joining(j);
   r.set_durable(shard.durable);
   r.set_handover_to(shard.handover_to);
+  r.set_split_at(shard.split_at);
+  r.set_split_id(shard.split_id);
   return ToJson(r);
+}
+
+absl::Status CheckSplit(const ClusterView& read, const ShardInfo& left, const ShardInfo& right) {
+  const ShardInfo* was = read.ShardById(left.id);
+  if (was == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("shard ", left.id, " is not in the map"));
+  }
+  if (read.ShardById(right.id) != nullptr || right.id >= static_cast<uint32_t>(kMaxShards)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard id ", right.id, " is taken or over ", kMaxShards - 1));
+  }
+  if (read.shards >= kMaxShards) {
+    return absl::InvalidArgumentError(absl::StrCat("the cluster has ", kMaxShards, " shards"));
+  }
+  const bool fits = left.start == was->start && right.end == was->end && left.end == right.start &&
+                    !right.start.empty() && right.start > was->start &&
+                    (was->end.empty() || right.start < was->end);
+  if (!fits) {
+    return absl::InvalidArgumentError(absl::StrCat("shards ", left.id, " and ", right.id,
+                                                   " do not split shard ", left.id,
+                                                   "'s range in two at a key inside it"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ClusterView> AssembleView(absl::string_view cluster, int64_t revision,
@@ -120,6 +145,7 @@ absl::StatusOr<ClusterView> AssembleView(absl::string_view cluster, int64_t revi
       }
       view.shards = static_cast<int>(c.shards());
       view.replicas = static_cast<int>(c.replicas());
+      view.config_revision = k.mod_revision;
       have_config = true;
     } else if (absl::StartsWith(k.key, nodes)) {
       NodeRecord r;
@@ -143,6 +169,8 @@ absl::StatusOr<ClusterView> AssembleView(absl::string_view cluster, int64_t revi
       s.joining.assign(r.joining().begin(), r.joining().end());
       s.durable = r.durable();
       s.handover_to = r.handover_to();
+      s.split_at = r.split_at();
+      s.split_id = r.split_id();
       s.mod_revision = k.mod_revision;
       if (k.key != ShardKey(cluster, s.id)) {
         return absl::DataLossError(

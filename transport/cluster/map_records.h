@@ -28,6 +28,11 @@ std::string EncodeConfig(int shards, int replicas);
 std::string EncodeNode(const NodeInfo& node);
 std::string EncodeShard(const ShardInfo& shard);
 
+// Whether `left` and `right` split the record of left.id in `read` in two (same start and
+// end together, a new unused id, below kMaxShards, room for one more shard). INVALID_ARGUMENT
+// saying why not.
+absl::Status CheckSplit(const ClusterView& read, const ShardInfo& left, const ShardInfo& right);
+
 // One stored key as read from the store.
 struct StoredKey {
   std::string key;

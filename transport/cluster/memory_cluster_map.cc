@@ -156,6 +156,33 @@ absl::StatusOr<int64_t> MemoryClusterMap::UpdateShard(
   });
 }
 
+absl::StatusOr<int64_t> MemoryClusterMap::SplitShard(const ShardInfo& left, const ShardInfo& right,
+                                                     const ClusterView& read) {
+  if (absl::Status s = CheckReachable(); !s.ok()) return s;
+  if (absl::Status s = CheckSplit(read, left, right); !s.ok()) return s;
+  MemoryCoordinator& c = *coordinator_;
+  return Transact([&](MemoryCoordinator::Notices* notices) -> absl::StatusOr<int64_t> {
+    auto mod = [&c](const std::string& key) -> int64_t {
+      auto it = c.keys_.find(key);
+      return it == c.keys_.end() ? 0 : it->second.mod_revision;
+    };
+    const std::string left_key = ShardKey(cluster_, left.id);
+    const std::string right_key = ShardKey(cluster_, right.id);
+    const std::string config_key = ConfigKey(cluster_);
+    if (mod(left_key) != left.mod_revision || left.mod_revision == 0 ||
+        mod(config_key) != read.config_revision || mod(right_key) != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("shard ", left.id, " or the config changed since revision ",
+                       left.mod_revision, ", or shard ", right.id, " exists; re-read the map"));
+    }
+    ++c.revision_;
+    c.PutLocked(left_key, EncodeShard(left), 0, notices);
+    c.PutLocked(right_key, EncodeShard(right), 0, notices);
+    c.PutLocked(config_key, EncodeConfig(read.shards + 1, read.replicas), 0, notices);
+    return c.revision_;
+  });
+}
+
 absl::StatusOr<LeaseId> MemoryClusterMap::GrantLease(absl::Duration ttl) {
   if (absl::Status s = CheckReachable(); !s.ok()) return s;
   if (ttl < absl::Seconds(1)) {

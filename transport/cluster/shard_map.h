@@ -34,6 +34,9 @@ struct ShardInfo {
   bool durable = false;
   // A planned hand-over of the primary's role to this backup (ShardRecord.handover_to).
   std::string handover_to;
+  // A planned split at this key into a new shard of id split_id (ShardRecord.split_at; 0: none).
+  std::string split_at;
+  uint32_t split_id = 0;
 
   bool Contains(absl::string_view key) const { return key >= start && (end.empty() || key < end); }
   // Primary first, then backups.
@@ -61,6 +64,7 @@ absl::string_view ShardStateName(ShardState state);
 
 struct ClusterView {
   int64_t revision = 0;               // the coordination service's revision this view was read at
+  int64_t config_revision = 0;        // the config record's mod revision (a split compares it)
   int shards = 0;                     // from the config
   int replicas = 0;                   // wanted group size, from the config
   std::vector<ShardInfo> shard_list;  // ordered by start key, covering the key space
