@@ -4,8 +4,8 @@
 #                          then a short MODELED run on the simulated fabric (docs/sim-kv.md)
 #   ./quickstart.sh cluster  a local etcd and three kvservers: replication, SIGKILL of the
 #                            primary under load, failover, rejoin, a whole-cluster restart,
-#                            a fourth node taking its share under load, a shard split
-#                            (docs/cluster.md)
+#                            a fourth node taking its share under load, a shard split and
+#                            merged back (docs/cluster.md)
 #   ./quickstart.sh test   builds and runs the whole test suite (what CI runs)
 # Idempotent; needs root or sudo for apt-get only when something is missing.
 set -euo pipefail
@@ -183,7 +183,9 @@ run_cluster() {
     for ((j = 0; j < 300; j++)); do
       status=$("${kv[@]}" cluster status --json 2>/dev/null || true)
       serving=$(grep -o '"state":"serving"' <<<"$status" | wc -l)
-      [[ $serving -eq $shards && $status != *'"joining":["'* ]] && return 0
+      # Every shard the map holds now (a split adds one, a merge takes one away).
+      [[ $serving -ge $shards && $serving -eq $(grep -o '"id":' <<<"$status" | wc -l) &&
+        $status != *'"joining":["'* ]] && return 0
       sleep 0.1
     done
     return 1
@@ -259,6 +261,10 @@ run_cluster() {
   "${kv[@]}" cluster rebalance || { "${kv[@]}" cluster status; log "the rebalance failed"; exit 1; }
   log "cluster split: shard 3 [key6, +inf) splits at key8; a new shard 4 takes [key8, +inf) on the same nodes"
   "${kv[@]}" cluster split --shard=3 --at=key8 || { "${kv[@]}" cluster status; log "the split failed"; exit 1; }
+  [[ $("${kv[@]}" cluster status --json) == *'"id":4,"start":"key8"'* ]] ||
+    { log "the map has no shard 4 from key8"; exit 1; }
+  log "cluster merge: shards 3 and 4 back into one (shard 4's keys written into shard 3, then one transaction)"
+  "${kv[@]}" cluster merge --shards=3,4 || { "${kv[@]}" cluster status; log "the merge failed"; exit 1; }
   wait "$LOAD_PID" || log "the load reported failures (see above)"
   LOAD_PID=
   wait_serving || { "${kv[@]}" cluster status; log "the shards did not settle within 30 s"; exit 1; }
@@ -269,8 +275,7 @@ run_cluster() {
     awk '/^unloadkv_rpc_requests_total/ { sum += $NF } END { printf "%d", sum }')
   log "n4 is primary of shards holding $n4_keys keys and answered $n4_requests RPC requests; every shard: $(total_keys) keys"
   ((n4_keys > 0)) || { log "n4 took no primary role"; exit 1; }
-  [[ $("${kv[@]}" cluster status --json) == *'"id":4,"start":"key8"'* ]] ||
-    { log "the map has no shard 4 from key8"; exit 1; }
+  [[ $("${kv[@]}" cluster status --json) != *'"id":4,'* ]] || { log "shard 4 is still in the map"; exit 1; }
   log "stopping the kvservers (SIGTERM) and etcd"
   for i in "${!NODE_PID[@]}"; do kill -TERM "${NODE_PID[$i]}"; done
   for i in "${!NODE_PID[@]}"; do wait "${NODE_PID[$i]}" 2>/dev/null || true; done
@@ -356,12 +361,13 @@ sim_phase() {
   # Every node in memory, then every node logging to a simulated disk, with power losses, full
   # disks and crashes mid-compaction among the faults, under --fsync=always (nothing
   # acknowledged lost) and interval:1000 (nothing acknowledged a second before a power loss
-  # lost; docs/durability.md); then with operators' `cluster move`s and `cluster split`s among
-  # the faults, some with a node crashed mid-way, in memory and (splits) logging
+  # lost; docs/durability.md); then with operators' `cluster move`s, `split`s and `merge`s
+  # among the faults, some with a node crashed mid-way, in memory and (splits, merges) logging
   # (docs/sim-cluster.md).
   for args in "--seeds=$SIM_SEEDS" "--durable --seeds=$SIM_DURABLE_SEEDS" \
     "--durable --fsync=interval:1000 --seeds=$SIM_INTERVAL_SEEDS" \
-    "--moves --splits --seeds=$SIM_MOVE_SEEDS" "--durable --splits --seeds=$SIM_SPLIT_SEEDS"; do
+    "--moves --splits --merges --seeds=$SIM_MOVE_SEEDS" \
+    "--durable --splits --merges --seeds=$SIM_SPLIT_SEEDS"; do
     # shellcheck disable=SC2086  # two flags in one string
     if bazel run -c opt //tests/sim:cluster_sim -- $args >"$out" 2>&1; then
       PASSED=$((PASSED + 1))
@@ -437,7 +443,7 @@ run_tests() {
   phase "ThreadSanitizer (the concurrent code)" test_phase --config=tsan --build_tests_only \
     --test_tag_filters=-process,-fuzz //transport/... //client/... //server/... //tests/kv/... \
     //tests/cluster/... //tests/security:memory_protection_test
-  phase "cluster simulation, seeds $SIM_SEEDS, durable $SIM_DURABLE_SEEDS, interval $SIM_INTERVAL_SEEDS, moves+splits $SIM_MOVE_SEEDS, durable splits $SIM_SPLIT_SEEDS (release build)" sim_phase
+  phase "cluster simulation, seeds $SIM_SEEDS, durable $SIM_DURABLE_SEEDS, interval $SIM_INTERVAL_SEEDS, moves+splits+merges $SIM_MOVE_SEEDS, durable splits+merges $SIM_SPLIT_SEEDS (release build)" sim_phase
   phase "README commands (./quickstart.sh demo, cluster)" readme_phase
   phase "libFuzzer, 15 s per decoder" fuzz_phase
   echo

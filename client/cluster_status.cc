@@ -32,6 +32,7 @@ std::string ClusterStatusTable(const cluster::ClusterView& view,
     if (!s.joining.empty()) absl::StrAppend(&backups, " (joining: ", Names(s.joining), ")");
     if (!s.handover_to.empty())
       absl::StrAppend(&backups, " (primary moving to ", s.handover_to, ")");
+    if (s.merge_with != 0) absl::StrAppend(&backups, " (merging shard ", s.merge_with, " in)");
     if (s.split_id != 0) {
       absl::StrAppend(&backups, " (splitting at ", Printable(s.split_at), " into shard ",
                       s.split_id, ")");
@@ -66,6 +67,7 @@ std::string ClusterStatusJson(const cluster::ClusterView& view,
                     ",\"joining\":", JsonNames(s.joining),
                     ",\"handover_to\":", JsonString(s.handover_to),
                     ",\"split_at\":", JsonString(s.split_at), ",\"split_id\":", s.split_id,
+                    ",\"merge_with\":", s.merge_with,
                     ",\"state\":", JsonString(cluster::ShardStateName(view.StateOf(s))), "}");
   }
   absl::StrAppend(&out, "],\"nodes\":[");

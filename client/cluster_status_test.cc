@@ -14,6 +14,7 @@ cluster::ClusterView TwoShards() {
   v.shard_list[0] = {0, "", "m\x01", 3, "n1", {"n2"}, {}, 5};
   v.shard_list[1] = {1, "m\x01", "", 0, "", {}, {"n3"}, 6};
   v.shard_list[0].handover_to = "n2";  // a planned move of its primary's role
+  v.shard_list[0].merge_with = 1;      // a merge asked
   v.shard_list[1].split_at = "t";      // a split asked
   v.shard_list[1].split_id = 2;
   v.nodes["n1"] = {"n1", "127.0.0.1:7001", "127.0.0.1:9001"};
@@ -30,23 +31,24 @@ TEST(ClusterStatusTest, TableHasOneLinePerShardWithItsState) {
   EXPECT_NE(t.find("(joining: n3)"), std::string::npos) << t;
   EXPECT_NE(t.find("(primary moving to n2)"), std::string::npos) << t;
   EXPECT_NE(t.find("(splitting at t into shard 2)"), std::string::npos) << t;
+  EXPECT_NE(t.find("(merging shard 1 in)"), std::string::npos) << t;
   EXPECT_NE(t.find("nodes: 2 live"), std::string::npos) << t;
 }
 
 TEST(ClusterStatusTest, JsonNamesEveryFieldAndEscapesKeyBytes) {
   const std::string j = ClusterStatusJson(TwoShards());
-  EXPECT_EQ(
-      j,
-      "{\"revision\":12,\"replicas\":2,\"shards\":["
-      "{\"id\":0,\"start\":\"\",\"end\":\"m\\u0001\",\"epoch\":3,\"primary\":\"n1\","
-      "\"backups\":[\"n2\"],\"joining\":[],\"handover_to\":\"n2\",\"split_at\":\"\",\"split_id\":0,"
-      "\"state\":\"serving\"},"
-      "{\"id\":1,\"start\":\"m\\u0001\",\"end\":\"\",\"epoch\":0,\"primary\":\"\","
-      "\"backups\":[],\"joining\":[\"n3\"],\"handover_to\":\"\",\"split_at\":\"t\","
-      "\"split_id\":2,\"state\":\"no-primary\"}],"
-      "\"nodes\":[{\"name\":\"n1\",\"rpc_address\":\"127.0.0.1:7001\","
-      "\"metrics_address\":\"127.0.0.1:9001\"},{\"name\":\"n2\",\"rpc_address\":"
-      "\"127.0.0.1:7002\",\"metrics_address\":\"\"}],\"transfers\":[]}");
+  EXPECT_EQ(j,
+            "{\"revision\":12,\"replicas\":2,\"shards\":["
+            "{\"id\":0,\"start\":\"\",\"end\":\"m\\u0001\",\"epoch\":3,\"primary\":\"n1\","
+            "\"backups\":[\"n2\"],\"joining\":[],\"handover_to\":\"n2\",\"split_at\":\"\",\"split_"
+            "id\":0,\"merge_with\":1,"
+            "\"state\":\"serving\"},"
+            "{\"id\":1,\"start\":\"m\\u0001\",\"end\":\"\",\"epoch\":0,\"primary\":\"\","
+            "\"backups\":[],\"joining\":[\"n3\"],\"handover_to\":\"\",\"split_at\":\"t\","
+            "\"split_id\":2,\"merge_with\":0,\"state\":\"no-primary\"}],"
+            "\"nodes\":[{\"name\":\"n1\",\"rpc_address\":\"127.0.0.1:7001\","
+            "\"metrics_address\":\"127.0.0.1:9001\"},{\"name\":\"n2\",\"rpc_address\":"
+            "\"127.0.0.1:7002\",\"metrics_address\":\"\"}],\"transfers\":[]}");
 }
 
 TEST(ClusterStatusTest, TransfersInFlightWithBytesAndEta) {

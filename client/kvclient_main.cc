@@ -16,6 +16,8 @@
 //                 (moves every role off NODE, one shard at a time)
 //   kvclient --etcd=HOST:PORT --cluster=NAME cluster split --shard=N --at=KEY
 //                 (splits shard N in two: a new shard holds the keys from KEY on)
+//   kvclient --etcd=HOST:PORT --cluster=NAME cluster merge --shards=N,M
+//                 (merges two neighbouring shards into one)
 //   kvclient --etcd=HOST:PORT --cluster=NAME cluster rebalance
 //                 (one pass of the placement policy: roles and primaries spread over the nodes)
 //   Every data command takes --etcd --cluster instead of --server: keys go to their shard's
@@ -37,12 +39,14 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/client.h"
 #include "client/cluster_admin.h"
 #include "client/cluster_status.h"
 #include "client/rebalance.h"
+#include "client/shard_merge.h"
 #include "client/shard_move.h"
 #include "client/shard_split.h"
 #include "client/transfer_progress.h"
@@ -72,7 +76,8 @@ DEFINE_uint64(seed, 1, "load: random seed");
 DEFINE_string(metrics, "", "load: serve Prometheus /metrics on HOST:PORT while running");
 DEFINE_string(etcd, "", "etcd endpoints HOST:PORT[,HOST:PORT...] of a cluster (docs/cluster.md)");
 DEFINE_string(cluster, "", "cluster name (with --etcd)");
-DEFINE_int32(shards, 1, "cluster init: number of key ranges");
+DEFINE_string(shards, "1",
+              "cluster init: number of key ranges; cluster merge: the two shards, N,M");
 DEFINE_int32(replicas, 1, "cluster init: replicas per shard (primary + backups)");
 DEFINE_string(split_keys, "",
               "cluster init: comma-separated shard boundaries (shards - 1 keys, increasing); "
@@ -83,9 +88,10 @@ DEFINE_string(to, "", "cluster move: the node that takes the role");
 DEFINE_string(from, "", "cluster move: the replica whose role moves (default: the primary)");
 DEFINE_string(at, "", "cluster split: the first key of the new shard (inside --shard's range)");
 DEFINE_string(node, "", "cluster drain: the node whose every role moves elsewhere");
-DEFINE_int32(move_timeout_s, 600,
-             "cluster move, drain, split, rebalance: seconds each move (or the split) may "
-             "take (1..86400)");
+DEFINE_int32(
+    move_timeout_s, 600,
+    "cluster move, drain, split, merge, rebalance: seconds each move (or split, merge) may "
+    "take (1..86400)");
 DEFINE_string(auth_file, "",
               "file of 'NAME ROLE SECRET' lines (kvserver's --auth_file format, mode 600); "
               "empty: $UNLOADKV_AUTH_FILE, else no authentication");
@@ -269,6 +275,14 @@ int RunRoleCommand(cluster::ClusterMap* map, const std::string& what) {
   absl::Status st;
   if (what == "rebalance") {
     st = RunRebalance(map, timeout, poll, say, progress);
+  } else if (what == "merge") {
+    MergeRequest req;
+    std::vector<std::string> ids = absl::StrSplit(FLAGS_shards, ',');
+    if (ids.size() != 2 || !absl::SimpleAtoi(ids[0], &req.a) || !absl::SimpleAtoi(ids[1], &req.b)) {
+      return Usage(absl::StrCat("cluster merge needs --shards=N,M (two shard ids); got \"",
+                                FLAGS_shards, "\""));
+    }
+    st = RunMerge(map, req, timeout, poll, say);
   } else if (what == "split") {
     SplitRequest req;
     req.shard = static_cast<uint32_t>(FLAGS_shard);
@@ -286,19 +300,20 @@ int RunRoleCommand(cluster::ClusterMap* map, const std::string& what) {
   return st.ok() ? 0 : Fail(st);
 }
 
-// kvclient cluster init|status|force-empty|move|drain|rebalance.
+// kvclient cluster init|status|force-empty|move|drain|split|merge|rebalance.
 int Cluster(const std::vector<std::string>& args) {
   static const char* const kCommands[] = {"init",  "status", "force-empty", "move",
-                                          "drain", "split",  "rebalance"};
+                                          "drain", "split",  "merge",       "rebalance"};
   if (args.size() != 1 ||
       std::find(std::begin(kCommands), std::end(kCommands), args[0]) == std::end(kCommands)) {
     return Usage(
         "usage: cluster init --shards=N --replicas=R | cluster status [--json] | cluster "
         "force-empty --shard=N | cluster move --shard=N --to=NODE [--from=NODE] | cluster drain "
-        "--node=NODE | cluster split --shard=N --at=KEY | cluster rebalance");
+        "--node=NODE | cluster split --shard=N --at=KEY | cluster merge --shards=N,M | cluster "
+        "rebalance");
   }
-  const bool role_command =
-      args[0] == "move" || args[0] == "drain" || args[0] == "rebalance" || args[0] == "split";
+  const bool role_command = args[0] == "move" || args[0] == "drain" || args[0] == "rebalance" ||
+                            args[0] == "split" || args[0] == "merge";
   if ((args[0] == "force-empty" || args[0] == "move" || args[0] == "split") && FLAGS_shard < 0) {
     return Usage(
         absl::StrCat("cluster ", args[0], " needs --shard=N (see kvclient cluster status)"));
@@ -323,15 +338,18 @@ int Cluster(const std::vector<std::string>& args) {
     }
     std::vector<std::string> splits;
     if (!FLAGS_split_keys.empty()) splits = absl::StrSplit(FLAGS_split_keys, ',');
-    absl::StatusOr<std::vector<cluster::ShardInfo>> shards =
-        cluster::InitialShards(FLAGS_shards, splits);
+    int count = 0;
+    if (!absl::SimpleAtoi(FLAGS_shards, &count)) {
+      return Usage(absl::StrCat("--shards must be a number; got \"", FLAGS_shards, "\""));
+    }
+    absl::StatusOr<std::vector<cluster::ShardInfo>> shards = cluster::InitialShards(count, splits);
     if (!shards.ok()) return Usage(std::string(shards.status().message()));
     absl::StatusOr<int64_t> rev = (*map)->Create(FLAGS_replicas, *shards);
     if (!rev.ok()) return Fail(rev.status());
     std::printf(
         "cluster %s created: %d shards, %d replicas each (revision %lld); kvservers "
         "started with --etcd=%s --cluster=%s join it\n",
-        FLAGS_cluster.c_str(), FLAGS_shards, FLAGS_replicas, (long long)*rev, FLAGS_etcd.c_str(),
+        FLAGS_cluster.c_str(), count, FLAGS_replicas, (long long)*rev, FLAGS_etcd.c_str(),
         FLAGS_cluster.c_str());
     return 0;
   }
@@ -482,7 +500,7 @@ int main(int argc, char** argv) {
       "kvclient [flags] get KEY | put KEY VALUE | del KEY | scan [START [END]] | stats | load | "
       "cluster init | cluster status | cluster force-empty --shard=N | cluster move --shard=N "
       "--to=NODE [--from=NODE] | cluster drain --node=NODE | cluster split --shard=N --at=KEY | "
-      "cluster rebalance");
+      "cluster merge --shards=N,M | cluster rebalance");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   unloadkv::SetMinLogLevel(unloadkv::LogLevel::kError);
   return unloadkv::Main(argc, argv);

@@ -398,6 +398,7 @@ bool ClusterNode::TakeOver(const cluster::ClusterView& view, const cluster::Shar
   next.handover_to.clear();  // a hand-over asked of the previous primary ends with it
   next.split_at.clear();     // and so does a split (its copies are left to RemoveOrphans)
   next.split_id = 0;
+  next.merge_with = 0;  // and a merge (what it copied is purged: outside the range)
   next.backups.clear();
   next.joining.clear();
   // Every other live replica rejoins by state transfer from the new primary.
@@ -566,6 +567,7 @@ void ClusterNode::ServePrimary(const cluster::ClusterView& view, const cluster::
   }
   if (Split(view, s, local)) return;
   AttachJoining(view, s, local, linked);
+  if (Merge(view, s, local)) return;  // the keys it copies in are outside its range until done
   // What a split left behind (keys now another shard's), a bounded batch a round.
   local->PurgeOutsideRange(kPurgeBatch);
 }

@@ -157,6 +157,20 @@ class ClusterNode {
   // True while it waits (the primary does nothing else with the shard this round).
   bool LinkSplitBackups(const cluster::ClusterView& view, const cluster::ShardInfo& s,
                         const std::shared_ptr<ShardReplica>& local);
+  // ---- merges (cluster_merge.cc; docs/cluster.md, "Merges") ----
+  // A merge asked by the map (ShardInfo::merge_with) of shard `s` (served by `local`) with the
+  // shard starting at its end, both primary here: holds the other's writes, waits for those in
+  // flight, writes its keys into `s` (replicated, a window at a time), then extends `s` over
+  // its range and deletes its record in one transaction. True while one is under way.
+  bool Merge(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+             const std::shared_ptr<ShardReplica>& local);
+  struct PendingMerge;
+  // Merge's copy: submits the right shard's next keys into `local` while the window allows.
+  // True once every key was copied and committed; false while not, or when it gave up.
+  bool CopyForMerge(const cluster::ShardInfo& s, const std::shared_ptr<ShardReplica>& local,
+                    const std::shared_ptr<ShardReplica>& right, PendingMerge* pending);
+  // Clears the merge asked of `s` in the map, saying why; the other shard takes writes again.
+  void GiveUpMerge(const cluster::ShardInfo& s, const std::string& why);
   // Replicas of shards the map does not hold, and that no split under way will create: the
   // leftovers of a split given up. Removed once they stayed so for two lease TTLs.
   void RemoveOrphans(const cluster::ClusterView& view);
@@ -247,6 +261,17 @@ class ClusterNode {
   // Control thread only: shards split off on this node whose backups are being linked again,
   // and until when they wait for them.
   std::map<uint32_t, absl::Time> born_;
+  // Control thread only: the merges this node makes as primary, by the shard that grows.
+  struct MergeCopy;  // the copy's writes in flight, from the threads that commit them
+  struct PendingMerge {
+    uint32_t right = 0;
+    std::shared_ptr<ShardReplica> from;   // the right shard's replica here (writes held)
+    bool drained = false;                 // its writes in flight committed; `keys` taken
+    std::vector<KvStore::Mutation> keys;  // its state, copied from `next` on
+    size_t next = 0;
+    std::shared_ptr<MergeCopy> copy;
+  };
+  std::map<uint32_t, PendingMerge> merges_;
   // Control thread only: since when a local replica's shard has been missing from the map.
   std::map<uint32_t, absl::Time> orphan_since_;
 };

@@ -41,6 +41,11 @@ class CuttableClusterMap : public cluster::ClusterMap {
     if (absl::Status st = Check(); !st.ok()) return st;
     return inner_->SplitShard(left, right, read);
   }
+  absl::StatusOr<int64_t> MergeShards(const cluster::ShardInfo& merged, uint32_t right_id,
+                                      const cluster::ClusterView& read) override {
+    if (absl::Status st = Check(); !st.ok()) return st;
+    return inner_->MergeShards(merged, right_id, read);
+  }
   absl::StatusOr<cluster::LeaseId> GrantLease(absl::Duration ttl) override {
     if (absl::Status st = Check(); !st.ok()) return st;
     return inner_->GrantLease(ttl);

@@ -151,6 +151,21 @@ absl::StatusOr<KvStore::Mutation> KvStore::PrepareMerge(uint64_t client, absl::s
   return m;
 }
 
+absl::StatusOr<KvStore::Mutation> KvStore::PrepareCopy(absl::string_view key,
+                                                      absl::string_view value, uint64_t version) {
+  if (absl::Status st = proto::CheckKey(key); !st.ok()) return st;
+  if (absl::Status st = proto::CheckValueSize(value.size()); !st.ok()) return st;
+  MutexLock l(&mu_);
+  absl::StatusOr<Slot> slot = slabs_.Allocate(static_cast<uint32_t>(value.size()));
+  if (!slot.ok()) return slot.status();
+  std::memcpy(arena_ + slot->offset, value.data(), value.size());
+  version_ = std::max(version_, version);
+  Mutation m{Mutation::Op::kPut, std::string(key), *slot, static_cast<uint32_t>(value.size()),
+             ++version_};
+  AddPendingLocked(m);
+  return m;
+}
+
 absl::StatusOr<KvStore::Mutation> KvStore::PrepareDelete(absl::string_view key) {
   if (absl::Status st = proto::CheckKey(key); !st.ok()) return st;
   MutexLock l(&mu_);

@@ -113,6 +113,13 @@ class KvStore {
   // value is not a field record; ResourceExhausted when the arena has no slot for the result.
   absl::StatusOr<Mutation> PrepareMerge(uint64_t client, absl::string_view key, uint64_t grant_id,
                                         uint32_t update_size);
+  // A PUT of `value` under `key` decided by the server itself (a merge copying another
+  // shard's keys in): the value goes into a slot this store allocates, at a version above
+  // `version` (the key's in the shard it comes from), so that a key's versions only grow.
+  // Errors: InvalidArgument for a bad key or size; ResourceExhausted when the arena has no
+  // slot for it.
+  absl::StatusOr<Mutation> PrepareCopy(absl::string_view key, absl::string_view value,
+                                       uint64_t version);
   // Makes a prepared mutation visible (a PUT's old slot, or a deleted key's slot, is freed).
   // Prepared mutations must be committed in version order. Returns false for a DELETE that
   // found no key (it changed nothing: its answer is NotFound), true otherwise.

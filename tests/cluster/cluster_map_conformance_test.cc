@@ -245,6 +245,27 @@ TEST_P(ClusterMapConformanceTest, ASplitReplacesOneShardByTwoAtOnceOrNotAtAll) {
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(MustRead().shards, 3);
   EXPECT_EQ(MustRead().ShardById(3), nullptr);
+
+  // And merged back: one shard over both ranges, the other's record gone, at once.
+  ClusterView split = MustRead();
+  ShardInfo merged = *split.ShardById(1);
+  merged.end = "";
+  merged.epoch = 2;
+  ShardInfo short_of = merged;
+  short_of.end = "\xa0";
+  EXPECT_EQ(map_->MergeShards(short_of, 2, split).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(map_->MergeShards(merged, 0, split).status().code(),
+            absl::StatusCode::kInvalidArgument);  // shard 0 does not start where 1 ends
+  rev = map_->MergeShards(merged, 2, split);
+  ASSERT_TRUE(rev.ok()) << rev.status();
+  ClusterView joined = MustRead();
+  EXPECT_EQ(joined.shards, 2);
+  EXPECT_EQ(joined.ShardById(2), nullptr);
+  EXPECT_EQ(joined.ShardById(1)->end, "");
+  EXPECT_EQ(joined.ShardFor("\x95")->id, 1u);
+  EXPECT_EQ(map_->MergeShards(merged, 2, split).status().code(),
+            absl::StatusCode::kFailedPrecondition);  // again from the old view: both changed
 }
 
 TEST_P(ClusterMapConformanceTest, OfManyConcurrentWritersFromOneReadExactlyOneWins) {

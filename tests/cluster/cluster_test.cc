@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "client/client.h"
 #include "client/rebalance.h"
+#include "client/shard_merge.h"
 #include "client/shard_move.h"
 #include "client/shard_split.h"
 #include "gtest/gtest.h"
@@ -844,6 +845,73 @@ TEST_F(ClusterTest, ADurableSplitComesBackFromItsLogsAfterEveryNodeStopped) {
     EXPECT_EQ(KeysIn(*nodes_.at(n)->server, 0, "w", ""), 0u) << n;
     EXPECT_EQ(KeysIn(*nodes_.at(n)->server, 1, "w", ""), 299u) << n;
   }
+}
+
+// kvclient cluster merge: two neighbouring shards with different primaries merge while a client
+// writes keys of both. The right shard's primary role moves to the left one's primary first
+// (a hand-over), then its keys are written into the left shard and one transaction deletes it.
+// No write is lost; every replica of the merged shard holds every key; every node drops its
+// replica of the shard that is gone.
+TEST_F(ClusterTest, AMergeJoinsTwoNeighboursWhileWritesGoOn) {
+  Init(2, 3, {"w250"});
+  for (const char* n : {"a", "b", "c"}) ASSERT_NE(StartNode(n), nullptr);
+  ASSERT_TRUE(WaitServing());
+  std::unique_ptr<Client> c = Connect();
+  ASSERT_NE(c, nullptr);
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(c->Put(absl::StrCat("p", i), "low").ok());
+    ASSERT_TRUE(c->Put(absl::StrCat("x", i), "high").ok());
+  }
+  // Different primaries, so that the merge has to move one.
+  if (View().ShardById(1)->primary == View().ShardById(0)->primary) {
+    const std::string to = View().ShardById(1)->backups.at(0);
+    ASSERT_TRUE(Move(admin_.get(), {1, to, ""}).ok());
+  }
+  ASSERT_NE(View().ShardById(1)->primary, View().ShardById(0)->primary);
+  Writer writer(c.get());  // keys w0..w499: in both shards
+  WaitForWrites(writer, 50);
+  MergeRequest req;
+  req.a = 1;
+  req.b = 0;
+  const absl::Status merged =
+      RunMerge(admin_.get(), req, absl::Seconds(60), absl::Milliseconds(20),
+               [](const std::string& line) { std::fprintf(stderr, "merge: %s\n", line.c_str()); });
+  ASSERT_TRUE(merged.ok()) << merged;
+  ClusterView v = View();
+  ASSERT_EQ(v.shard_list.size(), 1u);
+  EXPECT_EQ(v.shards, 1);
+  EXPECT_EQ(v.shard_list[0].id, 0u);
+  EXPECT_EQ(v.shard_list[0].end, "");
+  WaitForWrites(writer, 50);
+  std::vector<std::string> failed;
+  const std::map<std::string, std::string> acked = writer.Stop(&failed);
+  // The write in flight may end unknown twice: at the hand-over, and when the node drops the
+  // merged shard's replica (it closes the client connections that hold grants into it, as a
+  // node that stops being a shard's primary does: GrantWindows::RevokeShard).
+  EXPECT_LE(failed.size(), 2u);
+  for (const std::string& f : failed) EXPECT_TRUE(absl::StrContains(f, "outcome unknown")) << f;
+  ASSERT_TRUE(WaitServing());
+  for (const char* n : {"a", "b", "c"}) {
+    for (const auto& [key, value] : acked) ASSERT_EQ(Held(n, 0, key), value) << n << " " << key;
+    for (int i = 0; i < 1000; i += 37) {
+      EXPECT_EQ(Held(n, 0, absl::StrCat("p", i)), "low") << n;
+      EXPECT_EQ(Held(n, 0, absl::StrCat("x", i)), "high") << n;
+    }
+  }
+  // The shard that is gone leaves no replica behind (its backups drop theirs as orphans).
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  auto replicas_of_1 = [&] {
+    int n = 0;
+    for (const char* node : {"a", "b", "c"}) {
+      n += nodes_.at(node)->server->shards().Get(1) != nullptr ? 1 : 0;
+    }
+    return n;
+  };
+  while (replicas_of_1() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(replicas_of_1(), 0);
+  for (const auto& [key, value] : acked) ASSERT_EQ(*c->Get(key), value) << key;
+  ASSERT_TRUE(c->Put("x5", "after").ok());
+  EXPECT_EQ(*c->Get("x5"), "after");
 }
 
 }  // namespace

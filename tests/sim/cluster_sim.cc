@@ -40,6 +40,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "client/shard_merge.h"
 #include "client/shard_move.h"
 #include "client/shard_split.h"
 #include "gflags/gflags.h"
@@ -76,6 +77,10 @@ DEFINE_bool(splits, false,
             "the faults include an operator's `cluster split` of a shard at one of the "
             "workload's keys (client/shard_split.h), a third of them with the primary or a "
             "backup crashed mid-split");
+DEFINE_bool(merges, false,
+            "the faults include an operator's `cluster merge` of two neighbouring shards "
+            "(client/shard_merge.h; a move of the right one's primary role first when needed), a "
+            "third of them with their primary crashed mid-merge");
 DEFINE_bool(buggify, true,
             "switch on the code's fault points (transport/base/buggify.h), drawn from the seed");
 
@@ -311,16 +316,20 @@ class SimRun {
       // --moves, then --splits, drawn after the kinds above (which keep their seeds' draws).
       kMove = kDurableKinds,
       kSplit,
+      kMerge,
     };
     static const char* const kNames[] = {
         "crash",    "pause",       "cut_cluster", "cut_map",   "partition",        "slow_cpu",
         "slow_net", "rogue_write", "power_loss",  "disk_full", "compaction_crash", "move",
-        "split"};
+        "split",    "merge"};
     const int base = FLAGS_durable ? kDurableKinds : kKinds;
-    const int kinds = base + (FLAGS_moves ? 1 : 0) + (FLAGS_splits ? 1 : 0);
+    std::vector<Kind> extra;  // in this order, so that each flag keeps the draws it had
+    if (FLAGS_moves) extra.push_back(kMove);
+    if (FLAGS_splits) extra.push_back(kSplit);
+    if (FLAGS_merges) extra.push_back(kMerge);
+    const int kinds = base + static_cast<int>(extra.size());
     const int drawn = static_cast<int>(rng_() % static_cast<uint64_t>(kinds));
-    Kind kind = static_cast<Kind>(drawn);
-    if (drawn >= base) kind = FLAGS_moves && drawn == base ? kMove : kSplit;
+    Kind kind = drawn < base ? static_cast<Kind>(drawn) : extra[drawn - base];
     const int victim = static_cast<int>(rng_() % static_cast<uint64_t>(w_->nodes()));
     std::uniform_int_distribution<int64_t> length(300'000'000, 6 * kSecond);
     const int64_t hold = length(rng_);
@@ -359,6 +368,8 @@ class SimRun {
       return MoveRole(hold);
     } else if (kind == kSplit) {
       return SplitShard(hold);
+    } else if (kind == kMerge) {
+      return MergeShards(hold);
     }
     Note(absl::StrFormat("fault %s %s for %.3f s", kNames[kind], who, hold / 1e9));
     // A third of the faults come with a slow CPU or a slow network on another node (or the
@@ -434,6 +445,7 @@ class SimRun {
       case kCompactionCrash:
       case kMove:
       case kSplit:
+      case kMerge:
         break;
     }
     Note(absl::StrFormat("healed %s %s", kNames[kind], who));
@@ -595,6 +607,44 @@ class SimRun {
     }
   }
 
+  // What a step of an operator's command said, and whether it is done.
+  struct Said {
+    bool done = false;
+    std::string said;
+  };
+  // Steps an operator's command (`step`) every 50 ms until done, refused or 20 s passed, and
+  // crashes node `crash` (-1: none) at `crash_at` if not done by then (*crashed). Counts the
+  // outcome as faults "<what>_done", "_refused", "_timed_out", "_crash". True when done.
+  bool StepCommand(const std::string& what, int crash, int64_t crash_at, bool* crashed,
+                   const std::function<absl::StatusOr<Said>()>& step) {
+    const int64_t until = w_->now_ns() + 20 * kSecond;
+    while (true) {
+      if (crash >= 0 && !*crashed && w_->now_ns() >= crash_at) {
+        w_->Crash(crash);
+        *crashed = true;
+        ++out_.faults[what + "_crash"];
+        Note(absl::StrCat(w_->node_name(crash), " crashed mid-", what));
+      }
+      absl::StatusOr<Said> st = step();
+      if (st.ok() && st->done) {
+        ++out_.faults[what + "_done"];
+        Note(absl::StrCat(what, " done: ", st->said));
+        return true;
+      }
+      if (!st.ok() && st.status().code() != absl::StatusCode::kUnavailable) {
+        ++out_.faults[what + "_refused"];
+        Note(absl::StrCat(what, " refused: ", st.status().message()));
+        return false;
+      }
+      if (w_->now_ns() >= until) {
+        ++out_.faults[what + "_timed_out"];
+        Note(absl::StrCat(what, " timed out"));
+        return false;
+      }
+      w_->SleepUntil(w_->now_ns() + 50'000'000);
+    }
+  }
+
   // An operator's `cluster split` (client/shard_split.h) of a shard at one of the workload's
   // keys inside its range, a step every 50 ms for at most 20 s; a third of them with the
   // shard's primary or one of its backups crashed within 100 ms (restarted `hold` later). A
@@ -628,35 +678,49 @@ class SimRun {
                          crash < 0 ? ""
                                    : absl::StrCat(", ", w_->node_name(crash), " to crash at +",
                                                   crash_ms, " ms if it is not done")));
-    const int64_t until = w_->now_ns() + 20 * kSecond;
-    bool crashed = false, done = false;
-    while (true) {
-      if (crash >= 0 && !crashed && w_->now_ns() >= crash_at) {
-        w_->Crash(crash);
-        crashed = true;
-        ++out_.faults["split_crash"];
-        Note(absl::StrCat(w_->node_name(crash), " crashed mid-split"));
-      }
+    bool crashed = false;
+    const bool done = StepCommand("split", crash, crash_at, &crashed, [&] {
       absl::StatusOr<SplitStep> st = StepSplit(admin_.get(), &req);
-      if (st.ok() && st->done) {
-        ++out_.faults["split_done"];
-        Note(absl::StrCat("split done: ", st->said));
-        done = true;
-        break;
-      }
-      if (!st.ok() && st.status().code() != absl::StatusCode::kUnavailable) {
-        ++out_.faults["split_refused"];
-        Note(absl::StrCat("split refused: ", st.status().message()));
-        break;
-      }
-      if (w_->now_ns() >= until) {
-        ++out_.faults["split_timed_out"];
-        Note("split timed out");
-        break;
-      }
-      w_->SleepUntil(w_->now_ns() + 50'000'000);
-    }
+      return st.ok() ? absl::StatusOr<Said>(Said{st->done, st->said}) : st.status();
+    });
     if (!done) Undo([&] { return UndoSplit(admin_.get(), req); });
+    if (crashed) RestartAfter(crash, hold);
+  }
+
+  // An operator's `cluster merge` (client/shard_merge.h) of a shard and the one after it, a
+  // step every 50 ms for at most 20 s; a third of them with the left shard's primary crashed
+  // within 300 ms (restarted `hold` later). A merge left unfinished is called off.
+  void MergeShards(int64_t hold) {
+    absl::StatusOr<cluster::ClusterView> v = w_->View();
+    if (!v.ok() || v->shard_list.size() < 2) {
+      Note("one shard: merge skipped");
+      --out_.faults["merge"];
+      ++out_.faults["merge_skipped"];
+      return;
+    }
+    const size_t i = rng_() % (v->shard_list.size() - 1);  // shard_list is in key order
+    MergeRequest req;
+    req.a = v->shard_list[i].id;
+    req.b = v->shard_list[i + 1].id;
+    int crash = -1;
+    if (rng_() % 3 == 0 && !v->shard_list[i].primary.empty()) {
+      crash = NodeIndex(v->shard_list[i].primary);
+    }
+    const int64_t crash_ms = static_cast<int64_t>(rng_() % 300);
+    const int64_t crash_at = w_->now_ns() + crash_ms * 1'000'000;
+    Note(absl::StrFormat("fault merge shards %d and %d%s", req.a, req.b,
+                         crash < 0 ? ""
+                                   : absl::StrCat(", ", w_->node_name(crash), " to crash at +",
+                                                  crash_ms, " ms if it is not done")));
+    bool crashed = false;
+    const bool done = StepCommand("merge", crash, crash_at, &crashed, [&] {
+      absl::StatusOr<MergeStep> st = StepMerge(admin_.get(), &req);
+      return st.ok() ? absl::StatusOr<Said>(Said{st->done, st->said}) : st.status();
+    });
+    if (!done) Undo([&] { return UndoMerge(admin_.get(), req); });
+    if (!done && req.moving && req.move.resolved) {
+      Undo([&] { return UndoMove(admin_.get(), req.move); });
+    }
     if (crashed) RestartAfter(crash, hold);
   }
 

@@ -69,6 +69,14 @@ class ClusterMap {
   virtual absl::StatusOr<int64_t> SplitShard(const ShardInfo& left, const ShardInfo& right,
                                              const ClusterView& read) = 0;
 
+  // A merge, atomically: writes `merged` (shard merged.id, its range now also the one of shard
+  // `right_id`), deletes shard right_id's record and counts one shard less in the config, if
+  // and only if both records and the config are still as in `read`. FAILED_PRECONDITION when
+  // a comparison fails; INVALID_ARGUMENT when the ranges do not fit (CheckMerge). Returns the
+  // new revision.
+  virtual absl::StatusOr<int64_t> MergeShards(const ShardInfo& merged, uint32_t right_id,
+                                              const ClusterView& read) = 0;
+
   // Leases: a lease lives `ttl` (whole seconds, at least 1) after it was granted or last kept
   // alive; then every key under it is deleted.
   virtual absl::StatusOr<LeaseId> GrantLease(absl::Duration ttl) = 0;

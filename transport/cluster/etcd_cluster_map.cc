@@ -104,19 +104,23 @@ absl::StatusOr<int64_t> EtcdClusterMap::UpdateShard(const ShardInfo& shard,
   return resp.header().revision();
 }
 
+namespace {
+// A comparison of `key`'s mod revision with `revision` (the key unchanged since then).
+void CompareMod(etcd::TxnRequest* txn, std::string key, int64_t revision) {
+  etcd::Compare* c = txn->add_compare();
+  c->set_key(std::move(key));
+  c->set_target(etcd::Compare::MOD);
+  c->set_result(etcd::Compare::EQUAL);
+  c->set_mod_revision(revision);
+}
+}  // namespace
+
 absl::StatusOr<int64_t> EtcdClusterMap::SplitShard(const ShardInfo& left, const ShardInfo& right,
                                                    const ClusterView& read) {
   if (absl::Status s = CheckSplit(read, left, right); !s.ok()) return s;
   etcd::TxnRequest txn;
-  auto compare_mod = [&txn](std::string key, int64_t revision) {
-    etcd::Compare* c = txn.add_compare();
-    c->set_key(std::move(key));
-    c->set_target(etcd::Compare::MOD);
-    c->set_result(etcd::Compare::EQUAL);
-    c->set_mod_revision(revision);
-  };
-  compare_mod(ShardKey(cluster_, left.id), left.mod_revision);
-  compare_mod(ConfigKey(cluster_), read.config_revision);
+  CompareMod(&txn, ShardKey(cluster_, left.id), left.mod_revision);
+  CompareMod(&txn, ConfigKey(cluster_), read.config_revision);
   etcd::Compare* absent = txn.add_compare();
   absent->set_key(ShardKey(cluster_, right.id));
   absent->set_target(etcd::Compare::CREATE);
@@ -136,6 +140,30 @@ absl::StatusOr<int64_t> EtcdClusterMap::SplitShard(const ShardInfo& left, const 
     return absl::FailedPreconditionError(
         absl::StrCat("shard ", left.id, " or the config changed since revision ", left.mod_revision,
                      ", or shard ", right.id, " exists; re-read the map"));
+  }
+  return resp.header().revision();
+}
+
+absl::StatusOr<int64_t> EtcdClusterMap::MergeShards(const ShardInfo& merged, uint32_t right_id,
+                                                    const ClusterView& read) {
+  if (absl::Status s = CheckMerge(read, merged, right_id); !s.ok()) return s;
+  etcd::TxnRequest txn;
+  CompareMod(&txn, ShardKey(cluster_, merged.id), read.ShardById(merged.id)->mod_revision);
+  CompareMod(&txn, ShardKey(cluster_, right_id), read.ShardById(right_id)->mod_revision);
+  CompareMod(&txn, ConfigKey(cluster_), read.config_revision);
+  etcd::PutRequest* p = txn.add_success()->mutable_request_put();
+  p->set_key(ShardKey(cluster_, merged.id));
+  p->set_value(EncodeShard(merged));
+  txn.add_success()->mutable_request_delete_range()->set_key(ShardKey(cluster_, right_id));
+  etcd::PutRequest* c = txn.add_success()->mutable_request_put();
+  c->set_key(ConfigKey(cluster_));
+  c->set_value(EncodeConfig(read.shards - 1, read.replicas));
+  etcd::TxnResponse resp;
+  if (absl::Status s = gateway_->Call("/v3/kv/txn", txn, &resp); !s.ok()) return Annotate(s);
+  if (!resp.succeeded()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shard ", merged.id, ", shard ", right_id,
+                     " or the config changed since they were read; re-read the map"));
   }
   return resp.header().revision();
 }

@@ -31,6 +31,8 @@ class EtcdClusterMap : public ClusterMap {
   absl::StatusOr<int64_t> Create(int replicas, const std::vector<ShardInfo>& shards) override;
   absl::StatusOr<int64_t> SplitShard(const ShardInfo& left, const ShardInfo& right,
                                      const ClusterView& read) override;
+  absl::StatusOr<int64_t> MergeShards(const ShardInfo& merged, uint32_t right_id,
+                                      const ClusterView& read) override;
   absl::StatusOr<int64_t> UpdateShard(const ShardInfo& shard,
                                       const std::vector<std::string>& absent_nodes) override;
   absl::StatusOr<LeaseId> GrantLease(absl::Duration ttl) override;

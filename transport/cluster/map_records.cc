@@ -100,6 +100,7 @@ std::string EncodeShard(const ShardInfo& shard) {
   r.set_handover_to(shard.handover_to);
   r.set_split_at(shard.split_at);
   r.set_split_id(shard.split_id);
+  r.set_merge_with(shard.merge_with);
   return ToJson(r);
 }
 
@@ -122,6 +123,22 @@ absl::Status CheckSplit(const ClusterView& read, const ShardInfo& left, const Sh
     return absl::InvalidArgumentError(absl::StrCat("shards ", left.id, " and ", right.id,
                                                    " do not split shard ", left.id,
                                                    "'s range in two at a key inside it"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckMerge(const ClusterView& read, const ShardInfo& merged, uint32_t right_id) {
+  const ShardInfo* left = read.ShardById(merged.id);
+  const ShardInfo* right = read.ShardById(right_id);
+  if (left == nullptr || right == nullptr || right_id == merged.id) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shards ", merged.id, " and ", right_id, " are not two shards of the map"));
+  }
+  if (left->end.empty() || left->end != right->start || merged.start != left->start ||
+      merged.end != right->end) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard ", right_id, " does not start where shard ", merged.id,
+                     " ends, or the merged range is not both of theirs"));
   }
   return absl::OkStatus();
 }
@@ -171,6 +188,7 @@ absl::StatusOr<ClusterView> AssembleView(absl::string_view cluster, int64_t revi
       s.handover_to = r.handover_to();
       s.split_at = r.split_at();
       s.split_id = r.split_id();
+      s.merge_with = r.merge_with();
       s.mod_revision = k.mod_revision;
       if (k.key != ShardKey(cluster, s.id)) {
         return absl::DataLossError(

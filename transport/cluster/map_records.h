@@ -33,6 +33,11 @@ std::string EncodeShard(const ShardInfo& shard);
 // saying why not.
 absl::Status CheckSplit(const ClusterView& read, const ShardInfo& left, const ShardInfo& right);
 
+// Whether `merged` (shard merged.id's record after a merge) covers exactly the ranges of
+// shards merged.id and `right_id` in `read`, the second starting where the first ends.
+// INVALID_ARGUMENT saying why not.
+absl::Status CheckMerge(const ClusterView& read, const ShardInfo& merged, uint32_t right_id);
+
 // One stored key as read from the store.
 struct StoredKey {
   std::string key;

@@ -183,6 +183,35 @@ absl::StatusOr<int64_t> MemoryClusterMap::SplitShard(const ShardInfo& left, cons
   });
 }
 
+absl::StatusOr<int64_t> MemoryClusterMap::MergeShards(const ShardInfo& merged,
+                                                      uint32_t right_id,
+                                                      const ClusterView& read) {
+  if (absl::Status s = CheckReachable(); !s.ok()) return s;
+  if (absl::Status s = CheckMerge(read, merged, right_id); !s.ok()) return s;
+  MemoryCoordinator& c = *coordinator_;
+  return Transact([&](MemoryCoordinator::Notices* notices) -> absl::StatusOr<int64_t> {
+    auto mod = [&c](const std::string& key) -> int64_t {
+      auto it = c.keys_.find(key);
+      return it == c.keys_.end() ? 0 : it->second.mod_revision;
+    };
+    const std::string left_key = ShardKey(cluster_, merged.id);
+    const std::string right_key = ShardKey(cluster_, right_id);
+    const std::string config_key = ConfigKey(cluster_);
+    if (mod(left_key) != read.ShardById(merged.id)->mod_revision ||
+        mod(right_key) != read.ShardById(right_id)->mod_revision ||
+        mod(config_key) != read.config_revision) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("shard ", merged.id, ", shard ", right_id,
+                       " or the config changed since they were read; re-read the map"));
+    }
+    ++c.revision_;
+    c.PutLocked(left_key, EncodeShard(merged), 0, notices);
+    c.DeleteLocked(right_key, notices);
+    c.PutLocked(config_key, EncodeConfig(read.shards - 1, read.replicas), 0, notices);
+    return c.revision_;
+  });
+}
+
 absl::StatusOr<LeaseId> MemoryClusterMap::GrantLease(absl::Duration ttl) {
   if (absl::Status s = CheckReachable(); !s.ok()) return s;
   if (ttl < absl::Seconds(1)) {

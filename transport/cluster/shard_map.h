@@ -37,6 +37,8 @@ struct ShardInfo {
   // A planned split at this key into a new shard of id split_id (ShardRecord.split_at; 0: none).
   std::string split_at;
   uint32_t split_id = 0;
+  // A planned merge with the shard starting at this one's end (ShardRecord.merge_with; 0: none).
+  uint32_t merge_with = 0;
 
   bool Contains(absl::string_view key) const { return key >= start && (end.empty() || key < end); }
   // Primary first, then backups.
