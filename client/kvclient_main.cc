@@ -45,10 +45,6 @@
 #include "client/client.h"
 #include "client/cluster_admin.h"
 #include "client/cluster_status.h"
-#include "client/rebalance.h"
-#include "client/shard_merge.h"
-#include "client/shard_move.h"
-#include "client/shard_split.h"
 #include "client/transfer_progress.h"
 #include "gflags/gflags.h"
 #include "proto/limits.h"
@@ -59,6 +55,10 @@
 #include "transport/cluster/etcd_cluster_map.h"
 #include "transport/engine/prometheus_metrics.h"
 #include "transport/http/metrics_endpoint.h"
+#include "transport/placement/rebalance.h"
+#include "transport/placement/shard_merge.h"
+#include "transport/placement/shard_move.h"
+#include "transport/placement/shard_split.h"
 
 DEFINE_string(server, "127.0.0.1:7070", "kvserver address (its --listen)");
 DEFINE_string(transport, "soft", "RNIC backend: soft or verbs (must match the server)");

@@ -34,14 +34,14 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
-#include "client/rebalance.h"
-#include "client/shard_move.h"
 #include "gflags/gflags.h"
 #include "tests/kv/process_harness.h"
 #include "tests/support/etcd_process.h"
 #include "tests/support/test_auth.h"
 #include "transport/base/logging.h"
 #include "transport/cluster/etcd_cluster_map.h"
+#include "transport/placement/rebalance.h"
+#include "transport/placement/shard_move.h"
 
 DEFINE_uint64(shard_mib, 256, "moves: MiB of live values in the moved shard (1..4096)");
 DEFINE_uint64(cluster_mib, 1024, "scale-out: MiB of live values in the cluster (0 skips; ..8192)");

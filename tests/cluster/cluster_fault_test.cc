@@ -31,7 +31,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
-#include "client/shard_move.h"
 #include "gtest/gtest.h"
 #include "tests/kv/linearizability.h"
 #include "tests/kv/process_harness.h"
@@ -40,6 +39,7 @@
 #include "tests/support/test_auth.h"
 #include "transport/base/logging.h"
 #include "transport/cluster/etcd_cluster_map.h"
+#include "transport/placement/shard_move.h"
 #include "transport/storage/posix_disk.h"
 
 namespace unloadkv {

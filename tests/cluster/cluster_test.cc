@@ -16,10 +16,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
-#include "client/rebalance.h"
-#include "client/shard_merge.h"
-#include "client/shard_move.h"
-#include "client/shard_split.h"
 #include "gtest/gtest.h"
 #include "prometheus/metric_family.h"
 #include "server/kv_server.h"
@@ -27,6 +23,10 @@
 #include "transport/base/logging.h"
 #include "transport/base/mutex.h"
 #include "transport/cluster/memory_cluster_map.h"
+#include "transport/placement/rebalance.h"
+#include "transport/placement/shard_merge.h"
+#include "transport/placement/shard_move.h"
+#include "transport/placement/shard_split.h"
 #include "transport/storage/posix_disk.h"
 
 namespace unloadkv {

@@ -40,15 +40,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "client/shard_merge.h"
-#include "client/shard_move.h"
-#include "client/shard_split.h"
 #include "gflags/gflags.h"
 #include "server/log_writer.h"
 #include "tests/kv/linearizability.h"
 #include "tests/sim/cluster_world.h"
 #include "transport/base/buggify.h"
 #include "transport/base/logging.h"
+#include "transport/placement/shard_merge.h"
+#include "transport/placement/shard_move.h"
+#include "transport/placement/shard_split.h"
 
 DEFINE_uint64(seed, 1, "the run's seed (everything follows from it)");
 DEFINE_string(seeds, "",
@@ -71,15 +71,18 @@ DEFINE_string(
     "loss: runs with one fail, as they should)");
 DEFINE_bool(moves, false,
             "the faults include an operator's `cluster move` of a shard's primary or backup role "
-            "to a node outside its group (client/shard_move.h), a third of them with the source "
+            "to a node outside its group (transport/placement/shard_move.h), a third of them with "
+            "the source "
             "or the destination crashed mid-move");
-DEFINE_bool(splits, false,
-            "the faults include an operator's `cluster split` of a shard at one of the "
-            "workload's keys (client/shard_split.h), a third of them with the primary or a "
-            "backup crashed mid-split");
+DEFINE_bool(
+    splits, false,
+    "the faults include an operator's `cluster split` of a shard at one of the "
+    "workload's keys (transport/placement/shard_split.h), a third of them with the primary or a "
+    "backup crashed mid-split");
 DEFINE_bool(merges, false,
             "the faults include an operator's `cluster merge` of two neighbouring shards "
-            "(client/shard_merge.h; a move of the right one's primary role first when needed), a "
+            "(transport/placement/shard_merge.h; a move of the right one's primary role first when "
+            "needed), a "
             "third of them with their primary crashed mid-merge");
 DEFINE_bool(buggify, true,
             "switch on the code's fault points (transport/base/buggify.h), drawn from the seed");
@@ -510,8 +513,8 @@ class SimRun {
     }
   }
 
-  // An operator's `cluster move` (client/shard_move.h): a shard's primary or backup role to a
-  // node outside its group, a step every 50 ms for at most 20 s; a third of them with the
+  // An operator's `cluster move` (transport/placement/shard_move.h): a shard's primary or backup
+  // role to a node outside its group, a step every 50 ms for at most 20 s; a third of them with the
   // source or the destination crashed mid-move (restarted `hold` later). What an unfinished
   // move left is undone (UndoMove), as `kvclient cluster move` does.
   void MoveRole(int64_t hold) {
@@ -645,8 +648,8 @@ class SimRun {
     }
   }
 
-  // An operator's `cluster split` (client/shard_split.h) of a shard at one of the workload's
-  // keys inside its range, a step every 50 ms for at most 20 s; a third of them with the
+  // An operator's `cluster split` (transport/placement/shard_split.h) of a shard at one of the
+  // workload's keys inside its range, a step every 50 ms for at most 20 s; a third of them with the
   // shard's primary or one of its backups crashed within 100 ms (restarted `hold` later). A
   // split left unfinished is called off (UndoSplit), as `kvclient cluster split` does.
   void SplitShard(int64_t hold) {
@@ -687,8 +690,8 @@ class SimRun {
     if (crashed) RestartAfter(crash, hold);
   }
 
-  // An operator's `cluster merge` (client/shard_merge.h) of a shard and the one after it, a
-  // step every 50 ms for at most 20 s; a third of them with the left shard's primary crashed
+  // An operator's `cluster merge` (transport/placement/shard_merge.h) of a shard and the one after
+  // it, a step every 50 ms for at most 20 s; a third of them with the left shard's primary crashed
   // within 300 ms (restarted `hold` later). A merge left unfinished is called off.
   void MergeShards(int64_t hold) {
     absl::StatusOr<cluster::ClusterView> v = w_->View();

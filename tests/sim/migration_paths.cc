@@ -27,11 +27,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "client/shard_move.h"
 #include "gflags/gflags.h"
 #include "tests/sim/cluster_world.h"
 #include "tests/sim/replication_writes.h"
 #include "transport/base/logging.h"
+#include "transport/placement/shard_move.h"
 
 DEFINE_string(policies, "offload,unload,adaptive", "path policies of the nodes, one world each");
 DEFINE_int32(records, 60000, "values in the moved shard (1..1000000)");

@@ -1,4 +1,4 @@
-#include "client/rebalance.h"
+#include "transport/placement/rebalance.h"
 
 #include <algorithm>
 #include <map>

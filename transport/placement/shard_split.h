@@ -8,8 +8,8 @@
 // throughout. A take-over meanwhile calls the split off; the steps ask for it again.
 //
 // Thread-safety: one step at a time per map handle.
-#ifndef UNLOADKV_CLIENT_SHARD_SPLIT_H_
-#define UNLOADKV_CLIENT_SHARD_SPLIT_H_
+#ifndef UNLOADKV_TRANSPORT_PLACEMENT_SHARD_SPLIT_H_
+#define UNLOADKV_TRANSPORT_PLACEMENT_SHARD_SPLIT_H_
 
 #include <cstdint>
 #include <functional>
@@ -51,4 +51,4 @@ absl::Status RunSplit(cluster::ClusterMap* map, SplitRequest req, absl::Duration
 
 }  // namespace unloadkv
 
-#endif  // UNLOADKV_CLIENT_SHARD_SPLIT_H_
+#endif  // UNLOADKV_TRANSPORT_PLACEMENT_SHARD_SPLIT_H_

@@ -1,6 +1,6 @@
 // Merging two adjacent shards into one (docs/cluster.md, "Merges"), through the cluster map
 // alone. The shard on the right must have the left one's primary as its own: when it has not,
-// the steps first move its primary's role there (a `cluster move`, client/shard_move.h). Then
+// the steps first move its primary's role there (a `cluster move`, transport/placement/shard_move.h). Then
 // the request sets the left shard's `merge_with`; its primary holds the right shard's writes
 // (refused ABORTED: the SDK retries them), writes the right shard's keys into the left one as
 // replicated writes, and in one map transaction extends the left shard over both ranges and
@@ -8,8 +8,8 @@
 // off; the steps ask for it again.
 //
 // Thread-safety: one step at a time per map handle.
-#ifndef UNLOADKV_CLIENT_SHARD_MERGE_H_
-#define UNLOADKV_CLIENT_SHARD_MERGE_H_
+#ifndef UNLOADKV_TRANSPORT_PLACEMENT_SHARD_MERGE_H_
+#define UNLOADKV_TRANSPORT_PLACEMENT_SHARD_MERGE_H_
 
 #include <cstdint>
 #include <functional>
@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "client/shard_move.h"
+#include "transport/placement/shard_move.h"
 #include "transport/cluster/cluster_map.h"
 
 namespace unloadkv {
@@ -56,4 +56,4 @@ absl::Status RunMerge(cluster::ClusterMap* map, MergeRequest req, absl::Duration
 
 }  // namespace unloadkv
 
-#endif  // UNLOADKV_CLIENT_SHARD_MERGE_H_
+#endif  // UNLOADKV_TRANSPORT_PLACEMENT_SHARD_MERGE_H_

@@ -1,4 +1,4 @@
-#include "client/shard_split.h"
+#include "transport/placement/shard_split.h"
 
 #include <algorithm>
 
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "client/progress_lines.h"
+#include "transport/placement/progress_lines.h"
 #include "proto/limits.h"
 
 namespace unloadkv {

@@ -1,7 +1,7 @@
-#include "client/shard_merge.h"
+#include "transport/placement/shard_merge.h"
 
 #include "absl/strings/str_cat.h"
-#include "client/progress_lines.h"
+#include "transport/placement/progress_lines.h"
 
 namespace unloadkv {
 namespace {

@@ -1,4 +1,4 @@
-#include "client/shard_split.h"
+#include "transport/placement/shard_split.h"
 
 #include <string>
 #include <vector>

@@ -3,8 +3,8 @@
 // repeated (a step that found nothing new to say).
 //
 // Thread-safety: one thread.
-#ifndef UNLOADKV_CLIENT_PROGRESS_LINES_H_
-#define UNLOADKV_CLIENT_PROGRESS_LINES_H_
+#ifndef UNLOADKV_TRANSPORT_PLACEMENT_PROGRESS_LINES_H_
+#define UNLOADKV_TRANSPORT_PLACEMENT_PROGRESS_LINES_H_
 
 #include <functional>
 #include <string>
@@ -35,4 +35,4 @@ class ProgressLines {
 
 }  // namespace unloadkv
 
-#endif  // UNLOADKV_CLIENT_PROGRESS_LINES_H_
+#endif  // UNLOADKV_TRANSPORT_PLACEMENT_PROGRESS_LINES_H_

@@ -1,4 +1,4 @@
-#include "client/shard_move.h"
+#include "transport/placement/shard_move.h"
 
 #include <algorithm>
 #include <map>
@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/progress_lines.h"
+#include "transport/placement/progress_lines.h"
 
 namespace unloadkv {
 namespace {

@@ -1,4 +1,4 @@
-#include "client/shard_move.h"
+#include "transport/placement/shard_move.h"
 
 #include <string>
 #include <vector>

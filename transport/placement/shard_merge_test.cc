@@ -1,4 +1,4 @@
-#include "client/shard_merge.h"
+#include "transport/placement/shard_merge.h"
 
 #include <string>
 #include <vector>

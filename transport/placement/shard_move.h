@@ -18,8 +18,8 @@
 // Faults meanwhile (the primary dying mid-join) are the nodes' to mend; the steps follow.
 //
 // Thread-safety: one step at a time per map handle.
-#ifndef UNLOADKV_CLIENT_SHARD_MOVE_H_
-#define UNLOADKV_CLIENT_SHARD_MOVE_H_
+#ifndef UNLOADKV_TRANSPORT_PLACEMENT_SHARD_MOVE_H_
+#define UNLOADKV_TRANSPORT_PLACEMENT_SHARD_MOVE_H_
 
 #include <cstdint>
 #include <functional>
@@ -84,4 +84,4 @@ absl::Status RunDrain(cluster::ClusterMap* map, const std::string& node, absl::D
 
 }  // namespace unloadkv
 
-#endif  // UNLOADKV_CLIENT_SHARD_MOVE_H_
+#endif  // UNLOADKV_TRANSPORT_PLACEMENT_SHARD_MOVE_H_

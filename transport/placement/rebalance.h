@@ -11,8 +11,8 @@
 // Each move is then made as `cluster move` makes it (shard_move.h), one at a time.
 //
 // Thread-safety: plain functions; RunRebalance blocks (a command line's).
-#ifndef UNLOADKV_CLIENT_REBALANCE_H_
-#define UNLOADKV_CLIENT_REBALANCE_H_
+#ifndef UNLOADKV_TRANSPORT_PLACEMENT_REBALANCE_H_
+#define UNLOADKV_TRANSPORT_PLACEMENT_REBALANCE_H_
 
 #include <functional>
 #include <string>
@@ -20,7 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "client/shard_move.h"
+#include "transport/placement/shard_move.h"
 #include "transport/cluster/cluster_map.h"
 
 namespace unloadkv {
@@ -37,4 +37,4 @@ absl::Status RunRebalance(cluster::ClusterMap* map, absl::Duration timeout, absl
 
 }  // namespace unloadkv
 
-#endif  // UNLOADKV_CLIENT_REBALANCE_H_
+#endif  // UNLOADKV_TRANSPORT_PLACEMENT_REBALANCE_H_
