@@ -59,8 +59,8 @@ std::vector<GrantWindows::Live> GrantWindows::LiveWindows(uint32_t shard) const 
 }
 
 void GrantWindows::Bind(const std::shared_ptr<engine::Connection>& conn, uint64_t client,
-                        uint32_t shard, KvStore& store, const std::vector<KvStore::Grant>& grants,
-                        const rnic::MemoryRegion& arena,
+                        uint32_t shard, uint64_t generation, KvStore& store,
+                        const std::vector<KvStore::Grant>& grants, const rnic::MemoryRegion& arena,
                         std::function<void(absl::StatusOr<std::vector<uint32_t>>)> done) {
   std::vector<engine::WindowGrant> specs;
   std::vector<std::unique_ptr<rnic::MemoryWindow>> windows;
@@ -88,15 +88,24 @@ void GrantWindows::Bind(const std::shared_ptr<engine::Connection>& conn, uint64_
   // The grants are known here before their windows are bound: a PUT that names one meanwhile
   // is refused (Release), so no value is published while a window onto its slot may still
   // come into being.
+  bool revoked = false;
   {
     MutexLock l(&mu_);
-    for (size_t i = 0; i < grants.size(); ++i) {
+    // The shard stopped being primary here after the grants were made: a RevokeShard that ran
+    // before these entries existed could not close this connection.
+    revoked = generations_[shard] != generation;
+    for (size_t i = 0; i < grants.size() && !revoked; ++i) {
       Entry& e = entries_[Key{shard, grants[i].id}];
       e.client = client;
       e.binding = true;
       e.window = std::move(windows[i]);
       e.conn = conn;
     }
+  }
+  if (revoked) {
+    for (const KvStore::Grant& g : grants) store.RevokeGrant(client, g.id);
+    return done(absl::UnavailableError(
+        absl::StrCat("GRANT: shard ", shard, " stopped being primary here; retry")));
   }
   // The answer need not wait for the binds' completion: it leaves on the same send queue
   // after them (Connection::BindWindows), so the client cannot use a key before its window
@@ -199,10 +208,17 @@ void GrantWindows::DropClient(uint64_t client) {
   checks_.erase(client);
 }
 
+uint64_t GrantWindows::Generation(uint32_t shard) const {
+  MutexLock l(&mu_);
+  auto it = generations_.find(shard);
+  return it == generations_.end() ? 0 : it->second;
+}
+
 void GrantWindows::RevokeShard(uint32_t shard) {
   std::vector<std::shared_ptr<engine::Connection>> holders;
   {
     MutexLock l(&mu_);
+    ++generations_[shard];
     for (const auto& [key, e] : entries_) {
       if (key.shard != shard) continue;
       if (std::shared_ptr<engine::Connection> c = e.conn.lock()) holders.push_back(std::move(c));

@@ -53,11 +53,16 @@ class GrantWindows {
   // `conn`, the connection of `client`; `done` gets each grant's key, in order, once the binds
   // are posted: an answer sent on `conn` after that leaves behind them, so the keys work by
   // the time the client reads it. On failure the grants are revoked from `store` and `done`
-  // gets why. `done` runs before Bind returns.
+  // gets why. `done` runs before Bind returns. `generation` is Generation(shard) read before
+  // the caller saw the shard primary here and granted the slots: if RevokeShard ran since, the
+  // grants are revoked and `done` gets UNAVAILABLE (no window may outlive the primary role).
   void Bind(const std::shared_ptr<engine::Connection>& conn, uint64_t client, uint32_t shard,
-            KvStore& store, const std::vector<KvStore::Grant>& grants,
+            uint64_t generation, KvStore& store, const std::vector<KvStore::Grant>& grants,
             const rnic::MemoryRegion& arena,
             std::function<void(absl::StatusOr<std::vector<uint32_t>>)> done);
+
+  // How many times RevokeShard(shard) has run.
+  uint64_t Generation(uint32_t shard) const;
 
   // A PUT of `client` names grant `grant_id` of `shard`: ends its window, then runs `then`
   // (where the grant is spent and the value published) once no byte can land through it
@@ -113,6 +118,7 @@ class GrantWindows {
   mutable Mutex mu_;
   absl::flat_hash_map<Key, Entry> entries_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::shared_ptr<ConnectionGrants>> checks_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint32_t, uint64_t> generations_ ABSL_GUARDED_BY(mu_);
   // Unbound windows to bind again: allocating one per grant costs a device call each.
   static constexpr size_t kMaxFreeWindows = 4096;
   std::vector<std::unique_ptr<rnic::MemoryWindow>> free_ ABSL_GUARDED_BY(mu_);

@@ -107,6 +107,9 @@ void KvService::Read(const std::shared_ptr<ShardReplica>& replica,
 
 void KvService::Grant(const Peer& peer, const proto::GrantRequest& req,
                       Reply<proto::GrantResponse> reply) {
+  GrantWindows* windows = hooks_.grant_windows;
+  // Read before the role: a demotion after this point fails the Bind below.
+  const uint64_t generation = windows != nullptr ? windows->Generation(req.shard()) : 0;
   std::shared_ptr<ShardReplica> replica = shards_->Get(req.shard());
   if (replica == nullptr || replica->role() != ShardReplica::Role::kPrimary) {
     return reply(NotPrimary(absl::StrCat("shard ", req.shard())));
@@ -116,7 +119,6 @@ void KvService::Grant(const Peer& peer, const proto::GrantRequest& req,
       replica->store().GrantSlots(peer.id, req.size(), req.count(), &over_quota);
   if (over_quota && metrics_ != nullptr) metrics_->OnGrantRefused("connection_quota");
   if (!grants.ok()) return reply(grants.status());
-  GrantWindows* windows = hooks_.grant_windows;
   const bool windowed = windows != nullptr && replica->protected_memory();
   auto answer = [replica, reply, windowed, grants = *grants](const std::vector<uint32_t>& keys) {
     proto::GrantResponse resp;
@@ -141,7 +143,8 @@ void KvService::Grant(const Peer& peer, const proto::GrantRequest& req,
     return reply(absl::UnavailableError("GRANT: the connection is closing"));
   }
   conn->SetStagedWriteCheck(windows->ChecksFor(peer.id));
-  windows->Bind(conn, peer.id, replica->id(), replica->store(), *grants, replica->arena_region(),
+  windows->Bind(conn, peer.id, replica->id(), generation, replica->store(), *grants,
+                replica->arena_region(),
                 [answer, reply](absl::StatusOr<std::vector<uint32_t>> keys) {
                   if (!keys.ok()) return reply(keys.status());
                   answer(*keys);
