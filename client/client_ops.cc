@@ -85,6 +85,7 @@ void NodeClient::WriteAndPut(uint32_t shard, const std::string& key, const std::
   proto::PutRequest req;
   req.set_key(key);
   req.set_grant_id(g.grant_id());
+  req.set_shard(shard);
   req.set_value_size(size);
   req.set_merge_fields(merge);
   req.set_value_path(!posted                            ? proto::PATH_UNKNOWN

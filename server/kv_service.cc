@@ -156,6 +156,11 @@ void KvService::Put(const Peer& peer, const proto::PutRequest& req,
   if (absl::Status st = proto::CheckKey(req.key()); !st.ok()) return reply(st);
   std::shared_ptr<ShardReplica> replica = shards_->PrimaryFor(req.key());
   if (replica == nullptr) return reply(NotPrimary("the key's shard"));
+  if (replica->id() != req.shard()) {
+    return reply(absl::AbortedError(absl::StrCat("the key is in shard ", replica->id(),
+                                                 ", not in shard ", req.shard(),
+                                                 " whose grant the PUT names; refresh the map")));
+  }
   auto publish = [this, peer_id = peer.id, replica, req, reply] {
     absl::StatusOr<KvStore::Mutation> m =
         req.merge_fields()

@@ -116,10 +116,11 @@ absl::StatusOr<engine::WriteResult> RawConnection::WriteRaw(uint64_t addr, uint3
 }
 
 absl::Status RawConnection::Put(const std::string& key, uint64_t grant_id, uint32_t size,
-                                uint32_t invalidate_rkey) {
+                                uint32_t invalidate_rkey, uint32_t shard) {
   proto::PutRequest req;
   req.set_key(key);
   req.set_grant_id(grant_id);
+  req.set_shard(shard);
   req.set_value_size(size);
   engine::SendOptions send;
   send.invalidate_rkey = invalidate_rkey;

@@ -34,9 +34,9 @@ class RawConnection {
   // Writes `value` into the slot and waits until the write completed (it is in server memory).
   absl::Status WriteValue(const proto::SlotGrant& g, const std::string& value);
   // With `invalidate_rkey`, the PUT is sent as SEND_WITH_INVALIDATE of that key (as the SDK
-  // ends a window grant's key).
+  // ends a window grant's key). `shard`: the grant's shard (PutRequest.shard).
   absl::Status Put(const std::string& key, uint64_t grant_id, uint32_t size,
-                   uint32_t invalidate_rkey = 0);
+                   uint32_t invalidate_rkey = 0, uint32_t shard = 0);
   // Writes `bytes` to [addr, addr + size) under `rkey`, whatever was granted, and waits for
   // the outcome: what the engine reported (status, path), or DeadlineExceeded.
   absl::StatusOr<engine::WriteResult> WriteRaw(uint64_t addr, uint32_t rkey,

@@ -190,7 +190,13 @@ TEST_F(ClusterSecurityTest, AGrantOfOneShardWritesNothingIntoAnotherShardsArena)
   }
   // The victim's slot still holds its bytes: published, they read back.
   const std::string key = "\xc0victim";  // shard 1 of 2: keys from byte 0x80 on
-  ASSERT_TRUE((*victim)->Put(key, theirs->grant_id(), 15).ok());
+  // A PUT naming the grant as one of shard 0 (a client whose map is older than a split) is
+  // refused and spends nothing: the grant then publishes under its own shard.
+  const absl::Status wrong = (*victim)->Put(key, theirs->grant_id(), 15, 0, /*shard=*/0);
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kAborted) << wrong;
+  EXPECT_NE(wrong.message().find("the key is in shard 1, not in shard 0"), std::string::npos)
+      << wrong;
+  ASSERT_TRUE((*victim)->Put(key, theirs->grant_id(), 15, 0, /*shard=*/1).ok());
   proto::GetRequest get;
   get.set_key(key);
   absl::StatusOr<std::string> raw = (*victim)->Call(proto::GET, get);
