@@ -123,8 +123,8 @@ run_sim_demo() {
 # replicated three times; a load through the SDK; SIGKILL of the primary in the middle; the
 # map before and after; the killed node restarted, rejoining by state transfer; then every
 # node SIGKILLed at once and restarted from its data dir, every key back
-# (docs/durability.md); then a fourth node started under load and `cluster rebalance` moving
-# its share of the roles onto it; all stopped.
+# (docs/durability.md); then automatic placement turned on and a fourth node started under
+# load: the placer moves its share of the roles onto it with no command; all stopped.
 ETCD_ADDR=127.0.0.1:12379
 ETCD_PEER=127.0.0.1:12380
 CLUSTER=demo
@@ -173,7 +173,8 @@ run_cluster() {
     "$bin/server/kvserver" --etcd="$ETCD_ADDR" --cluster="$CLUSTER" --node="$1" \
       --auth_file="$auth" --listen="127.0.0.1:$((7100 + $2))" \
       --metrics="127.0.0.1:$((9200 + $2))" --arena_bytes=$((64 << 20)) \
-      --data_dir="$CLUSTER_DIR/$1" --fsync=always >>"$CLUSTER_DIR/$1.log" 2>&1 &
+      --data_dir="$CLUSTER_DIR/$1" --fsync=always \
+      --placement_interval_s=1 --load_interval_s=1 >>"$CLUSTER_DIR/$1.log" 2>&1 &
     NODE_PID[$1]=$!
   }
   log "starting three kvservers (n1 n2 n3): the first claims the shards, the others join them"
@@ -250,15 +251,32 @@ run_cluster() {
   for i in 1 2 3; do grep -h "durability:" "$CLUSTER_DIR/n$i.log" | tail -1 | sed "s/^/  n$i: /"; done
   log "keys before the stop: $before; after the restart: $after; durable-greeting = $("${app[@]}" get durable-greeting)"
   [[ -n $before && $before == "$after" ]] || { log "keys were lost across the restart"; exit 1; }
-  log "a fourth node, n4, started under load; cluster rebalance moves its share of the roles onto it"
+  log "automatic placement on; a fourth node, n4, started under load takes its share of the roles with no command"
+  "${kv[@]}" cluster config --auto_rebalance=true
   "${app[@]}" load --ops=100000 --in_flight=16 --keys=20000 --value_size=1024 --seed=2 &
   LOAD_PID=$!
   start_node n4 4
-  for ((j = 0; j < 300; j++)); do
-    [[ $("${kv[@]}" cluster status --json 2>/dev/null) == *'"name":"n4"'* ]] && break
+  n4_roles() {  # "ROLES PRIMARIES" of n4 in the map
+    "${kv[@]}" cluster status --json 2>/dev/null | python3 -c '
+import json, sys
+v = json.load(sys.stdin)
+print(sum((s["primary"] == "n4") + s["backups"].count("n4") for s in v["shards"]),
+      sum(s["primary"] == "n4" for s in v["shards"]))' 2>/dev/null || echo "0 0"
+  }
+  local roles=(0 0)
+  for ((j = 0; j < 600; j++)); do  # at most 60 s: 12 roles over 4 nodes, 3 of them n4's
+    read -r -a roles < <(n4_roles)
+    ((roles[0] >= 3 && roles[1] >= 1)) && break
     sleep 0.1
   done
-  "${kv[@]}" cluster rebalance || { "${kv[@]}" cluster status; log "the rebalance failed"; exit 1; }
+  ((roles[0] >= 3 && roles[1] >= 1)) || { "${kv[@]}" cluster status; log "n4 did not take its share within 60 s"; exit 1; }
+  wait_serving || { "${kv[@]}" cluster status; log "the shards did not settle within 30 s"; exit 1; }
+  "${kv[@]}" cluster status | grep '^placement'
+  for i in 1 2 3 4; do
+    curl -s "http://127.0.0.1:$((9200 + i))/metrics" | grep -E '^unloadkv_placement_changes_total' | sed "s/^/  n$i: /"
+  done
+  log "n4 holds ${roles[0]} roles, ${roles[1]} of them primary; automatic placement off for the operator's split and merge"
+  "${kv[@]}" cluster config --auto_rebalance=false
   log "cluster split: shard 3 [key6, +inf) splits at key8; a new shard 4 takes [key8, +inf) on the same nodes"
   "${kv[@]}" cluster split --shard=3 --at=key8 || { "${kv[@]}" cluster status; log "the split failed"; exit 1; }
   [[ $("${kv[@]}" cluster status --json) == *'"id":4,"start":"key8"'* ]] ||

@@ -45,4 +45,34 @@ absl::StatusOr<std::string> ForceEmpty(cluster::ClusterMap* map, uint32_t shard)
                       *rev, "); the next live node claims it empty\n");
 }
 
+std::string DescribePolicy(const cluster::PlacementPolicy& policy) {
+  if (!policy.auto_rebalance) return "automatic placement off";
+  if (policy.max_shard_bytes == 0) return "automatic placement on, no split by size";
+  return absl::StrCat("automatic placement on, shards split above ", policy.max_shard_bytes,
+                      " live bytes");
+}
+
+absl::StatusOr<std::string> SetPlacementPolicy(cluster::ClusterMap* map,
+                                               std::optional<bool> auto_rebalance,
+                                               std::optional<uint64_t> max_shard_bytes) {
+  if (max_shard_bytes && *max_shard_bytes != 0 && *max_shard_bytes < kMinMaxShardBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_shard_bytes must be 0 (no split by size) or at least ",
+                     kMinMaxShardBytes, "; got ", *max_shard_bytes));
+  }
+  absl::Status last;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    absl::StatusOr<cluster::ClusterView> view = map->Read();
+    if (!view.ok()) return view.status();
+    cluster::PlacementPolicy policy = view->policy;
+    if (auto_rebalance) policy.auto_rebalance = *auto_rebalance;
+    if (max_shard_bytes) policy.max_shard_bytes = *max_shard_bytes;
+    absl::StatusOr<int64_t> rev = map->SetPolicy(policy, *view);
+    if (rev.ok()) return DescribePolicy(policy);
+    last = rev.status();
+    if (last.code() != absl::StatusCode::kFailedPrecondition) return last;
+  }
+  return last;
+}
+
 }  // namespace unloadkv

@@ -25,6 +25,21 @@ class ForceEmptyTest : public ::testing::Test {
   cluster::MemoryClusterMap map_{&coordinator_, "t"};
 };
 
+TEST_F(ForceEmptyTest, APolicyChangeKeepsTheFieldsNotGivenAndRefusesATinyLimit) {
+  absl::StatusOr<std::string> said = SetPlacementPolicy(&map_, true, std::nullopt);
+  ASSERT_TRUE(said.ok()) << said.status();
+  EXPECT_EQ(*said, "automatic placement on, no split by size");
+  said = SetPlacementPolicy(&map_, std::nullopt, 1 << 20);
+  ASSERT_TRUE(said.ok()) << said.status();
+  EXPECT_EQ(*said, "automatic placement on, shards split above 1048576 live bytes");
+  EXPECT_EQ(SetPlacementPolicy(&map_, false, 1000).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  const cluster::PlacementPolicy stored = map_.Read()->policy;
+  EXPECT_TRUE(stored.auto_rebalance);  // the refusal changed nothing
+  EXPECT_EQ(stored.max_shard_bytes, 1u << 20);
+  EXPECT_EQ(*SetPlacementPolicy(&map_, false, std::nullopt), "automatic placement off");
+}
+
 TEST_F(ForceEmptyTest, ForgetsTheReplicasOfAShardWhoseEveryReplicaIsGone) {
   absl::StatusOr<std::string> done = ForceEmpty(&map_, 0);
   ASSERT_TRUE(done.ok()) << done.status();

@@ -52,7 +52,24 @@ std::string ClusterStatusTable(const cluster::ClusterView& view,
     absl::StrAppendFormat(&out, "  %-12s rpc %s metrics %s\n", name, n.rpc_address,
                           n.metrics_address.empty() ? "-" : n.metrics_address);
   }
+  absl::StrAppend(&out, PlacementLine(view), "\n");
+  for (const auto& [id, load] : view.loads) {
+    absl::StrAppendFormat(&out, "  shard %u: %u keys, %u live bytes (measured by %s)\n", id,
+                          load.keys, load.live_bytes, load.node);
+  }
   return out;
+}
+
+std::string PlacementLine(const cluster::ClusterView& view) {
+  const cluster::PlacementPolicy& p = view.policy;
+  if (!p.auto_rebalance) {
+    return "placement: by the operator (cluster config --auto_rebalance=true automates it)";
+  }
+  return absl::StrCat("placement: automatic, ",
+                      p.max_shard_bytes == 0
+                          ? std::string("no split by size")
+                          : absl::StrCat("shards split above ", p.max_shard_bytes, " live bytes"),
+                      ", placer ", view.placer.empty() ? "(none yet)" : view.placer);
 }
 
 std::string ClusterStatusJson(const cluster::ClusterView& view,
@@ -68,7 +85,13 @@ std::string ClusterStatusJson(const cluster::ClusterView& view,
                     ",\"handover_to\":", JsonString(s.handover_to),
                     ",\"split_at\":", JsonString(s.split_at), ",\"split_id\":", s.split_id,
                     ",\"merge_with\":", s.merge_with,
-                    ",\"state\":", JsonString(cluster::ShardStateName(view.StateOf(s))), "}");
+                    ",\"state\":", JsonString(cluster::ShardStateName(view.StateOf(s))));
+    auto load = view.loads.find(s.id);
+    if (load != view.loads.end()) {
+      absl::StrAppend(&out, ",\"keys\":", load->second.keys,
+                      ",\"live_bytes\":", load->second.live_bytes);
+    }
+    absl::StrAppend(&out, "}");
   }
   absl::StrAppend(&out, "],\"nodes\":[");
   bool first = true;
@@ -78,7 +101,10 @@ std::string ClusterStatusJson(const cluster::ClusterView& view,
                     ",\"metrics_address\":", JsonString(n.metrics_address), "}");
     first = false;
   }
-  absl::StrAppend(&out, "],\"transfers\":[");
+  absl::StrAppend(
+      &out, "],\"placement\":{\"auto_rebalance\":", view.policy.auto_rebalance ? "true" : "false",
+      ",\"max_shard_bytes\":", view.policy.max_shard_bytes, ",\"placer\":", JsonString(view.placer),
+      "},\"transfers\":[");
   for (size_t i = 0; i < transfers.size(); ++i) {
     const TransferProgress& t = transfers[i];
     absl::StrAppend(&out, i ? "," : "", "{\"shard\":", t.shard, ",\"from\":", JsonString(t.from),

@@ -48,7 +48,28 @@ TEST(ClusterStatusTest, JsonNamesEveryFieldAndEscapesKeyBytes) {
             "\"split_id\":2,\"merge_with\":0,\"state\":\"no-primary\"}],"
             "\"nodes\":[{\"name\":\"n1\",\"rpc_address\":\"127.0.0.1:7001\","
             "\"metrics_address\":\"127.0.0.1:9001\"},{\"name\":\"n2\",\"rpc_address\":"
-            "\"127.0.0.1:7002\",\"metrics_address\":\"\"}],\"transfers\":[]}");
+            "\"127.0.0.1:7002\",\"metrics_address\":\"\"}],\"placement\":{\"auto_rebalance\":false,"
+            "\"max_shard_bytes\":0,\"placer\":\"\"},\"transfers\":[]}");
+}
+
+TEST(ClusterStatusTest, PlacementPolicyPlacerAndShardSizes) {
+  cluster::ClusterView v = TwoShards();
+  EXPECT_NE(ClusterStatusTable(v).find("placement: by the operator"), std::string::npos);
+  v.policy = {true, 1 << 20};
+  v.placer = "n2";
+  v.loads[0] = {0, "n1", 3, 17, 4096, "k"};
+  const std::string t = ClusterStatusTable(v);
+  EXPECT_NE(t.find("placement: automatic, shards split above 1048576 live bytes, placer n2"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("shard 0: 17 keys, 4096 live bytes (measured by n1)"), std::string::npos) << t;
+  const std::string j = ClusterStatusJson(v);
+  EXPECT_NE(j.find("\"state\":\"serving\",\"keys\":17,\"live_bytes\":4096}"), std::string::npos)
+      << j;
+  EXPECT_NE(j.find("\"placement\":{\"auto_rebalance\":true,\"max_shard_bytes\":1048576,"
+                   "\"placer\":\"n2\"}"),
+            std::string::npos)
+      << j;
 }
 
 TEST(ClusterStatusTest, TransfersInFlightWithBytesAndEta) {

@@ -35,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -83,6 +84,12 @@ DEFINE_string(split_keys, "",
               "cluster init: comma-separated shard boundaries (shards - 1 keys, increasing); "
               "default splits the first key byte evenly");
 DEFINE_bool(json, false, "cluster status: print one JSON object");
+DEFINE_bool(auto_rebalance, false,
+            "cluster init, config: automatic placement (docs/cluster.md): the nodes split "
+            "shards above --max_shard_bytes, spread roles and take new nodes into use");
+DEFINE_uint64(max_shard_bytes, 0,
+              "cluster init, config: with --auto_rebalance, split a shard whose live values "
+              "exceed this many bytes at its median key (0: no split by size; else >= 65536)");
 DEFINE_int32(shard, -1, "cluster force-empty, move: the shard");
 DEFINE_string(to, "", "cluster move: the node that takes the role");
 DEFINE_string(from, "", "cluster move: the replica whose role moves (default: the primary)");
@@ -300,15 +307,72 @@ int RunRoleCommand(cluster::ClusterMap* map, const std::string& what) {
   return st.ok() ? 0 : Fail(st);
 }
 
-// kvclient cluster init|status|force-empty|move|drain|split|merge|rebalance.
+// Whether `flag` was given on the command line.
+bool FlagGiven(const char* flag) {
+  gflags::CommandLineFlagInfo info;
+  return gflags::GetCommandLineFlagInfo(flag, &info) && !info.is_default;
+}
+
+// kvclient cluster config: the placement policy's flags given replace the stored ones.
+int ClusterConfig(cluster::ClusterMap* map) {
+  std::optional<bool> on;
+  std::optional<uint64_t> max_bytes;
+  if (FlagGiven("auto_rebalance")) on = FLAGS_auto_rebalance;
+  if (FlagGiven("max_shard_bytes")) max_bytes = FLAGS_max_shard_bytes;
+  if (!on && !max_bytes) {
+    absl::StatusOr<cluster::ClusterView> view = map->Read();
+    if (!view.ok()) return Fail(view.status());
+    std::printf("cluster %s: %s\n", FLAGS_cluster.c_str(), DescribePolicy(view->policy).c_str());
+    return 0;
+  }
+  absl::StatusOr<std::string> said = SetPlacementPolicy(map, on, max_bytes);
+  if (said.status().code() == absl::StatusCode::kInvalidArgument) {
+    return Usage(std::string(said.status().message()));
+  }
+  if (!said.ok()) return Fail(said.status());
+  std::printf("cluster %s: %s\n", FLAGS_cluster.c_str(), said->c_str());
+  return 0;
+}
+
+// kvclient cluster init: the map, then the placement policy when its flags are given.
+int ClusterInit(cluster::ClusterMap* map) {
+  if (FLAGS_replicas < 1 || FLAGS_replicas > cluster::kMaxReplicas) {
+    return Usage(absl::StrCat("--replicas must be 1..", cluster::kMaxReplicas));
+  }
+  if (FLAGS_max_shard_bytes != 0 && FLAGS_max_shard_bytes < kMinMaxShardBytes) {
+    return Usage(absl::StrCat("--max_shard_bytes must be 0 (no split by size) or at least ",
+                              kMinMaxShardBytes));
+  }
+  std::vector<std::string> splits;
+  if (!FLAGS_split_keys.empty()) splits = absl::StrSplit(FLAGS_split_keys, ',');
+  int count = 0;
+  if (!absl::SimpleAtoi(FLAGS_shards, &count)) {
+    return Usage(absl::StrCat("--shards must be a number; got \"", FLAGS_shards, "\""));
+  }
+  absl::StatusOr<std::vector<cluster::ShardInfo>> shards = cluster::InitialShards(count, splits);
+  if (!shards.ok()) return Usage(std::string(shards.status().message()));
+  absl::StatusOr<int64_t> rev = map->Create(FLAGS_replicas, *shards);
+  if (!rev.ok()) return Fail(rev.status());
+  std::printf(
+      "cluster %s created: %d shards, %d replicas each (revision %lld); kvservers "
+      "started with --etcd=%s --cluster=%s join it\n",
+      FLAGS_cluster.c_str(), count, FLAGS_replicas, (long long)*rev, FLAGS_etcd.c_str(),
+      FLAGS_cluster.c_str());
+  if (!FLAGS_auto_rebalance && FLAGS_max_shard_bytes == 0) return 0;
+  return ClusterConfig(map);
+}
+
+// kvclient cluster init|config|status|force-empty|move|drain|split|merge|rebalance.
 int Cluster(const std::vector<std::string>& args) {
-  static const char* const kCommands[] = {"init",  "status", "force-empty", "move",
-                                          "drain", "split",  "merge",       "rebalance"};
+  static const char* const kCommands[] = {"init",  "config", "status", "force-empty", "move",
+                                          "drain", "split",  "merge",  "rebalance"};
   if (args.size() != 1 ||
       std::find(std::begin(kCommands), std::end(kCommands), args[0]) == std::end(kCommands)) {
     return Usage(
-        "usage: cluster init --shards=N --replicas=R | cluster status [--json] | cluster "
-        "force-empty --shard=N | cluster move --shard=N --to=NODE [--from=NODE] | cluster drain "
+        "usage: cluster init --shards=N --replicas=R [--auto_rebalance] [--max_shard_bytes=B] | "
+        "cluster config [--auto_rebalance=true|false] [--max_shard_bytes=B] | cluster status "
+        "[--json] | cluster force-empty --shard=N | cluster move --shard=N --to=NODE [--from=NODE] "
+        "| cluster drain "
         "--node=NODE | cluster split --shard=N --at=KEY | cluster merge --shards=N,M | cluster "
         "rebalance");
   }
@@ -332,27 +396,8 @@ int Cluster(const std::vector<std::string>& args) {
   absl::StatusOr<std::unique_ptr<cluster::EtcdClusterMap>> map =
       cluster::EtcdClusterMap::Open(FLAGS_etcd, FLAGS_cluster, EtcdSecurityFlags());
   if (!map.ok()) return Usage(std::string(map.status().message()));
-  if (args[0] == "init") {
-    if (FLAGS_replicas < 1 || FLAGS_replicas > cluster::kMaxReplicas) {
-      return Usage(absl::StrCat("--replicas must be 1..", cluster::kMaxReplicas));
-    }
-    std::vector<std::string> splits;
-    if (!FLAGS_split_keys.empty()) splits = absl::StrSplit(FLAGS_split_keys, ',');
-    int count = 0;
-    if (!absl::SimpleAtoi(FLAGS_shards, &count)) {
-      return Usage(absl::StrCat("--shards must be a number; got \"", FLAGS_shards, "\""));
-    }
-    absl::StatusOr<std::vector<cluster::ShardInfo>> shards = cluster::InitialShards(count, splits);
-    if (!shards.ok()) return Usage(std::string(shards.status().message()));
-    absl::StatusOr<int64_t> rev = (*map)->Create(FLAGS_replicas, *shards);
-    if (!rev.ok()) return Fail(rev.status());
-    std::printf(
-        "cluster %s created: %d shards, %d replicas each (revision %lld); kvservers "
-        "started with --etcd=%s --cluster=%s join it\n",
-        FLAGS_cluster.c_str(), count, FLAGS_replicas, (long long)*rev, FLAGS_etcd.c_str(),
-        FLAGS_cluster.c_str());
-    return 0;
-  }
+  if (args[0] == "init") return ClusterInit(map->get());
+  if (args[0] == "config") return ClusterConfig(map->get());
   if (role_command) return RunRoleCommand(map->get(), args[0]);
   if (args[0] == "force-empty") {
     absl::StatusOr<std::string> done = ForceEmpty(map->get(), static_cast<uint32_t>(FLAGS_shard));

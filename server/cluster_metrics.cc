@@ -73,6 +73,33 @@ ClusterMetrics::ClusterMetrics(std::shared_ptr<prometheus::Registry> registry) {
                       .Help("1 while this node's lease allows serving reads without a barrier")
                       .Register(*registry)
                       .Add({});
+  RegisterPlacement(*registry);
+}
+
+void ClusterMetrics::RegisterPlacement(prometheus::Registry& registry) {
+  live_bytes_ = &prometheus::BuildGauge()
+                     .Name("unloadkv_shard_live_bytes")
+                     .Help("On a shard's primary: the live value bytes it last measured")
+                     .Register(registry);
+  placement_changes_ = &prometheus::BuildCounter()
+                            .Name("unloadkv_placement_changes_total")
+                            .Help(
+                                "Placement changes this node made as the placer, by kind (move, "
+                                "split, trim) and outcome (done, failed)")
+                            .Register(registry);
+  placer_ = &prometheus::BuildGauge()
+                 .Name("unloadkv_placer")
+                 .Help("1 while this node makes the cluster's automatic placement decisions")
+                 .Register(registry)
+                 .Add({});
+}
+
+void ClusterMetrics::SetLiveBytes(uint32_t shard, uint64_t bytes) {
+  live_bytes_->Add({{"shard", absl::StrCat(shard)}}).Set(static_cast<double>(bytes));
+}
+
+void ClusterMetrics::AddPlacementChange(const std::string& kind, bool done) {
+  placement_changes_->Add({{"kind", kind}, {"outcome", done ? "done" : "failed"}}).Increment();
 }
 
 LinkMetrics* ClusterMetrics::ForBackup(const std::string& node) {

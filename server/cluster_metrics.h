@@ -22,6 +22,12 @@
 //   unloadkv_lease_valid                                   1 while the node may serve reads
 //                                                          locally (docs/cluster.md)
 //   unloadkv_cluster_map_errors_total                      map reads/transactions that failed
+//   unloadkv_shard_live_bytes{shard}                       on a shard's primary: the live value
+//                                                          bytes it last measured (placement)
+//   unloadkv_placer                                        1 while this node is the placer
+//   unloadkv_placement_changes_total{kind,outcome}         changes the placer made here: kind
+//                                                          move, split or trim; outcome done or
+//                                                          failed (undone)
 // Labels are node names and shard ids: bounded by the cluster's size.
 #ifndef UNLOADKV_SERVER_CLUSTER_METRICS_H_
 #define UNLOADKV_SERVER_CLUSTER_METRICS_H_
@@ -71,6 +77,10 @@ class ClusterMetrics {
     double seconds = 0;
   };
   void SetTransfers(uint32_t shard, const std::vector<TransferFigures>& transfers);
+  // Automatic placement (server/placer.h).
+  void SetLiveBytes(uint32_t shard, uint64_t bytes);
+  void SetPlacer(bool placer) { placer_->Set(placer ? 1 : 0); }
+  void AddPlacementChange(const std::string& kind, bool done);
 
  private:
   Mutex mu_;
@@ -89,6 +99,10 @@ class ClusterMetrics {
   prometheus::Counter* failovers_;
   prometheus::Counter* map_errors_;
   prometheus::Gauge* lease_valid_;
+  void RegisterPlacement(prometheus::Registry& registry);
+  prometheus::Family<prometheus::Gauge>* live_bytes_;
+  prometheus::Family<prometheus::Counter>* placement_changes_;
+  prometheus::Gauge* placer_;
   std::map<std::string, std::unique_ptr<LinkMetrics>> links_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -35,7 +35,16 @@ constexpr size_t kPurgeBatch = 2048;
 
 ClusterNode::ClusterNode(cluster::ClusterMap* map, const Options& options, ShardTable* shards,
                          engine::Engine* engine, const Clock* clock)
-    : map_(map), options_(options), shards_(shards), engine_(engine), clock_(clock) {}
+    : map_(map),
+      options_(options),
+      shards_(shards),
+      engine_(engine),
+      clock_(clock),
+      placer_(
+          std::make_unique<Placer>(map,
+                                   Placer::Options{options.self.name, options.placement_interval,
+                                                   options.placement_timeout, options.metrics},
+                                   clock)) {}
 
 ClusterNode::~ClusterNode() { Stop(); }
 
@@ -189,6 +198,8 @@ void ClusterNode::ControlTick() {
   if (!view->IsLive(name())) return;
   Reconcile(*view);
   confirmed_.store(losses);
+  PublishLoads(*view);
+  placer_->Tick(*view, lease_.load());
 }
 
 bool ClusterNode::TakeChanged() {

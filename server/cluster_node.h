@@ -39,6 +39,7 @@
 
 #include "absl/status/status.h"
 #include "server/cluster_metrics.h"
+#include "server/placer.h"
 #include "server/replica_link.h"
 #include "server/shard_table.h"
 #include "transport/base/clock.h"
@@ -70,6 +71,12 @@ class ClusterNode {
     std::function<std::shared_ptr<const rpc::Credentials>()> credentials;
     // The node's replicas log to disk (--data_dir): shards it serves are marked durable.
     bool durable = false;
+    // Automatic placement, when the cluster's policy turns it on (server/placer.h): how often
+    // this node's primaries publish their shards' sizes, how often the placer decides, and
+    // when it gives a change up.
+    absl::Duration load_interval = absl::Seconds(5);
+    absl::Duration placement_interval = absl::Seconds(10);
+    absl::Duration placement_timeout = absl::Minutes(5);
   };
   // For tests (Prometheus gets the same through Options::metrics).
   struct Counters {
@@ -198,6 +205,10 @@ class ClusterNode {
               const std::string& what);
   void Signal();
   void NoteMapError();
+  // ---- automatic placement (cluster_placement.cc) ----
+  // With the policy on, every load_interval: the size of each shard this node is primary of,
+  // published to the map when it changed (and to unloadkv_shard_live_bytes).
+  void PublishLoads(const cluster::ClusterView& view);
 
   cluster::ClusterMap* const map_;
   const Options options_;
@@ -236,6 +247,10 @@ class ClusterNode {
   // Shared, so that a request's check copies a pointer, not the map.
   std::shared_ptr<const cluster::ClusterView> last_view_ ABSL_GUARDED_BY(view_mu_) =
       std::make_shared<const cluster::ClusterView>();
+  // Control thread only: automatic placement.
+  std::unique_ptr<Placer> placer_;
+  absl::Time next_load_ = absl::InfinitePast();
+  std::map<uint32_t, cluster::ShardLoad> published_;
   // Control thread only: when each shard's primary was first seen gone.
   std::map<uint32_t, absl::Time> primary_gone_since_;
   absl::Time started_;  // Start's time

@@ -46,6 +46,19 @@ class CuttableClusterMap : public cluster::ClusterMap {
     if (absl::Status st = Check(); !st.ok()) return st;
     return inner_->MergeShards(merged, right_id, read);
   }
+  absl::StatusOr<int64_t> SetPolicy(const cluster::PlacementPolicy& policy,
+                                    const cluster::ClusterView& read) override {
+    if (absl::Status st = Check(); !st.ok()) return st;
+    return inner_->SetPolicy(policy, read);
+  }
+  absl::Status PublishLoad(const cluster::ShardLoad& load, cluster::LeaseId lease) override {
+    if (absl::Status st = Check(); !st.ok()) return st;
+    return inner_->PublishLoad(load, lease);
+  }
+  absl::StatusOr<bool> Campaign(const std::string& node, cluster::LeaseId lease) override {
+    if (absl::Status st = Check(); !st.ok()) return st;
+    return inner_->Campaign(node, lease);
+  }
   absl::StatusOr<cluster::LeaseId> GrantLease(absl::Duration ttl) override {
     if (absl::Status st = Check(); !st.ok()) return st;
     return inner_->GrantLease(ttl);

@@ -137,6 +137,13 @@ absl::Status ValidateCluster(const KvServerOptions& o) {
       !st.ok()) {
     return st;
   }
+  for (const auto& [flag, value] :
+       {std::pair<const char*, absl::Duration>{"placement_interval_s", o.placement_interval},
+        {"load_interval_s", o.load_interval}}) {
+    if (absl::Status st = CheckRange(flag, absl::ToInt64Seconds(value), 1, 3600); !st.ok()) {
+      return st;
+    }
+  }
   return CheckRange("lease_ttl_s", absl::ToInt64Seconds(o.lease_ttl), 1, 60);
 }
 
@@ -537,6 +544,8 @@ ClusterNode::Options KvServer::NodeOptions() {
   co.network_cut = options_.network_cut;
   co.metrics = cluster_metrics_.get();
   co.durable = !options_.data_dir.empty();
+  co.placement_interval = options_.placement_interval;
+  co.load_interval = options_.load_interval;
   // Where the logs it recovered end: the map shows them to the other replicas' nodes.
   for (const std::shared_ptr<ShardReplica>& r : shards_->All()) {
     if (r->recovered()) co.self.logs[r->id()] = r->recovered_position();

@@ -127,6 +127,10 @@ struct KvServerOptions {
   std::string cluster;  // cluster name
   std::string node;     // this node's name, unique in the cluster
   absl::Duration lease_ttl = absl::Seconds(3);
+  // Automatic placement, when the cluster's policy turns it on (server/placer.h): how often the
+  // placer decides, and how often primaries publish their shards' sizes.
+  absl::Duration placement_interval = absl::Seconds(10);
+  absl::Duration load_interval = absl::Seconds(5);
   // Paces the state transfers this node's primaries send (joins, moves, rejoins): value bytes
   // a second per shard (0: unlimited). ShardReplica::SetTransferRate.
   uint64_t transfer_bytes_per_second = 0;

@@ -152,7 +152,7 @@ absl::StatusOr<KvStore::Mutation> KvStore::PrepareMerge(uint64_t client, absl::s
 }
 
 absl::StatusOr<KvStore::Mutation> KvStore::PrepareCopy(absl::string_view key,
-                                                      absl::string_view value, uint64_t version) {
+                                                       absl::string_view value, uint64_t version) {
   if (absl::Status st = proto::CheckKey(key); !st.ok()) return st;
   if (absl::Status st = proto::CheckValueSize(value.size()); !st.ok()) return st;
   MutexLock l(&mu_);
@@ -262,6 +262,24 @@ std::vector<std::string> KvStore::KeysOutside(absl::string_view start, absl::str
     for (auto it = index_.lower_bound(end); it != index_.end() && out.size() < limit; ++it) {
       out.push_back(it->first);
     }
+  }
+  return out;
+}
+
+KvStore::Size KvStore::Measure() const {
+  MutexLock l(&mu_);
+  Size out;
+  for (const auto& [key, e] : index_) out.live_bytes += e.size;
+  out.keys = index_.size();
+  // The key holding the halfway byte starts the right half; never the first key, so that
+  // both halves keep one.
+  uint64_t through = 0;
+  for (auto it = index_.begin(); it != index_.end(); ++it) {
+    through += it->second.size;
+    if (2 * through <= out.live_bytes) continue;
+    if (it == index_.begin()) ++it;
+    if (it != index_.end()) out.median_key = it->first;
+    break;
   }
   return out;
 }

@@ -157,6 +157,17 @@ class KvStore {
   bool RevokeGrant(uint64_t client, uint64_t grant_id);
   Stats stats() const;
 
+  // What automatic placement weighs (ShardLoad): the live keys, their values' bytes, and the
+  // median key: the one holding the halfway byte, or the second key when that is the first
+  // ("" with fewer than two keys or no bytes), so a split there leaves each side a key. Walks every
+  // key under the store's lock: O(keys); call it seldom (a placement interval), never per request.
+  struct Size {
+    uint64_t keys = 0;
+    uint64_t live_bytes = 0;
+    std::string median_key;
+  };
+  Size Measure() const;
+
  private:
   struct Entry {
     Slot slot;

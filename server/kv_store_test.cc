@@ -71,6 +71,29 @@ TEST_F(KvStoreTest, PutGetDeleteAndVersionsIncrease) {
   EXPECT_EQ(store_.stats().arena_used_bytes, 0u);
 }
 
+TEST_F(KvStoreTest, MeasureCountsLiveBytesAndFindsTheMedianKey) {
+  EXPECT_EQ(store_.Measure().keys, 0u);
+  EXPECT_EQ(store_.Measure().median_key, "");
+  ASSERT_TRUE(PutValue(1, "a", std::string(100, 'x')).ok());
+  EXPECT_EQ(store_.Measure().median_key, "");  // one key: nowhere to split
+  ASSERT_TRUE(PutValue(1, "z", std::string(1, 'x')).ok());
+  EXPECT_EQ(store_.Measure().median_key, "z");  // the halfway byte is in "a": the next key
+  ASSERT_TRUE(store_.Delete("z").ok());
+  ASSERT_TRUE(PutValue(1, "b", std::string(10, 'x')).ok());
+  ASSERT_TRUE(PutValue(1, "c", std::string(10, 'x')).ok());
+  ASSERT_TRUE(PutValue(1, "d", std::string(80, 'x')).ok());
+  KvStore::Size size = store_.Measure();
+  EXPECT_EQ(size.keys, 4u);
+  EXPECT_EQ(size.live_bytes, 200u);
+  EXPECT_EQ(size.median_key, "b");  // byte 101 of 200
+  ASSERT_TRUE(store_.Delete("a").ok());
+  ASSERT_TRUE(PutValue(1, "b", std::string(50, 'x')).ok());  // replaced, not added
+  size = store_.Measure();
+  EXPECT_EQ(size.keys, 3u);
+  EXPECT_EQ(size.live_bytes, 140u);
+  EXPECT_EQ(size.median_key, "d");  // 60 bytes before it, 80 in it
+}
+
 TEST_F(KvStoreTest, ForgedStaleAndForeignGrantsChangeNothing) {
   ASSERT_TRUE(PutValue(1, "k", "live").ok());
   auto g = store_.GrantSlots(1, 10, 2);

@@ -55,6 +55,13 @@ DEFINE_uint64(transfer_mib_s, 0,
               "cluster mode: paces the state transfers this node sends as a shard's primary "
               "(a node joining, a move, a rejoin) to this many MiB/s per shard, leaving CPU "
               "and network to the clients (0: as fast as they go; ..1048576)");
+DEFINE_int32(placement_interval_s, 10,
+             "cluster mode, automatic placement on (kvclient cluster config --auto_rebalance): "
+             "seconds between two decisions of the placer when this node holds the role "
+             "(1..3600)");
+DEFINE_int32(load_interval_s, 5,
+             "cluster mode, automatic placement on: seconds between two measurements of the "
+             "shards this node is primary of, published for the placer (1..3600)");
 DEFINE_bool(fault_signals, false,
             "tests: SIGUSR1 cuts this node off from etcd and the other nodes (not from "
             "clients), SIGUSR2 heals the cut (docs/cluster.md, fault matrix)");
@@ -116,6 +123,8 @@ unloadkv::server::KvServerOptions OptionsFromFlags() {
   o.cluster = FLAGS_cluster;
   o.node = FLAGS_node;
   o.lease_ttl = absl::Seconds(FLAGS_lease_ttl_s);
+  o.placement_interval = absl::Seconds(FLAGS_placement_interval_s);
+  o.load_interval = absl::Seconds(FLAGS_load_interval_s);
   // Capped before the shift (no wrap-around): Start refuses anything above 1048576 MiB/s.
   o.transfer_bytes_per_second = std::min<uint64_t>(FLAGS_transfer_mib_s, uint64_t{1} << 30) << 20;
   o.auth_file = FLAGS_auth_file;

@@ -882,6 +882,75 @@ TEST_F(ClusterFaultTest, KillTheMoveCommandThenRunItAgain) {
   Verify(absl::StrCat("SIGKILL the move command (", seen, "), rerun"), fault, settled);
 }
 
+// Automatic placement's decision-maker dies mid-move: two shards of two replicas on n1 and n2
+// under load, the policy on, then n3 started; once the placer's move onto n3 began, the placer's
+// node is SIGKILLed (it is n1 or n2, so a primary or the move's source dies with it). A
+// surviving node takes the placer's role over and, with no command, the cluster settles: every
+// shard served by two live replicas (a move left half done is finished or trimmed), nothing
+// lost, one primary per epoch.
+TEST_F(ClusterFaultTest, KillTheAutomaticPlacerMidMove) {
+  extra_flags_ = {"--placement_interval_s=1", "--load_interval_s=1"};
+  ASSERT_TRUE(map_->Create(2, *cluster::InitialShards(2, {})).ok());
+  auto all_served = [](size_t backups) {
+    return [backups](const ClusterView& v) {
+      for (const ShardInfo& s : v.shard_list) {
+        if (!v.IsLive(s.primary) || s.backups.size() != backups || !s.joining.empty() ||
+            !s.handover_to.empty()) {
+          return false;
+        }
+      }
+      return true;
+    };
+  };
+  StartNode("n1");
+  ASSERT_TRUE(WaitFor(all_served(0), absl::Seconds(30)));
+  StartNode("n2");
+  ASSERT_TRUE(WaitFor(all_served(1), absl::Seconds(30)));
+  StartLoad();
+  LoadFor(400);
+  RecordUnloadedShare();
+  OnePrimaryPerEpoch watch(etcd_->endpoint(), cluster_);
+  ASSERT_TRUE(map_->SetPolicy({true, 0}, View()).ok());
+  std::string placer;
+  ASSERT_TRUE(WaitFor(
+      [&](const ClusterView& v) {
+        placer = v.placer;
+        return !placer.empty();
+      },
+      absl::Seconds(10)));
+  StartNode("n3");
+  std::string seen;
+  ASSERT_TRUE(WaitFor(
+      [&](const ClusterView& v) {
+        for (const ShardInfo& s : v.shard_list) {
+          if (Contains(s.joining, "n3")) seen = absl::StrCat("n3 joining shard ", s.id);
+          if (Contains(s.backups, "n3")) seen = absl::StrCat("n3 a backup of shard ", s.id);
+        }
+        return !seen.empty();
+      },
+      absl::Seconds(20)))
+      << "the placer never moved a role onto n3";
+  const int64_t fault = MonoNow();
+  nodes_[placer]->Kill();
+  std::string successor;
+  const bool settled = WaitFor(
+      [&](const ClusterView& v) {
+        successor = v.placer;
+        if (successor.empty() || successor == placer || !all_served(1)(v)) return false;
+        for (const ShardInfo& s : v.shard_list) {
+          if (s.HasReplica(placer)) return false;
+        }
+        return true;
+      },
+      absl::Seconds(20 * kLeaseTtlSeconds));
+  EXPECT_TRUE(settled) << "no settled placement without " << placer << " (placer now \""
+                       << successor << "\")";
+  const std::string took = absl::StrFormat("%.0f ms", (MonoNow() - fault) / 1e6);
+  LoadFor(300);
+  EXPECT_EQ(watch.Stop(), "");
+  Verify(absl::StrCat("SIGKILL the placer ", placer, " (", seen, ")"), fault, took);
+}
+
 // etcd stops answering (SIGSTOP, longer than the lease TTL: every lease lapses) in the middle
 // of a move: the move waits for the map; when etcd resumes, the destination's lease has lapsed
 // too, so the move either completes (n3 registered again in time) or fails and takes back what

@@ -311,6 +311,80 @@ TEST_P(ClusterMapConformanceTest, ANodeLivesUnderItsLeaseAndItsNameIsUnique) {
   EXPECT_TRUE(map_->RegisterNode(Node("n1"), other).ok());
 }
 
+TEST_P(ClusterMapConformanceTest, APolicyIsSetAgainstTheConfigItReadAndOutlivesASplit) {
+  CreateMap(2, 1);
+  ClusterView v = MustRead();
+  EXPECT_FALSE(v.policy.auto_rebalance);
+  EXPECT_EQ(v.policy.max_shard_bytes, 0u);
+  const PlacementPolicy policy{true, 1 << 20};
+  ASSERT_TRUE(map_->SetPolicy(policy, v).ok());
+  // Against the config as it was before: refused, changing nothing.
+  EXPECT_EQ(map_->SetPolicy(PlacementPolicy{}, v).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  v = MustRead();
+  EXPECT_TRUE(v.policy == policy);
+  EXPECT_EQ(v.shards, 2);
+  // A split rewrites the config's shard count and keeps the policy.
+  ShardInfo left = v.shard_list[1];
+  ShardInfo right = left;
+  right.id = 2;
+  right.start = left.start + "m";
+  left.end = right.start;
+  ASSERT_TRUE(map_->SplitShard(left, right, v).ok());
+  v = MustRead();
+  EXPECT_EQ(v.shards, 3);
+  EXPECT_TRUE(v.policy == policy);
+}
+
+TEST_P(ClusterMapConformanceTest, LoadsAndThePlacerRoleLiveUnderTheirLeases) {
+  CreateMap(2, 1);
+  const LeaseId l1 = MustLease(absl::Seconds(1));
+  const LeaseId l2 = MustLease(absl::Seconds(30));
+  ASSERT_TRUE(map_->RegisterNode(Node("n1"), l1).ok());
+  ShardLoad load{1, "n1", 4, 10, 12345, "k5"};
+  ASSERT_TRUE(map_->PublishLoad(load, l1).ok());
+  load.live_bytes = 23456;  // a newer measurement replaces the record
+  ASSERT_TRUE(map_->PublishLoad(load, l1).ok());
+  ClusterView v = MustRead();
+  ASSERT_EQ(v.loads.count(1), 1u);
+  EXPECT_EQ(v.loads.at(1).node, "n1");
+  EXPECT_EQ(v.loads.at(1).epoch, 4u);
+  EXPECT_EQ(v.loads.at(1).keys, 10u);
+  EXPECT_EQ(v.loads.at(1).live_bytes, 23456u);
+  EXPECT_EQ(v.loads.at(1).median_key, "k5");
+  EXPECT_EQ(v.loads.count(0), 0u);
+
+  // One placer at a time: the first campaign wins, the second node waits, the winner's
+  // campaign is idempotent.
+  EXPECT_EQ(v.placer, "");
+  absl::StatusOr<bool> won = map_->Campaign("n1", l1);
+  ASSERT_TRUE(won.ok()) << won.status();
+  EXPECT_TRUE(*won);
+  won = map_->Campaign("n2", l2);
+  ASSERT_TRUE(won.ok()) << won.status();
+  EXPECT_FALSE(*won);
+  EXPECT_TRUE(*map_->Campaign("n1", l1));
+  EXPECT_EQ(MustRead().placer, "n1");
+
+  // n1's lease ends: its load and its role go with it, and n2 takes the role over.
+  EXPECT_TRUE(backend_->WaitUntil(
+      [&] {
+        ClusterView now = MustRead();
+        return now.loads.empty() && now.placer.empty();
+      },
+      absl::Seconds(5)));
+  won = map_->Campaign("n2", l2);
+  ASSERT_TRUE(won.ok()) << won.status();
+  EXPECT_TRUE(*won);
+  EXPECT_EQ(MustRead().placer, "n2");
+  EXPECT_EQ(map_->PublishLoad(load, l1).code(), absl::StatusCode::kNotFound);
+  won = map_->Campaign("n1", l1);
+  ASSERT_TRUE(won.ok()) << won.status();
+  EXPECT_FALSE(*won);
+  ASSERT_TRUE(map_->RevokeLease(l2).ok());
+  EXPECT_EQ(map_->Campaign("n1", l1).status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_P(ClusterMapConformanceTest, KeepAlivesKeepANodeBeyondItsTtl) {
   CreateMap(1, 1);
   const LeaseId lease = MustLease(absl::Seconds(1));

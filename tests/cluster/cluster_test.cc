@@ -8,12 +8,14 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
 #include "gtest/gtest.h"
@@ -85,6 +87,9 @@ class ClusterTest : public ::testing::Test {
     o.data_dir = data_dir;
     o.network_cut = n->cut.get();
     o.transfer_bytes_per_second = transfer_rate_;
+    // Automatic placement, where a test turns it on: decisions and measurements each second.
+    o.placement_interval = absl::Seconds(1);
+    o.load_interval = absl::Seconds(1);
     auto s = server::KvServer::Start(o);
     EXPECT_TRUE(s.ok()) << s.status();
     if (!s.ok()) return nullptr;
@@ -687,6 +692,96 @@ TEST_F(ClusterTest, ARebalanceSpreadsTheRolesOverNodesAddedLater) {
     EXPECT_EQ(primaries[n], 1) << n;
   }
   for (const auto& [key, value] : want) ASSERT_EQ(*c->Get(key), value) << key;
+}
+
+// Automatic placement: with the policy on, the nodes split a shard that grew past
+// max_shard_bytes (at its median key, again while a half is still too large) and take a node
+// started later into use, with nobody running a command, while a client writes throughout.
+// Every acknowledged write reads back; the roles end spread (no node above its share + 1) and
+// never two replicas of a shard on one node.
+TEST_F(ClusterTest, AutomaticPlacementSplitsAFullShardAndTakesANewNodeIntoUse) {
+  Init(2, 2, {"m"});
+  for (const char* n : {"a", "b"}) ASSERT_NE(StartNode(n), nullptr);
+  ASSERT_TRUE(WaitServing());
+  std::unique_ptr<Client> c = Connect();
+  std::map<std::string, std::string> want;
+  const std::string fill(1000, 'x');
+  for (int i = 0; i < 160; ++i) {  // 160 KB in shard 0, 2 KB in shard 1
+    const std::string key = absl::StrFormat("%c%03d", i % 16 == 0 ? 'n' : 'a', i);
+    want[key] = absl::StrCat(i, fill);
+    ASSERT_TRUE(c->Put(key, want[key]).ok());
+  }
+  ASSERT_TRUE(admin_->SetPolicy({true, 64 << 10}, View()).ok());
+  ASSERT_NE(StartNode("c"), nullptr);
+
+  // A writer overwrites keys throughout; a write whose outcome is unknown (its shard's primary
+  // changed as it was answered) leaves its key uncertain.
+  std::atomic<bool> stop{false};
+  Mutex mu;
+  std::set<std::string> uncertain;
+  int unknown = 0;
+  std::thread writer([&] {
+    for (int round = 0; !stop.load(); ++round) {
+      for (auto it = want.begin(); it != want.end() && !stop.load(); ++it) {
+        if (std::hash<std::string>()(it->first) % 4 != static_cast<size_t>(round % 4)) continue;
+        const std::string value = absl::StrCat(round, it->second.substr(it->second.find('x')));
+        const absl::Status st = c->Put(it->first, value);
+        MutexLock l(&mu);
+        if (st.ok()) {
+          it->second = value;
+          uncertain.erase(it->first);
+        } else {
+          ++unknown;
+          uncertain.insert(it->first);
+          // Only an answer lost with a connection a hand-over closed; never a refusal.
+          EXPECT_EQ(st.code(), absl::StatusCode::kUnknown) << it->first << ": " << st;
+        }
+      }
+    }
+  });
+  // Done: shard 0's 160 KB in shards of at most 64 KB (two rounds of splits: four shards), c
+  // holding its share of the roles, nothing under way.
+  auto settled = [&](const ClusterView& v, std::string* why) {
+    std::map<std::string, int> roles;
+    for (const ShardInfo& s : v.shard_list) {
+      if (v.StateOf(s) != ShardState::kServing || !s.joining.empty() || !s.split_at.empty() ||
+          !s.handover_to.empty() || s.Replicas().size() != 2) {
+        *why = absl::StrCat("shard ", s.id, " not settled");
+        return false;
+      }
+      for (const std::string& n : s.Replicas()) ++roles[n];
+    }
+    const int share = (2 * v.shards + 2) / 3;  // ceil(roles / 3 nodes)
+    for (const char* n : {"a", "b", "c"}) {
+      if (roles[n] > share || roles[n] < share - 1) {
+        *why = absl::StrCat("node ", n, " holds ", roles[n], " roles; its share is ", share);
+        return false;
+      }
+    }
+    *why = absl::StrCat(v.shards, " shards");
+    return v.shards >= 5;
+  };
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  std::string why;
+  while (!settled(View(), &why) && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(50));
+  stop.store(true);
+  writer.join();
+  ASSERT_TRUE(settled(View(), &why)) << why;
+  const ClusterView v = View();
+  EXPECT_FALSE(v.placer.empty());
+  for (const ShardInfo& s : v.shard_list) {
+    const std::vector<std::string> r = s.Replicas();
+    EXPECT_EQ(std::set<std::string>(r.begin(), r.end()).size(), r.size()) << "shard " << s.id;
+  }
+  for (const auto& [key, value] : want) {
+    if (uncertain.count(key) > 0) continue;
+    absl::StatusOr<std::string> got = c->Get(key);
+    ASSERT_TRUE(got.ok()) << key << ": " << got.status();
+    EXPECT_EQ(got->substr(0, 8), value.substr(0, 8)) << key;
+    EXPECT_EQ(*got, value) << key;
+  }
+  // One write in flight: at most one lost answer per change of primary.
+  EXPECT_LE(unknown, v.shards) << unknown << " writes of unknown outcome";
 }
 
 // The keys of shard `shard`'s replica on `node` in [start, end) ("" end: unbounded).

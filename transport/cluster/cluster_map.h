@@ -77,6 +77,22 @@ class ClusterMap {
   virtual absl::StatusOr<int64_t> MergeShards(const ShardInfo& merged, uint32_t right_id,
                                               const ClusterView& read) = 0;
 
+  // Writes the config's placement policy if and only if the config is still as in `read`
+  // (FAILED_PRECONDITION otherwise: a split or merge counted shards meanwhile; re-read).
+  // Returns the new revision.
+  virtual absl::StatusOr<int64_t> SetPolicy(const PlacementPolicy& policy,
+                                            const ClusterView& read) = 0;
+
+  // Publishes what a shard's primary measured of it, under `lease` (the record goes with the
+  // node), replacing the shard's previous record. NOT_FOUND when the lease expired.
+  virtual absl::Status PublishLoad(const ShardLoad& load, LeaseId lease) = 0;
+
+  // Makes `node` the placer under `lease` unless another node holds the role: true when
+  // `node` holds it (now or already), false when another does. The role ends with the lease
+  // (one placer at a time, etcd's election pattern). NOT_FOUND when nobody holds it and the
+  // lease expired.
+  virtual absl::StatusOr<bool> Campaign(const std::string& node, LeaseId lease) = 0;
+
   // Leases: a lease lives `ttl` (whole seconds, at least 1) after it was granted or last kept
   // alive; then every key under it is deleted.
   virtual absl::StatusOr<LeaseId> GrantLease(absl::Duration ttl) = 0;

@@ -61,7 +61,7 @@ absl::StatusOr<int64_t> EtcdClusterMap::Create(int replicas, const std::vector<S
     p->set_key(std::move(key));
     p->set_value(std::move(value));
   };
-  put(ConfigKey(cluster_), EncodeConfig(static_cast<int>(shards.size()), replicas));
+  put(ConfigKey(cluster_), EncodeConfig(static_cast<int>(shards.size()), replicas, {}));
   for (const ShardInfo& s : shards) put(ShardKey(cluster_, s.id), EncodeShard(s));
   etcd::TxnResponse resp;
   if (absl::Status s = gateway_->Call("/v3/kv/txn", txn, &resp); !s.ok()) return Annotate(s);
@@ -133,7 +133,7 @@ absl::StatusOr<int64_t> EtcdClusterMap::SplitShard(const ShardInfo& left, const 
   };
   put(ShardKey(cluster_, left.id), EncodeShard(left));
   put(ShardKey(cluster_, right.id), EncodeShard(right));
-  put(ConfigKey(cluster_), EncodeConfig(read.shards + 1, read.replicas));
+  put(ConfigKey(cluster_), EncodeConfig(read.shards + 1, read.replicas, read.policy));
   etcd::TxnResponse resp;
   if (absl::Status s = gateway_->Call("/v3/kv/txn", txn, &resp); !s.ok()) return Annotate(s);
   if (!resp.succeeded()) {
@@ -157,7 +157,7 @@ absl::StatusOr<int64_t> EtcdClusterMap::MergeShards(const ShardInfo& merged, uin
   txn.add_success()->mutable_request_delete_range()->set_key(ShardKey(cluster_, right_id));
   etcd::PutRequest* c = txn.add_success()->mutable_request_put();
   c->set_key(ConfigKey(cluster_));
-  c->set_value(EncodeConfig(read.shards - 1, read.replicas));
+  c->set_value(EncodeConfig(read.shards - 1, read.replicas, read.policy));
   etcd::TxnResponse resp;
   if (absl::Status s = gateway_->Call("/v3/kv/txn", txn, &resp); !s.ok()) return Annotate(s);
   if (!resp.succeeded()) {
@@ -166,6 +166,65 @@ absl::StatusOr<int64_t> EtcdClusterMap::MergeShards(const ShardInfo& merged, uin
                      " or the config changed since they were read; re-read the map"));
   }
   return resp.header().revision();
+}
+
+absl::StatusOr<int64_t> EtcdClusterMap::SetPolicy(const PlacementPolicy& policy,
+                                                  const ClusterView& read) {
+  etcd::TxnRequest txn;
+  CompareMod(&txn, ConfigKey(cluster_), read.config_revision);
+  etcd::PutRequest* p = txn.add_success()->mutable_request_put();
+  p->set_key(ConfigKey(cluster_));
+  p->set_value(EncodeConfig(read.shards, read.replicas, policy));
+  etcd::TxnResponse resp;
+  if (absl::Status s = gateway_->Call("/v3/kv/txn", txn, &resp); !s.ok()) return Annotate(s);
+  if (!resp.succeeded()) {
+    return absl::FailedPreconditionError(absl::StrCat("the config changed since revision ",
+                                                      read.config_revision, "; re-read the map"));
+  }
+  return resp.header().revision();
+}
+
+absl::Status EtcdClusterMap::PublishLoad(const ShardLoad& load, LeaseId lease) {
+  etcd::PutRequest req;
+  req.set_key(LoadKey(cluster_, load.shard));
+  req.set_value(EncodeLoad(load));
+  req.set_lease(lease);
+  etcd::PutResponse resp;
+  absl::Status s = gateway_->Call("/v3/kv/put", req, &resp);
+  if (s.code() == absl::StatusCode::kNotFound) {  // etcd: "requested lease not found"
+    return absl::NotFoundError(absl::StrCat("lease ", lease, " expired or was revoked"));
+  }
+  return Annotate(s);
+}
+
+absl::StatusOr<bool> EtcdClusterMap::Campaign(const std::string& node, LeaseId lease) {
+  const std::string key = PlacerKey(cluster_);
+  etcd::TxnRequest txn;
+  etcd::Compare* absent = txn.add_compare();
+  absent->set_key(key);
+  absent->set_target(etcd::Compare::CREATE);
+  absent->set_result(etcd::Compare::EQUAL);
+  absent->set_create_revision(0);
+  etcd::PutRequest* p = txn.add_success()->mutable_request_put();
+  p->set_key(key);
+  p->set_value(EncodePlacer(node));
+  p->set_lease(lease);
+  txn.add_failure()->mutable_request_range()->set_key(key);
+  etcd::TxnResponse resp;
+  absl::Status s = gateway_->Call("/v3/kv/txn", txn, &resp);
+  if (s.code() == absl::StatusCode::kNotFound) {
+    return absl::NotFoundError(absl::StrCat("lease ", lease, " expired or was revoked"));
+  }
+  if (!s.ok()) return Annotate(s);
+  if (resp.succeeded()) return true;
+  for (const etcd::ResponseOp& op : resp.responses()) {
+    for (const etcd::KeyValue& kv : op.response_range().kvs()) {
+      absl::StatusOr<std::string> holder = DecodePlacer(kv.key(), kv.value());
+      if (!holder.ok()) return Annotate(holder.status());
+      return *holder == node;
+    }
+  }
+  return false;  // the holder's lease ended between the compare and the read: try again later
 }
 
 absl::StatusOr<LeaseId> EtcdClusterMap::GrantLease(absl::Duration ttl) {

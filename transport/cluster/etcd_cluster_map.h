@@ -35,6 +35,10 @@ class EtcdClusterMap : public ClusterMap {
                                       const ClusterView& read) override;
   absl::StatusOr<int64_t> UpdateShard(const ShardInfo& shard,
                                       const std::vector<std::string>& absent_nodes) override;
+  absl::StatusOr<int64_t> SetPolicy(const PlacementPolicy& policy,
+                                    const ClusterView& read) override;
+  absl::Status PublishLoad(const ShardLoad& load, LeaseId lease) override;
+  absl::StatusOr<bool> Campaign(const std::string& node, LeaseId lease) override;
   absl::StatusOr<LeaseId> GrantLease(absl::Duration ttl) override;
   absl::StatusOr<absl::Duration> KeepAlive(LeaseId lease) override;
   absl::Status RevokeLease(LeaseId lease) override;

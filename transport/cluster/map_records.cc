@@ -55,6 +55,16 @@ std::string ShardKey(absl::string_view cluster, uint32_t id) {
   return absl::StrFormat("%s%08u", ShardsPrefix(cluster), id);
 }
 
+std::string LoadsPrefix(absl::string_view cluster) {
+  return absl::StrCat(ClusterPrefix(cluster), "loads/");
+}
+std::string LoadKey(absl::string_view cluster, uint32_t shard) {
+  return absl::StrFormat("%s%08u", LoadsPrefix(cluster), shard);
+}
+std::string PlacerKey(absl::string_view cluster) {
+  return absl::StrCat(ClusterPrefix(cluster), "placer");
+}
+
 std::string PrefixEnd(absl::string_view prefix) {
   std::string end(prefix);
   while (!end.empty()) {
@@ -67,11 +77,35 @@ std::string PrefixEnd(absl::string_view prefix) {
   return std::string(1, '\0');  // etcd: "\0" as range_end means "every key >= key"
 }
 
-std::string EncodeConfig(int shards, int replicas) {
+std::string EncodeConfig(int shards, int replicas, const PlacementPolicy& policy) {
   ClusterConfig c;
   c.set_shards(static_cast<uint32_t>(shards));
   c.set_replicas(static_cast<uint32_t>(replicas));
+  c.set_auto_rebalance(policy.auto_rebalance);
+  c.set_max_shard_bytes(policy.max_shard_bytes);
   return ToJson(c);
+}
+
+std::string EncodeLoad(const ShardLoad& load) {
+  ShardLoadRecord r;
+  r.set_node(load.node);
+  r.set_epoch(load.epoch);
+  r.set_keys(load.keys);
+  r.set_live_bytes(load.live_bytes);
+  r.set_median_key(load.median_key);
+  return ToJson(r);
+}
+
+std::string EncodePlacer(absl::string_view node) {
+  PlacerRecord r;
+  r.set_node(std::string(node));
+  return ToJson(r);
+}
+
+absl::StatusOr<std::string> DecodePlacer(absl::string_view key, absl::string_view value) {
+  PlacerRecord r;
+  if (absl::Status s = FromJson(key, value, &r); !s.ok()) return s;
+  return r.node();
 }
 
 std::string EncodeNode(const NodeInfo& node) {
@@ -143,59 +177,105 @@ absl::Status CheckMerge(const ClusterView& read, const ShardInfo& merged, uint32
   return absl::OkStatus();
 }
 
+namespace {
+
+absl::Status ReadConfig(const StoredKey& k, ClusterView* view) {
+  ClusterConfig c;
+  if (absl::Status s = FromJson(k.key, k.value, &c); !s.ok()) return s;
+  if (c.shards() < 1 || c.shards() > kMaxShards || c.replicas() < 1 ||
+      c.replicas() > kMaxReplicas) {
+    return absl::DataLossError(
+        absl::StrCat("cluster map record ", k.key, " holds an impossible config: ", k.value));
+  }
+  view->shards = static_cast<int>(c.shards());
+  view->replicas = static_cast<int>(c.replicas());
+  view->policy.auto_rebalance = c.auto_rebalance();
+  view->policy.max_shard_bytes = c.max_shard_bytes();
+  view->config_revision = k.mod_revision;
+  return absl::OkStatus();
+}
+
+absl::Status ReadNode(const StoredKey& k, absl::string_view name, ClusterView* view) {
+  NodeRecord r;
+  if (absl::Status s = FromJson(k.key, k.value, &r); !s.ok()) return s;
+  NodeInfo n;
+  n.name = std::string(name);
+  n.rpc_address = r.rpc_address();
+  n.metrics_address = r.metrics_address();
+  for (const LogPosition& p : r.logs()) n.logs[p.shard()] = {p.epoch(), p.seq()};
+  view->nodes[n.name] = std::move(n);
+  return absl::OkStatus();
+}
+
+absl::Status ReadShard(absl::string_view cluster, const StoredKey& k, ClusterView* view) {
+  ShardRecord r;
+  if (absl::Status s = FromJson(k.key, k.value, &r); !s.ok()) return s;
+  ShardInfo s;
+  s.id = r.id();
+  s.start = r.start();
+  s.end = r.end();
+  s.epoch = r.epoch();
+  s.primary = r.primary();
+  s.backups.assign(r.backups().begin(), r.backups().end());
+  s.joining.assign(r.joining().begin(), r.joining().end());
+  s.durable = r.durable();
+  s.handover_to = r.handover_to();
+  s.split_at = r.split_at();
+  s.split_id = r.split_id();
+  s.merge_with = r.merge_with();
+  s.mod_revision = k.mod_revision;
+  if (k.key != ShardKey(cluster, s.id)) {
+    return absl::DataLossError(absl::StrCat("cluster map record ", k.key, " names shard ", s.id));
+  }
+  view->shard_list.push_back(std::move(s));
+  return absl::OkStatus();
+}
+
+absl::Status ReadLoad(const StoredKey& k, absl::string_view id, ClusterView* view) {
+  ShardLoadRecord r;
+  if (absl::Status s = FromJson(k.key, k.value, &r); !s.ok()) return s;
+  ShardLoad load;
+  if (!absl::SimpleAtoi(id, &load.shard)) {
+    return absl::DataLossError(absl::StrCat("cluster map record ", k.key, " names no shard"));
+  }
+  load.node = r.node();
+  load.epoch = r.epoch();
+  load.keys = r.keys();
+  load.live_bytes = r.live_bytes();
+  load.median_key = r.median_key();
+  view->loads[load.shard] = std::move(load);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<ClusterView> AssembleView(absl::string_view cluster, int64_t revision,
                                          const std::vector<StoredKey>& keys) {
   ClusterView view;
   view.revision = revision;
   const std::string config_key = ConfigKey(cluster);
+  const std::string placer_key = PlacerKey(cluster);
   const std::string nodes = NodesPrefix(cluster);
   const std::string shards = ShardsPrefix(cluster);
+  const std::string loads = LoadsPrefix(cluster);
   bool have_config = false;
   for (const StoredKey& k : keys) {
+    absl::Status s;
     if (k.key == config_key) {
-      ClusterConfig c;
-      if (absl::Status s = FromJson(k.key, k.value, &c); !s.ok()) return s;
-      if (c.shards() < 1 || c.shards() > kMaxShards || c.replicas() < 1 ||
-          c.replicas() > kMaxReplicas) {
-        return absl::DataLossError(
-            absl::StrCat("cluster map record ", k.key, " holds an impossible config: ", k.value));
-      }
-      view.shards = static_cast<int>(c.shards());
-      view.replicas = static_cast<int>(c.replicas());
-      view.config_revision = k.mod_revision;
+      s = ReadConfig(k, &view);
       have_config = true;
+    } else if (k.key == placer_key) {
+      absl::StatusOr<std::string> node = DecodePlacer(k.key, k.value);
+      if (node.ok()) view.placer = *std::move(node);
+      s = node.status();
     } else if (absl::StartsWith(k.key, nodes)) {
-      NodeRecord r;
-      if (absl::Status s = FromJson(k.key, k.value, &r); !s.ok()) return s;
-      NodeInfo n;
-      n.name = k.key.substr(nodes.size());
-      n.rpc_address = r.rpc_address();
-      n.metrics_address = r.metrics_address();
-      for (const LogPosition& p : r.logs()) n.logs[p.shard()] = {p.epoch(), p.seq()};
-      view.nodes[n.name] = std::move(n);
+      s = ReadNode(k, absl::string_view(k.key).substr(nodes.size()), &view);
     } else if (absl::StartsWith(k.key, shards)) {
-      ShardRecord r;
-      if (absl::Status s = FromJson(k.key, k.value, &r); !s.ok()) return s;
-      ShardInfo s;
-      s.id = r.id();
-      s.start = r.start();
-      s.end = r.end();
-      s.epoch = r.epoch();
-      s.primary = r.primary();
-      s.backups.assign(r.backups().begin(), r.backups().end());
-      s.joining.assign(r.joining().begin(), r.joining().end());
-      s.durable = r.durable();
-      s.handover_to = r.handover_to();
-      s.split_at = r.split_at();
-      s.split_id = r.split_id();
-      s.merge_with = r.merge_with();
-      s.mod_revision = k.mod_revision;
-      if (k.key != ShardKey(cluster, s.id)) {
-        return absl::DataLossError(
-            absl::StrCat("cluster map record ", k.key, " names shard ", s.id));
-      }
-      view.shard_list.push_back(std::move(s));
+      s = ReadShard(cluster, k, &view);
+    } else if (absl::StartsWith(k.key, loads)) {
+      s = ReadLoad(k, absl::string_view(k.key).substr(loads.size()), &view);
     }
+    if (!s.ok()) return s;
   }
   if (!have_config) {
     return absl::NotFoundError(

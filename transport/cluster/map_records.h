@@ -21,10 +21,17 @@ std::string NodesPrefix(absl::string_view cluster);
 std::string NodeKey(absl::string_view cluster, absl::string_view node);
 std::string ShardsPrefix(absl::string_view cluster);
 std::string ShardKey(absl::string_view cluster, uint32_t id);
+std::string LoadsPrefix(absl::string_view cluster);
+std::string LoadKey(absl::string_view cluster, uint32_t shard);
+std::string PlacerKey(absl::string_view cluster);
 // The smallest key greater than every key starting with `prefix` (etcd's range_end).
 std::string PrefixEnd(absl::string_view prefix);
 
-std::string EncodeConfig(int shards, int replicas);
+std::string EncodeConfig(int shards, int replicas, const PlacementPolicy& policy);
+std::string EncodeLoad(const ShardLoad& load);
+std::string EncodePlacer(absl::string_view node);
+// The node a stored PlacerRecord names; DATA_LOSS when it does not parse.
+absl::StatusOr<std::string> DecodePlacer(absl::string_view key, absl::string_view value);
 std::string EncodeNode(const NodeInfo& node);
 std::string EncodeShard(const ShardInfo& shard);
 

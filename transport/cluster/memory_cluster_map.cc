@@ -126,7 +126,7 @@ absl::StatusOr<int64_t> MemoryClusterMap::Create(int replicas,
           absl::StrCat("cluster \"", cluster_, "\" already has a map in ", Describe()));
     }
     ++c.revision_;
-    c.PutLocked(ConfigKey(cluster_), EncodeConfig(static_cast<int>(shards.size()), replicas), 0,
+    c.PutLocked(ConfigKey(cluster_), EncodeConfig(static_cast<int>(shards.size()), replicas, {}), 0,
                 notices);
     for (const ShardInfo& s : shards) {
       c.PutLocked(ShardKey(cluster_, s.id), EncodeShard(s), 0, notices);
@@ -178,13 +178,12 @@ absl::StatusOr<int64_t> MemoryClusterMap::SplitShard(const ShardInfo& left, cons
     ++c.revision_;
     c.PutLocked(left_key, EncodeShard(left), 0, notices);
     c.PutLocked(right_key, EncodeShard(right), 0, notices);
-    c.PutLocked(config_key, EncodeConfig(read.shards + 1, read.replicas), 0, notices);
+    c.PutLocked(config_key, EncodeConfig(read.shards + 1, read.replicas, read.policy), 0, notices);
     return c.revision_;
   });
 }
 
-absl::StatusOr<int64_t> MemoryClusterMap::MergeShards(const ShardInfo& merged,
-                                                      uint32_t right_id,
+absl::StatusOr<int64_t> MemoryClusterMap::MergeShards(const ShardInfo& merged, uint32_t right_id,
                                                       const ClusterView& read) {
   if (absl::Status s = CheckReachable(); !s.ok()) return s;
   if (absl::Status s = CheckMerge(read, merged, right_id); !s.ok()) return s;
@@ -207,8 +206,58 @@ absl::StatusOr<int64_t> MemoryClusterMap::MergeShards(const ShardInfo& merged,
     ++c.revision_;
     c.PutLocked(left_key, EncodeShard(merged), 0, notices);
     c.DeleteLocked(right_key, notices);
-    c.PutLocked(config_key, EncodeConfig(read.shards - 1, read.replicas), 0, notices);
+    c.PutLocked(config_key, EncodeConfig(read.shards - 1, read.replicas, read.policy), 0, notices);
     return c.revision_;
+  });
+}
+
+absl::StatusOr<int64_t> MemoryClusterMap::SetPolicy(const PlacementPolicy& policy,
+                                                    const ClusterView& read) {
+  if (absl::Status s = CheckReachable(); !s.ok()) return s;
+  MemoryCoordinator& c = *coordinator_;
+  return Transact([&](MemoryCoordinator::Notices* notices) -> absl::StatusOr<int64_t> {
+    const std::string key = ConfigKey(cluster_);
+    auto it = c.keys_.find(key);
+    if (it == c.keys_.end() || it->second.mod_revision != read.config_revision) {
+      return absl::FailedPreconditionError(absl::StrCat("the config changed since revision ",
+                                                        read.config_revision, "; re-read the map"));
+    }
+    ++c.revision_;
+    c.PutLocked(key, EncodeConfig(read.shards, read.replicas, policy), 0, notices);
+    return c.revision_;
+  });
+}
+
+absl::Status MemoryClusterMap::PublishLoad(const ShardLoad& load, LeaseId lease) {
+  if (absl::Status s = CheckReachable(); !s.ok()) return s;
+  MemoryCoordinator& c = *coordinator_;
+  return Transact([&](MemoryCoordinator::Notices* notices) -> absl::Status {
+    if (c.leases_.count(lease) == 0) {
+      return absl::NotFoundError(absl::StrCat("lease ", lease, " expired or was revoked"));
+    }
+    ++c.revision_;
+    c.PutLocked(LoadKey(cluster_, load.shard), EncodeLoad(load), lease, notices);
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<bool> MemoryClusterMap::Campaign(const std::string& node, LeaseId lease) {
+  if (absl::Status s = CheckReachable(); !s.ok()) return s;
+  MemoryCoordinator& c = *coordinator_;
+  return Transact([&](MemoryCoordinator::Notices* notices) -> absl::StatusOr<bool> {
+    const std::string key = PlacerKey(cluster_);
+    auto it = c.keys_.find(key);
+    if (it != c.keys_.end()) {
+      absl::StatusOr<std::string> holder = DecodePlacer(key, it->second.value);
+      if (!holder.ok()) return holder.status();
+      return *holder == node;
+    }
+    if (c.leases_.count(lease) == 0) {
+      return absl::NotFoundError(absl::StrCat("lease ", lease, " expired or was revoked"));
+    }
+    ++c.revision_;
+    c.PutLocked(key, EncodePlacer(node), lease, notices);
+    return true;
   });
 }
 

@@ -55,6 +55,25 @@ struct NodeInfo {
   std::map<uint32_t, std::pair<uint64_t, uint64_t>> logs;
 };
 
+// Automatic placement, as set by `cluster init --auto_rebalance` or `cluster config`.
+struct PlacementPolicy {
+  bool auto_rebalance = false;
+  uint64_t max_shard_bytes = 0;  // split a shard above this many live bytes; 0: never
+  bool operator==(const PlacementPolicy& o) const {
+    return auto_rebalance == o.auto_rebalance && max_shard_bytes == o.max_shard_bytes;
+  }
+};
+
+// A shard's size as its primary last published it (ShardLoadRecord).
+struct ShardLoad {
+  uint32_t shard = 0;
+  std::string node;  // the primary that measured it
+  uint64_t epoch = 0;
+  uint64_t keys = 0;
+  uint64_t live_bytes = 0;
+  std::string median_key;  // "" when the shard holds no key
+};
+
 // What `cluster status` calls a shard's state, derived from the map and the live nodes.
 enum class ShardState {
   kServing,          // live primary and every wanted backup live
@@ -71,6 +90,9 @@ struct ClusterView {
   int replicas = 0;                   // wanted group size, from the config
   std::vector<ShardInfo> shard_list;  // ordered by start key, covering the key space
   std::map<std::string, NodeInfo> nodes;  // live (registered) nodes by name
+  PlacementPolicy policy;                 // from the config
+  std::map<uint32_t, ShardLoad> loads;    // by shard id; only those whose primary published
+  std::string placer;                     // the node deciding placement; "" when none
 
   bool IsLive(absl::string_view node) const { return nodes.count(std::string(node)) > 0; }
   // The shard whose range holds `key`; nullptr only for a malformed map.

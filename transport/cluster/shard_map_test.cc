@@ -71,7 +71,7 @@ TEST(MapRecordsTest, RoundTripsThroughTheStoredForm) {
   (*shards)[1].backups = {"n2", "n3"};
   (*shards)[1].joining = {"n4"};
   std::vector<StoredKey> keys{
-      {ConfigKey("c"), EncodeConfig(2, 3), 2},
+      {ConfigKey("c"), EncodeConfig(2, 3, {}), 2},
       {ShardKey("c", 1), EncodeShard((*shards)[1]), 9},
       {ShardKey("c", 0), EncodeShard((*shards)[0]), 2},
       {NodeKey("c", "n1"), EncodeNode({"n1", "127.0.0.1:7000", "127.0.0.1:9000"}), 5},
@@ -94,7 +94,7 @@ TEST(MapRecordsTest, RoundTripsThroughTheStoredForm) {
 TEST(MapRecordsTest, DamagedRecordsAreDataLossNamingTheKey) {
   absl::StatusOr<std::vector<ShardInfo>> shards = InitialShards(2, {"m"});
   ASSERT_TRUE(shards.ok());
-  const StoredKey config{ConfigKey("c"), EncodeConfig(2, 1), 2};
+  const StoredKey config{ConfigKey("c"), EncodeConfig(2, 1, {}), 2};
   const StoredKey s0{ShardKey("c", 0), EncodeShard((*shards)[0]), 2};
   const StoredKey s1{ShardKey("c", 1), EncodeShard((*shards)[1]), 2};
 
@@ -111,7 +111,7 @@ TEST(MapRecordsTest, DamagedRecordsAreDataLossNamingTheKey) {
   v = AssembleView("c", 3, {config, s0, {ShardKey("c", 1), EncodeShard(gap), 2}});
   EXPECT_EQ(v.status().code(), absl::StatusCode::kDataLoss);
 
-  v = AssembleView("c", 3, {{ConfigKey("c"), EncodeConfig(2, 99), 2}, s0, s1});
+  v = AssembleView("c", 3, {{ConfigKey("c"), EncodeConfig(2, 99, {}), 2}, s0, s1});
   EXPECT_EQ(v.status().code(), absl::StatusCode::kDataLoss);
 
   v = AssembleView("c", 3, {s0, s1});  // no config: never initialized

@@ -106,8 +106,10 @@ std::vector<MoveRequest> PlanRebalance(const cluster::ClusterView& view) {
     if (!s.primary.empty() && s.joining.empty() && s.handover_to.empty()) p.shards.push_back(s);
   }
   const int nodes = static_cast<int>(p.roles.size());
-  const int role_share = (total + nodes - 1) / nodes;
-  const int primary_share = (static_cast<int>(view.shard_list.size()) + nodes - 1) / nodes;
+  // Floor shares: a node above one gives a role only to a node holding two fewer (the moves'
+  // guard), so the counts end within one of each other.
+  const int role_share = total / nodes;
+  const int primary_share = static_cast<int>(view.shard_list.size()) / nodes;
   std::vector<MoveRequest> out;
   // Bounded: each planned move lowers a count above its share.
   for (int i = 0; i < total + 1 && PlanOneRole(&p, role_share, &out); ++i) {

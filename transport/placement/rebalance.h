@@ -2,12 +2,13 @@
 // that spread a cluster's roles over its live nodes. Greedy placement (a node joins whatever
 // needs a replica) leaves the first nodes holding everything; a node added later holds
 // nothing. A pass plans, from one view of the map:
-//   1. roles: while a node holds more than its share of the replica roles (ceil(roles /
+//   1. roles: while a node holds more than its share of the replica roles (floor(roles /
 //      nodes)), one of its roles, a backup's where it can, moves to the live node outside
-//      that shard's group holding the fewest (never two replicas of a shard on one node);
-//   2. primaries: while a node is primary of more than its share of the shards (ceil(shards /
+//      that shard's group holding the fewest (never two replicas of a shard on one node),
+//      when that node holds at least two roles fewer (so the counts end within one);
+//   2. primaries: while a node is primary of more than its share of the shards (floor(shards /
 //      nodes)), one of its primary roles goes to the backup of that shard that is primary of
-//      the fewest (a hand-over, no copy), when that backup is below its share.
+//      the fewest (a hand-over, no copy), when that backup is primary of two fewer.
 // Each move is then made as `cluster move` makes it (shard_move.h), one at a time.
 //
 // Thread-safety: plain functions; RunRebalance blocks (a command line's).
@@ -20,8 +21,8 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "transport/placement/shard_move.h"
 #include "transport/cluster/cluster_map.h"
+#include "transport/placement/shard_move.h"
 
 namespace unloadkv {
 

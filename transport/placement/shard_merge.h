@@ -1,11 +1,11 @@
 // Merging two adjacent shards into one (docs/cluster.md, "Merges"), through the cluster map
 // alone. The shard on the right must have the left one's primary as its own: when it has not,
-// the steps first move its primary's role there (a `cluster move`, transport/placement/shard_move.h). Then
-// the request sets the left shard's `merge_with`; its primary holds the right shard's writes
-// (refused ABORTED: the SDK retries them), writes the right shard's keys into the left one as
-// replicated writes, and in one map transaction extends the left shard over both ranges and
-// deletes the right one. Reads are served throughout. A take-over meanwhile calls the merge
-// off; the steps ask for it again.
+// the steps first move its primary's role there (a `cluster move`,
+// transport/placement/shard_move.h). Then the request sets the left shard's `merge_with`; its
+// primary holds the right shard's writes (refused ABORTED: the SDK retries them), writes the right
+// shard's keys into the left one as replicated writes, and in one map transaction extends the left
+// shard over both ranges and deletes the right one. Reads are served throughout. A take-over
+// meanwhile calls the merge off; the steps ask for it again.
 //
 // Thread-safety: one step at a time per map handle.
 #ifndef UNLOADKV_TRANSPORT_PLACEMENT_SHARD_MERGE_H_
@@ -17,8 +17,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "transport/placement/shard_move.h"
 #include "transport/cluster/cluster_map.h"
+#include "transport/placement/shard_move.h"
 
 namespace unloadkv {
 

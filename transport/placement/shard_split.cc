@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "transport/placement/progress_lines.h"
 #include "proto/limits.h"
+#include "transport/placement/progress_lines.h"
 
 namespace unloadkv {
 namespace {
