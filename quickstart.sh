@@ -273,7 +273,7 @@ print(sum((s["primary"] == "n4") + s["backups"].count("n4") for s in v["shards"]
   wait_serving || { "${kv[@]}" cluster status; log "the shards did not settle within 30 s"; exit 1; }
   "${kv[@]}" cluster status | grep '^placement'
   for i in 1 2 3 4; do
-    curl -s "http://127.0.0.1:$((9200 + i))/metrics" | grep -E '^unloadkv_placement_changes_total' | sed "s/^/  n$i: /"
+    curl -s "http://127.0.0.1:$((9200 + i))/metrics" | awk -v n="n$i" '/^unloadkv_placement_changes_total/ { print "  " n ": " $0 }'
   done
   log "n4 holds ${roles[0]} roles, ${roles[1]} of them primary; automatic placement off for the operator's split and merge"
   "${kv[@]}" cluster config --auto_rebalance=false
@@ -373,6 +373,7 @@ SIM_DURABLE_SEEDS=1..50
 SIM_INTERVAL_SEEDS=1..30
 SIM_MOVE_SEEDS=1..50
 SIM_SPLIT_SEEDS=1..30
+SIM_PLACEMENT_SEEDS=1..20
 sim_phase() {
   local out args
   out=$(mktemp)
@@ -380,12 +381,13 @@ sim_phase() {
   # disks and crashes mid-compaction among the faults, under --fsync=always (nothing
   # acknowledged lost) and interval:1000 (nothing acknowledged a second before a power loss
   # lost; docs/durability.md); then with operators' `cluster move`s, `split`s and `merge`s
-  # among the faults, some with a node crashed mid-way, in memory and (splits, merges) logging
-  # (docs/sim-cluster.md).
+  # among the faults, some with a node crashed mid-way, in memory and (splits, merges) logging;
+  # then with automatic placement deciding splits and moves by itself (docs/sim-cluster.md).
   for args in "--seeds=$SIM_SEEDS" "--durable --seeds=$SIM_DURABLE_SEEDS" \
     "--durable --fsync=interval:1000 --seeds=$SIM_INTERVAL_SEEDS" \
     "--moves --splits --merges --seeds=$SIM_MOVE_SEEDS" \
-    "--durable --splits --merges --seeds=$SIM_SPLIT_SEEDS"; do
+    "--durable --splits --merges --seeds=$SIM_SPLIT_SEEDS" \
+    "--placement --seeds=$SIM_PLACEMENT_SEEDS"; do
     # shellcheck disable=SC2086  # two flags in one string
     if bazel run -c opt //tests/sim:cluster_sim -- $args >"$out" 2>&1; then
       PASSED=$((PASSED + 1))
@@ -461,7 +463,7 @@ run_tests() {
   phase "ThreadSanitizer (the concurrent code)" test_phase --config=tsan --build_tests_only \
     --test_tag_filters=-process,-fuzz //transport/... //client/... //server/... //tests/kv/... \
     //tests/cluster/... //tests/security:memory_protection_test
-  phase "cluster simulation, seeds $SIM_SEEDS, durable $SIM_DURABLE_SEEDS, interval $SIM_INTERVAL_SEEDS, moves+splits+merges $SIM_MOVE_SEEDS, durable splits+merges $SIM_SPLIT_SEEDS (release build)" sim_phase
+  phase "cluster simulation, seeds $SIM_SEEDS, durable $SIM_DURABLE_SEEDS, interval $SIM_INTERVAL_SEEDS, moves+splits+merges $SIM_MOVE_SEEDS, durable splits+merges $SIM_SPLIT_SEEDS, placement $SIM_PLACEMENT_SEEDS (release build)" sim_phase
   phase "README commands (./quickstart.sh demo, cluster)" readme_phase
   phase "libFuzzer, 15 s per decoder" fuzz_phase
   echo

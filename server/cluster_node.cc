@@ -507,6 +507,23 @@ bool ClusterNode::HandOver(const cluster::ClusterView& view, const cluster::Shar
            absl::StrCat("give up handing the primary's role over to ", to, ": not a live backup"));
     return true;
   }
+  // A backup gone or out of step holds the writes in flight up, and only the repair this
+  // hand-over would hold off (ServePrimary) lets them go: give it up first (found by
+  // cluster_sim --placement, seed 11: a backup cut off mid-drain stalled the shard for good).
+  std::string failing;
+  for (const std::string& b : s.backups) {
+    if (!view.IsLive(b)) failing = b;
+  }
+  for (const std::string& b : local->FailedLinks()) failing = b;
+  if (!failing.empty()) {
+    local->SetHandingOver("");
+    cluster::ShardInfo next = s;
+    next.handover_to.clear();
+    Update(next, {},
+           absl::StrCat("give up handing the primary's role over to ", to, ": backup ", failing,
+                        " failed; the group is repaired first"));
+    return true;
+  }
   local->SetProgressHook([wake = wake_] { wake->Signal(); });  // when it drained
   local->SetHandingOver(to);  // new writes refused ABORTED from here on: the SDK retries them
   if (!local->Drained()) return true;  // the writes in flight commit first (a later round)
@@ -551,14 +568,23 @@ void ClusterNode::ServePrimary(const cluster::ClusterView& view, const cluster::
     }
   }
   for (const std::string& j : s.joining) {
+    const bool attached_as_joiner = join_links_.count({s.id, j}) > 0;
     if (!view.IsLive(j)) {
       Erase(&next.joining, j);
+      join_links_.erase({s.id, j});
       changed = true;
     } else if (Contains(failed, j)) {
       local->RemoveLink(j);  // a joining node does not count for durability: drop at once
+    } else if (Contains(linked, j) && !attached_as_joiner) {
+      // A link from before it joined: it was a backup, left and joined again between two of
+      // this node's reads of the map, and holds no replica now. It is attached afresh (found
+      // by cluster_sim --placement, seed 13: promoted on the old link, it resigned at once,
+      // and the two took turns forever).
+      local->RemoveLink(j);
     } else if (Contains(linked, j) && local->CaughtUp(j)) {
       Erase(&next.joining, j);
       next.backups.push_back(j);
+      join_links_.erase({s.id, j});
       membership = true;
     }
   }
@@ -574,7 +600,10 @@ void ClusterNode::ServePrimary(const cluster::ClusterView& view, const cluster::
     return;  // the next round works from the map as written
   }
   for (const std::string& n : linked) {
-    if (!Contains(s.backups, n) && !Contains(s.joining, n)) local->RemoveLink(n);
+    if (!Contains(s.backups, n) && !Contains(s.joining, n)) {
+      local->RemoveLink(n);
+      join_links_.erase({s.id, n});
+    }
   }
   if (Split(view, s, local)) return;
   AttachJoining(view, s, local, linked);
@@ -588,7 +617,9 @@ void ClusterNode::AttachJoining(const cluster::ClusterView& view, const cluster:
                                 const std::vector<std::string>& linked) {
   std::vector<std::string> nodes;
   for (const std::string& j : s.joining) {
-    if (!Contains(linked, j)) nodes.push_back(j);
+    if (Contains(linked, j)) continue;
+    nodes.push_back(j);
+    join_links_.insert({s.id, j});
   }
   // This primary's log can extend a state a joiner kept.
   AttachNodes(view, s, local, nodes, options_.durable);

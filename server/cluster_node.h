@@ -34,8 +34,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "server/cluster_metrics.h"
@@ -251,6 +253,10 @@ class ClusterNode {
   std::unique_ptr<Placer> placer_;
   absl::Time next_load_ = absl::InfinitePast();
   std::map<uint32_t, cluster::ShardLoad> published_;
+  // Control thread only: the (shard, node) links this node's primaries opened to a node while
+  // it was joining (AttachJoining). A joining node linked otherwise holds a link from before it
+  // joined, which is replaced.
+  std::set<std::pair<uint32_t, std::string>> join_links_;
   // Control thread only: when each shard's primary was first seen gone.
   std::map<uint32_t, absl::Time> primary_gone_since_;
   absl::Time started_;  // Start's time

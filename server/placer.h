@@ -73,6 +73,7 @@ class Placer {
   bool leading_ = false;
   absl::Time next_campaign_ = absl::InfinitePast();
   absl::Time next_decision_ = absl::InfinitePast();
+  absl::Time next_step_ = absl::InfinitePast();
   int failures_in_a_row_ = 0;
   int done_ = 0, failed_ = 0;
   std::optional<Change> current_;

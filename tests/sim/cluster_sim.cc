@@ -84,6 +84,12 @@ DEFINE_bool(merges, false,
             "(transport/placement/shard_merge.h; a move of the right one's primary role first when "
             "needed), a "
             "third of them with their primary crashed mid-merge");
+DEFINE_bool(placement, false,
+            "automatic placement on (server/placer.h): the nodes' placer splits shards above "
+            "--max_shard_bytes and spreads roles over the nodes by itself, among the faults");
+DEFINE_uint64(max_shard_bytes, 128,
+              "with --placement: split a shard above this many live bytes (the workload's "
+              "values are a few bytes each: 128 makes a few splits a run)");
 DEFINE_bool(buggify, true,
             "switch on the code's fault points (transport/base/buggify.h), drawn from the seed");
 
@@ -104,6 +110,7 @@ struct Outcome {
   size_t scans = 0;
   world::SimInvariants::Counts invariants;  // the engine's, on every connection
   std::map<std::string, int> faults;
+  int auto_shards_added = 0;  // --placement: shards at the end less shards at the start
   std::map<std::string, uint64_t> buggify;  // fault points that fired, by site
   std::map<std::string, int> refused;       // rogue writes refused, by path
   int64_t sim_ns = 0;
@@ -134,6 +141,8 @@ class SimRun {
     const int64_t jitter_ns = kJitterNs[rng_() % 4];
     o.durable = FLAGS_durable;
     o.fsync = FLAGS_fsync;
+    o.placement = FLAGS_placement;
+    o.max_shard_bytes = FLAGS_max_shard_bytes;
     o.disk_seed = seed_;
     if (absl::StatusOr<server::FsyncPolicy> p = server::FsyncPolicy::Parse(o.fsync);
         p.ok() && p->kind == server::FsyncPolicy::Kind::kInterval) {
@@ -294,6 +303,11 @@ class SimRun {
     // One more control round everywhere, so that dropped replicas are gone.
     w_->SleepUntil(w_->now_ns() + 500'000'000);
     Note("healed and fully replicated");
+    if (FLAGS_placement) {
+      if (absl::StatusOr<cluster::ClusterView> v = w_->View(); v.ok()) {
+        out_.auto_shards_added = v->shards - out_.shape.shards;
+      }
+    }
     FinalReads();
     if (!out_.ok) return;
     CheckReplicas();
@@ -1167,6 +1181,7 @@ int Main(int argc, char** argv) {
   size_t ops = 0, scans = 0;
   world::SimInvariants::Counts inv;    // summed over the runs
   std::map<std::string, int> refused;  // rogue writes refused as they must be, by path
+  int auto_shards_added = 0;
   const auto start = std::chrono::steady_clock::now();
   for (const uint64_t seed : seeds) {
     // Kept after a stall: its participants are blocked and the process must end.
@@ -1175,6 +1190,7 @@ int Main(int argc, char** argv) {
     const Outcome out = run->Go();
     SetLogSink(nullptr, nullptr);
     for (const auto& [k, n] : out.faults) faults[k] += n;
+    auto_shards_added += out.auto_shards_added;
     for (const auto& [site, n] : out.buggify) ++buggify_runs[site];
     for (const auto& [path, n] : out.refused) refused[path] += n;
     sim_ns += out.sim_ns;
@@ -1221,6 +1237,10 @@ int Main(int argc, char** argv) {
     std::printf("\n%zu runs, %zu failed%s; %zu ops, %zu scans; faults: %s\n", seeds.size(),
                 failed.size(), failed.empty() ? "" : " (seeds listed above)", ops, scans,
                 kinds.empty() ? "none" : kinds.c_str());
+    if (FLAGS_placement) {
+      std::printf("automatic placement: %d shards added by the placer's splits (net of merges)\n",
+                  auto_shards_added);
+    }
     std::string points;
     for (const auto& [site, n] : buggify_runs) {
       absl::StrAppend(&points, points.empty() ? "" : "; ", site, " (", n, " runs)");

@@ -51,6 +51,12 @@ absl::StatusOr<std::unique_ptr<ClusterWorld>> ClusterWorld::Create(const Options
   if (absl::StatusOr<int64_t> rev = admin.Create(options.replicas, *shards); !rev.ok()) {
     return rev.status();
   }
+  if (options.placement) {
+    absl::StatusOr<cluster::ClusterView> v = admin.Read();
+    if (!v.ok()) return v.status();
+    const cluster::PlacementPolicy policy{true, options.max_shard_bytes};
+    if (absl::StatusOr<int64_t> rev = admin.SetPolicy(policy, *v); !rev.ok()) return rev.status();
+  }
   for (int i = 0; i < options.nodes; ++i) {
     auto n = std::make_unique<Node>();
     n->name = absl::StrCat("n", i);
@@ -123,6 +129,8 @@ absl::Status ClusterWorld::StartNode(int i) {
   so.node = n.name;
   so.arena_bytes = options_.arena_bytes;
   so.lease_ttl = options_.lease_ttl;
+  so.placement_interval = options_.placement_interval;
+  so.load_interval = options_.load_interval;
   so.policy = options_.policy;
   so.network_cut = &n.network_cut;
   so.auth = auth_;

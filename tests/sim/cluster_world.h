@@ -106,6 +106,12 @@ class ClusterWorld {
     uint64_t disk_seed = 1;  // what a power loss keeps of unsynced writes
     // Logs compact past this many bytes (small, so that runs compact; 0: never).
     uint64_t log_compact_bytes = 8 << 10;
+    // Automatic placement (server/placer.h) on from the start, splitting shards above
+    // max_shard_bytes (0: no split by size); the nodes decide and measure at these intervals.
+    bool placement = false;
+    uint64_t max_shard_bytes = 0;
+    absl::Duration placement_interval = absl::Seconds(2);
+    absl::Duration load_interval = absl::Seconds(1);
   };
 
   static absl::StatusOr<std::unique_ptr<ClusterWorld>> Create(const Options& options);
