@@ -21,6 +21,13 @@ std::string JsonNames(const std::vector<std::string>& names) {
 }
 }  // namespace
 
+namespace {
+const std::map<uint32_t, cluster::ShardLoad>& NoLoads() {
+  static const auto* const none = new std::map<uint32_t, cluster::ShardLoad>();
+  return *none;
+}
+}  // namespace
+
 std::string ClusterStatusTable(const cluster::ClusterView& view,
                                const std::vector<TransferProgress>& transfers) {
   std::string out = absl::StrFormat("%-6s %-28s %-6s %-12s %-24s %s\n", "shard", "range", "epoch",
@@ -53,7 +60,8 @@ std::string ClusterStatusTable(const cluster::ClusterView& view,
                           n.metrics_address.empty() ? "-" : n.metrics_address);
   }
   absl::StrAppend(&out, PlacementLine(view), "\n");
-  for (const auto& [id, load] : view.loads) {
+  // With the policy off the records left from when it was on are stale: not shown.
+  for (const auto& [id, load] : view.policy.auto_rebalance ? view.loads : NoLoads()) {
     absl::StrAppendFormat(&out, "  shard %u: %u keys, %u live bytes (measured by %s)\n", id,
                           load.keys, load.live_bytes, load.node);
   }
@@ -87,7 +95,7 @@ std::string ClusterStatusJson(const cluster::ClusterView& view,
                     ",\"merge_with\":", s.merge_with,
                     ",\"state\":", JsonString(cluster::ShardStateName(view.StateOf(s))));
     auto load = view.loads.find(s.id);
-    if (load != view.loads.end()) {
+    if (view.policy.auto_rebalance && load != view.loads.end()) {
       absl::StrAppend(&out, ",\"keys\":", load->second.keys,
                       ",\"live_bytes\":", load->second.live_bytes);
     }

@@ -493,6 +493,33 @@ def cluster():
                 ],
             ),
             panel(
+                "Placer",
+                "1 on the node making automatic placement decisions (kvclient cluster config "
+                "--auto_rebalance=true); 0 on the others and with the policy off.",
+                "none",
+                [(f"unloadkv_placer{{{s}}}", "{{instance}}")],
+            ),
+            panel(
+                "Placement changes",
+                "Moves, splits and trims the placer made, per minute, by outcome (failed: "
+                "undone after a refusal or a timeout; alert UnloadkvPlacementFailing).",
+                "short",
+                [
+                    (
+                        f"sum by (kind, outcome) "
+                        f"(increase(unloadkv_placement_changes_total{{{s}}}[1m]))",
+                        "{{kind}} {{outcome}}",
+                    )
+                ],
+            ),
+            panel(
+                "Shard sizes",
+                "Live value bytes of each shard as its primary last measured them (automatic "
+                "placement splits a shard above --max_shard_bytes).",
+                "bytes",
+                [(f"max by (shard) (unloadkv_shard_live_bytes{{{s}}})", "shard {{shard}}")],
+            ),
+            panel(
                 "Lease valid",
                 "1 while the node's etcd lease lets it serve reads locally; 0 after it lapsed, "
                 "until it has registered again and reconciled with the map.",

@@ -100,9 +100,10 @@ class LocalCluster:
                 return False
         wait_for("etcd answering", ready, 30)
 
-    def init(self, shards, replicas):
+    def init(self, shards, replicas, extra=()):
         r = subprocess.run([KVCLIENT, *self.flags(), "cluster", "init", f"--shards={shards}",
-                            f"--replicas={replicas}"], capture_output=True, text=True, timeout=30)
+                            f"--replicas={replicas}", *extra], capture_output=True, text=True,
+                           timeout=30)
         if r.returncode != 0:
             fail(f"cluster init: {r.stdout}{r.stderr}")
 

@@ -2,7 +2,7 @@
 """Every Grafana panel's query against a real Prometheus scraping real kvservers.
 
 Starts, on loopback: etcd, a three-node kvserver cluster (one shard, three replicas,
-replication writes unloaded), a kvclient load (value writes unloaded) and Debian's prometheus
+replication writes unloaded, automatic placement on), a kvclient load (value writes unloaded) and Debian's prometheus
 with deploy/prometheus's configuration and rules (scrape and rule evaluation every second
 instead of 15 s, and a file-discovery target file naming the three nodes as cluster "test").
 Once Prometheus has scraped every node and evaluated the rules, it runs every query of every
@@ -31,6 +31,8 @@ CLUSTER = "test"
 ALLOWED_EMPTY = [
     ("unloadkv_connections_refused_total", "exists after the first refused admission"),
     ("unloadkv_transfer_sent_bytes", "exists only while a state transfer is under way"),
+    ("unloadkv_placement_changes_total", "exists after the placer's first change (one shard "
+     "on three nodes gives it none to make)"),
 ]
 
 
@@ -62,9 +64,10 @@ def main():
 
 def run(tmp, cluster):
     cluster.start_etcd()
-    cluster.init(shards=1, replicas=3)
+    # Automatic placement on, so that the placer and shard-size panels have series.
+    cluster.init(shards=1, replicas=3, extra=["--auto_rebalance"])
     for i in (1, 2, 3):
-        cluster.start_node(f"n{i}", ["--policy=unload"])
+        cluster.start_node(f"n{i}", ["--policy=unload", "--load_interval_s=1"])
     cluster.wait_whole(backups=2)
     load = cluster.start_load(["--policy=unload"])
     metrics = cluster.metrics
