@@ -209,7 +209,7 @@ class ClusterNode {
   void NoteMapError();
   // ---- automatic placement (cluster_placement.cc) ----
   // With the policy on, every load_interval: the size of each shard this node is primary of,
-  // published to the map when it changed (and to unloadkv_shard_live_bytes).
+  // published to the map when the map holds another figure (and to unloadkv_shard_live_bytes).
   void PublishLoads(const cluster::ClusterView& view);
 
   cluster::ClusterMap* const map_;
@@ -252,7 +252,6 @@ class ClusterNode {
   // Control thread only: automatic placement.
   std::unique_ptr<Placer> placer_;
   absl::Time next_load_ = absl::InfinitePast();
-  std::map<uint32_t, cluster::ShardLoad> published_;
   // Control thread only: the (shard, node) links this node's primaries opened to a node while
   // it was joining (AttachJoining). A joining node linked otherwise holds a link from before it
   // joined, which is replaced.

@@ -8,7 +8,6 @@ namespace unloadkv::server {
 void ClusterNode::PublishLoads(const cluster::ClusterView& view) {
   if (!view.policy.auto_rebalance || clock_->Now() < next_load_) return;
   next_load_ = clock_->Now() + options_.load_interval;
-  std::map<uint32_t, cluster::ShardLoad> kept;
   for (const cluster::ShardInfo& s : view.shard_list) {
     if (s.primary != name()) continue;
     std::shared_ptr<ShardReplica> local = shards_->Get(s.id);
@@ -16,21 +15,14 @@ void ClusterNode::PublishLoads(const cluster::ClusterView& view) {
     const KvStore::Size size = local->store().Measure();
     cluster::ShardLoad load{s.id, name(), s.epoch, size.keys, size.live_bytes, size.median_key};
     if (options_.metrics != nullptr) options_.metrics->SetLiveBytes(s.id, size.live_bytes);
-    auto was = published_.find(s.id);
+    // Written only when the map holds another figure (each write wakes every node's watch).
     auto stored = view.loads.find(s.id);
-    const bool same = was != published_.end() && stored != view.loads.end() &&
-                      stored->second.node == name() && stored->second.epoch == load.epoch &&
-                      was->second.live_bytes == load.live_bytes && was->second.keys == load.keys &&
-                      was->second.median_key == load.median_key;
-    if (!same) {
-      if (absl::Status st = map_->PublishLoad(load, lease_.load()); !st.ok()) {
-        NoteMapError();
-        continue;  // published_ keeps the old figure: the next round tries again
-      }
-    }
-    kept[s.id] = std::move(load);
+    const bool same = stored != view.loads.end() && stored->second.node == load.node &&
+                      stored->second.epoch == load.epoch && stored->second.keys == load.keys &&
+                      stored->second.live_bytes == load.live_bytes &&
+                      stored->second.median_key == load.median_key;
+    if (!same && !map_->PublishLoad(load, lease_.load()).ok()) NoteMapError();
   }
-  published_ = std::move(kept);
 }
 
 }  // namespace unloadkv::server

@@ -50,24 +50,25 @@ bool Placer::Lead(const cluster::ClusterView& view, cluster::LeaseId lease) {
     leading = won.ok() && *won;
     if (leading) Log(LogLevel::kInfo, absl::StrCat("placer: ", options_.node, " is the placer"));
   }
+  SetLeading(leading);
+  return leading;
+}
+
+void Placer::SetLeading(bool leading) {
   if (leading != leading_ && options_.metrics != nullptr) options_.metrics->SetPlacer(leading);
   leading_ = leading;
-  return leading;
 }
 
 void Placer::Tick(const cluster::ClusterView& view, cluster::LeaseId lease) {
   if (!view.policy.auto_rebalance && current_) {
     End(false, "automatic placement was turned off");  // undone: nobody would finish it
   }
+  if (!view.policy.auto_rebalance) SetLeading(false);
   if (!view.policy.auto_rebalance || !Lead(view, lease)) {
     // Another node decides: what this one started is the map's now (a trim by the next placer
     // takes back a move left half done).
     current_.reset();
     over_replicated_.clear();
-    if (!view.policy.auto_rebalance && leading_) {
-      leading_ = false;
-      if (options_.metrics != nullptr) options_.metrics->SetPlacer(false);
-    }
     return;
   }
   if (current_) return Step();

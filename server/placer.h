@@ -59,7 +59,9 @@ class Placer {
     std::optional<SplitRequest> split;
     absl::Time began;
   };
+  // Whether this node holds the placer's role, campaigning when nobody does.
   bool Lead(const cluster::ClusterView& view, cluster::LeaseId lease);
+  void SetLeading(bool leading);
   // The next change for `view`, if any.
   std::optional<Change> Decide(const cluster::ClusterView& view);
   std::optional<Change> Trim(const cluster::ClusterView& view);
