@@ -99,7 +99,8 @@ TEST_F(PlacerTest, SplitsAShardItsPrimaryMeasuredTooLargeAndUndoesItAfterTheTime
   ASSERT_TRUE(map_.PublishLoad({s.id, "n1", s.epoch, 10, 5000, "k"}, lease_).ok());
   Tick(*p);
   ASSERT_TRUE(p->leading());
-  const ShardInfo* asked = Read().ShardById(s.id);
+  const ClusterView after = Read();
+  const ShardInfo* asked = after.ShardById(s.id);
   ASSERT_NE(asked, nullptr);
   EXPECT_EQ(asked->split_at, "k");
   EXPECT_NE(asked->split_id, 0u);
