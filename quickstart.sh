@@ -7,6 +7,9 @@
 #                            a fourth node taking its share under load, a shard split and
 #                            merged back (docs/cluster.md)
 #   ./quickstart.sh test   builds and runs the whole test suite (what CI runs)
+#   ./quickstart.sh package [--out=DIR | --prefix=DIR]  the Debian package
+#                          unloadkv_VERSION_amd64.deb, or the same files installed under DIR
+#                          (docs/build.md, "Packages"; docs/sdk.md)
 # Idempotent; needs root or sudo for apt-get only when something is missing.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -18,6 +21,7 @@ PACKAGES=(
   clang libclang-rt-14-dev gnuplot-nox redis-server libhiredis-dev
   etcd-server libcurl4-openssl-dev curl prometheus python3 python3-kubernetes chromium
   memcached libmemcached-dev linux-perf strace libssl-dev openssl zlib1g-dev
+  dpkg-dev lintian help2man make cmake pkgconf python3-dev pybind11-dev python3-pytest
 )
 
 log() { printf '[quickstart %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -440,6 +444,12 @@ readme_phase() {
   readme_run cluster 300
 }
 
+# The installed SDK from outside Bazel (docs/sdk.md): the package built, unpacked and
+# installed with --prefix, the CMake, Makefile and Python examples built and run against it.
+sdk_phase() {
+  check timeout --kill-after=10 600 tests/sdk/installed_examples.sh
+}
+
 # Runs one phase and records its wall time and outcome for the table at the end.
 PHASE_ROWS=()
 phase() {
@@ -465,6 +475,7 @@ run_tests() {
     //tests/cluster/... //tests/security:memory_protection_test
   phase "cluster simulation, seeds $SIM_SEEDS, durable $SIM_DURABLE_SEEDS, interval $SIM_INTERVAL_SEEDS, moves+splits+merges $SIM_MOVE_SEEDS, durable splits+merges $SIM_SPLIT_SEEDS, placement $SIM_PLACEMENT_SEEDS (release build)" sim_phase
   phase "README commands (./quickstart.sh demo, cluster)" readme_phase
+  phase "installed SDK: package, CMake/Makefile/Python examples" sdk_phase
   phase "libFuzzer, 15 s per decoder" fuzz_phase
   echo
   printf '%-58s %6s  %s\n' phase time result
@@ -479,5 +490,6 @@ case "${1:-}" in
   demo) install_missing; run_demo ;;
   cluster) install_missing; run_cluster ;;
   test) install_missing; run_tests ;;
-  *) echo "usage: $0 demo|cluster|test" >&2; exit 2 ;;
+  package) install_missing; exec deploy/package/package.sh "${@:2}" ;;
+  *) echo "usage: $0 demo|cluster|test|package" >&2; exit 2 ;;
 esac

@@ -1,18 +1,38 @@
 // Client::Connect: a NodeClient for one kvserver, or a ClusterRouter for a cluster.
 #include "client/client.h"
 
+#include <string_view>
+
+#include "client/client_hooks.h"
 #include "client/client_impl.h"
 #include "client/cluster_router.h"
+#include "transport/base/version.h"
 
 namespace unloadkv {
 
+static_assert(std::string_view(UNLOADKV_VERSION) == kVersion,
+              "client.h's UNLOADKV_VERSION differs from transport/base/version.h");
+#define UNLOADKV_STRINGIZE_(x) #x
+#define UNLOADKV_STRINGIZE(x) UNLOADKV_STRINGIZE_(x)
+static_assert(std::string_view(UNLOADKV_VERSION) ==
+                  UNLOADKV_STRINGIZE(UNLOADKV_VERSION_MAJOR) "." UNLOADKV_STRINGIZE(
+                      UNLOADKV_VERSION_MINOR) "." UNLOADKV_STRINGIZE(UNLOADKV_VERSION_PATCH),
+              "UNLOADKV_VERSION differs from its MAJOR, MINOR and PATCH");
+
+const char* Version() { return kVersion; }
+
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
-  if (!options.etcd.empty() || options.cluster_map != nullptr) {
-    absl::StatusOr<std::unique_ptr<ClusterRouter>> router = ClusterRouter::Connect(options);
+  return ConnectWithHooks(options, ClientHooks());
+}
+
+absl::StatusOr<std::unique_ptr<Client>> ConnectWithHooks(const ClientOptions& options,
+                                                         const ClientHooks& hooks) {
+  if (!options.etcd.empty() || hooks.cluster_map != nullptr) {
+    absl::StatusOr<std::unique_ptr<ClusterRouter>> router = ClusterRouter::Connect(options, hooks);
     if (!router.ok()) return router.status();
     return std::unique_ptr<Client>(std::move(*router));
   }
-  absl::StatusOr<std::unique_ptr<NodeClient>> node = NodeClient::Connect(options);
+  absl::StatusOr<std::unique_ptr<NodeClient>> node = NodeClient::Connect(options, hooks);
   if (!node.ok()) return node.status();
   return std::unique_ptr<Client>(std::move(*node));
 }

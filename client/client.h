@@ -23,6 +23,9 @@
 // (connection lost or server shutting down). Synchronous calls retry transient failures
 // (local push-back; timeouts of reads) up to max_retries times with exponential backoff.
 //
+// The installed API is this header and what it includes (Abseil's, from libabsl-dev); link
+// libunloadkv (pkg-config unloadkv, CMake unloadkv::client, Bazel //client:client). C++17.
+//
 // Thread-safety: all methods may be called from any thread. Async callbacks run exactly once,
 // on the client's engine thread (on the caller's thread when the request fails before it is
 // sent; on the process's deadline thread when it times out); they must not block, call
@@ -40,69 +43,28 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "proto/kv.pb.h"
+
+#define UNLOADKV_VERSION_MAJOR 1
+#define UNLOADKV_VERSION_MINOR 0
+#define UNLOADKV_VERSION_PATCH 0
+#define UNLOADKV_VERSION "1.0.0"  // of these headers; unloadkv::Version() is the library's
+
+// What libunloadkv exports; everything else in it is hidden (client/unloadkv.lds).
+#define UNLOADKV_EXPORT __attribute__((visibility("default")))
 
 namespace unloadkv {
 
-class Clock;  // transport/base/clock.h
-
-namespace engine {
-class EngineMetrics;    // transport/engine/metrics.h
-class InvariantChecks;  // transport/engine/invariant_checks.h
-}  // namespace engine
-
-namespace rnic {
-class Device;  // transport/rnic/device.h
-}  // namespace rnic
-
-namespace cluster {
-class ClusterMap;  // transport/cluster/cluster_map.h
-}  // namespace cluster
-
-namespace rpc {
-struct Credentials;  // transport/rpc/auth_file.h
-}  // namespace rpc
-
-// A client embedded in a world someone else drives (tests/sim: the simulated fabric, one
-// thread, virtual time). It then runs on `device` and `clock`, reaches the server through
-// `bootstrap` instead of TCP and starts no thread: it hands the world a poller instead, and
-// its synchronous calls (and Wait) let the world run until their answer is in.
-struct ClientEmbedding {
-  rnic::Device* device = nullptr;  // not owned; outlives the client
-  const Clock* clock = nullptr;    // not owned; the device's clock
-  // The bootstrap exchange with the server at `server` (the options' `server`, or a node's
-  // address from the cluster map): hands it the hello line `hello` makes of the server's
-  // challenge and returns the server's answer line (an embedded server's KvServer::Admit;
-  // rpc::BootstrapDialer's contract).
-  std::function<absl::StatusOr<std::string>(
-      const std::string& server,
-      const std::function<absl::StatusOr<std::string>(absl::string_view challenge)>& hello,
-      absl::Duration timeout)>
-      bootstrap;
-  // What the client proves instead of ClientOptions::auth_file (a simulation's users; not
-  // owned, outlives the client; nullable: none).
-  const rpc::Credentials* credentials = nullptr;
-  // Runs the world until `done()` holds. Never called from a callback.
-  std::function<void(const std::function<bool()>& done)> wait;
-  // Cluster mode only: runs `body` as a thread of the world (lockstep: it may block in
-  // `wait`); the router's background work runs there.
-  std::function<void(std::function<void()> body)> spawn;
-  // Optional: the engine's invariant checks (engine::EngineOptions::checks); must outlive
-  // the client.
-  engine::InvariantChecks* checks = nullptr;
-  // The world calls `poll` whenever it moved (it processes completions and expired deadlines
-  // and returns the work done; never blocks) from add_poller's return until remove_poller.
-  std::function<uint64_t(std::function<int()> poll)> add_poller;
-  std::function<void(uint64_t poller)> remove_poller;
-};
+// The SDK's version. Within one major version the installed library stays binary compatible:
+// no public class or struct changes layout and no virtual function is added, removed or
+// reordered (docs/sdk.md, "Versioning"); the shared library's SONAME carries the major.
+UNLOADKV_EXPORT const char* Version();  // "MAJOR.MINOR.PATCH" of the library actually loaded
 
 struct ClientOptions {
   std::string server = "127.0.0.1:7070";  // kvserver's --listen address (single node)
   // A cluster: etcd endpoints "HOST:PORT[,HOST:PORT...]" and the cluster's name; `server` is
-  // then unused. Tests may inject `cluster_map` (not owned; must outlive the Client) instead.
+  // then unused.
   std::string etcd;
   std::string cluster;
-  cluster::ClusterMap* cluster_map = nullptr;
   // Authentication (docs/security.md): a file of "NAME ROLE SECRET" lines (kvserver's
   // --auth_file format, mode 600) and the user of it to prove ("" : the file's only user).
   // Connect fails with FailedPrecondition ("server refused: authentication failed ...") when
@@ -128,21 +90,35 @@ struct ClientOptions {
   int max_in_flight = 64;  // requests outstanding on the connection (1..1024)
   absl::Duration timeout = absl::Seconds(5);  // per request, and for Connect as a whole
   int max_retries = 3;
-  // Optional extra sink for the engine's metrics (e.g. Prometheus); must outlive the Client.
-  engine::EngineMetrics* metrics = nullptr;
   // Who drives the connection. false: an engine thread, so async callbacks run whenever
   // answers arrive. true: the threads blocked in synchronous calls (or in Wait) drive it
   // themselves, one at a time, which saves waking a second thread per request; async
   // callbacks then run only while some thread is inside a synchronous call or Wait.
   bool caller_progress = false;
-  // Not owned; outlives the Client. With it `transport`, `soft_host`, `verbs_device` and
-  // `caller_progress` are unused, and `server` only names the server to `bootstrap`.
-  const ClientEmbedding* embedding = nullptr;
 };
 
 struct ScanPage {
   std::vector<std::pair<std::string, std::string>> items;
   bool more = false;  // call again from the last key + "\0" for the rest
+};
+
+// A server's figures (kvserver's, or summed over a cluster's nodes by the cluster client).
+struct ServerStats {
+  uint64_t keys = 0;
+  uint64_t arena_bytes = 0;       // the registered arenas
+  uint64_t arena_used_bytes = 0;  // slot capacity held by live values and outstanding grants
+  uint64_t connections = 0;
+  uint64_t offload_writes = 0;  // value writes that reached the arenas, by path
+  uint64_t unload_writes = 0;
+  std::string staging_memory;  // how staging rings are backed
+  std::string transport;       // soft | verbs
+  // Durability (docs/durability.md): the --fsync policy ("" without --data_dir: in memory
+  // only), records the shard logs acknowledged and their fsyncs, and why a log refuses writes
+  // ("" while every log takes them; in a cluster prefixed by the node's name).
+  std::string fsync;
+  uint64_t log_records = 0;
+  uint64_t log_syncs = 0;
+  std::string log_failure;
 };
 
 // Value writes this client made, by the path they took (complete, from engine callbacks).
@@ -154,7 +130,7 @@ struct WriteStats {
 
 // The SDK's interface, implemented by a connection to one kvserver and by a router over a
 // cluster's primaries (client_impl.h, cluster_router.h; private to client/). Connect picks.
-class Client {
+class UNLOADKV_EXPORT Client {
  public:
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
   virtual ~Client();
@@ -172,7 +148,7 @@ class Client {
   virtual absl::Status Delete(absl::string_view key) = 0;
   virtual absl::StatusOr<ScanPage> Scan(absl::string_view start, absl::string_view end,
                                         uint32_t limit) = 0;
-  virtual absl::StatusOr<proto::StatsResponse> Stats() = 0;
+  virtual absl::StatusOr<ServerStats> Stats() = 0;
 
   // Asynchronous forms; no retries. Put yields the new version.
   virtual void PutAsync(absl::string_view key, absl::string_view value,
@@ -188,7 +164,7 @@ class Client {
   // request), as hiredis does with pipelined commands. Never wait for this client's requests
   // inside a batch: none of them is on the wire until it ends. A no-op in a cluster. Must not
   // outlive the Client.
-  class Batch {
+  class UNLOADKV_EXPORT Batch {
    public:
     // What an implementation holds while a batch is open (opaque; null: nothing).
     struct State {

@@ -12,7 +12,8 @@
 
 namespace unloadkv {
 
-absl::StatusOr<std::unique_ptr<NodeClient>> NodeClient::Connect(const ClientOptions& options) {
+absl::StatusOr<std::unique_ptr<NodeClient>> NodeClient::Connect(const ClientOptions& options,
+                                                                const ClientHooks& hooks) {
   if (options.max_in_flight < 1 || options.max_in_flight > 1024) {
     return absl::InvalidArgumentError("max_in_flight must be in 1..1024");
   }
@@ -20,7 +21,8 @@ absl::StatusOr<std::unique_ptr<NodeClient>> NodeClient::Connect(const ClientOpti
   if (!policy.ok()) return policy.status();
   std::unique_ptr<NodeClient> c(new NodeClient());
   c->options_ = options;
-  const ClientEmbedding* embedded = options.embedding;
+  c->hooks_ = hooks;
+  const ClientEmbedding* embedded = hooks.embedding;
   if (embedded != nullptr) {
     if (embedded->device == nullptr || embedded->clock == nullptr || !embedded->bootstrap ||
         !embedded->wait || !embedded->add_poller || !embedded->remove_poller) {
@@ -35,7 +37,7 @@ absl::StatusOr<std::unique_ptr<NodeClient>> NodeClient::Connect(const ClientOpti
     c->owned_device_ = std::move(*device);
     c->device_ = c->owned_device_.get();
   }
-  c->write_count_ = std::make_unique<client_internal::WriteCount>(options.metrics);
+  c->write_count_ = std::make_unique<client_internal::WriteCount>(hooks.metrics);
   engine::EngineOptions eo;
   eo.max_connections_per_worker = 1;  // the client's one connection
   eo.metrics = c->write_count_.get();
@@ -57,7 +59,8 @@ absl::StatusOr<std::unique_ptr<NodeClient>> NodeClient::Connect(const ClientOpti
   c->rpc_ = std::make_unique<rpc::RpcClient>(c->conn_.get(), c->clock_, options.max_in_flight);
   // One deadline for the whole of Connect: the bootstrap exchange and the first round trip.
   const absl::Time deadline = c->clock_->Now() + options.timeout;
-  absl::StatusOr<std::optional<rpc::Credentials>> credentials = LoadCredentials(options);
+  absl::StatusOr<std::optional<rpc::Credentials>> credentials =
+      LoadCredentials(options, hooks.embedding);
   if (!credentials.ok()) return credentials.status();
   absl::StatusOr<rpc::Session> session = rpc::Bootstrap(
       embedded != nullptr ? rpc::BootstrapDialer(embedded->bootstrap) : rpc::BootstrapDialer(),
@@ -89,9 +92,10 @@ absl::StatusOr<std::unique_ptr<NodeClient>> NodeClient::Connect(const ClientOpti
   return c;
 }
 
-absl::StatusOr<std::optional<rpc::Credentials>> LoadCredentials(const ClientOptions& options) {
-  if (options.embedding != nullptr && options.embedding->credentials != nullptr) {
-    return std::optional<rpc::Credentials>(*options.embedding->credentials);
+absl::StatusOr<std::optional<rpc::Credentials>> LoadCredentials(const ClientOptions& options,
+                                                                const ClientEmbedding* embedding) {
+  if (embedding != nullptr && embedding->credentials != nullptr) {
+    return std::optional<rpc::Credentials>(*embedding->credentials);
   }
   if (options.auth_file.empty()) {
     if (!options.user.empty()) {
@@ -113,7 +117,7 @@ absl::StatusOr<std::optional<rpc::Credentials>> LoadCredentials(const ClientOpti
 }
 
 NodeClient::~NodeClient() {
-  if (poller_) options_.embedding->remove_poller(*poller_);
+  if (poller_) hooks_.embedding->remove_poller(*poller_);
   stop_ = true;
   if (ticker_id_ != 0) DeadlineTicker::Get().Remove(ticker_id_);
   if (engine_) engine_->Stop();
@@ -156,7 +160,7 @@ int NodeClient::PollEmbedded() {
 }
 
 void NodeClient::Wait(const std::function<bool()>& done) {
-  if (options_.embedding != nullptr) return options_.embedding->wait(done);
+  if (hooks_.embedding != nullptr) return hooks_.embedding->wait(done);
   while (!done()) {
     if (options_.caller_progress) {
       std::unique_lock<std::mutex> drive(drive_mu_, std::try_to_lock);

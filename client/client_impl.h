@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "client/client.h"
+#include "client/client_hooks.h"
 #include "client/grant_pool.h"
 #include "client/sync_call.h"
 #include "client/value_buffers.h"
@@ -26,9 +27,10 @@
 
 namespace unloadkv {
 
-// The credentials `options` name (ClientEmbedding::credentials, else auth_file and user);
-// none without an auth file. Errors name the file and what is wrong with it.
-absl::StatusOr<std::optional<rpc::Credentials>> LoadCredentials(const ClientOptions& options);
+// The credentials to prove (`embedding`'s, else the options' auth_file and user); none without
+// an auth file. Errors name the file and what is wrong with it.
+absl::StatusOr<std::optional<rpc::Credentials>> LoadCredentials(const ClientOptions& options,
+                                                                const ClientEmbedding* embedding);
 
 class NodeClient : public Client {
  public:
@@ -37,7 +39,8 @@ class NodeClient : public Client {
 
   // Opens the device and engine, exchanges connection details with the server and completes
   // one PING round trip, all within options.timeout (client_impl.cc).
-  static absl::StatusOr<std::unique_ptr<NodeClient>> Connect(const ClientOptions& options);
+  static absl::StatusOr<std::unique_ptr<NodeClient>> Connect(const ClientOptions& options,
+                                                             const ClientHooks& hooks);
   ~NodeClient() override;
 
   // Operations (client_ops.cc).
@@ -51,7 +54,7 @@ class NodeClient : public Client {
   absl::Status Delete(absl::string_view key) override;
   absl::StatusOr<ScanPage> Scan(absl::string_view start, absl::string_view end,
                                 uint32_t limit) override;
-  absl::StatusOr<proto::StatsResponse> Stats() override;
+  absl::StatusOr<ServerStats> Stats() override;
   void PutAsync(absl::string_view key, absl::string_view value, PutDone done) override {
     StoreAsync(key, value, std::move(done), /*shard=*/0, /*merge=*/false);
   }
@@ -100,6 +103,7 @@ class NodeClient : public Client {
                    const proto::SlotGrant& g, bool merge, PutDone done);
 
   ClientOptions options_;
+  ClientHooks hooks_;
   const Clock* clock_ = RealClock::Get();
   std::unique_ptr<rnic::Device> owned_device_;
   rnic::Device* device_ = nullptr;                         // owned_device_, or the embedding's
@@ -137,7 +141,7 @@ T NodeClient::Await(Start start) {
     s.done.store(true, std::memory_order_release);
     s.cv.notify_one();
   });
-  if (options_.caller_progress || options_.embedding != nullptr) {
+  if (options_.caller_progress || hooks_.embedding != nullptr) {
     Wait([&s] { return s.done.load(std::memory_order_acquire); });
   } else {
     // The engine thread runs the callback, which wakes this caller alone: threads sharing the

@@ -204,15 +204,31 @@ absl::StatusOr<ScanPage> NodeClient::Scan(absl::string_view start, absl::string_
   });
 }
 
-absl::StatusOr<proto::StatsResponse> NodeClient::Stats() {
+absl::StatusOr<ServerStats> NodeClient::Stats() {
   proto::StatsRequest req;
-  return client_internal::WithRetries<absl::StatusOr<proto::StatsResponse>>(
-      options_.max_retries, true, [&] {
-        return client_internal::Parse<proto::StatsResponse>(
-            Await<absl::StatusOr<std::string>>([&](Reply d) {
-              if (absl::Status st = Call(proto::STATS, req, d); !st.ok()) d(st);
-            }));
-      });
+  absl::StatusOr<proto::StatsResponse> r =
+      client_internal::WithRetries<absl::StatusOr<proto::StatsResponse>>(
+          options_.max_retries, true, [&] {
+            return client_internal::Parse<proto::StatsResponse>(
+                Await<absl::StatusOr<std::string>>([&](Reply d) {
+                  if (absl::Status st = Call(proto::STATS, req, d); !st.ok()) d(st);
+                }));
+          });
+  if (!r.ok()) return r.status();
+  ServerStats s;
+  s.keys = r->keys();
+  s.arena_bytes = r->arena_bytes();
+  s.arena_used_bytes = r->arena_used_bytes();
+  s.connections = r->connections();
+  s.offload_writes = r->offload_writes();
+  s.unload_writes = r->unload_writes();
+  s.staging_memory = r->staging_memory();
+  s.transport = r->transport();
+  s.fsync = r->fsync();
+  s.log_records = r->log_records();
+  s.log_syncs = r->log_syncs();
+  s.log_failure = r->log_failure();
+  return s;
 }
 
 }  // namespace unloadkv

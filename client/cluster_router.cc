@@ -60,20 +60,21 @@ struct ClusterRouter::Op {
   }
 };
 
-absl::StatusOr<std::unique_ptr<ClusterRouter>> ClusterRouter::Connect(
-    const ClientOptions& options) {
-  if (options.embedding != nullptr && !options.embedding->spawn) {
+absl::StatusOr<std::unique_ptr<ClusterRouter>> ClusterRouter::Connect(const ClientOptions& options,
+                                                                      const ClientHooks& hooks) {
+  if (hooks.embedding != nullptr && !hooks.embedding->spawn) {
     return absl::InvalidArgumentError("an embedded cluster client needs ClientEmbedding::spawn");
   }
   std::unique_ptr<ClusterRouter> r(new ClusterRouter());
   r->options_ = options;
-  r->embedding_ = options.embedding;
-  r->clock_ = options.embedding != nullptr ? options.embedding->clock : RealClock::Get();
+  r->node_hooks_ = hooks;
+  r->node_hooks_.cluster_map = nullptr;
+  r->embedding_ = hooks.embedding;
+  r->clock_ = hooks.embedding != nullptr ? hooks.embedding->clock : RealClock::Get();
   r->options_.caller_progress = false;  // engine threads drive every node's connection
   r->options_.etcd.clear();
-  r->options_.cluster_map = nullptr;
-  if (options.cluster_map != nullptr) {
-    r->map_ = options.cluster_map;
+  if (hooks.cluster_map != nullptr) {
+    r->map_ = hooks.cluster_map;
   } else {
     cluster::EtcdSecurity security;
     security.ca_file = options.etcd_ca;
@@ -178,7 +179,7 @@ std::shared_ptr<NodeClient> ClusterRouter::ConnectionFor(absl::string_view key, 
   }
   ClientOptions o = options_;
   o.server = address;
-  absl::StatusOr<std::unique_ptr<NodeClient>> impl = NodeClient::Connect(o);
+  absl::StatusOr<std::unique_ptr<NodeClient>> impl = NodeClient::Connect(o, node_hooks_);
   if (!impl.ok()) {
     *why = absl::Status(
         Refused(impl.status().code()) ? impl.status().code() : absl::StatusCode::kUnavailable,
@@ -431,32 +432,32 @@ absl::StatusOr<ScanPage> ClusterRouter::Scan(absl::string_view start, absl::stri
   }
 }
 
-absl::StatusOr<proto::StatsResponse> ClusterRouter::Stats() {
+absl::StatusOr<ServerStats> ClusterRouter::Stats() {
   std::vector<std::pair<std::string, std::string>> nodes;
   {
     std::lock_guard<std::mutex> l(mu_);
     for (const auto& [name, n] : view_.nodes) nodes.emplace_back(name, n.rpc_address);
   }
-  proto::StatsResponse sum;
+  ServerStats sum;
   for (const auto& [name, address] : nodes) {
     ClientOptions o = options_;
     o.server = address;
-    absl::StatusOr<std::unique_ptr<NodeClient>> c = NodeClient::Connect(o);
+    absl::StatusOr<std::unique_ptr<NodeClient>> c = NodeClient::Connect(o, node_hooks_);
     if (!c.ok()) return c.status();
-    absl::StatusOr<proto::StatsResponse> s = (*c)->Stats();
+    absl::StatusOr<ServerStats> s = (*c)->Stats();
     if (!s.ok()) return s.status();
-    sum.set_keys(sum.keys() + s->keys());
-    sum.set_arena_bytes(sum.arena_bytes() + s->arena_bytes());
-    sum.set_arena_used_bytes(sum.arena_used_bytes() + s->arena_used_bytes());
-    sum.set_connections(sum.connections() + s->connections());
-    sum.set_offload_writes(sum.offload_writes() + s->offload_writes());
-    sum.set_unload_writes(sum.unload_writes() + s->unload_writes());
-    sum.set_transport(s->transport());
-    sum.set_staging_memory(s->staging_memory());
-    sum.set_fsync(s->fsync());
-    sum.set_log_records(sum.log_records() + s->log_records());
-    sum.set_log_syncs(sum.log_syncs() + s->log_syncs());
-    if (!s->log_failure().empty()) sum.set_log_failure(name + ": " + s->log_failure());
+    sum.keys += s->keys;
+    sum.arena_bytes += s->arena_bytes;
+    sum.arena_used_bytes += s->arena_used_bytes;
+    sum.connections += s->connections;
+    sum.offload_writes += s->offload_writes;
+    sum.unload_writes += s->unload_writes;
+    sum.transport = s->transport;
+    sum.staging_memory = s->staging_memory;
+    sum.fsync = s->fsync;
+    sum.log_records += s->log_records;
+    sum.log_syncs += s->log_syncs;
+    if (!s->log_failure.empty()) sum.log_failure = name + ": " + s->log_failure;
   }
   return sum;
 }

@@ -3,7 +3,7 @@
 //
 // Threads: operations start on the caller's thread and complete on engine threads; whatever
 // may block (reading the map, connecting to a node, backing off) runs on the router's own
-// thread, never on an engine thread. Embedded in a simulation (ClientOptions::embedding),
+// thread, never on an engine thread. Embedded in a simulation (ClientHooks::embedding),
 // that thread is one of the world's (ClientEmbedding::spawn) and time is the world's clock.
 //
 // Retries (bounded by ClientOptions::failover_timeout, backoff 20 ms doubling to 500 ms): an
@@ -34,7 +34,8 @@ namespace unloadkv {
 class ClusterRouter : public Client {
  public:
   using PutDone = std::function<void(absl::StatusOr<uint64_t>)>;
-  static absl::StatusOr<std::unique_ptr<ClusterRouter>> Connect(const ClientOptions& options);
+  static absl::StatusOr<std::unique_ptr<ClusterRouter>> Connect(const ClientOptions& options,
+                                                                const ClientHooks& hooks);
   ~ClusterRouter() override;
 
   absl::Status Put(absl::string_view key, absl::string_view value) override {
@@ -47,7 +48,7 @@ class ClusterRouter : public Client {
   absl::Status Delete(absl::string_view key) override;
   absl::StatusOr<ScanPage> Scan(absl::string_view start, absl::string_view end,
                                 uint32_t limit) override;
-  absl::StatusOr<proto::StatsResponse> Stats() override;
+  absl::StatusOr<ServerStats> Stats() override;
   void PutAsync(absl::string_view key, absl::string_view value, PutDone done) override {
     StoreAsync(key, value, std::move(done), /*merge=*/false);
   }
@@ -100,7 +101,8 @@ class ClusterRouter : public Client {
   void SleepUntil(absl::Time due);
 
   ClientOptions options_;                       // for each node's connection
-  const ClientEmbedding* embedding_ = nullptr;  // options_.embedding
+  ClientHooks node_hooks_;                      // for each node's connection: no cluster map
+  const ClientEmbedding* embedding_ = nullptr;  // node_hooks_.embedding
   const Clock* clock_ = nullptr;
   std::unique_ptr<cluster::ClusterMap> owned_map_;
   cluster::ClusterMap* map_ = nullptr;

@@ -44,6 +44,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/client.h"
+#include "client/client_hooks.h"
 #include "client/cluster_admin.h"
 #include "client/cluster_status.h"
 #include "client/transfer_progress.h"
@@ -53,6 +54,7 @@
 #include "transport/base/mutex.h"
 #include "transport/base/percentile.h"
 #include "transport/base/printable.h"
+#include "transport/base/version.h"
 #include "transport/cluster/etcd_cluster_map.h"
 #include "transport/engine/prometheus_metrics.h"
 #include "transport/http/metrics_endpoint.h"
@@ -492,22 +494,21 @@ int RunCommand(Client& c, const std::string& cmd, const std::vector<std::string>
     }
     if (p->more) std::printf("(more)\n");
   } else {  // stats
-    absl::StatusOr<proto::StatsResponse> s = c.Stats();
+    absl::StatusOr<ServerStats> s = c.Stats();
     if (!s.ok()) return Fail(s.status());
     std::printf(
         "keys %llu\narena_bytes %llu\narena_used_bytes %llu\nconnections %llu\n"
         "offload_writes %llu\nunload_writes %llu\ntransport %s\nstaging_memory %s\n",
-        (unsigned long long)s->keys(), (unsigned long long)s->arena_bytes(),
-        (unsigned long long)s->arena_used_bytes(), (unsigned long long)s->connections(),
-        (unsigned long long)s->offload_writes(), (unsigned long long)s->unload_writes(),
-        s->transport().c_str(), s->staging_memory().c_str());
-    if (s->fsync().empty()) {
+        (unsigned long long)s->keys, (unsigned long long)s->arena_bytes,
+        (unsigned long long)s->arena_used_bytes, (unsigned long long)s->connections,
+        (unsigned long long)s->offload_writes, (unsigned long long)s->unload_writes,
+        s->transport.c_str(), s->staging_memory.c_str());
+    if (s->fsync.empty()) {
       std::printf("fsync none (in memory only)\n");
     } else {
-      std::printf("fsync %s\nlog_records %llu\nlog_syncs %llu\nlog_failure %s\n",
-                  s->fsync().c_str(), (unsigned long long)s->log_records(),
-                  (unsigned long long)s->log_syncs(),
-                  s->log_failure().empty() ? "none" : s->log_failure().c_str());
+      std::printf("fsync %s\nlog_records %llu\nlog_syncs %llu\nlog_failure %s\n", s->fsync.c_str(),
+                  (unsigned long long)s->log_records, (unsigned long long)s->log_syncs,
+                  s->log_failure.empty() ? "none" : s->log_failure.c_str());
     }
   }
   return 0;
@@ -524,15 +525,16 @@ int Main(int argc, char** argv) {
   std::shared_ptr<prometheus::Registry> registry;
   std::unique_ptr<engine::PrometheusEngineMetrics> metrics;
   std::unique_ptr<http::MetricsEndpoint> endpoint;
+  ClientHooks hooks;
   if (cmd == "load" && !FLAGS_metrics.empty()) {
     registry = std::make_shared<prometheus::Registry>();
     metrics = std::make_unique<engine::PrometheusEngineMetrics>(registry);
     auto e = http::MetricsEndpoint::Start(FLAGS_metrics, registry);
     if (!e.ok()) return Fail(e.status());
     endpoint = std::move(*e);
-    o.metrics = metrics.get();
+    hooks.metrics = metrics.get();
   }
-  auto client = Client::Connect(o);
+  auto client = ConnectWithHooks(o, hooks);
   if (!client.ok()) return Fail(client.status());
   return cmd == "load" ? Load(**client, endpoint.get()) : RunCommand(**client, cmd, args);
 }
@@ -546,6 +548,7 @@ int main(int argc, char** argv) {
       "cluster init | cluster status | cluster force-empty --shard=N | cluster move --shard=N "
       "--to=NODE [--from=NODE] | cluster drain --node=NODE | cluster split --shard=N --at=KEY | "
       "cluster merge --shards=N,M | cluster rebalance");
+  gflags::SetVersionString(unloadkv::kVersion);
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   unloadkv::SetMinLogLevel(unloadkv::LogLevel::kError);
   return unloadkv::Main(argc, argv);

@@ -15,6 +15,7 @@
 #include "gflags/gflags.h"
 #include "server/kv_server.h"
 #include "transport/base/logging.h"
+#include "transport/base/version.h"
 
 DEFINE_string(listen, "127.0.0.1:7070", "host:port clients connect to (bootstrap exchange)");
 DEFINE_string(transport, "soft", "RNIC backend: soft (RDMA semantics over TCP) or verbs");
@@ -184,6 +185,7 @@ void PrintStartup(const unloadkv::server::KvServer& s) {
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("unloadkv key-value server");
+  gflags::SetVersionString(unloadkv::kVersion);
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (argc > 1) {
     std::fprintf(stderr, "kvserver: unexpected argument '%s' (flags are --name=value)\n", argv[1]);

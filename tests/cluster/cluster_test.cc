@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
+#include "client/client_hooks.h"
 #include "gtest/gtest.h"
 #include "prometheus/metric_family.h"
 #include "server/kv_server.h"
@@ -123,11 +124,12 @@ class ClusterTest : public ::testing::Test {
 
   std::unique_ptr<Client> Connect() {
     ClientOptions o;
-    o.cluster_map = admin_.get();
+    ClientHooks hooks;
+    hooks.cluster_map = admin_.get();
     o.auth_file = auth_file_;
     o.user = testing::kTestClientUser;
     o.failover_timeout = absl::Seconds(15);
-    auto c = Client::Connect(o);
+    auto c = ConnectWithHooks(o, hooks);
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? std::move(*c) : nullptr;
   }

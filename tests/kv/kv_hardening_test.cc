@@ -210,9 +210,9 @@ TEST(KvHardeningTest, AnEmptiedArenaServesEverySizeAndGrantsUseEverySlot) {
     EXPECT_EQ(stored, 128);  // 8 chunks of 16 slots of 64 KiB: every one
     for (int i = 0; i < stored; ++i) ASSERT_TRUE((*c)->Delete(absl::StrCat("big", i)).ok());
     EXPECT_TRUE((*c)->Put("small", "tiny").ok());
-    absl::StatusOr<proto::StatsResponse> stats = (*c)->Stats();
+    absl::StatusOr<ServerStats> stats = (*c)->Stats();
     ASSERT_TRUE(stats.ok());
-    EXPECT_EQ(stats->keys(), 1u);
+    EXPECT_EQ(stats->keys, 1u);
   }
   {
     ServerProcess s({"--arena_bytes=2097152"});

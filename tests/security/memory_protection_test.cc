@@ -91,9 +91,9 @@ class MemoryProtectionTest : public ::testing::TestWithParam<engine::Path> {
   std::pair<uint64_t, uint64_t> Usage() {
     absl::StatusOr<std::unique_ptr<Client>> c = Sdk();
     if (!c.ok()) return {0, 0};
-    absl::StatusOr<proto::StatsResponse> st = (*c)->Stats();
+    absl::StatusOr<ServerStats> st = (*c)->Stats();
     EXPECT_TRUE(st.ok()) << st.status();
-    return st.ok() ? std::make_pair(st->arena_used_bytes(), st->keys())
+    return st.ok() ? std::make_pair(st->arena_used_bytes, st->keys)
                    : std::make_pair(uint64_t{0}, uint64_t{0});
   }
 

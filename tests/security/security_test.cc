@@ -94,11 +94,11 @@ class SecurityTest : public ::testing::Test {
     absl::StatusOr<ScanPage> page = c->Scan("", "", 1000);
     EXPECT_TRUE(page.ok()) << page.status();
     if (page.ok()) snap.items = page->items;
-    absl::StatusOr<proto::StatsResponse> st = c->Stats();
+    absl::StatusOr<ServerStats> st = c->Stats();
     EXPECT_TRUE(st.ok()) << st.status();
     if (st.ok()) {
-      snap.arena_used = st->arena_used_bytes();
-      snap.keys = st->keys();
+      snap.arena_used = st->arena_used_bytes;
+      snap.keys = st->keys;
     }
     return snap;
   }

@@ -234,11 +234,12 @@ absl::StatusOr<std::unique_ptr<Client>> ClusterWorld::Connect(ClientOptions opti
   e->spawn = [this](std::function<void()> body) { lockstep_.Spawn(std::move(body)); };
   e->checks = &checks_;
   client_maps_.push_back(std::make_unique<cluster::MemoryClusterMap>(&coordinator_, kCluster));
-  options.embedding = e.get();
-  options.cluster_map = client_maps_.back().get();
+  ClientHooks hooks;
+  hooks.embedding = e.get();
+  hooks.cluster_map = client_maps_.back().get();
   options.etcd.clear();
   client_embeddings_.push_back(std::move(e));
-  return Client::Connect(options);
+  return ConnectWithHooks(options, hooks);
 }
 
 absl::Status ClusterWorld::RogueWrite(int i, engine::Path path, Rogue kind, uint64_t salt,

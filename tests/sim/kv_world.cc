@@ -41,10 +41,11 @@ absl::StatusOr<std::unique_ptr<Client>> KvWorld::Connect(ClientOptions options) 
   e->bootstrap = [this](const std::string&, const rpc::HelloFn& hello, absl::Duration) {
     return server_->Admit(hello);
   };
-  options.embedding = e.get();
+  ClientHooks hooks;
+  hooks.embedding = e.get();
   options.server = "the simulated kvserver";  // names it in the SDK's errors
   client_embeddings_.push_back(std::move(e));
-  return Client::Connect(options);
+  return ConnectWithHooks(options, hooks);
 }
 
 absl::Status KvWorld::RunThreads(std::vector<std::function<void()>> bodies) {

@@ -31,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/client.h"
+#include "client/client_hooks.h"
 #include "server/kv_server.h"
 #include "tests/sim/sim_clients.h"
 #include "transport/sim/fabric.h"

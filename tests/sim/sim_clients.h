@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "client/client.h"
+#include "client/client_hooks.h"
 #include "transport/sim/fabric.h"
 #include "transport/sim/lockstep.h"
 

@@ -291,9 +291,11 @@ class Nic : public std::enable_shared_from_this<Nic> {
   void PeerClosed(Stream* s, absl::string_view reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves `qp` to the error state: its work completes (the head with `head_status`), it
   // leaves its stream, and, with `tell_peer`, a DISCONNECT tells the peer QP (not needed
-  // when the peer's NAK or DISCONNECT, or a broken stream, is why).
+  // when the peer's NAK or DISCONNECT, or a broken stream, is why). `owner` marks the QP
+  // owner's own teardown (SetError, DestroyQp): with nothing outstanding nothing is lost, and
+  // no line is logged (a client closing is not news on its stderr).
   void FailQp(QpCore* qp, rnic::WcStatus head_status, absl::string_view reason,
-              bool tell_peer = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+              bool tell_peer = true, bool owner = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes `qp` off its stream; the stream closes once its last QP leaves (outbound) or waits
   // kHelloTimeout for another (inbound).
   void Detach(QpCore* qp, bool tell_peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

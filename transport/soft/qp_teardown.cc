@@ -35,9 +35,10 @@ void Nic::CompleteSend(QpCore* qp, const Outstanding& o, rnic::WcStatus status) 
   Deliver(*qp->send_cq, wc);
 }
 
-void Nic::FailQp(QpCore* qp, rnic::WcStatus head_status, absl::string_view reason, bool tell_peer) {
+void Nic::FailQp(QpCore* qp, rnic::WcStatus head_status, absl::string_view reason, bool tell_peer,
+                 bool owner) {
   if (qp->state == rnic::QpState::kError) return;
-  if (qp->state != rnic::QpState::kReset || !qp->outstanding.empty()) {
+  if ((qp->state != rnic::QpState::kReset && !owner) || !qp->outstanding.empty()) {
     // A peer that closes with nothing outstanding is an ordinary disconnect.
     Log(head_status == rnic::WcStatus::kFlushed || qp->outstanding.empty() ? LogLevel::kInfo
                                                                            : LogLevel::kWarning,

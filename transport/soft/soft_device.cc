@@ -231,7 +231,7 @@ absl::StatusOr<QpCore*> Nic::CreateQp(const rnic::QpConfig& config, std::shared_
 
 void Nic::DestroyQp(QpCore* qp) {
   MutexLock l(&mu_);
-  FailQp(qp, rnic::WcStatus::kFlushed, "queue pair destroyed");
+  FailQp(qp, rnic::WcStatus::kFlushed, "queue pair destroyed", /*tell_peer=*/true, /*owner=*/true);
   ack_soon_.erase(std::remove(ack_soon_.begin(), ack_soon_.end(), qp), ack_soon_.end());
   ack_touched_.erase(std::remove(ack_touched_.begin(), ack_touched_.end(), qp), ack_touched_.end());
   qps_.erase(qp->qp_num);
@@ -245,7 +245,7 @@ rnic::QpState Nic::StateOf(const QpCore* qp) {
 
 void Nic::SetError(QpCore* qp) {
   MutexLock l(&mu_);
-  FailQp(qp, rnic::WcStatus::kFlushed, "SetError called");
+  FailQp(qp, rnic::WcStatus::kFlushed, "SetError called", /*tell_peer=*/true, /*owner=*/true);
   FlushDirty();  // its DISCONNECT
 }
 
