@@ -99,58 +99,32 @@ class PyClient {
   }
 
   void Put(const std::string& key, const std::string& value) {
-    Client* c = Open();
-    absl::Status st;
-    {
-      py::gil_scoped_release release;
-      st = c->Put(key, value);
-    }
-    if (!st.ok()) Raise(st);
+    Check(Unlocked([&](Client* c) { return c->Put(key, value); }));
   }
 
   py::bytes Get(const std::string& key) {
-    Client* c = Open();
-    absl::StatusOr<std::string> v;
-    {
-      py::gil_scoped_release release;
-      v = c->Get(key);
-    }
-    if (!v.ok()) Raise(v.status());
+    absl::StatusOr<std::string> v = Unlocked([&](Client* c) { return c->Get(key); });
+    Check(v.status());
     return py::bytes(*v);
   }
 
   void Delete(const std::string& key) {
-    Client* c = Open();
-    absl::Status st;
-    {
-      py::gil_scoped_release release;
-      st = c->Delete(key);
-    }
-    if (!st.ok()) Raise(st);
+    Check(Unlocked([&](Client* c) { return c->Delete(key); }));
   }
 
   // One page: ([(key, value), ...], more).
   py::tuple ScanPage(const std::string& start, const std::string& end, uint32_t limit) {
-    Client* c = Open();
-    absl::StatusOr<unloadkv::ScanPage> page;
-    {
-      py::gil_scoped_release release;
-      page = c->Scan(start, end, limit);
-    }
-    if (!page.ok()) Raise(page.status());
+    absl::StatusOr<unloadkv::ScanPage> page =
+        Unlocked([&](Client* c) { return c->Scan(start, end, limit); });
+    Check(page.status());
     py::list items;
     for (const auto& [k, v] : page->items) items.append(py::make_tuple(py::bytes(k), py::bytes(v)));
     return py::make_tuple(items, page->more);
   }
 
   py::dict Stats() {
-    Client* c = Open();
-    absl::StatusOr<ServerStats> s;
-    {
-      py::gil_scoped_release release;
-      s = c->Stats();
-    }
-    if (!s.ok()) Raise(s.status());
+    absl::StatusOr<ServerStats> s = Unlocked([](Client* c) { return c->Stats(); });
+    Check(s.status());
     py::dict d;
     d["keys"] = s->keys;
     d["arena_bytes"] = s->arena_bytes;
@@ -168,58 +142,30 @@ class PyClient {
   }
 
   py::object PutAsync(const std::string& key, const std::string& value) {
-    Client* c = Open();
-    uint64_t id = 0;
-    py::object future = NewFuture(&id);  // not touched while the GIL is released
-    {
-      py::gil_scoped_release release;
-      AwaitSlot(c);
+    return StartAsync([&](Client* c, uint64_t id) {
       c->PutAsync(key, value, [this, id](absl::StatusOr<uint64_t> r) {
-        Outcome o;
-        o.id = id;
-        o.status = r.status();
+        Outcome o{id, r.status()};
         if (r.ok()) o.version = *r;
         Deliver(std::move(o));
       });
-    }
-    return future;
+    });
   }
 
   py::object GetAsync(const std::string& key) {
-    Client* c = Open();
-    uint64_t id = 0;
-    py::object future = NewFuture(&id);  // not touched while the GIL is released
-    {
-      py::gil_scoped_release release;
-      AwaitSlot(c);
+    return StartAsync([&](Client* c, uint64_t id) {
       c->GetAsync(key, [this, id](absl::StatusOr<std::string> r) {
-        Outcome o;
-        o.id = id;
-        o.status = r.status();
+        Outcome o{id, r.status()};
         if (r.ok()) o.value = std::move(*r);
         Deliver(std::move(o));
       });
-    }
-    return future;
+    });
   }
 
   py::object DeleteAsync(const std::string& key) {
-    Client* c = Open();
-    uint64_t id = 0;
-    py::object future = NewFuture(&id);  // not touched while the GIL is released
-    {
-      py::gil_scoped_release release;
-      AwaitSlot(c);
-      c->DeleteAsync(key, [this, id](absl::Status st) {
-        Outcome o;
-        o.id = id;
-        o.status = std::move(st);
-        Deliver(std::move(o));
-      });
-    }
-    return future;
+    return StartAsync([&](Client* c, uint64_t id) {
+      c->DeleteAsync(key, [this, id](absl::Status st) { Deliver(Outcome{id, std::move(st)}); });
+    });
   }
-
   bool closed() const { return client_ == nullptr; }
 
  private:
@@ -230,10 +176,38 @@ class PyClient {
     return client_.get();
   }
 
+  // Runs `call(client)` with the GIL released and returns what it returns (a Status or
+  // StatusOr: no Python object crosses). ValueError when closed.
+  template <typename Call>
+  auto Unlocked(Call call) -> decltype(call(static_cast<Client*>(nullptr))) {
+    Client* c = Open();
+    py::gil_scoped_release release;
+    return call(c);
+  }
+
+  static void Check(const absl::Status& status) {
+    if (!status.ok()) Raise(status);
+  }
+
+  // Starts one async call: a Future registered under a new id, then `issue(client, id)` with
+  // the GIL released once a slot is free; the call's callback must Deliver that id's outcome.
+  template <typename Issue>
+  py::object StartAsync(Issue issue) {
+    Client* c = Open();
+    uint64_t id = 0;
+    py::object future = NewFuture(&id);  // not touched while the GIL is released
+    {
+      py::gil_scoped_release release;
+      AwaitSlot();
+      issue(c, id);
+    }
+    return future;
+  }
+
   // Back-pressure for async calls (GIL released): waits while half of max_in_flight async
   // calls are unanswered (a PUT may need a grant request beside its own), so a loop of
   // put_async slows down instead of failing ResourceExhausted.
-  void AwaitSlot(Client*) {
+  void AwaitSlot() {
     std::unique_lock<std::mutex> l(mu_);
     slot_cv_.wait(l, [this] { return outstanding_ < std::max(1, max_in_flight_ / 2); });
     ++outstanding_;
