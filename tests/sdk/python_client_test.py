@@ -4,6 +4,7 @@ Run by //tests/sdk:python_client_test with Debian's python3 and pytest; the modu
 kvserver come from the build (runfiles), UNLOADKV_MODULE_DIR and KVSERVER name them."""
 import concurrent.futures
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -117,6 +118,36 @@ def test_threads_share_a_client_and_the_gil_is_released(client):
         t.join(timeout=60)
     assert not errors
     assert len(list(client.scan(b"t", b"u"))) == 400
+
+
+def test_the_gil_is_released_while_waiting():
+    """A connect to a peer that accepts and never answers blocks for its timeout; meanwhile
+    another Python thread keeps running (it could not if the call held the GIL)."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(1)
+    port = silent.getsockname()[1]
+    started = threading.Event()
+    outcome = []
+
+    def connect():
+        started.set()
+        try:
+            unloadkv.Client(server="127.0.0.1:%d" % port, timeout=1.5)
+        except unloadkv.Error as e:
+            outcome.append(e)
+
+    t = threading.Thread(target=connect)
+    t.start()
+    started.wait()
+    loops = 0
+    while t.is_alive():
+        loops += 1
+    t.join()
+    silent.close()
+    assert len(outcome) == 1 and isinstance(outcome[0], unloadkv.DeadlineExceeded), outcome
+    print("loops while blocked:", loops)
+    assert loops > 100000, loops
 
 
 def test_stats(client):
