@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The installed SDK used from outside (docs/sdk.md): builds the package
-# (./quickstart.sh package), unpacks the .deb into a throwaway root and installs the same
-# files with --prefix into another, then builds client/examples against those files only
-# (CMake: the .deb's files; make + pkg-config, shared and static: the --prefix install), and
-# runs them and the Python example against a kvserver started from the package's binary.
+# (./quickstart.sh package), installs the .deb with dpkg into a throwaway root (its own dpkg
+# database; the dependencies, which that root's database lacks, are checked against this
+# machine's) and the same files with --prefix into another, then builds client/examples
+# against those files only (CMake: the .deb's files; make + pkg-config, shared and static: the
+# --prefix install), and runs them and the Python example against a kvserver started from the
+# package's binary; at the end dpkg removes the package and nothing of it may remain.
 # Run from the repository root by ./quickstart.sh test.
 set -euo pipefail
 log() { printf '[sdk %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -22,7 +24,19 @@ trap cleanup EXIT
 DEB=$(./quickstart.sh package --out="$WORK")
 ROOT=$WORK/root
 PREFIX=$WORK/prefix
-dpkg-deb -x "$DEB" "$ROOT"
+mkdir -p "$ROOT/var/lib/dpkg/info" "$ROOT/var/lib/dpkg/updates" "$ROOT/var/lib/dpkg/triggers"
+touch "$ROOT/var/lib/dpkg/status"
+mkdir -p "$WORK/deps/debian"
+printf 'Source: deps\n\nPackage: deps\nArchitecture: any\n' >"$WORK/deps/debian/control"
+(cd "$WORK/deps" && dpkg-checkbuilddeps -d "$(dpkg-deb -f "$DEB" Depends)" -c "") ||
+  { log "FAIL: this machine lacks what the package depends on"; exit 1; }
+DPKG=(dpkg --root="$ROOT")
+if [[ $(id -u) -ne 0 ]]; then DPKG+=(--force-not-root); fi
+"${DPKG[@]}" --force-depends -i "$DEB" >"$WORK/dpkg.log" 2>&1 ||
+  { cat "$WORK/dpkg.log" >&2; log "FAIL: dpkg -i"; exit 1; }
+"${DPKG[@]}" -s unloadkv | grep -q '^Status: install ok installed' ||
+  { log "FAIL: dpkg does not list unloadkv as installed"; exit 1; }
+log "dpkg installed $("${DPKG[@]}" -L unloadkv | wc -l) paths of $(basename "$DEB")"
 deploy/package/package.sh --prefix="$PREFIX"
 MULTIARCH=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 
@@ -43,7 +57,7 @@ log "kvserver at $ADDR"
 # Copies of the examples, so nothing resolves against this repository.
 cp -r client/examples "$WORK/examples"
 
-log "CMake example against the .deb's files (find_package(unloadkv), unloadkv::client)"
+log "CMake example against the installed .deb's files (find_package(unloadkv), unloadkv::client)"
 cmake -S "$WORK/examples/cmake" -B "$WORK/cmake-build" -DCMAKE_PREFIX_PATH="$ROOT/usr" \
   -DCMAKE_BUILD_TYPE=Release >"$WORK/cmake.log" 2>&1 || { cat "$WORK/cmake.log" >&2; exit 1; }
 cmake --build "$WORK/cmake-build" >>"$WORK/cmake.log" 2>&1 || { cat "$WORK/cmake.log" >&2; exit 1; }
@@ -76,4 +90,8 @@ log "man pages: $(zcat "$ROOT/usr/share/man/man1/kvserver.1.gz" | grep -c '^\.HP
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID"
 SERVER_PID=
+"${DPKG[@]}" -r unloadkv >"$WORK/dpkg.log" 2>&1 ||
+  { cat "$WORK/dpkg.log" >&2; log "FAIL: dpkg -r"; exit 1; }
+left=$(cd "$ROOT" && find . -path ./var -prune -o ! -type d -print)
+[[ -z $left ]] || { log "FAIL: left after dpkg -r: $left"; exit 1; }
 log "OK: the package's CMake, Makefile (shared and static) and Python examples ran"
