@@ -67,10 +67,10 @@ struct ClientOptions {
   std::string cluster;
   // Authentication (docs/security.md): a file of "NAME ROLE SECRET" lines (kvserver's
   // --auth_file format, mode 600) and the user of it to prove ("" : the file's only user).
-  // Connect fails with FailedPrecondition ("server refused: authentication failed ...") when
-  // the server does not know the user or secret, and with Unauthenticated when the server
-  // cannot prove it holds the secret too. Empty: no authentication (a server with an auth file
-  // refuses).
+  // Connecting fails with Unauthenticated ("server refused: authentication failed ...") when
+  // the server does not know the user or secret or wants credentials that were not given, and
+  // when the server cannot prove it holds the secret too (a cluster client connects to a node
+  // at its first request there). Empty: no authentication.
   std::string auth_file;
   std::string user;
   // etcd in a cluster (kvserver's --etcd_* flags): TLS with the CA that signed etcd's

@@ -371,13 +371,15 @@ void DefineErrors(py::module_& m) {
       {absl::StatusCode::kResourceExhausted, "ResourceExhausted", nullptr,
        "Too many requests in flight, or the server's arena is full."},
       {absl::StatusCode::kFailedPrecondition, "FailedPrecondition", nullptr,
-       "The server refused (for example: authentication failed)."},
+       "The request does not fit the stored state (e.g. merging into a value that is not a "
+       "field record)."},
       {absl::StatusCode::kAborted, "Aborted", nullptr,
        "The node is not the key's primary (a cluster client retries these itself)."},
       {absl::StatusCode::kUnknown, "OutcomeUnknown", nullptr,
        "A write whose outcome cannot be known (the primary failed after receiving it)."},
       {absl::StatusCode::kUnauthenticated, "Unauthenticated", PyExc_PermissionError,
-       "The server could not prove it holds the shared secret."},
+       "Authentication failed: unknown user or wrong secret, credentials missing, or the "
+       "server could not prove it holds the secret."},
       {absl::StatusCode::kPermissionDenied, "PermissionDenied", PyExc_PermissionError,
        "The user's role may not make this request."},
   };

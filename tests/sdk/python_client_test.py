@@ -4,10 +4,12 @@ Run by //tests/sdk:python_client_test with Debian's python3 and pytest; the modu
 kvserver come from the build (runfiles), UNLOADKV_MODULE_DIR and KVSERVER name them."""
 import concurrent.futures
 import os
+import pathlib
 import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -43,6 +45,84 @@ def server():
 def client(server):
     with unloadkv.Client(server=server) as c:
         yield c
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(what, condition, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{what} within {seconds} s")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A real etcd (Debian's etcd-server) and one kvserver node serving two shards, with
+    authentication; yields Client keyword arguments for it."""
+    d = tmp_path_factory.mktemp("cluster")
+    etcd_addr, peer = "127.0.0.1:%d" % _free_port(), "127.0.0.1:%d" % _free_port()
+    auth = d / "auth"
+    auth.write_text("app client %s\nn1 node %s\n" % (os.urandom(32).hex(), os.urandom(32).hex()))
+    auth.chmod(0o600)
+    procs = []
+    try:
+        procs.append(subprocess.Popen(
+            ["etcd", "--name=py", f"--data-dir={d / 'etcd'}",
+             f"--listen-client-urls=http://{etcd_addr}", f"--advertise-client-urls=http://{etcd_addr}",
+             f"--listen-peer-urls=http://{peer}", f"--initial-advertise-peer-urls=http://{peer}",
+             f"--initial-cluster=py=http://{peer}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        kv = [os.environ["KVCLIENT"], f"--etcd={etcd_addr}", "--cluster=py"]
+
+        def initialized():
+            return subprocess.run(kv + ["cluster", "init", "--shards=2", "--replicas=1",
+                                        "--split_keys=m"], capture_output=True).returncode == 0
+        _wait("etcd answered cluster init", initialized, 30)
+        procs.append(subprocess.Popen(
+            [os.environ["KVSERVER"], f"--etcd={etcd_addr}", "--cluster=py", "--node=n1",
+             f"--auth_file={auth}", "--listen=127.0.0.1:0", "--metrics=",
+             "--arena_bytes=16777216"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+        def serving():
+            st = subprocess.run(kv + ["cluster", "status", "--json"], capture_output=True,
+                                text=True).stdout
+            return st.count('"state":"serving"') == 2
+        _wait("both shards served", serving, 30)
+        yield dict(etcd=etcd_addr, cluster="py", auth_file=str(auth), user="app")
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in reversed(procs):
+            p.wait(timeout=30)
+
+
+def test_cluster_client_routes_by_the_map(cluster):
+    with unloadkv.Client(**cluster) as c:
+        for k in (b"apple", b"zebra", b"kiwi", b"orange"):  # both sides of the split at "m"
+            c.put(k, k.upper())
+        assert c.get(b"zebra") == b"ZEBRA"
+        assert [k for k, _ in c.scan()] == [b"apple", b"kiwi", b"orange", b"zebra"]
+        assert c.put_async(b"mango", b"M").result(timeout=10) > 0
+        assert c.stats()["keys"] == 5
+
+    # The right user with a wrong secret: the node refuses, and nothing is stored. (A cluster
+    # client dials a node at its first request, so that is where the refusal surfaces.)
+    wrong = pathlib.Path(cluster["auth_file"]).with_name("wrong_auth")
+    wrong.write_text("app client %s\n" % os.urandom(32).hex())
+    wrong.chmod(0o600)
+    with unloadkv.Client(**dict(cluster, auth_file=str(wrong))) as bad:
+        with pytest.raises(unloadkv.Unauthenticated, match="authentication failed"):
+            bad.put(b"intruder", b"x")
+    with unloadkv.Client(**cluster) as c:
+        with pytest.raises(unloadkv.NotFound):
+            c.get(b"intruder")
 
 
 def test_version():
