@@ -491,22 +491,10 @@ void ClusterNode::MaybeJoin(const cluster::ClusterView& view, const cluster::Sha
   Update(next, {}, "join");
 }
 
-bool ClusterNode::HandOver(const cluster::ClusterView& view, const cluster::ShardInfo& s,
-                           const std::shared_ptr<ShardReplica>& local) {
+std::string ClusterNode::HandOverObstacle(const cluster::ClusterView& view,
+                                          const cluster::ShardInfo& s, ShardReplica& local) {
   const std::string& to = s.handover_to;
-  if (to.empty()) {
-    local->SetHandingOver("");
-    return false;
-  }
-  if (!Contains(s.backups, to) || !view.IsLive(to)) {
-    // Not possible now: serve on, and say so in the map (whoever asked may ask again).
-    local->SetHandingOver("");
-    cluster::ShardInfo next = s;
-    next.handover_to.clear();
-    Update(next, {},
-           absl::StrCat("give up handing the primary's role over to ", to, ": not a live backup"));
-    return true;
-  }
+  if (!Contains(s.backups, to) || !view.IsLive(to)) return "not a live backup";
   // A backup gone or out of step holds the writes in flight up, and only the repair this
   // hand-over would hold off (ServePrimary) lets them go: give it up first (found by
   // cluster_sim --placement, seed 11: a backup cut off mid-drain stalled the shard for good).
@@ -514,14 +502,24 @@ bool ClusterNode::HandOver(const cluster::ClusterView& view, const cluster::Shar
   for (const std::string& b : s.backups) {
     if (!view.IsLive(b)) failing = b;
   }
-  for (const std::string& b : local->FailedLinks()) failing = b;
-  if (!failing.empty()) {
+  for (const std::string& b : local.FailedLinks()) failing = b;
+  if (failing.empty()) return "";
+  return absl::StrCat("backup ", failing, " failed; the group is repaired first");
+}
+
+bool ClusterNode::HandOver(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+                           const std::shared_ptr<ShardReplica>& local) {
+  const std::string& to = s.handover_to;
+  if (to.empty()) {
+    local->SetHandingOver("");
+    return false;
+  }
+  if (const std::string why = HandOverObstacle(view, s, *local); !why.empty()) {
+    // Not possible now: serve on, and say so in the map (whoever asked may ask again).
     local->SetHandingOver("");
     cluster::ShardInfo next = s;
     next.handover_to.clear();
-    Update(next, {},
-           absl::StrCat("give up handing the primary's role over to ", to, ": backup ", failing,
-                        " failed; the group is repaired first"));
+    Update(next, {}, absl::StrCat("give up handing the primary's role over to ", to, ": ", why));
     return true;
   }
   local->SetProgressHook([wake = wake_] { wake->Signal(); });  // when it drained

@@ -133,6 +133,10 @@ class ClusterNode {
   // while one is under way (the primary does nothing else this round).
   bool HandOver(const cluster::ClusterView& view, const cluster::ShardInfo& s,
                 const std::shared_ptr<ShardReplica>& local);
+  // Why the hand-over `s` asks for cannot go on now ("" : it can): its target is not a live
+  // backup, or a backup failed (the group is repaired first).
+  static std::string HandOverObstacle(const cluster::ClusterView& view, const cluster::ShardInfo& s,
+                                      ShardReplica& local);
   // Attaches the joining nodes of `s` that have no link yet (`linked`) and starts their
   // catch-up (a state transfer, or a delta from the log).
   void AttachJoining(const cluster::ClusterView& view, const cluster::ShardInfo& s,
