@@ -1,11 +1,13 @@
 // Client::Connect: a NodeClient for one kvserver, or a ClusterRouter for a cluster.
 #include "client/client.h"
 
+#include <algorithm>
 #include <string_view>
 
 #include "client/client_hooks.h"
 #include "client/client_impl.h"
 #include "client/cluster_router.h"
+#include "proto/field_record.h"
 #include "transport/base/version.h"
 
 namespace unloadkv {
@@ -35,6 +37,31 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectWithHooks(const ClientOptions& op
   absl::StatusOr<std::unique_ptr<NodeClient>> node = NodeClient::Connect(options, hooks);
   if (!node.ok()) return node.status();
   return std::unique_ptr<Client>(std::move(*node));
+}
+
+std::string EncodeFields(const Fields& fields) {
+  Fields unique;
+  for (const auto& [name, value] : fields) {
+    auto same = std::find_if(unique.begin(), unique.end(),
+                             [&name = name](const auto& f) { return f.first == name; });
+    if (same != unique.end()) {
+      same->second = value;
+    } else {
+      unique.emplace_back(name, value);
+    }
+  }
+  std::string out;
+  for (const auto& [name, value] : unique) proto::AppendField(name, value, &out);
+  return out;
+}
+
+absl::StatusOr<Fields> DecodeFields(absl::string_view record) {
+  absl::StatusOr<proto::FieldViews> views = proto::DecodeFieldRecord(record);
+  if (!views.ok()) return absl::InvalidArgumentError(views.status().message());
+  Fields fields;
+  fields.reserve(views->size());
+  for (const auto& [name, value] : *views) fields.emplace_back(name, value);
+  return fields;
 }
 
 Client::~Client() = default;

@@ -121,6 +121,15 @@ struct ServerStats {
   std::string log_failure;
 };
 
+// Field records: a value made of named fields (a YCSB record), which MergeFields updates in
+// place. The encoding, for each field in order: u32 name length, name, u32 value length,
+// value (lengths little-endian); names are unique. EncodeFields gives it for `fields` (a
+// later duplicate name replaces the earlier one's value); DecodeFields reads one back, and
+// fails InvalidArgument naming what is wrong for bytes that are not a field record.
+using Fields = std::vector<std::pair<std::string, std::string>>;
+UNLOADKV_EXPORT std::string EncodeFields(const Fields& fields);
+UNLOADKV_EXPORT absl::StatusOr<Fields> DecodeFields(absl::string_view record);
+
 // Value writes this client made, by the path they took (complete, from engine callbacks).
 struct WriteStats {
   uint64_t offload = 0;
@@ -138,7 +147,7 @@ class UNLOADKV_EXPORT Client {
   Client& operator=(const Client&) = delete;
 
   virtual absl::Status Put(absl::string_view key, absl::string_view value) = 0;
-  // Merges `fields`, a field record (proto/field_record.h), into the record stored at `key`:
+  // Merges `fields`, a field record (EncodeFields), into the record stored at `key`:
   // each named field takes its new value, the others stay; with nothing stored, `fields`
   // becomes the record. One round trip; the update travels through the write engine like a
   // Put's value and the server builds the merged record. FailedPrecondition when the stored

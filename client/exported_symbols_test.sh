@@ -13,10 +13,10 @@ if readelf -d "$lib" | grep -q 'TEXTREL'; then fail "text relocations"; fi
 # Every defined dynamic symbol, demangled, without its version suffix.
 mapfile -t symbols < <(nm -D --defined-only -C "$lib" | cut -d' ' -f3- | sed 's/@@\?UNLOADKV_1$//' | sort -u)
 ((${#symbols[@]} > 0)) || fail "no exported symbols"
-# A function of the public classes (its name, then its parameters), or their vtables and type
-# information. Not "unloadkv::Client::.*": that would pass std:: templates instantiated on
-# Client's types, whose demangled names start with their return type.
-public='^(unloadkv::Version\(\)|unloadkv::Client(::[A-Za-z_~][A-Za-z_0-9]*)+\(.*\)|(vtable|typeinfo|typeinfo name) for unloadkv::Client(::Batch::State)?|UNLOADKV_1)$'
+# A public free function, a function of the public classes (its name, then its parameters),
+# or their vtables and type information. Not "unloadkv::Client::.*": that would pass std::
+# templates instantiated on Client's types, whose demangled names start with their return type.
+public='^(unloadkv::Version\(\)|unloadkv::(Encode|Decode)Fields(\[abi:cxx11\])?\(.*\)|unloadkv::Client(::[A-Za-z_~][A-Za-z_0-9]*)+\(.*\)|(vtable|typeinfo|typeinfo name) for unloadkv::Client(::Batch::State)?|UNLOADKV_1)$'
 bad=0
 for s in "${symbols[@]}"; do
   if [[ ! $s =~ $public ]]; then
@@ -26,7 +26,7 @@ for s in "${symbols[@]}"; do
 done
 ((bad == 0)) || fail "symbols outside the public API"
 for want in 'unloadkv::Version()' 'unloadkv::Client::Connect(unloadkv::ClientOptions const&)' \
-  'vtable for unloadkv::Client'; do
+  'vtable for unloadkv::Client' 'unloadkv::DecodeFields[abi:cxx11](absl::debian3::string_view)'; do
   printf '%s\n' "${symbols[@]}" | grep -qxF "$want" || fail "missing: $want"
 done
 # Nothing undefined that the library should have brought itself (protobuf-generated code,

@@ -67,6 +67,20 @@ py::object ExceptionObject(const absl::Status& status) {
   return cls(std::string(status.message()));
 }
 
+// Fields from a dict (or any mapping) or an iterable of (name, value) pairs of bytes or str
+// (GIL held); TypeError for anything else.
+Fields ToFields(py::handle obj) {
+  py::object pairs =
+      py::hasattr(obj, "items") ? obj.attr("items")() : py::reinterpret_borrow<py::object>(obj);
+  Fields fields;
+  for (py::handle pair : pairs) {
+    py::tuple t = py::reinterpret_borrow<py::object>(pair).cast<py::tuple>();
+    if (t.size() != 2) throw py::type_error("a field is a (name, value) pair");
+    fields.emplace_back(t[0].cast<std::string>(), t[1].cast<std::string>());
+  }
+  return fields;
+}
+
 // The outcome of an async call, as the engine thread hands it over.
 struct Outcome {
   uint64_t id = 0;
@@ -106,6 +120,11 @@ class PyClient {
     absl::StatusOr<std::string> v = Unlocked([&](Client* c) { return c->Get(key); });
     Check(v.status());
     return py::bytes(*v);
+  }
+
+  void MergeFields(const std::string& key, py::handle fields) {
+    const std::string record = EncodeFields(ToFields(fields));
+    Check(Unlocked([&](Client* c) { return c->MergeFields(key, record); }));
   }
 
   void Delete(const std::string& key) {
@@ -402,6 +421,23 @@ PYBIND11_MODULE(unloadkv, m) {
   // business; warnings and errors still reach stderr.
   SetMinLogLevel(LogLevel::kWarning);
   DefineErrors(m);
+  m.def(
+      "encode_fields", [](py::handle fields) { return py::bytes(EncodeFields(ToFields(fields))); },
+      py::arg("fields"),
+      "The field record of fields (a dict or (name, value) pairs of bytes), as bytes: what "
+      "Client.merge_fields stores. A later duplicate name replaces the earlier value.");
+  m.def(
+      "decode_fields",
+      [](const std::string& record) {
+        absl::StatusOr<Fields> fields = DecodeFields(record);
+        if (!fields.ok()) Raise(fields.status());
+        py::dict d;
+        for (const auto& [name, value] : *fields) d[py::bytes(name)] = py::bytes(value);
+        return d;
+      },
+      py::arg("record"),
+      "The fields of a field record (bytes) as a dict of bytes, in the record's order; raises "
+      "InvalidArgument for bytes that are not a field record.");
 
   py::class_<ScanIterator>(m, "ScanIterator", "Iterates (key, value) pairs of a range in order.")
       .def(
@@ -431,6 +467,10 @@ PYBIND11_MODULE(unloadkv, m) {
            "Stores value under key (both bytes).")
       .def("get", &PyClient::Get, py::arg("key"),
            "Returns the value stored under key; raises NotFound when there is none.")
+      .def("merge_fields", &PyClient::MergeFields, py::arg("key"), py::arg("fields"),
+           "Updates the named fields (a dict or (name, value) pairs of bytes) of the field "
+           "record stored under key, keeping its other fields; with nothing stored, they become "
+           "the record. Raises FailedPrecondition when the stored value is not a field record.")
       .def("delete", &PyClient::Delete, py::arg("key"),
            "Deletes key; raises NotFound when there is none.")
       .def(

@@ -144,6 +144,26 @@ def test_put_get_delete(client):
         client.delete(b"py:1")
 
 
+def test_field_records(client):
+    record = unloadkv.encode_fields({b"name": b"alice", b"city": b"Lima"})
+    assert unloadkv.decode_fields(record) == {b"name": b"alice", b"city": b"Lima"}
+    assert list(unloadkv.decode_fields(record)) == [b"name", b"city"]  # the record's order
+    assert unloadkv.encode_fields([(b"a", b"1"), (b"a", b"2")]) == unloadkv.encode_fields(
+        {b"a": b"2"})  # a later duplicate replaces the earlier value
+    client.merge_fields(b"user:7", {b"name": b"alice", b"city": b"Lima"})
+    client.merge_fields(b"user:7", [(b"city", b"Osaka"), (b"age", b"30")])
+    assert unloadkv.decode_fields(client.get(b"user:7")) == {
+        b"name": b"alice", b"city": b"Osaka", b"age": b"30"}
+    client.put(b"plain", b"not a record")
+    with pytest.raises(unloadkv.FailedPrecondition):
+        client.merge_fields(b"plain", {b"a": b"b"})
+    assert client.get(b"plain") == b"not a record"
+    with pytest.raises(unloadkv.InvalidArgument):
+        unloadkv.decode_fields(b"\x05\x00\x00\x00ab")  # a name longer than the bytes
+    with pytest.raises(TypeError):
+        unloadkv.encode_fields([(b"only a name",)])
+
+
 def test_bad_input_is_refused_and_changes_nothing(client):
     before = client.stats()["keys"]
     with pytest.raises(unloadkv.InvalidArgument):
