@@ -412,15 +412,7 @@ void DefineErrors(py::module_& m) {
   }
 }
 
-PYBIND11_MODULE(unloadkv, m) {
-  m.doc() =
-      "unloadkv: the Python client of the unloadkv key-value service (docs/sdk.md). Keys and "
-      "values are bytes; errors are unloadkv.Error subclasses.";
-  m.attr("__version__") = Version();
-  // The SDK's informational lines (a connection's queue pairs closing) are not a script's
-  // business; warnings and errors still reach stderr.
-  SetMinLogLevel(LogLevel::kWarning);
-  DefineErrors(m);
+void DefineFieldRecords(py::module_& m) {
   m.def(
       "encode_fields", [](py::handle fields) { return py::bytes(EncodeFields(ToFields(fields))); },
       py::arg("fields"),
@@ -438,7 +430,9 @@ PYBIND11_MODULE(unloadkv, m) {
       py::arg("record"),
       "The fields of a field record (bytes) as a dict of bytes, in the record's order; raises "
       "InvalidArgument for bytes that are not a field record.");
+}
 
+void DefineClient(py::module_& m) {
   py::class_<ScanIterator>(m, "ScanIterator", "Iterates (key, value) pairs of a range in order.")
       .def(
           "__iter__", [](py::object self) { return self; }, "Returns the iterator itself.")
@@ -499,6 +493,19 @@ PYBIND11_MODULE(unloadkv, m) {
           "__enter__", [](py::object self) { return self; }, "Returns the client.")
       .def(
           "__exit__", [](PyClient& c, py::args) { c.Close(); }, "Closes the client.");
+}
+
+PYBIND11_MODULE(unloadkv, m) {
+  m.doc() =
+      "unloadkv: the Python client of the unloadkv key-value service (docs/sdk.md). Keys and "
+      "values are bytes; errors are unloadkv.Error subclasses.";
+  m.attr("__version__") = Version();
+  // The SDK's informational lines (a connection's queue pairs closing) are not a script's
+  // business; warnings and errors still reach stderr.
+  SetMinLogLevel(LogLevel::kWarning);
+  DefineErrors(m);
+  DefineFieldRecords(m);
+  DefineClient(m);
 }
 
 }  // namespace
