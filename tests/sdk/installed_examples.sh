@@ -34,7 +34,8 @@ DPKG=(dpkg --root="$ROOT")
 if [[ $(id -u) -ne 0 ]]; then DPKG+=(--force-not-root); fi
 "${DPKG[@]}" --force-depends -i "$DEB" >"$WORK/dpkg.log" 2>&1 ||
   { cat "$WORK/dpkg.log" >&2; log "FAIL: dpkg -i"; exit 1; }
-"${DPKG[@]}" -s unloadkv | grep -q '^Status: install ok installed' ||
+status=$("${DPKG[@]}" -s unloadkv)
+grep -q '^Status: install ok installed' <<<"$status" ||
   { log "FAIL: dpkg does not list unloadkv as installed"; exit 1; }
 log "dpkg installed $("${DPKG[@]}" -L unloadkv | wc -l) paths of $(basename "$DEB")"
 deploy/package/package.sh --prefix="$PREFIX"
@@ -61,15 +62,20 @@ log "CMake example against the installed .deb's files (find_package(unloadkv), u
 cmake -S "$WORK/examples/cmake" -B "$WORK/cmake-build" -DCMAKE_PREFIX_PATH="$ROOT/usr" \
   -DCMAKE_BUILD_TYPE=Release >"$WORK/cmake.log" 2>&1 || { cat "$WORK/cmake.log" >&2; exit 1; }
 cmake --build "$WORK/cmake-build" >>"$WORK/cmake.log" 2>&1 || { cat "$WORK/cmake.log" >&2; exit 1; }
-ldd "$WORK/cmake-build/kv_example" | grep -q "$ROOT/usr/lib/$MULTIARCH/libunloadkv.so.1" ||
-  { ldd "$WORK/cmake-build/kv_example" >&2; log "FAIL: not linked to the package's library"; exit 1; }
+# ldd's output first, then grep: `ldd | grep -q` fails under pipefail when grep's early exit
+# cuts ldd off (SIGPIPE).
+libs=$(ldd "$WORK/cmake-build/kv_example")
+grep -q "$ROOT/usr/lib/$MULTIARCH/libunloadkv.so.1" <<<"$libs" ||
+  { echo "$libs" >&2; log "FAIL: not linked to the package's library"; exit 1; }
 "$WORK/cmake-build/kv_example" "$ADDR"
 
 log "Makefile example against the --prefix install (pkg-config unloadkv)"
 PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig" make -s -C "$WORK/examples/make" counter counter-static
-ldd "$WORK/examples/make/counter" | grep -q "$PREFIX/lib/libunloadkv.so.1" ||
-  { log "FAIL: counter is not linked to the installed library"; exit 1; }
-if ldd "$WORK/examples/make/counter-static" | grep -q libunloadkv; then
+libs=$(ldd "$WORK/examples/make/counter")
+grep -q "$PREFIX/lib/libunloadkv.so.1" <<<"$libs" ||
+  { echo "$libs" >&2; log "FAIL: counter is not linked to the installed library"; exit 1; }
+libs=$(ldd "$WORK/examples/make/counter-static")
+if grep -q libunloadkv <<<"$libs"; then
   log "FAIL: counter-static needs libunloadkv.so"
   exit 1
 fi
