@@ -376,6 +376,7 @@ SIM_SEEDS=1..100,216
 SIM_DURABLE_SEEDS=1..50
 SIM_INTERVAL_SEEDS=1..30
 SIM_MOVE_SEEDS=1..50
+SIM_LOST_ANSWER_SEEDS=1..40
 SIM_SPLIT_SEEDS=1..30
 SIM_PLACEMENT_SEEDS=1..20
 sim_phase() {
@@ -386,10 +387,12 @@ sim_phase() {
   # acknowledged lost) and interval:1000 (nothing acknowledged a second before a power loss
   # lost; docs/durability.md); then with operators' `cluster move`s, `split`s and `merge`s
   # among the faults, some with a node crashed mid-way, in memory and (splits, merges) logging;
-  # then with automatic placement deciding splits and moves by itself (docs/sim-cluster.md).
+  # moves again with the map's answers to the nodes moving a role lost (applied, unheard); then
+  # with automatic placement deciding splits and moves by itself (docs/sim-cluster.md).
   for args in "--seeds=$SIM_SEEDS" "--durable --seeds=$SIM_DURABLE_SEEDS" \
     "--durable --fsync=interval:1000 --seeds=$SIM_INTERVAL_SEEDS" \
     "--moves --splits --merges --seeds=$SIM_MOVE_SEEDS" \
+    "--moves --lost_answers --seeds=$SIM_LOST_ANSWER_SEEDS" \
     "--durable --splits --merges --seeds=$SIM_SPLIT_SEEDS" \
     "--placement --seeds=$SIM_PLACEMENT_SEEDS"; do
     # shellcheck disable=SC2086  # two flags in one string

@@ -298,6 +298,19 @@ void ClusterNode::Reconcile(const cluster::ClusterView& view) {
         MaybeTakeBack(view, s, local);
         continue;
       }
+      if (local != nullptr && local->role() == ShardReplica::Role::kBackup &&
+          local->fence() == s.epoch) {
+        // This node's own take-over, applied although its write got no answer (the map service
+        // paused past the deadline answers the queued request when it resumes). Only this
+        // node names itself primary, and only in TakeOver, which raised this fence first: the
+        // replica has applied nothing since, so it serves now, as TakeOver would have.
+        Log(LogLevel::kWarning,
+            absl::StrCat("cluster: shard ", s.id, ": the take-over at epoch ", s.epoch,
+                         " whose answer was lost was applied; serving as primary"));
+        local->SetRange(s.start, s.end);
+        local->BecomePrimary(s.epoch);
+        continue;
+      }
       // Named primary without a serving replica here (a restarted incarnation, or deposed):
       // resign, so that a backup takes over.
       cluster::ShardInfo next = s;

@@ -207,6 +207,52 @@ TEST_F(ClusterNodeTest, WhenEveryLeaseLapsesAtOnceTheFirstBackupBackTakesOverWit
   b.node->Stop();
 }
 
+// A take-over whose map write applied but whose answer was lost (etcd paused past the node's
+// deadline answers the queued request when it resumes: found by cluster_fault_test's
+// EtcdPausedMidHandOver): the node raised its fence and stayed a backup, and the map names it
+// primary at that epoch. It must serve with the data it holds. (It used to resign as "named
+// primary without a serving replica" and drop its replica, the shard's only current one.)
+TEST_F(ClusterNodeTest, ATakeOverWhoseAnswerWasLostServesWhenTheMapShowsItApplied) {
+  ASSERT_TRUE(admin_->Create(2, *cluster::InitialShards(1, {})).ok());
+  Node a(&coordinator_, "a", &clock_), b(&coordinator_, "b", &clock_);
+  ASSERT_TRUE(a.node->Start().ok());
+  ASSERT_TRUE(b.node->Start().ok());
+  a.node->ControlTick();
+  ASSERT_EQ(Shard().primary, "a");
+  absl::StatusOr<std::shared_ptr<ShardReplica>> replica = b.shards->GetOrCreate(0);
+  ASSERT_TRUE(replica.ok());
+  KvStore& store = (*replica)->store();
+  absl::StatusOr<std::vector<KvStore::Grant>> grant = store.GrantSlots(1, 8, 1);
+  ASSERT_TRUE(grant.ok());
+  ASSERT_TRUE(store.Put(1, "kept", (*grant)[0].id, 8).ok());
+  cluster::ShardInfo s = Shard();
+  s.backups = {"b"};
+  s.epoch += 1;
+  ASSERT_TRUE(admin_->UpdateShard(s, {}).ok());
+  b.node->ControlTick();
+
+  for (int i = 0; i < 4; ++i) {  // a's lease runs out; b keeps its own
+    clock_.Advance(absl::Seconds(1));
+    b.node->LeaseTick();
+  }
+  b.map.set_answers_lost(true);
+  b.node->ControlTick();  // takes over: applied, but b hears UNAVAILABLE
+  b.map.set_answers_lost(false);
+  ASSERT_EQ(Shard().primary, "b");
+  ASSERT_EQ(Shard().epoch, s.epoch + 1);
+  EXPECT_EQ(b.shards->Get(0)->role(), ShardReplica::Role::kBackup);
+  EXPECT_EQ(b.shards->Get(0)->fence(), s.epoch + 1);
+
+  b.node->ControlTick();  // the map shows the take-over applied: b serves, with its data
+  EXPECT_EQ(Shard().primary, "b");
+  EXPECT_EQ(Shard().epoch, s.epoch + 1);
+  ASSERT_NE(b.shards->Get(0), nullptr);
+  EXPECT_EQ(b.shards->Get(0)->role(), ShardReplica::Role::kPrimary);
+  EXPECT_TRUE(b.shards->Get(0)->store().Get("kept").ok());
+  a.node->Stop();
+  b.node->Stop();
+}
+
 // Puts `key` = `value` through primary `r` (replicated and logged); waits (bounded, real time:
 // the log has a thread of its own) for the commit.
 absl::Status Put(ShardReplica& r, const std::string& key, const std::string& value) {

@@ -74,6 +74,10 @@ DEFINE_bool(moves, false,
             "to a node outside its group (transport/placement/shard_move.h), a third of them with "
             "the source "
             "or the destination crashed mid-move");
+DEFINE_bool(lost_answers, false,
+            "with --moves: half of the moves run with the map's answers to the source's and the "
+            "destination's shard writes lost (applied, but they hear UNAVAILABLE), as when etcd "
+            "paused past their deadline answers the queued requests on resume");
 DEFINE_bool(
     splits, false,
     "the faults include an operator's `cluster split` of a shard at one of the "
@@ -569,6 +573,16 @@ class SimRun {
                          crash < 0 ? ""
                                    : absl::StrCat(", ", w_->node_name(crash), " to crash at +",
                                                   crash_ms, " ms if it is not done")));
+    // Drawn only with the flag, so that runs without it keep their seeds' draws.
+    const bool lose_answers = FLAGS_lost_answers && rng_() % 2 == 0;
+    const int lose_at[] = {NodeIndex(from), NodeIndex(req.to)};
+    if (lose_answers) {
+      for (int i : lose_at) {
+        if (i >= 0) w_->LoseMapAnswers(i, true);
+      }
+      ++out_.faults["move_lost_answers"];
+      Note("the map's answers to the source's and the destination's shard writes are lost");
+    }
     const int64_t until = w_->now_ns() + 20 * kSecond;
     bool crashed = false;
     bool joining = true;  // the copy still under way: a crash then overlaps no other failure
@@ -597,6 +611,11 @@ class SimRun {
         break;
       }
       w_->SleepUntil(w_->now_ns() + 50'000'000);
+    }
+    if (lose_answers) {
+      for (int i : lose_at) {
+        if (i >= 0) w_->LoseMapAnswers(i, false);
+      }
     }
     // Undo what it left; the map may change under it (a node's write first): try again.
     if (req.resolved) Undo([&] { return UndoMove(admin_.get(), req); });

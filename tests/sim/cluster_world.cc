@@ -105,6 +105,7 @@ absl::Status ClusterWorld::StartNode(int i) {
   n.device = fabric_.CreateDevice(options_.node_model);
   n.map = std::make_unique<cluster::MemoryClusterMap>(&coordinator_, kCluster);
   n.map->set_reachable(!n.map_cut);
+  n.map->set_answers_lost(n.map_answers_lost);
   n.embedding = KvServerEmbedding();
   n.embedding.device = n.device.get();
   n.embedding.clock = &fabric_.clock();
@@ -428,6 +429,12 @@ void ClusterWorld::CutFromMap(int i, bool cut) {
   Node& n = *nodes_[i];
   n.map_cut = cut;
   if (n.map != nullptr) n.map->set_reachable(!cut);
+}
+
+void ClusterWorld::LoseMapAnswers(int i, bool lose) {
+  Node& n = *nodes_[i];
+  n.map_answers_lost = lose;
+  if (n.map != nullptr) n.map->set_answers_lost(lose);
 }
 
 void ClusterWorld::DriveNode(int i) {

@@ -18,6 +18,8 @@
 //   * CutFromCluster(i, on): the node loses the map service and its replication links send
 //     nothing (KvServerOptions::network_cut); its clients still reach it.
 //   * CutFromMap(i, on): only the map service is unreachable from the node.
+//   * LoseMapAnswers(i, on): the node's shard writes to the map apply, but it hears UNAVAILABLE
+//     (a reply lost after the request reached the map service).
 //   * Partition(side, on): the fabric links between the nodes of `side` and every other node
 //     lose what crosses them (sim::Fabric::SetLinkCut: QPs across fail after the transport
 //     timeout), and no replication link opens across; clients reach every node.
@@ -171,6 +173,7 @@ class ClusterWorld {
   void Pause(int i, absl::Duration d);
   void CutFromCluster(int i, bool cut) { nodes_[i]->network_cut.store(cut); }
   void CutFromMap(int i, bool cut);
+  void LoseMapAnswers(int i, bool lose);
   void Partition(const std::vector<int>& side, bool cut);
   void HealPartitions();
   void SlowCpu(int i, int factor);
@@ -208,6 +211,7 @@ class ClusterWorld {
     std::unique_ptr<KvServer> server;
     std::atomic<bool> network_cut{false};
     bool map_cut = false;
+    bool map_answers_lost = false;
     int64_t paused_until_ns = 0;
     enum class Want { kNothing, kCrash, kRestart } want = Want::kNothing;
     int64_t next_lease_ns = 0;

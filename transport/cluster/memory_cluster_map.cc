@@ -139,21 +139,28 @@ absl::StatusOr<int64_t> MemoryClusterMap::UpdateShard(
     const ShardInfo& shard, const std::vector<std::string>& absent_nodes) {
   if (absl::Status s = CheckReachable(); !s.ok()) return s;
   MemoryCoordinator& c = *coordinator_;
-  return Transact([&](MemoryCoordinator::Notices* notices) -> absl::StatusOr<int64_t> {
-    const std::string key = ShardKey(cluster_, shard.id);
-    auto it = c.keys_.find(key);
-    const int64_t stored = it == c.keys_.end() ? 0 : it->second.mod_revision;
-    bool ok = stored == shard.mod_revision && stored != 0;
-    for (const std::string& n : absent_nodes) ok = ok && c.keys_.count(NodeKey(cluster_, n)) == 0;
-    if (!ok) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("shard ", shard.id, " changed since revision ", shard.mod_revision,
-                       " (or a node thought gone is registered); re-read the map"));
-    }
-    ++c.revision_;
-    c.PutLocked(key, EncodeShard(shard), 0, notices);
-    return c.revision_;
-  });
+  absl::StatusOr<int64_t> rev =
+      Transact([&](MemoryCoordinator::Notices* notices) -> absl::StatusOr<int64_t> {
+        const std::string key = ShardKey(cluster_, shard.id);
+        auto it = c.keys_.find(key);
+        const int64_t stored = it == c.keys_.end() ? 0 : it->second.mod_revision;
+        bool ok = stored == shard.mod_revision && stored != 0;
+        for (const std::string& n : absent_nodes)
+          ok = ok && c.keys_.count(NodeKey(cluster_, n)) == 0;
+        if (!ok) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("shard ", shard.id, " changed since revision ", shard.mod_revision,
+                           " (or a node thought gone is registered); re-read the map"));
+        }
+        ++c.revision_;
+        c.PutLocked(key, EncodeShard(shard), 0, notices);
+        return c.revision_;
+      });
+  if (rev.ok() && answers_lost_.load()) {
+    return absl::UnavailableError(
+        absl::StrCat(Describe(), ": the answer was lost (fault injected; the write was applied)"));
+  }
+  return rev;
 }
 
 absl::StatusOr<int64_t> MemoryClusterMap::SplitShard(const ShardInfo& left, const ShardInfo& right,

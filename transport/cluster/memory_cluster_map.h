@@ -84,6 +84,11 @@ class MemoryClusterMap : public ClusterMap {
   // Fault injection: while unreachable every call fails UNAVAILABLE, as if the network to the
   // coordination service were cut (watches stay registered but the handle's own calls fail).
   void set_reachable(bool reachable) { reachable_.store(reachable); }
+  // Fault injection: while set, a shard write (UpdateShard) that applies still reports
+  // UNAVAILABLE, as when the connection to the coordination service fails after the request
+  // reached it (an etcd paused past the caller's deadline answers the queued request on resume):
+  // the caller cannot tell whether it was applied and must learn it from the map.
+  void set_answers_lost(bool lost) { answers_lost_.store(lost); }
 
   std::string Describe() const override;
   absl::StatusOr<ClusterView> Read() override;
@@ -115,6 +120,7 @@ class MemoryClusterMap : public ClusterMap {
   MemoryCoordinator* const coordinator_;
   const std::string cluster_;
   std::atomic<bool> reachable_{true};
+  std::atomic<bool> answers_lost_{false};
 };
 
 }  // namespace unloadkv::cluster

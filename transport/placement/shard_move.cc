@@ -95,6 +95,15 @@ absl::StatusOr<MoveStep> StepMove(cluster::ClusterMap* map, MoveRequest* req) {
         absl::StrCat(prefix, "node ", from, " holds no role in it (primary ",
                      s.primary.empty() ? "(none)" : s.primary, ")"));
   }
+  if (req->primary && s.primary == from && s.handover_to == to) {
+    // Asked: the primary decides. It calls the hand-over off itself when `to` is not a live
+    // backup (a lease lapsed), so the move refuses only once the map says so; refusing here
+    // would race the primary's resignation (found by cluster_fault_test's
+    // EtcdPausedMidHandOver: the move reported itself undone, and then `to` took over).
+    return MoveStep{MoveStep::State::kHandingOver,
+                    absl::StrCat(prefix, "waiting for ", from,
+                                 " to let its writes in flight commit and resign")};
+  }
   if (!view->IsLive(to)) {
     return absl::FailedPreconditionError(
         absl::StrCat(prefix, "node ", to, " is not registered (not running, or its lease lapsed)"));
@@ -121,11 +130,6 @@ absl::StatusOr<MoveStep> StepMove(cluster::ClusterMap* map, MoveRequest* req) {
     return absl::FailedPreconditionError(absl::StrCat(prefix, "the primary changed meanwhile (now ",
                                                       s.primary, "): ", from,
                                                       " no longer holds the role to move"));
-  }
-  if (s.handover_to == to) {
-    return MoveStep{MoveStep::State::kHandingOver,
-                    absl::StrCat(prefix, "waiting for ", from,
-                                 " to let its writes in flight commit and resign")};
   }
   // The primary hands over itself (ClusterNode::HandOver): it stops taking writes (the SDK
   // retries them), lets those in flight commit, then resigns with `to` first in line, and

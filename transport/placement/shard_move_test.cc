@@ -98,6 +98,35 @@ TEST_F(ShardMoveTest, ThePrimaryRoleMovesByAResignationWithTheNewNodeFirstInLine
   EXPECT_TRUE(absl::StrContains(st.said, "d holds the primary role a held")) << st.said;
 }
 
+// The destination's lease lapses once the hand-over was asked (every lease lapses when etcd
+// was paused past the TTL): the primary may have resigned already, so the move does not race
+// it with a refusal and an undo. It waits for the primary's decision: the primary calls the
+// hand-over off for a destination that is not live, and only then is the move refused.
+TEST_F(ShardMoveTest, ADestinationUnregisteredAfterTheAskWaitsForThePrimarysDecision) {
+  const cluster::LeaseId own = *map_.GrantLease(absl::Seconds(60));
+  ASSERT_TRUE(map_.RegisterNode({"e", "127.0.0.1:1", ""}, own).ok());
+  MoveRequest req;
+  req.shard = 0;
+  req.to = "e";
+  EXPECT_EQ(Step(&req).state, MoveStep::State::kJoining);
+  Set(0, 4, "a", {"b", "e"}, {});  // e caught up
+  EXPECT_TRUE(absl::StrContains(Step(&req).said, "asks a to hand")) << Shard(0).handover_to;
+  ASSERT_TRUE(map_.RevokeLease(own).ok());
+  ASSERT_FALSE(map_.Read()->IsLive("e"));
+  MoveStep st = Step(&req);
+  EXPECT_EQ(st.state, MoveStep::State::kHandingOver);
+  EXPECT_TRUE(absl::StrContains(st.said, "waiting for a to let its writes")) << st.said;
+  EXPECT_EQ(Shard(0).handover_to, "e");  // nothing called off by the move
+  // a (ClusterNode::HandOverObstacle): e is not a live backup; the hand-over is off.
+  cluster::ShardInfo s = Shard(0);
+  s.handover_to.clear();
+  ASSERT_TRUE(map_.UpdateShard(s, {}).ok());
+  absl::StatusOr<MoveStep> refused = StepMove(&map_, &req);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "e is not registered"))
+      << refused.status();
+}
+
 // A failover to another backup while the primary's role was moving: the role is not the
 // source's any more, and the move ends saying so.
 TEST_F(ShardMoveTest, AFailoverMidMoveEndsIt) {
