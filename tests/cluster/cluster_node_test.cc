@@ -73,6 +73,25 @@ class ClusterNodeTest : public ::testing::Test {
     admin_ = std::make_unique<cluster::MemoryClusterMap>(&coordinator_, "t");
   }
   cluster::ShardInfo Shard() { return admin_->Read()->shard_list[0]; }
+  // Starts `a` and `b`; `a` claims the shard and `b` becomes its backup, caught up and holding
+  // the key "kept" (what replication leaves behind); `*s`: the shard as then written.
+  void PrimaryAndABackupHoldingAKey(Node& a, Node& b, cluster::ShardInfo* s) {
+    ASSERT_TRUE(a.node->Start().ok());
+    ASSERT_TRUE(b.node->Start().ok());
+    a.node->ControlTick();
+    ASSERT_EQ(Shard().primary, "a");
+    absl::StatusOr<std::shared_ptr<ShardReplica>> replica = b.shards->GetOrCreate(0);
+    ASSERT_TRUE(replica.ok());
+    KvStore& store = (*replica)->store();
+    absl::StatusOr<std::vector<KvStore::Grant>> grant = store.GrantSlots(1, 8, 1);
+    ASSERT_TRUE(grant.ok());
+    ASSERT_TRUE(store.Put(1, "kept", (*grant)[0].id, 8).ok());
+    *s = Shard();
+    s->backups = {"b"};
+    s->epoch += 1;
+    ASSERT_TRUE(admin_->UpdateShard(*s, {}).ok());
+    b.node->ControlTick();  // a live primary: b stays a backup
+  }
 
   ManualClock clock_;
   cluster::MemoryCoordinator coordinator_{&clock_};
@@ -161,22 +180,8 @@ TEST_F(ClusterNodeTest, ABackupTakesOverWhenThePrimarysLeaseRunsOutInVirtualTime
 TEST_F(ClusterNodeTest, WhenEveryLeaseLapsesAtOnceTheFirstBackupBackTakesOverWithTheData) {
   ASSERT_TRUE(admin_->Create(2, *cluster::InitialShards(1, {})).ok());
   Node a(&coordinator_, "a", &clock_), b(&coordinator_, "b", &clock_);
-  ASSERT_TRUE(a.node->Start().ok());
-  ASSERT_TRUE(b.node->Start().ok());
-  a.node->ControlTick();
-  ASSERT_EQ(Shard().primary, "a");
-  // b as a backup that caught up, holding a key (what replication leaves behind).
-  absl::StatusOr<std::shared_ptr<ShardReplica>> replica = b.shards->GetOrCreate(0);
-  ASSERT_TRUE(replica.ok());
-  KvStore& store = (*replica)->store();
-  absl::StatusOr<std::vector<KvStore::Grant>> grant = store.GrantSlots(1, 8, 1);
-  ASSERT_TRUE(grant.ok());
-  ASSERT_TRUE(store.Put(1, "kept", (*grant)[0].id, 8).ok());
-  cluster::ShardInfo s = Shard();
-  s.backups = {"b"};
-  s.epoch += 1;
-  ASSERT_TRUE(admin_->UpdateShard(s, {}).ok());
-  b.node->ControlTick();  // a live primary: b stays a backup
+  cluster::ShardInfo s;
+  ASSERT_NO_FATAL_FAILURE(PrimaryAndABackupHoldingAKey(a, b, &s));
 
   clock_.Advance(absl::Seconds(4));  // nobody kept a lease alive
   coordinator_.ExpireLeases();
@@ -215,21 +220,8 @@ TEST_F(ClusterNodeTest, WhenEveryLeaseLapsesAtOnceTheFirstBackupBackTakesOverWit
 TEST_F(ClusterNodeTest, ATakeOverWhoseAnswerWasLostServesWhenTheMapShowsItApplied) {
   ASSERT_TRUE(admin_->Create(2, *cluster::InitialShards(1, {})).ok());
   Node a(&coordinator_, "a", &clock_), b(&coordinator_, "b", &clock_);
-  ASSERT_TRUE(a.node->Start().ok());
-  ASSERT_TRUE(b.node->Start().ok());
-  a.node->ControlTick();
-  ASSERT_EQ(Shard().primary, "a");
-  absl::StatusOr<std::shared_ptr<ShardReplica>> replica = b.shards->GetOrCreate(0);
-  ASSERT_TRUE(replica.ok());
-  KvStore& store = (*replica)->store();
-  absl::StatusOr<std::vector<KvStore::Grant>> grant = store.GrantSlots(1, 8, 1);
-  ASSERT_TRUE(grant.ok());
-  ASSERT_TRUE(store.Put(1, "kept", (*grant)[0].id, 8).ok());
-  cluster::ShardInfo s = Shard();
-  s.backups = {"b"};
-  s.epoch += 1;
-  ASSERT_TRUE(admin_->UpdateShard(s, {}).ok());
-  b.node->ControlTick();
+  cluster::ShardInfo s;
+  ASSERT_NO_FATAL_FAILURE(PrimaryAndABackupHoldingAKey(a, b, &s));
 
   for (int i = 0; i < 4; ++i) {  // a's lease runs out; b keeps its own
     clock_.Advance(absl::Seconds(1));
