@@ -145,8 +145,9 @@ absl::StatusOr<int64_t> MemoryClusterMap::UpdateShard(
         auto it = c.keys_.find(key);
         const int64_t stored = it == c.keys_.end() ? 0 : it->second.mod_revision;
         bool ok = stored == shard.mod_revision && stored != 0;
-        for (const std::string& n : absent_nodes)
+        for (const std::string& n : absent_nodes) {
           ok = ok && c.keys_.count(NodeKey(cluster_, n)) == 0;
+        }
         if (!ok) {
           return absl::FailedPreconditionError(
               absl::StrCat("shard ", shard.id, " changed since revision ", shard.mod_revision,
