@@ -476,7 +476,7 @@ run_tests() {
   phase "ThreadSanitizer (the concurrent code)" test_phase --config=tsan --build_tests_only \
     --test_tag_filters=-process,-fuzz //transport/... //client/... //server/... //tests/kv/... \
     //tests/cluster/... //tests/security:memory_protection_test
-  phase "cluster simulation, seeds $SIM_SEEDS, durable $SIM_DURABLE_SEEDS, interval $SIM_INTERVAL_SEEDS, moves+splits+merges $SIM_MOVE_SEEDS, durable splits+merges $SIM_SPLIT_SEEDS, placement $SIM_PLACEMENT_SEEDS (release build)" sim_phase
+  phase "cluster simulation, seeds $SIM_SEEDS, durable $SIM_DURABLE_SEEDS, interval $SIM_INTERVAL_SEEDS, moves+splits+merges $SIM_MOVE_SEEDS, moves with lost answers $SIM_LOST_ANSWER_SEEDS, durable splits+merges $SIM_SPLIT_SEEDS, placement $SIM_PLACEMENT_SEEDS (release build)" sim_phase
   phase "README commands (./quickstart.sh demo, cluster)" readme_phase
   phase "installed SDK: package, CMake/Makefile/Python examples" sdk_phase
   phase "libFuzzer, 15 s per decoder" fuzz_phase

@@ -15,6 +15,12 @@ ClusterMetrics::ClusterMetrics(std::shared_ptr<prometheus::Registry> registry) {
                     .Name("unloadkv_replication_records_in_flight")
                     .Help("Replication requests queued or unanswered on the link to a backup")
                     .Register(*registry);
+  requests_ = &prometheus::BuildCounter()
+                   .Name("unloadkv_replication_requests_total")
+                   .Help(
+                       "REPLICATE requests this primary sent to a backup (each carries one or "
+                       "more records)")
+                   .Register(*registry);
   epoch_ = &prometheus::BuildGauge()
                 .Name("unloadkv_shard_epoch")
                 .Help("Epoch of each shard this node holds a replica of")
@@ -112,6 +118,7 @@ LinkMetrics* ClusterMetrics::ForBackup(const std::string& node) {
     m->writes[static_cast<int>(engine::Path::kUnload)] =
         &writes_->Add({{"backup", node}, {"path", "unload"}});
     m->in_flight = &in_flight_->Add({{"backup", node}});
+    m->requests = &requests_->Add({{"backup", node}});
   }
   return m.get();
 }

@@ -52,6 +52,7 @@ namespace unloadkv::server {
 struct LinkMetrics {
   prometheus::Counter* writes[2] = {nullptr, nullptr};  // by engine::Path
   prometheus::Gauge* in_flight = nullptr;
+  prometheus::Counter* requests = nullptr;  // REPLICATE requests sent (one or more records each)
 };
 
 // Thread-safe.
@@ -86,6 +87,7 @@ class ClusterMetrics {
   Mutex mu_;
   prometheus::Family<prometheus::Counter>* writes_;
   prometheus::Family<prometheus::Gauge>* in_flight_;
+  prometheus::Family<prometheus::Counter>* requests_;
   prometheus::Family<prometheus::Gauge>* epoch_;
   prometheus::Family<prometheus::Gauge>* role_;
   prometheus::Family<prometheus::Gauge>* replicas_;

@@ -166,6 +166,7 @@ void ReplicaLink::Send(Item item) {
       if (!failure.ok()) break;
     }
     if (failure.ok()) {
+      if (metrics_ != nullptr) metrics_->requests->Increment();
       absl::StatusOr<uint64_t> id =
           rpc_->Call(proto::REPLICATE, item.request.SerializeAsString(), kRequestTimeout,
                      [finish](absl::StatusOr<std::string> bytes) {

@@ -340,6 +340,10 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   void RefillTransferBudgetLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Pushes `item` to `ls`, or holds it behind a snapshot still being paced.
   void PushLiveLocked(LinkState* ls, ReplicaLink::Item item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pushes the live records held behind `ls`'s snapshot, in order, batched as the snapshot is
+  // (up to 256 records a request; items of one epoch; a SPLIT record alone), and empties the
+  // hold.
+  void PushHeldLocked(LinkState* ls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool SendDeltaLocked(const proto::AttachResponse& attached, std::vector<proto::LogEntry> tail,
                        LinkState* ls, uint64_t* bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Requires mu_. Seqs from..to as requests: `records` (in order) where logged, barriers
