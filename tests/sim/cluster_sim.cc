@@ -1174,6 +1174,10 @@ int Main(int argc, char** argv) {
                  "--workload_seconds in (0, 3600]\n");
     return 2;
   }
+  if (FLAGS_lost_answers && !FLAGS_moves) {
+    std::fprintf(stderr, "cluster_sim: --lost_answers needs --moves (it acts during moves)\n");
+    return 2;
+  }
   if (absl::StatusOr<unloadkv::server::FsyncPolicy> p =
           unloadkv::server::FsyncPolicy::Parse(FLAGS_fsync);
       !p.ok()) {

@@ -50,4 +50,5 @@ bad "--seeds must be ranges A..B" --seeds=0..1000000
 bad "--clients must be in 1..16" --clients=0
 bad "--workload_seconds" --workload_seconds=-1
 bad "unexpected argument" extra
+bad "--lost_answers needs --moves" --lost_answers
 echo PASS
