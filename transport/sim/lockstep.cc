@@ -12,6 +12,11 @@ namespace {
 // The participant the calling thread runs (null on every other thread).
 thread_local void* tls_participant = nullptr;
 
+// Waits in a row that may return at once before the participant counts as livelocked. A
+// participant whose condition holds already comes back a few times at most (a node's control
+// loop after its own map change); one that never waits spins forever.
+constexpr uint32_t kMaxSpins = 10'000;
+
 }  // namespace
 
 Lockstep::~Lockstep() {
@@ -108,7 +113,20 @@ void Lockstep::Wait(const std::function<bool()>& done) {
     return;
   }
   std::unique_lock<std::mutex> l(mu_);
-  if (done()) return;
+  if (done()) {
+    // A participant whose condition always holds at once never lets the world step: a
+    // livelock that would hang the process (found by cluster_sim --lost_answers without
+    // ClusterNode's lost-answer rule: a node whose every control round changed the map).
+    if (++self->spins > kMaxSpins) {
+      std::fprintf(stderr,
+                   "lockstep: a participant's Wait held at once %u times in a row without the "
+                   "world stepping (a livelock); aborting\n",
+                   kMaxSpins);
+      std::abort();
+    }
+    return;
+  }
+  self->spins = 0;
   self->waiting_for = &done;
   running_ = nullptr;
   driver_cv_.notify_one();

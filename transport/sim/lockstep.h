@@ -56,6 +56,7 @@ class Lockstep {
     std::function<void()> body;
     const std::function<bool()>* waiting_for = nullptr;  // while in Wait
     bool started = false, finished = false;
+    uint32_t spins = 0;  // Waits in a row that returned at once, without the world stepping
     std::condition_variable cv;
     std::thread thread;
   };

@@ -94,5 +94,38 @@ TEST(LockstepTest, AStalledWorldFailsRunInsteadOfHanging) {
   EXPECT_GE(t.now, 10);
 }
 
+// A participant that never yields (every Wait holds at once, forever) would hang the process
+// with the world never stepping: it aborts, saying so.
+TEST(LockstepDeathTest, AParticipantThatNeverYieldsAbortsInsteadOfHanging) {
+  EXPECT_DEATH(
+      {
+        Ticks t;
+        Lockstep ls([&] { return t.Step(); });
+        ls.Spawn([&] {
+          for (;;) ls.Wait([] { return true; });
+        });
+        (void)ls.Run();
+      },
+      "without the world stepping \\(a livelock\\)");
+}
+
+// A participant whose condition holds at once now and then, the world stepping in between, is
+// not a livelock.
+TEST(LockstepTest, WaitsThatHoldAtOnceAreFineWhileTheWorldSteps) {
+  Ticks t;
+  t.limit = 100'000;
+  Lockstep ls([&] { return t.Step(); });
+  int rounds = 0;
+  ls.Spawn([&] {
+    for (int i = 0; i < 50'000; ++i) {
+      ls.Wait([] { return true; });                     // at once
+      ls.Wait([&, at = t.now] { return t.now > at; });  // one step later
+      ++rounds;
+    }
+  });
+  EXPECT_TRUE(ls.Run().ok());
+  EXPECT_EQ(rounds, 50'000);
+}
+
 }  // namespace
 }  // namespace unloadkv::sim
