@@ -23,6 +23,7 @@
 //   3. nothing leaked: no slot grant outstanding, no client connection left on any node.
 // The event trace (faults, operations and their outcomes, in virtual time) is hashed: the same
 // seed prints the same hash, run after run.
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
@@ -575,11 +576,13 @@ class SimRun {
                                                   crash_ms, " ms if it is not done")));
     // Drawn only with the flag, so that runs without it keep their seeds' draws.
     const bool lose_answers = FLAGS_lost_answers && rng_() % 2 == 0;
-    const int lose_at[] = {NodeIndex(from), NodeIndex(req.to)};
-    if (lose_answers) {
-      for (int i : lose_at) {
-        if (i >= 0) w_->LoseMapAnswers(i, true);
+    auto lose = [&, at = std::array<int, 2>{NodeIndex(from), NodeIndex(req.to)}](bool on) {
+      for (int i : at) {
+        if (i >= 0) w_->LoseMapAnswers(i, on);
       }
+    };
+    if (lose_answers) {
+      lose(true);
       ++out_.faults["move_lost_answers"];
       Note("the map's answers to the source's and the destination's shard writes are lost");
     }
@@ -612,11 +615,7 @@ class SimRun {
       }
       w_->SleepUntil(w_->now_ns() + 50'000'000);
     }
-    if (lose_answers) {
-      for (int i : lose_at) {
-        if (i >= 0) w_->LoseMapAnswers(i, false);
-      }
-    }
+    if (lose_answers) lose(false);
     // Undo what it left; the map may change under it (a node's write first): try again.
     if (req.resolved) Undo([&] { return UndoMove(admin_.get(), req); });
     if (crashed) RestartAfter(crash, hold);

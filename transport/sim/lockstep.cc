@@ -116,7 +116,7 @@ void Lockstep::Wait(const std::function<bool()>& done) {
   if (done()) {
     // A participant whose condition always holds at once never lets the world step: a
     // livelock that would hang the process (found by cluster_sim --lost_answers without
-    // ClusterNode's lost-answer rule: a node whose every control round changed the map).
+    // ClusterNode's lost-answer rule: a node whose every control round asked for the next).
     if (++self->spins > kMaxSpins) {
       std::fprintf(stderr,
                    "lockstep: a participant's Wait held at once %u times in a row without the "
