@@ -93,7 +93,7 @@ bool AdaptivePolicy::StartProbe(int cell) {
   ++generation_;
   for (int b = 0; b < 2; ++b) {
     issued_[b] = seen_[b] = 0;
-    sum_ns_[b] = 0;
+    sum_ns_[b] = in_flight_sum_[b] = 0;
   }
   other_sum_ns_ = 0;
   other_seen_ = 0;
@@ -108,6 +108,7 @@ bool AdaptivePolicy::StartProbe(int cell) {
 }
 
 Decision AdaptivePolicy::Decide(uint64_t remote_addr, uint32_t length, bool unload_possible) {
+  ++in_flight_;
   uint32_t heat = sketch_.Add(remote_addr >> 12);
   const int heat_class = HeatClass(heat);
   uint16_t cell_index = static_cast<uint16_t>(SizeClass(length) * kHeatClasses + heat_class);
@@ -160,20 +161,23 @@ Decision AdaptivePolicy::Decide(uint64_t remote_addr, uint32_t length, bool unlo
   if (phase != kSettle) ++issued_[phase - kMeasureOther];
   // Measured writes are all observed: the one lazy offloaded write in eight that the engine
   // observes anyway is not a fair sample of them (docs/engine.md).
-  return {path, cell_index, static_cast<uint8_t>(phase | (generation_ << 2)), phase != kSettle};
+  return {path, cell_index, static_cast<uint8_t>(phase | (generation_ << 2)), phase != kSettle,
+          static_cast<uint32_t>(std::min<uint64_t>(in_flight_, UINT32_MAX))};
 }
 
-void AdaptivePolicy::Observe(const Decision& d, absl::Duration latency) {
+void AdaptivePolicy::Observe(const Decision& d, const WriteTiming& t) {
   Cell& cell = cells_[d.cell];
   const int i = static_cast<int>(d.path);
   ++path_observed_[i];
+  if (in_flight_ > 0) --in_flight_;
+  waited_share_ += ((t.waited ? 1.0 : 0.0) - waited_share_) / 64;
   // The first writes of a path on a connection pay one-time costs (on the simulated fabric the
   // first two unloaded writes took 9.3-9.7 us against 2.3-2.4 us later): they do not count.
   if (cell.warmup[i] < options_.warmup_samples) {
     ++cell.warmup[i];
     return;
   }
-  const double ns = absl::ToDoubleNanoseconds(latency);
+  const double ns = absl::ToDoubleNanoseconds(t.latency);
   const uint8_t phase = d.tag & 3;
   const bool current = OfCurrentProbe(d);
   const bool probed_path = current && d.cell == probing_ && d.path == Other(probe_regime_);
@@ -184,7 +188,7 @@ void AdaptivePolicy::Observe(const Decision& d, absl::Duration latency) {
   }
   if (!current) return;
   if (probed_path && seen_[1] == 0 && ++other_skipped_ > kAbortWindow &&
-      path_observed_[i] > kFreshPathWrites) {
+      path_observed_[i] > kFreshPathWrites && !backlogged()) {
     // The probed path's last kAbortWindow writes plainly slower than the cell's usual latency:
     // stop early (at a 4 KiB working set a probe of 1 KiB unloaded writes stalls on overlapping
     // offloaded ones throughout). The probe's first kAbortWindow writes do not count: a path's
@@ -217,6 +221,7 @@ void AdaptivePolicy::Observe(const Decision& d, absl::Duration latency) {
     probe_matched_ += probed_path;
   }
   sum_ns_[block] += ns;
+  in_flight_sum_[block] += d.ahead;
   ++seen_[block];
   FinishProbeIfComplete();
 }
@@ -272,6 +277,7 @@ void AdaptivePolicy::FinishProbeIfComplete() {
 }
 
 void AdaptivePolicy::Unobserved(const Decision& d) {
+  if (in_flight_ > 0) --in_flight_;
   const uint8_t phase = d.tag & 3;
   const bool current = OfCurrentProbe(d);
   if (!current || phase == kSettle) {
@@ -292,12 +298,14 @@ void AdaptivePolicy::FinishProbe(ProbeEnd end) {
   if (end == ProbeEnd::kCompleted) {
     // Inconclusive when most of the probe's writes were kept on the regime's path.
     const bool conclusive = seen_[0] > 0 && seen_[1] > 0 && probe_matched_ * 2 >= probe_measured_;
-    // What the application waits for when it says (its requests), else the writes.
+    // Backlogged, the time per write (Observe); else what the application waits for when it
+    // says (its requests), else the writes' latencies.
     const bool by_requests = requests_seen_[0] >= kMinRequests && requests_seen_[1] >= kMinRequests;
     const double* sum = by_requests ? requests_sum_ns_ : sum_ns_;
     const uint64_t* n = by_requests ? requests_seen_ : seen_;
-    other = conclusive ? sum[0] / n[0] : 0;
-    regime = conclusive ? sum[1] / n[1] : 0;
+    const bool per_write = backlogged() && in_flight_sum_[0] > 0 && in_flight_sum_[1] > 0;
+    other = !conclusive ? 0 : per_write ? sum_ns_[0] / in_flight_sum_[0] : sum[0] / n[0];
+    regime = !conclusive ? 0 : per_write ? sum_ns_[1] / in_flight_sum_[1] : sum[1] / n[1];
     cell.concluded |= conclusive;
     if (conclusive && other < regime * (1.0 - options_.hysteresis)) {
       if (++cell.wins < options_.wins_to_switch) {

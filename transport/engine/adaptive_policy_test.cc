@@ -1,5 +1,6 @@
 #include "transport/engine/adaptive_policy.h"
 
+#include <algorithm>
 #include <deque>
 #include <random>
 
@@ -24,7 +25,7 @@ TEST(AdaptivePolicyTest, KeepsHotPagesOffloadedAndUnloadsColdOnes) {
     bool hot = rng() % 2 == 0;
     uint64_t page = hot ? rng() % 16 : 1000 + rng() % 1000000;
     Decision d = policy.Decide(page << 12, 64, true);
-    policy.Observe(d, WorldLatency(d.path, hot));
+    policy.Observe(d, {WorldLatency(d.path, hot)});
     if (i < 100000) continue;  // measure after learning
     if (hot) {
       ++hot_total;
@@ -45,7 +46,7 @@ TEST(AdaptivePolicyTest, FollowsAChangeInWhichPathIsFaster) {
     int unloaded = 0;
     for (int i = 0; i < n; ++i) {
       Decision d = policy.Decide(uint64_t(i % 100000) << 12, 64, true);
-      policy.Observe(d, d.path == Path::kOffload ? offload : unload);
+      policy.Observe(d, {d.path == Path::kOffload ? offload : unload});
       if (i >= n / 2) unloaded += d.path == Path::kUnload;
     }
     return static_cast<double>(unloaded) / (n / 2);
@@ -72,7 +73,7 @@ TEST(AdaptivePolicyTest, OneTimeCostsOfAPathsFirstWritesDoNotDecide) {
                          : n < 2                  ? absl::Nanoseconds(9500)
                          : n < 8                  ? absl::Nanoseconds(3850)
                                                   : absl::Nanoseconds(2400);
-    policy.Observe(d, lat);
+    policy.Observe(d, {lat});
     if (i >= kWrites / 2) unloaded += d.path == Path::kUnload;
   }
   EXPECT_GT(unloaded, kWrites / 2 * 0.9);
@@ -91,7 +92,7 @@ TEST(AdaptivePolicyTest, EarlySlowWritesOfAPathDoNotKeepThePolicyOffIt) {
     if (d.path == Path::kUnload) {
       lat = absl::Nanoseconds(unload_samples++ < 40 ? 4300 : 2900);
     }
-    policy.Observe(d, lat);
+    policy.Observe(d, {lat});
     if (i >= kWrites - 2000) unloaded += d.path == Path::kUnload;
   }
   EXPECT_GT(unloaded, 2000 * 0.9) << "still on offload after " << unload_samples
@@ -119,7 +120,7 @@ TEST(AdaptivePolicyTest, ComparesRegimesWhenPathsShareAResource) {
     }
     const double share = static_cast<double>(in_window) / recent.size();
     const double ns = u ? 2000 + 3000 * share : 3000 + 1000 * share;
-    policy.Observe(d, absl::Nanoseconds(ns));
+    policy.Observe(d, {absl::Nanoseconds(ns)});
     if (i >= kWrites / 2) unloaded += u;
   }
   EXPECT_LT(unloaded, kWrites / 2 * 0.05) << "settled on a mix slower than offload alone";
@@ -140,7 +141,7 @@ TEST(AdaptivePolicyTest, WaitsForAWarmingCacheBeforeJudgingOffload) {
       const double warm = std::min(1.0, offloaded_so_far++ / 3000.0);
       lat = absl::Nanoseconds(3200 - 1300 * warm);
     }
-    policy.Observe(d, lat);
+    policy.Observe(d, {lat});
     if (i >= kWrites - 2000) offloaded_late += d.path == Path::kOffload;
   }
   EXPECT_GT(offloaded_late, 2000 * 0.9) << "judged offload while its cache was still warming";
@@ -165,7 +166,7 @@ TEST(AdaptivePolicyTest, LearnsWhenMostOffloadedWritesAreNeverObserved) {
       if (sparse && !EngineObserves(d, &offloaded_seen)) {
         policy.Unobserved(d);
       } else {
-        policy.Observe(d, absl::Nanoseconds(d.path == Path::kUnload ? 1800 : 2900));
+        policy.Observe(d, {absl::Nanoseconds(d.path == Path::kUnload ? 1800 : 2900)});
       }
       if (i >= 10000) {
         ++total_late;
@@ -189,7 +190,7 @@ TEST(AdaptivePolicyTest, AShortLazyConnectionFinishesItsFirstProbe) {
     if (!EngineObserves(d, &offloaded_seen)) {
       policy.Unobserved(d);
     } else {
-      policy.Observe(d, absl::Nanoseconds(d.path == Path::kUnload ? 2400 : 3200));
+      policy.Observe(d, {absl::Nanoseconds(d.path == Path::kUnload ? 2400 : 3200)});
     }
     if (i >= 750) unloaded_late += d.path == Path::kUnload;
   }
@@ -216,7 +217,7 @@ TEST(AdaptivePolicyTest, RequestsDecideWhereTheWritesOwnLatencyMisleads) {
     for (int i = 0; i < 20000; ++i) {
       Decision d = policy.Decide((1000 + rng() % 1000000) << 12, 1000, true);
       const bool unloaded = d.path == Path::kUnload;
-      policy.Observe(d, absl::Nanoseconds(unloaded ? c.unload_write_ns : c.offload_write_ns));
+      policy.Observe(d, {absl::Nanoseconds(unloaded ? c.unload_write_ns : c.offload_write_ns)});
       policy.ObserveRequest(
           absl::Nanoseconds(unloaded ? c.unload_request_ns : c.offload_request_ns));
       if (i >= 15000) late_on_expected += d.path == c.expected;
@@ -237,7 +238,7 @@ TEST(AdaptivePolicyTest, ReadsBetweenWritesDoNotDiluteTheRequestsDifference) {
   for (int i = 0; i < 20000; ++i) {
     Decision d = policy.Decide((1000 + rng() % 1000000) << 12, 1000, true);
     const bool unloaded = d.path == Path::kUnload;
-    policy.Observe(d, absl::Nanoseconds(2800));
+    policy.Observe(d, {absl::Nanoseconds(2800)});
     policy.ObserveRequest(absl::Nanoseconds(unloaded ? 3000 : 3700));
     for (int r = 0; r < 19; ++r) policy.ObserveRequest(absl::Nanoseconds(2700));
     if (i >= 15000) unloaded_late += unloaded;
@@ -266,7 +267,7 @@ TEST(AdaptivePolicyTest, KeepsNoMixWithinPagesAndAsksForFewObservations) {
       cached_page = page;
     }
     if (EngineObserves(d, &offloaded_lazy)) {
-      policy.Observe(d, absl::Nanoseconds(ns));
+      policy.Observe(d, {absl::Nanoseconds(ns)});
     } else {
       policy.Unobserved(d);
     }
@@ -287,7 +288,7 @@ TEST(AdaptivePolicyTest, VeryHotPagesStayOffloadedEvenWhereUnloadIsFaster) {
     const bool hot = rng() % 2 == 0;
     const uint64_t page = hot ? rng() % 8 : 1000 + rng() % 1000000;
     Decision d = policy.Decide(page << 12, 64, true);
-    policy.Observe(d, absl::Nanoseconds(d.path == Path::kUnload ? 1500 : 3000));
+    policy.Observe(d, {absl::Nanoseconds(d.path == Path::kUnload ? 1500 : 3000)});
     if (i < 20000) continue;
     if (hot) {
       hot_unloaded += d.path == Path::kUnload;
@@ -304,7 +305,7 @@ TEST(AdaptivePolicyTest, VeryHotPagesStayOffloadedEvenWhereUnloadIsFaster) {
   int unloaded = 0;
   for (int i = 0; i < 40000; ++i) {
     Decision d = free_policy.Decide(uint64_t(rng() % 8) << 12, 64, true);
-    free_policy.Observe(d, absl::Nanoseconds(d.path == Path::kUnload ? 1500 : 3000));
+    free_policy.Observe(d, {absl::Nanoseconds(d.path == Path::kUnload ? 1500 : 3000)});
     if (i >= 20000) unloaded += d.path == Path::kUnload;
   }
   EXPECT_GT(unloaded, 20000 * 0.9) << "without the pin, hot pages follow the faster path";
@@ -321,7 +322,7 @@ TEST(AdaptivePolicyTest, ARareCellFollowsItsColderCell) {
     const bool warm = rng() % 100 < 3;
     const uint64_t page = warm ? 100 + rng() % 256 : 1000000 + rng() % 10000000;
     Decision d = policy.Decide(page << 12, 64, true);
-    policy.Observe(d, absl::Nanoseconds(d.path == Path::kUnload ? 2300 : 3200));
+    policy.Observe(d, {absl::Nanoseconds(d.path == Path::kUnload ? 2300 : 3200)});
     if (i >= 20000 && warm) {
       ++warm_total;
       warm_unloaded += d.path == Path::kUnload;
@@ -349,7 +350,7 @@ TEST(AdaptivePolicyTest, DoesNotFlapBetweenNearlyEqualPaths) {
       if (d.path == regime_after_warmup) ++on_regime;
     }
     double base = d.path == Path::kOffload ? 2000 : 2030;
-    policy.Observe(d, absl::Nanoseconds(base + static_cast<double>(rng() % 40)));
+    policy.Observe(d, {absl::Nanoseconds(base + static_cast<double>(rng() % 40))});
   }
   EXPECT_LE(policy.switches(), 2u);
   // The regime chosen by 20000 writes holds to the end, and probes of the other path take a
@@ -357,6 +358,53 @@ TEST(AdaptivePolicyTest, DoesNotFlapBetweenNearlyEqualPaths) {
   EXPECT_EQ(policy.regime(cell_size, 0), regime_after_warmup);
   EXPECT_GE(static_cast<double>(on_regime) / late_writes, 0.9)
       << on_regime << " of " << late_writes << " on the regime's path";
+}
+
+// A backlogged stream over two paths that keep different numbers of writes in flight: offload
+// serves a write every 160 ns with 16 in flight (2.56 us latency), unload one every 140 ns
+// with 64 in flight, the staging ring (8.96 us). Latency favors offload, the rate unload. Each
+// write is decided, then waits until its path has room (completing the earliest writes first,
+// in virtual time). Returns the unloaded share of the stream's second half.
+double RunPipeline(AdaptivePolicy* policy, bool waited, int n) {
+  struct InFlight {
+    Decision d;
+    double posted_ns, done_ns;
+  };
+  const double service_ns[2] = {160, 140};
+  const size_t room[2] = {16, 64};
+  std::deque<InFlight> queue[2];
+  double last_done_ns[2] = {0, 0};
+  double now_ns = 0;
+  int unloaded = 0;
+  for (int i = 0; i < n; ++i) {
+    const Decision d = policy->Decide(uint64_t(i % 100000) << 12, 1024, true);
+    if (i >= n / 2) unloaded += d.path == Path::kUnload;
+    const int p = static_cast<int>(d.path);
+    while (queue[p].size() >= room[p]) {
+      const int q = queue[1 - p].empty() || queue[p].front().done_ns <= queue[1 - p].front().done_ns
+                        ? p
+                        : 1 - p;
+      const InFlight done = queue[q].front();
+      queue[q].pop_front();
+      now_ns = std::max(now_ns, done.done_ns);
+      policy->Observe(done.d, {absl::Nanoseconds(done.done_ns - done.posted_ns), waited});
+    }
+    last_done_ns[p] = std::max(now_ns, last_done_ns[p]) + service_ns[p];
+    queue[p].push_back({d, now_ns, last_done_ns[p]});
+  }
+  return static_cast<double>(unloaded) / (n - n / 2);
+}
+
+TEST(AdaptivePolicyTest, ABackloggedStreamIsJudgedByTimePerWriteNotLatency) {
+  AdaptivePolicy backlogged;
+  EXPECT_GT(RunPipeline(&backlogged, /*waited=*/true, 60000), 0.9);
+  EXPECT_GT(backlogged.switches(), 0u);
+  // The same stream with writes posted as they come: the latency is what the writer waits for.
+  AdaptivePolicy open;
+  EXPECT_LT(RunPipeline(&open, /*waited=*/false, 60000), 0.1);
+  // A backlogged connection waits for a staging slot rather than overflow to offload.
+  EXPECT_EQ(backlogged.OnRingFull(), FullRingAction::kWait);
+  EXPECT_EQ(open.OnRingFull(), FullRingAction::kOffload);
 }
 
 TEST(AdaptivePolicyTest, NeverUnloadsAWriteThatDoesNotFitASlot) {

@@ -34,9 +34,27 @@ class ObservingPolicy : public PathPolicy {
     d.observe = true;
     return d;
   }
-  void Observe(const Decision&, absl::Duration) override { ++observed; }
+  void Observe(const Decision&, const WriteTiming&) override { ++observed; }
   void Unobserved(const Decision&) override { ++unobserved; }
   std::atomic<int> observed{0}, unobserved{0};
+};
+
+// Offloads every write, observed, and records when each was decided and whether it waited.
+class DecisionTimingPolicy : public PathPolicy {
+ public:
+  absl::string_view name() const override { return "decision timing"; }
+  Decision Decide(uint64_t, uint32_t, bool) override {
+    decided_after_a_completion += observed > 0;
+    Decision d;
+    d.observe = true;
+    return d;
+  }
+  void Observe(const Decision&, const WriteTiming& t) override {
+    ++observed;
+    waited += t.waited;
+  }
+  // Called under the connection's lock, one at a time; read after the writes completed.
+  int observed = 0, waited = 0, decided_after_a_completion = 0;
 };
 
 // Backend ("soft" or "sim") and staging lanes per connection (as many unload workers).
@@ -584,6 +602,37 @@ TEST_P(EngineTest, LazyWritesWhoseLatencyThePolicyAsksForAreAllObserved) {
   EXPECT_EQ(metrics_.latency_samples[static_cast<int>(Path::kOffload)].load(), uint64_t{kWrites});
   EXPECT_EQ(policy->observed.load(), kWrites);
   EXPECT_EQ(policy->unobserved.load(), 0);
+}
+
+// A write that cannot be posted when submitted (the send queue is full) is decided when its
+// turn comes, after earlier writes completed: a backlogged connection's policy decides with
+// what it learned meanwhile, and is told the write waited.
+TEST_P(EngineTest, AWriteIsDecidedWhenItMayBePostedNotWhenSubmitted) {
+  auto owned = std::make_unique<DecisionTimingPolicy>();
+  DecisionTimingPolicy* policy = owned.get();
+  Connect(std::move(owned));
+  constexpr int kWrites = 2000;  // far more than the send queue holds
+  std::atomic<int> written{0}, bad{0};
+  {
+    // Nothing reaches the NIC before the batch ends, so the send queue fills and stays full.
+    Connection::Batch batch = ca_->BeginBatch();
+    for (int i = 0; i < kWrites; ++i) {
+      ASSERT_TRUE(ca_->Write(src_mr_->Sge(size_t(i) * 64, 64), Dst(size_t(i) * 64), dst_mr_->rkey(),
+                             [&](const WriteResult& r) {
+                               if (!r.ok()) ++bad;
+                               ++written;
+                             })
+                      .ok());
+    }
+  }
+  ASSERT_TRUE(h_->WaitUntil([&] { return written.load() == kWrites; }, absl::Seconds(20)))
+      << written.load() << " of " << kWrites << " writes completed";
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(policy->observed, kWrites);
+  EXPECT_GT(policy->waited, 0) << "no write waited for the send queue";
+  EXPECT_LT(policy->waited, kWrites) << "the first writes went at once";
+  // Exactly the writes that waited were decided after something completed.
+  EXPECT_EQ(policy->decided_after_a_completion, policy->waited);
 }
 
 TEST_P(EngineTest, ALazyWriteWithNothingAnsweredCompletesWithTheNextSignaledOne) {

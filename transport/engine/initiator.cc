@@ -246,6 +246,15 @@ absl::Status PostUnloaded(ConnectionState& c, Op& op, int lane_index)
 absl::StatusOr<bool> TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   if (c.initiator.send_wrs >= c.initiator.max_send_wrs) return false;
   if (!op.is_write) return PostMessage(c, op);
+  if (!op.decided) {
+    // Decided when it may go rather than when submitted: a backlogged connection's writes
+    // would otherwise all be decided before the first of them completes (a shard's transfer
+    // submits tens of thousands at once), and the policy could learn nothing for them.
+    op.decision = c.policy->Decide(op.remote_addr, op.local.length,
+                                   op.local.length + kStagingHeaderSize <= c.remote.slot_bytes);
+    op.path = op.decision.path;
+    op.decided = true;
+  }
   const std::optional<Route> route = ChoosePathAndLane(c, op);
   if (!route) return false;
   const absl::Status st =
@@ -350,14 +359,12 @@ absl::Status Connection::Write(const rnic::ScatterGatherEntry& local, uint64_t r
     op.write_done = std::move(done);
     op.lazy = options.lazy_completion;
     op.submitted = c.engine->clock().Now();
-    op.decision = c.policy->Decide(remote_addr, local.length,
-                                   local.length + kStagingHeaderSize <= c.remote.slot_bytes);
-    op.path = op.decision.path;
     if (c.options.checks != nullptr) {
       c.options.checks->WriteIssued(c.check_name, op.id, reinterpret_cast<const void*>(local.addr),
                                     local.length, remote_addr, rkey);
     }
     PostReady(c, out);
+    op.waited = !op.posted;
     if (posted_path != nullptr) {
       *posted_path = op.posted ? std::optional<Path>(op.path) : std::nullopt;
     }

@@ -22,12 +22,14 @@ struct Op {
   uint64_t id = 0;
   bool is_write = true;
   Path path = Path::kOffload;
-  Decision decision;
+  Decision decision;  // the policy's, taken when the write first may be posted (decided)
+  bool decided = false;
   bool posted = false;
   bool done = false;
   uint64_t main_index = 0;  // position among the main QP's posted WRs (offloaded writes, messages)
   bool lazy = false;        // WriteOptions::lazy_completion
   bool quiet = false;       // posted unsignaled: completed by later evidence (Quiet)
+  bool waited = false;      // a write not posted by the Write that submitted it
   rnic::WcStatus status = rnic::WcStatus::kSuccess;
   absl::Time submitted, posted_at, done_at;
   // Write fields.

@@ -28,13 +28,13 @@ void MarkDone(ConnectionState& c, Op& op, rnic::WcStatus status) {
   op.done = true;
   op.status = status;
   op.done_at = c.engine->clock().Now();
-  if (!op.is_write) return;
+  if (!op.is_write || !op.decided) return;  // the policy never saw it
   uint64_t before = c.policy->switches();
   Decision taken = op.decision;
   taken.path = op.path;  // the ordering and full-ring rules may have overridden the policy
   // A quiet write's completion time is when the engine learned of it, not its latency.
   if (op.posted && !op.quiet && status == rnic::WcStatus::kSuccess) {
-    c.policy->Observe(taken, op.done_at - op.posted_at);
+    c.policy->Observe(taken, {op.done_at - op.posted_at, op.waited});
   } else {
     c.policy->Unobserved(taken);
   }

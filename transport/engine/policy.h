@@ -24,6 +24,15 @@ struct Decision {
   // The policy needs this write's latency: the engine posts it signaled even when it could go
   // quietly (WriteOptions::lazy_completion), so that it ends in Observe unless it fails.
   bool observe = false;
+  uint32_t ahead = 0;  // policy-private bookkeeping (e.g. the writes in flight when decided)
+};
+
+// What the engine saw of one write that completed signaled.
+struct WriteTiming {
+  absl::Duration latency;  // post to completion
+  // Not posted when Write returned: it waited for room in the send queue, a staging slot or
+  // an earlier write (the connection is backlogged: latency then hides what a path costs).
+  bool waited = false;
 };
 
 // What to do with a write the policy routes to unload while every staging slot is in use.
@@ -38,10 +47,12 @@ class PathPolicy {
   virtual ~PathPolicy() = default;
   virtual absl::string_view name() const = 0;
   // `remote_addr`/`length` describe the write; `unload_possible` is false when the write does
-  // not fit a staging slot (the result must then be kOffload).
+  // not fit a staging slot (the result must then be kOffload). Called when the write first may
+  // be posted (the send queue has room and every earlier write was posted), in write order: a
+  // write that waits is decided when its turn comes, with what was learned meanwhile.
   virtual Decision Decide(uint64_t remote_addr, uint32_t length, bool unload_possible) = 0;
-  // The write decided as `d` completed after `latency` (post to completion).
-  virtual void Observe(const Decision& d, absl::Duration latency) {}
+  // The write decided as `d` completed; `t` says after how long, and whether it had waited.
+  virtual void Observe(const Decision& d, const WriteTiming& t) {}
   // The write decided as `d` ended without a latency to report: it failed, or it completed
   // quietly (WriteOptions::lazy_completion, posted unsignaled), so the engine learned of it
   // only later. Every decision ends in exactly one of Observe and Unobserved.

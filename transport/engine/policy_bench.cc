@@ -5,8 +5,8 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <new>
 #include <memory>
+#include <new>
 #include <random>
 #include <vector>
 
@@ -42,7 +42,7 @@ void BM_DecideObserve(benchmark::State& state) {
   uint64_t before = allocations.load();
   for (auto _ : state) {
     Decision d = policy.Decide(addrs[i++ & 0xffff], 64, true);
-    policy.Observe(d, absl::Nanoseconds(d.path == Path::kOffload ? 3000 : 2300));
+    policy.Observe(d, {absl::Nanoseconds(d.path == Path::kOffload ? 3000 : 2300)});
     benchmark::DoNotOptimize(d);
   }
   state.counters["allocations"] = static_cast<double>(allocations.load() - before);
@@ -71,7 +71,7 @@ void BM_DecideObserveSharedTarget(benchmark::State& state) {
   for (auto _ : state) {
     AdaptivePolicy& policy = *policies[i % policies.size()];
     Decision d = policy.Decide(addrs[i++ & 0xffff], 64, true);
-    policy.Observe(d, absl::Nanoseconds(d.path == Path::kOffload ? 3000 : 2300));
+    policy.Observe(d, {absl::Nanoseconds(d.path == Path::kOffload ? 3000 : 2300)});
     benchmark::DoNotOptimize(d);
   }
   state.counters["allocations"] = static_cast<double>(allocations.load() - before);

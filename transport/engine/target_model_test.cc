@@ -127,7 +127,7 @@ int Unloaded(AdaptivePolicy& policy, int n, uint64_t first_page) {
   int unloaded = 0;
   for (int i = 0; i < n; ++i) {
     Decision d = policy.Decide((first_page + i) << 12, 64, true);
-    policy.Observe(d, absl::Nanoseconds(d.path == Path::kOffload ? 3200 : 2400));
+    policy.Observe(d, {absl::Nanoseconds(d.path == Path::kOffload ? 3200 : 2400)});
     unloaded += d.path == Path::kUnload;
   }
   return unloaded;
@@ -246,7 +246,7 @@ TEST(SharedTargetPolicyTest, AConnectionWhoseWorldDiffersDiverges) {
   int offloaded_late = 0;
   for (int i = 0; i < 20000; ++i) {
     Decision d = p.Decide(uint64_t(i) << 12, 64, true);
-    p.Observe(d, absl::Nanoseconds(d.path == Path::kOffload ? 1500 : 2400));  // offload faster
+    p.Observe(d, {absl::Nanoseconds(d.path == Path::kOffload ? 1500 : 2400)});  // offload faster
     if (i >= 15000) offloaded_late += d.path == Path::kOffload;
   }
   EXPECT_GT(offloaded_late, 5000 * 0.95);
