@@ -31,9 +31,11 @@
 #include "tests/sim/cluster_world.h"
 #include "tests/sim/replication_writes.h"
 #include "transport/base/logging.h"
+#include "transport/engine/policy.h"
 #include "transport/placement/shard_move.h"
 
-DEFINE_string(policies, "offload,unload,adaptive", "path policies of the nodes, one world each");
+DEFINE_string(policies, "offload,unload,adaptive",
+              "path policies of the nodes, one world each: offload, unload, adaptive or split:F");
 DEFINE_int32(records, 60000, "values in the moved shard (1..1000000)");
 DEFINE_int32(value_bytes, 1024, "bytes per value (16..65536)");
 DEFINE_uint64(seed, 1, "the load order's seed");
@@ -153,10 +155,13 @@ int Main(int argc, char** argv) {
   std::vector<std::string> policies = absl::StrSplit(FLAGS_policies, ',', absl::SkipEmpty());
   std::map<std::string, Result> results;
   for (const std::string& p : policies) {
-    if (p != "adaptive" && p != "offload" && p != "unload") {
-      std::fprintf(stderr, "migration_paths: --policies: unknown policy '%s'\n", p.c_str());
+    if (absl::StatusOr<std::unique_ptr<engine::PathPolicy>> valid = engine::MakePolicy(p);
+        !valid.ok()) {
+      std::fprintf(stderr, "migration_paths: --policies: %s\n", valid.status().ToString().c_str());
       return 2;
     }
+  }
+  for (const std::string& p : policies) {
     std::fprintf(stderr, "migration_paths: %s ...\n", p.c_str());
     absl::StatusOr<Result> r = RunOne(p);
     if (!r.ok()) {
