@@ -15,6 +15,9 @@
 //  * MODELED: tests/sim:migration_paths, the same move on the simulated fabric into a fresh
 //    node's arena larger than the modeled translation cache's reach, with each path policy.
 //
+// The kvservers route the transfer's writes by --server_policy (adaptive; offload and unload
+// give the static paths' figures on the soft transport).
+//
 //   bazel run -c opt //tests/bench:migration_bench -- [--shard_mib=256] [--cluster_mib=1024]
 #include <algorithm>
 #include <atomic>
@@ -42,6 +45,7 @@
 #include "tests/support/test_auth.h"
 #include "transport/base/logging.h"
 #include "transport/cluster/etcd_cluster_map.h"
+#include "transport/engine/policy.h"
 #include "transport/placement/rebalance.h"
 #include "transport/placement/shard_move.h"
 
@@ -52,6 +56,9 @@ DEFINE_int32(rounds, 3, "moves: rounds of (rnic_bench, one move) (1..20)");
 DEFINE_int32(in_flight, 16, "the client's requests in flight during the moves (1..256)");
 DEFINE_string(transfer_mib_s, "0,50,25",
               "moves: kvserver --transfer_mib_s values, one set of rounds each (0: unpaced)");
+DEFINE_string(server_policy, "adaptive",
+              "kvserver --policy: the path policy of the transfer's writes (offload, unload, "
+              "adaptive, split:F)");
 DEFINE_bool(modeled, true, "also run tests/sim:migration_paths (MODELED, simulated fabric)");
 
 namespace unloadkv {
@@ -212,7 +219,7 @@ class Bench {
     nodes_[name] = std::make_unique<testing::ServerProcess>(std::vector<std::string>{
         "--etcd=" + etcd_->endpoint(), "--cluster=" + cluster, "--node=" + name,
         absl::StrCat("--arena_bytes=", arena), "--auth_file=" + auth_file_, "--metrics=127.0.0.1:0",
-        absl::StrCat("--transfer_mib_s=", transfer_mib_s)});
+        absl::StrCat("--transfer_mib_s=", transfer_mib_s), "--policy=" + FLAGS_server_policy});
     if (nodes_[name]->address().empty()) return absl::InternalError(name + " did not start");
     return absl::OkStatus();
   }
@@ -475,6 +482,11 @@ int Main() {
       FLAGS_value_size < 64 || FLAGS_value_size > 65536 || FLAGS_rounds < 1 || FLAGS_rounds > 20 ||
       FLAGS_in_flight < 1 || FLAGS_in_flight > 256) {
     std::fprintf(stderr, "migration_bench: a flag is out of its range (see --help)\n");
+    return 2;
+  }
+  if (absl::Status st = engine::MakePolicy(FLAGS_server_policy).status(); !st.ok()) {
+    std::fprintf(stderr, "migration_bench: --server_policy: %s\n",
+                 std::string(st.message()).c_str());
     return 2;
   }
   Bench b;

@@ -20,7 +20,7 @@ AdaptivePolicy::~AdaptivePolicy() {
   // halves heard of at least half their writes: otherwise the target's first probe is lost
   // with every connection shorter than it (sim, 4 GiB, 500-write connections: a probe begun at
   // a connection's 277th write had routed 224 of its 256 writes), and the next one starts over.
-  const uint64_t enough = options_.probe_block / 4;
+  const uint64_t enough = measure_len_ / 2;
   if (seen_[0] >= enough && seen_[1] >= enough) {
     FinishProbe(ProbeEnd::kCompleted);
   } else {
@@ -87,13 +87,23 @@ bool AdaptivePolicy::StartProbe(int cell) {
   }
   probing_ = cell;
   probe_pos_ = 0;
+  // Backlogged, each half is as long as the writes in flight and a block measures twice that:
+  // the other regime's writes queued before a block have ended when its measured half begins,
+  // and the measured half spans a few latencies (soft, a shard's 4 KiB transfer with 120-300
+  // in flight: halves of 64 writes lasted less than one latency, and their time per write
+  // ranged over 4.5-24 us where offload-only takes 6.3 and unload-only 11).
+  const uint32_t half = options_.probe_block / 2;
+  const uint32_t depth =
+      backlogged() ? static_cast<uint32_t>(std::min<uint64_t>(in_flight_, kMaxProbeDepth)) : 0;
+  settle_len_ = std::max(half, depth);
+  measure_len_ = std::max(half, 2 * depth);
   probe_age_ = 0;
   probe_regime_ = EffectiveRegime(cell);
   cells_[cell].regime = probe_regime_;
   ++generation_;
   for (int b = 0; b < 2; ++b) {
     issued_[b] = seen_[b] = 0;
-    sum_ns_[b] = in_flight_sum_[b] = 0;
+    sum_ns_[b] = in_flight_sum_[b] = held_sum_ns_[b] = 0;
   }
   other_sum_ns_ = 0;
   other_seen_ = 0;
@@ -144,20 +154,21 @@ Decision AdaptivePolicy::Decide(uint64_t remote_addr, uint32_t length, bool unlo
       cell.until_probe = options_.probe_interval << cell.backoff;
     }
   }
-  if (probing_ >= 0 && ++probe_age_ > 4 * options_.probe_interval) {
+  if (probing_ >= 0 &&
+      ++probe_age_ > 4 * std::max(options_.probe_interval, 2 * (settle_len_ + measure_len_))) {
     FinishProbe(ProbeEnd::kAbandoned);  // its cell's writes or their completions stopped
   }
   Path path = EffectiveRegime(cell_index);
-  if (probing_ < 0 || probe_pos_ >= 2 * options_.probe_block) {
+  const uint32_t b = settle_len_ + measure_len_;
+  if (probing_ < 0 || probe_pos_ >= 2 * b) {
     return {path, cell_index, kRegular};
   }
-  const uint32_t b = options_.probe_block;
   const uint32_t pos = probe_pos_;
   if (probing_ == cell_index) {
     path = pos < b ? Other(probe_regime_) : probe_regime_;
     ++probe_pos_;
   }
-  uint8_t phase = pos % b < b / 2 ? kSettle : pos < b ? kMeasureOther : kMeasureRegime;
+  uint8_t phase = pos % b < settle_len_ ? kSettle : pos < b ? kMeasureOther : kMeasureRegime;
   if (phase != kSettle) ++issued_[phase - kMeasureOther];
   // Measured writes are all observed: the one lazy offloaded write in eight that the engine
   // observes anyway is not a fair sample of them (docs/engine.md).
@@ -221,6 +232,7 @@ void AdaptivePolicy::Observe(const Decision& d, const WriteTiming& t) {
     probe_matched_ += probed_path;
   }
   sum_ns_[block] += ns;
+  held_sum_ns_[block] += absl::ToDoubleNanoseconds(t.held);
   in_flight_sum_[block] += d.ahead;
   ++seen_[block];
   FinishProbeIfComplete();
@@ -256,12 +268,17 @@ void AdaptivePolicy::ObserveRequest(absl::Duration latency) {
   const bool after_write = write_since_request_;
   write_since_request_ = false;
   if (!after_write || probing_ < 0 || probe_pos_ == 0) return;
-  const uint32_t b = options_.probe_block;
-  const uint32_t pos = probe_pos_ - 1;         // the probing cell's write decided last
-  if (pos < 2 * b && pos % b < b / 2) return;  // a settling half
-  const int block = pos < b ? 0 : 1;           // the other path, or the regime
+  const uint32_t b = settle_len_ + measure_len_;
+  const uint32_t pos = probe_pos_ - 1;               // the probing cell's write decided last
+  if (pos < 2 * b && pos % b < settle_len_) return;  // a settling half
+  const int block = pos < b ? 0 : 1;                 // the other path, or the regime
   requests_sum_ns_[block] += absl::ToDoubleNanoseconds(latency);
   ++requests_seen_[block];
+}
+
+uint32_t AdaptivePolicy::Spaced(uint32_t writes) const {
+  const uint32_t block = settle_len_ + measure_len_;
+  return block > options_.probe_block ? std::max(writes, 4 * block) : writes;
 }
 
 bool AdaptivePolicy::OfCurrentProbe(const Decision& d) const {
@@ -270,7 +287,7 @@ bool AdaptivePolicy::OfCurrentProbe(const Decision& d) const {
 }
 
 void AdaptivePolicy::FinishProbeIfComplete() {
-  const bool routed = probe_pos_ >= 2 * options_.probe_block;
+  const bool routed = probe_pos_ >= 2 * (settle_len_ + measure_len_);
   if (routed && seen_[0] * 10 >= issued_[0] * 9 && seen_[1] * 10 >= issued_[1] * 9) {
     FinishProbe(ProbeEnd::kCompleted);
   }
@@ -304,19 +321,24 @@ void AdaptivePolicy::FinishProbe(ProbeEnd end) {
     const double* sum = by_requests ? requests_sum_ns_ : sum_ns_;
     const uint64_t* n = by_requests ? requests_seen_ : seen_;
     const bool per_write = backlogged() && in_flight_sum_[0] > 0 && in_flight_sum_[1] > 0;
-    other = !conclusive ? 0 : per_write ? sum_ns_[0] / in_flight_sum_[0] : sum[0] / n[0];
-    regime = !conclusive ? 0 : per_write ? sum_ns_[1] / in_flight_sum_[1] : sum[1] / n[1];
+    // Per write: the time from decision to completion (the span in_flight_ counts) over the
+    // writes in flight as each was decided.
+    const auto per_write_ns = [&](int b) {
+      return (sum_ns_[b] + held_sum_ns_[b]) / in_flight_sum_[b];
+    };
+    other = !conclusive ? 0 : per_write ? per_write_ns(0) : sum[0] / n[0];
+    regime = !conclusive ? 0 : per_write ? per_write_ns(1) : sum[1] / n[1];
     cell.concluded |= conclusive;
     if (conclusive && other < regime * (1.0 - options_.hysteresis)) {
       if (++cell.wins < options_.wins_to_switch) {
-        cell.until_probe = options_.first_probe / 2;   // confirm soon
-        PublishProbe(index, /*publish=*/false, 0, 0);  // nothing to share yet
+        cell.until_probe = Spaced(options_.first_probe / 2);  // confirm soon
+        PublishProbe(index, /*publish=*/false, 0, 0);         // nothing to share yet
         return;
       }
       cell.wins = 0;
       cell.regime = Other(probe_regime_);
       cell.backoff = 0;
-      cell.until_probe = options_.probe_interval;
+      cell.until_probe = Spaced(options_.probe_interval);
       ++switches_;
       PublishProbe(index, /*publish=*/true, other, regime);
       return;
@@ -326,7 +348,7 @@ void AdaptivePolicy::FinishProbe(ProbeEnd end) {
       // Faster, but within the hysteresis: one probe is noisy, look again soon.
       cell.wins = 0;
       cell.backoff = 0;
-      cell.until_probe = options_.first_probe;
+      cell.until_probe = Spaced(options_.first_probe);
       PublishProbe(index, /*publish=*/true, other, regime);
       return;
     }
@@ -334,7 +356,7 @@ void AdaptivePolicy::FinishProbe(ProbeEnd end) {
   }
   cell.wins = 0;
   cell.backoff = clearly_slower ? std::min(cell.backoff + 1, options_.max_backoff) : 0;
-  cell.until_probe = options_.probe_interval << cell.backoff;
+  cell.until_probe = Spaced(options_.probe_interval << cell.backoff);
   PublishProbe(index, /*publish=*/end != ProbeEnd::kAbandoned, other, regime);
 }
 

@@ -96,10 +96,11 @@ class AdaptivePolicy : public PathPolicy {
   // its path costs, and each path keeps a different number queued (the staging ring 64, the
   // send queue hundreds). A probe then compares the two halves by the time per write: their
   // mean latency over the mean number of writes in flight as each was decided (it waited
-  // behind those, itself included: Little's law for a queue), and stops early by nothing.
-  // Sim, a shard's transfer into a fresh arena: the probes' halves had 52-365 writes in
-  // flight; judged by latency the copy settled at 94% unloaded (8.70 ms, unload-only 8.75),
-  // by time per write at 49% (6.65 ms).
+  // behind those, itself included: Little's law for a queue, its time counted from the
+  // decision: WriteTiming::held), and stops early by nothing. Its halves are then as long as
+  // the writes in flight (StartProbe). Sim, a shard's transfer into a fresh arena: the probes'
+  // halves had 52-365 writes in flight; judged by latency the copy settled at 94% unloaded
+  // (8.70 ms, unload-only 8.75), by time per write at 43% (7.06 ms).
   void Observe(const Decision& d, const WriteTiming& t) override;
   // A probe counts only the writes it will hear about: a measured decision that ends
   // unobserved (a lazy write posted quietly: KV clients post most value writes so) leaves the
@@ -170,6 +171,9 @@ class AdaptivePolicy : public PathPolicy {
   // back-off as now set, the measured blocks' mean latencies, 0 when not measured) and gives
   // up the claim.
   void PublishProbe(int index, bool publish, double other_ns, double regime_ns);
+  // The probe just run's cell waits `writes` before its next one, or twice that probe's length
+  // when it was lengthened (backlogged): probes keep to a third of the writes.
+  uint32_t Spaced(uint32_t writes) const;
   // Whether `d` was a measured decision of the running probe.
   bool OfCurrentProbe(const Decision& d) const;
   // Finishes the probe once it routed all its writes and heard of 90% of each block's.
@@ -185,11 +189,15 @@ class AdaptivePolicy : public PathPolicy {
   uint64_t switches_ = 0;
   uint64_t decisions_ = 0;  // of cells that may unload
   // The running probe (probing_ < 0: none): the probing cell's writes routed so far (of
-  // 2 x probe_block), its regime when the probe began, a generation that tags the probe's
-  // decisions, and per block (0: other path, 1: regime) the measured decisions issued, their
-  // observations and the sum of their latencies.
+  // 2 x (settle_len_ + measure_len_)), its regime when the probe began, a generation that tags the
+  // probe's decisions, and per block (0: other path, 1: regime) the measured decisions issued,
+  // their observations and the sum of their latencies.
   int probing_ = -1;
   uint32_t probe_pos_ = 0;
+  // The running probe's halves, in writes of the probing cell: probe_block / 2 each, longer
+  // when the connection is backlogged (StartProbe; at most kMaxProbeDepth x 3 per block).
+  static constexpr uint32_t kMaxProbeDepth = 1024;
+  uint32_t settle_len_ = 0, measure_len_ = 0;
   uint32_t probe_age_ = 0;  // decisions of any cell since the probe began
   Path probe_regime_ = Path::kOffload;
   uint8_t generation_ = 0;
@@ -231,6 +239,7 @@ class AdaptivePolicy : public PathPolicy {
   uint64_t in_flight_ = 0;
   double waited_share_ = 0;
   double in_flight_sum_[2] = {0, 0};
+  double held_sum_ns_[2] = {0, 0};  // per measured half, WriteTiming::held
   // Requests that ended during the probe's measured halves (0: other path, 1: regime).
   static constexpr uint64_t kMinRequests = 16;
   uint64_t requests_seen_[2] = {0, 0};

@@ -254,6 +254,7 @@ absl::StatusOr<bool> TryPost(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCKS_RE
                                    op.local.length + kStagingHeaderSize <= c.remote.slot_bytes);
     op.path = op.decision.path;
     op.decided = true;
+    op.decided_at = c.engine->clock().Now();
   }
   const std::optional<Route> route = ChoosePathAndLane(c, op);
   if (!route) return false;

@@ -34,7 +34,7 @@ void MarkDone(ConnectionState& c, Op& op, rnic::WcStatus status) {
   taken.path = op.path;  // the ordering and full-ring rules may have overridden the policy
   // A quiet write's completion time is when the engine learned of it, not its latency.
   if (op.posted && !op.quiet && status == rnic::WcStatus::kSuccess) {
-    c.policy->Observe(taken, {op.done_at - op.posted_at, op.waited});
+    c.policy->Observe(taken, {op.done_at - op.posted_at, op.waited, op.posted_at - op.decided_at});
   } else {
     c.policy->Unobserved(taken);
   }

@@ -33,6 +33,9 @@ struct WriteTiming {
   // Not posted when Write returned: it waited for room in the send queue, a staging slot or
   // an earlier write (the connection is backlogged: latency then hides what a path costs).
   bool waited = false;
+  // Decided to posted: how long the write waited, after the policy routed it, for a staging
+  // slot, credits or an earlier write (0 when it went at once).
+  absl::Duration held;
 };
 
 // What to do with a write the policy routes to unload while every staging slot is in use.
