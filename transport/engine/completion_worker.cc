@@ -210,10 +210,11 @@ void OnStageReceive(ConnectionState& c, const rnic::WorkCompletion& wc, int lane
   }
 }
 
-// Held messages whose preceding unloaded writes are now applied, in order.
-std::vector<TargetState::Held> TakeDeliverable(ConnectionState& c)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
-  std::vector<TargetState::Held> deliver;
+// Moves the held messages whose preceding unloaded writes are now applied, in order, to
+// c.target.deliverable (cleared first); returns how many.
+size_t TakeDeliverable(ConnectionState& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  std::vector<TargetState::Held>& deliver = c.target.deliverable;
+  deliver.clear();
   while (!c.target.held.empty() && !c.target.refusing) {
     bool applied = true;
     for (size_t k = 0; k < c.lanes.size(); ++k) {
@@ -228,7 +229,7 @@ std::vector<TargetState::Held> TakeDeliverable(ConnectionState& c)
     deliver.back().number = c.target.messages_taken++;
     c.target.held.pop_front();
   }
-  return deliver;
+  return deliver.size();
 }
 
 // A delivered message's pool buffer comes back: posted again for a credit to hand back, or,
@@ -253,10 +254,12 @@ void ReleaseBuffer(ConnectionState& c, uint32_t buffer, Deferred& out)
   }
 }
 
-// Hands `deliver` to `handler` outside the lock; each buffer is reposted (its credit returned)
-// after. Runs as a queued callback, so messages reach the handler in order and never overlap.
-void Deliver(ConnectionState& c, const MessageHandler& handler,
-             const std::vector<TargetState::Held>& deliver) ABSL_LOCKS_EXCLUDED(c.mu) {
+}  // namespace
+
+// Runs as a queued callback (RunCallbacks), so messages reach the handler in order and never
+// overlap; each buffer is reposted (its credit returned) after.
+void DeliverMessages(ConnectionState& c, const MessageHandler& handler,
+                     absl::Span<const TargetState::Held> deliver) {
   for (const TargetState::Held& m : deliver) {
     // Written at Connect, before any message can arrive.
     if (c.options.checks != nullptr &&
@@ -291,6 +294,8 @@ void Deliver(ConnectionState& c, const MessageHandler& handler,
   }
   RunCallbacks(c);  // returns at once when called from RunCallbacks: it runs these next
 }
+
+namespace {
 
 // Handles one completion of connection `cp`.
 void HandleCompletion(const std::shared_ptr<ConnectionState>& cp, const rnic::WorkCompletion& wc,
@@ -346,15 +351,11 @@ void HandleCompletion(const std::shared_ptr<ConnectionState>& cp, const rnic::Wo
         OnWindowCompleted(c, wc, out);
         break;
     }
-    std::vector<TargetState::Held> deliver = TakeDeliverable(c);
+    const size_t deliverable = TakeDeliverable(c);
     PostReady(c, out);
     FinishInOrder(c, out);
     // Messages after the callbacks of the ops this completion finished, as always.
-    if (!deliver.empty()) {
-      out.push_back([cp, handler = c.handler, deliver = std::move(deliver)] {
-        Deliver(*cp, handler, deliver);
-      });
-    }
+    for (size_t k = 0; k < deliverable; ++k) out.Deliver(c.handler, c.target.deliverable[k]);
     QueueCallbacks(c, out);
   }
   RunCallbacks(c);
@@ -381,7 +382,7 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
     SweepFailedQps(clock->Now());
     return 0;
   }
-  std::vector<std::shared_ptr<ConnectionState>> touched;
+  touched.clear();
   for (int i = 0; i < n; ++i) {
     std::shared_ptr<ConnectionState> cp;
     {
@@ -420,6 +421,7 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
     }
   }
   for (const std::shared_ptr<ConnectionState>& cp : touched) ReleasePosts(*cp);
+  touched.clear();  // a closed connection's state goes now, not at the next poll
   SweepFailedQps(clock->Now());
   return n;
 }

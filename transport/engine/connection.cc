@@ -137,9 +137,11 @@ uint64_t Connection::messages_received() const {
 }
 
 void Connection::SetMessageHandler(MessageHandler handler) {
+  std::shared_ptr<const MessageHandler> swapped =
+      handler ? std::make_shared<const MessageHandler>(std::move(handler)) : nullptr;
   {
     MutexLock l(&state_->mu);
-    std::swap(state_->handler, handler);
+    std::swap(state_->handler, swapped);
   }
   // The old handler is destroyed here, unlocked: it may own this connection (RpcServer::Serve).
 }

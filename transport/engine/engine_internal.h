@@ -18,6 +18,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "transport/base/mapped_memory.h"
 #include "transport/base/mutex.h"
+#include "transport/engine/deferred.h"
 #include "transport/engine/engine.h"
 #include "transport/engine/engine_wire.h"
 #include "transport/engine/initiator_state.h"
@@ -114,7 +115,8 @@ struct ConnectionState {
   // Workers (bit = Worker::index, < kMaxUnloadWorkers) whose sweep found one of their QPs of
   // this connection in error.
   uint64_t error_swept ABSL_GUARDED_BY(mu) = 0;
-  MessageHandler handler ABSL_GUARDED_BY(mu);
+  // Shared with the deliveries queued for it (Deferred): queueing one copies no handler.
+  std::shared_ptr<const MessageHandler> handler ABSL_GUARDED_BY(mu);
 
   // Local memory: outgoing staging headers (one per credit the peer may grant, sized at
   // Connect) and ack payloads. Messages are sent from the worker's send slots and arrive in
@@ -131,7 +133,7 @@ struct ConnectionState {
   // threads complete ops concurrently; queueing under `mu` and running on one thread at a time
   // keeps invariant 2 (callbacks fire in post order) whichever worker completed an op.
   struct Callbacks {
-    std::vector<std::function<void()>> ready;
+    Deferred ready;
     bool running = false;
     std::thread::id thread;
   };
@@ -141,16 +143,16 @@ struct ConnectionState {
   std::weak_ptr<ConnectionState> self;
 };
 
-// Callbacks collected under a connection's lock, queued before it is released
-// (QueueCallbacks) and run after (RunCallbacks).
-using Deferred = std::vector<std::function<void()>>;
-
 // Appends `out` to the connection's due callbacks; call before releasing c.mu.
 void QueueCallbacks(ConnectionState& c, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
 // Runs the connection's due callbacks in order, unless another thread is running them (it runs
 // these too). With `wait`, returns only once none is due or running, except when called from
 // inside one of them. Call without c.mu.
 void RunCallbacks(ConnectionState& c, bool wait = false) ABSL_LOCKS_EXCLUDED(c.mu);
+// Hands `messages` (deliverable, in order) to `handler` (empty: dropped), then releases their
+// buffers and returns credits (completion_worker.cc). Call without c.mu.
+void DeliverMessages(ConnectionState& c, const MessageHandler& handler,
+                     absl::Span<const TargetState::Held> messages) ABSL_LOCKS_EXCLUDED(c.mu);
 
 // Connection::Batch without the handle: while held (calls nest), main-QP work requests are
 // collected and posted together by the outermost ReleasePosts (initiator.cc).
@@ -288,6 +290,9 @@ struct Engine::Worker {
   void SweepFailedQps(absl::Time now);
   const Clock* clock = nullptr;  // the device's
   absl::Time next_sweep = absl::InfinitePast();
+  // PollOnce's connections of the batch (empty between polls; kept for its capacity). Used
+  // by the thread holding `polling`.
+  std::vector<std::shared_ptr<ConnectionState>> touched;
 };
 
 }  // namespace unloadkv::engine

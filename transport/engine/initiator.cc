@@ -92,6 +92,11 @@ absl::StatusOr<bool> PostMessage(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCK
   op.main_index = c.initiator.main_posted++;
   op.posted = true;
   op.posted_at = c.engine->clock().Now();
+  if (op.message.capacity() <= InitiatorState::kSpareMessageBytes &&
+      c.initiator.spare_messages.size() < InitiatorState::kSpareMessages) {
+    op.message.clear();
+    c.initiator.spare_messages.push_back(std::move(op.message));
+  }
   std::string().swap(op.message);
   c.initiator.unconfirmed.push_back(op.main_index);
   if (signaled) {
@@ -297,7 +302,8 @@ void ReleasePosts(ConnectionState& c) {
   {
     MutexLock l(&c.mu);
     if (--c.initiator.batch_depth == 0 && !c.initiator.batched.empty()) {
-      std::vector<rnic::SendWorkRequest> wrs;
+      // The batch leaves `batched` empty for the next one, both keeping their capacity.
+      std::vector<rnic::SendWorkRequest>& wrs = c.initiator.batched_spare;
       wrs.swap(c.initiator.batched);
       if (c.failed || !c.qp->PostSend(wrs).ok()) {
         // The NIC took none of them, so none will complete through the QP: they fail here.
@@ -312,6 +318,7 @@ void ReleasePosts(ConnectionState& c) {
         FailConnection(c, out, FailScope::kMainFailed);
         FinishInOrder(c, out);
       }
+      wrs.clear();
     }
     QueueCallbacks(c, out);
   }
@@ -390,6 +397,10 @@ absl::Status Connection::Send(absl::Span<const char> message, SendCallback done,
     Op& op = c.initiator.ops.emplace_back();
     op.id = c.initiator.next_op_id++;
     op.is_write = false;
+    if (!c.initiator.spare_messages.empty()) {
+      op.message = std::move(c.initiator.spare_messages.back());
+      c.initiator.spare_messages.pop_back();
+    }
     op.message.assign(message.data(), message.size());
     op.invalidate_rkey = options.invalidate_rkey;
     ++c.initiator.queued_messages;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,8 +47,65 @@ struct Op {
   uint32_t invalidate_rkey = 0;  // SendOptions::invalidate_rkey
 };
 
+// The unfinished ops of a connection, oldest first, as a deque of them would hold them, but
+// recycling their storage: emplace_back reuses an op that pop_front reset (up to kSpare are
+// kept), so a steady stream of writes and messages allocates nothing (a std::deque of ops this
+// large allocated a block for each). References stay valid until the op is popped.
+class OpQueue {
+ public:
+  Op& emplace_back() {
+    std::unique_ptr<Op> op;
+    if (spare_.empty()) {
+      op = std::make_unique<Op>();
+    } else {
+      op = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    live_.push_back(std::move(op));
+    return *live_.back();
+  }
+  // Destroys the oldest op's state (its callbacks, its message) here.
+  void pop_front() {
+    std::unique_ptr<Op> op = std::move(live_.front());
+    live_.pop_front();
+    *op = Op();
+    if (spare_.size() < kSpare) spare_.push_back(std::move(op));
+  }
+  Op& front() { return *live_.front(); }
+  const Op& front() const { return *live_.front(); }
+  Op& operator[](size_t i) { return *live_[i]; }
+  size_t size() const { return live_.size(); }
+  bool empty() const { return live_.empty(); }
+
+  template <typename It, typename T>
+  class Iterator {
+   public:
+    explicit Iterator(It it) : it_(it) {}
+    T& operator*() const { return **it_; }
+    Iterator& operator++() {
+      ++it_;
+      return *this;
+    }
+    bool operator!=(const Iterator& o) const { return it_ != o.it_; }
+
+   private:
+    It it_;
+  };
+  using iterator = Iterator<std::deque<std::unique_ptr<Op>>::iterator, Op>;
+  using const_iterator = Iterator<std::deque<std::unique_ptr<Op>>::const_iterator, const Op>;
+  iterator begin() { return iterator(live_.begin()); }
+  iterator end() { return iterator(live_.end()); }
+  const_iterator begin() const { return const_iterator(live_.begin()); }
+  const_iterator end() const { return const_iterator(live_.end()); }
+
+ private:
+  static constexpr size_t kSpare = 256;
+  std::deque<std::unique_ptr<Op>> live_;
+  std::vector<std::unique_ptr<Op>> spare_;
+};
+
 struct InitiatorState {
-  std::deque<Op> ops;  // ops.front().id is the oldest unfinished op
+  OpQueue ops;  // ops.front().id is the oldest unfinished op
   uint64_t next_op_id = 0;
   uint64_t messages_issued = 0;  // Send calls accepted
   uint32_t next_lane = 0;        // where the search for a free lane starts
@@ -72,6 +130,11 @@ struct InitiatorState {
   // While a Connection::Batch is open, main-QP WRs collect here and are posted together.
   int batch_depth = 0;
   std::vector<rnic::SendWorkRequest> batched;
+  std::vector<rnic::SendWorkRequest> batched_spare;  // batched's previous storage, reused
+  // Buffers of messages posted (copied into their send slots), for the next Send's copy: at
+  // most kSpareMessages, of at most kSpareMessageBytes capacity each.
+  static constexpr size_t kSpareMessages = 16, kSpareMessageBytes = 4096;
+  std::vector<std::string> spare_messages;
   uint32_t quiet_since_signaled = 0;        // messages
   uint32_t lazy_writes_since_signaled = 0;  // writes
   // Messages posted so far = messages_confirmed (known received by the peer) + the main_index

@@ -107,9 +107,9 @@ void FinishInOrder(ConnectionState& c, Deferred& out) {
         c.options.metrics->OnWriteCompleted(
             op.path, op.local.length, op.quiet ? absl::InfiniteDuration() : r.latency, r.ok());
       }
-      if (op.write_done) out.push_back([cb = std::move(op.write_done), r] { cb(r); });
+      if (op.write_done) out.Write(std::move(op.write_done), r);
     } else if (op.send_done) {
-      out.push_back([cb = std::move(op.send_done), s = op.status] { cb(s); });
+      out.Send(std::move(op.send_done), op.status);
     }
   }
 }
@@ -197,10 +197,7 @@ void RetireQuietBefore(ConnectionState& c, uint64_t main_index) {
   }
 }
 
-void QueueCallbacks(ConnectionState& c, Deferred& out) {
-  for (auto& f : out) c.callbacks.ready.push_back(std::move(f));
-  out.clear();
-}
+void QueueCallbacks(ConnectionState& c, Deferred& out) { c.callbacks.ready.Append(out); }
 
 void RunCallbacks(ConnectionState& c, bool wait) {
   const std::shared_ptr<ConnectionState> keep = c.self.lock();
@@ -222,7 +219,9 @@ void RunCallbacks(ConnectionState& c, bool wait) {
       absl::SleepFor(absl::Microseconds(50));
       continue;
     }
-    for (auto& f : batch) f();
+    batch.Run([&c](const MessageHandler& handler, absl::Span<const TargetState::Held> messages) {
+      DeliverMessages(c, handler, messages);
+    });
     MutexLock l(&c.mu);
     c.callbacks.running = false;
   }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <vector>
 
 #include "transport/engine/engine_wire.h"
 #include "transport/rnic/types.h"
@@ -43,6 +44,7 @@ struct TargetState {
     uint32_t invalidated = 0;  // the window key it invalidated (SEND_WITH_INVALIDATE), or 0
   };
   std::deque<Held> held;
+  std::vector<Held> deliverable;  // scratch of TakeDeliverable (completion_worker.cc)
 };
 
 }  // namespace unloadkv::engine

@@ -40,6 +40,23 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> CreateRpcEngine(rnic::Device* de
   return engine::Engine::Create(device, options);
 }
 
+namespace {
+
+// This thread's buffer for the frame being sent: Connection::Send copies it before returning,
+// so one per thread serves every call and reply (no allocation per request once grown). A
+// frame is encoded and sent with nothing in between that could send another on this thread.
+std::string& FrameBuffer() {
+  thread_local std::string buffer;
+  return buffer;
+}
+
+// After a send: a buffer grown past this by a large frame is let go, not kept for good.
+void TrimFrameBuffer(std::string& buffer) {
+  if (buffer.capacity() > 64 * 1024) std::string().swap(buffer);
+}
+
+}  // namespace
+
 struct Responder::Shared {
   std::shared_ptr<engine::Connection> conn;
   std::atomic<bool> replied{false};
@@ -55,8 +72,10 @@ void Responder::Reply(const absl::Status& status, std::string payload) {
   // A failed call carries its message as the payload.
   std::string body = status.ok() ? std::move(payload) : std::string(status.message());
   f.payload = body;
-  std::string wire = EncodeRpcFrame(f);
+  std::string& wire = FrameBuffer();
+  EncodeRpcFrame(f, &wire);
   absl::Status st = shared_->conn->Send(wire, nullptr);
+  TrimFrameBuffer(wire);
   if (!st.ok()) Log(LogLevel::kWarning, absl::StrCat("rpc: reply not sent: ", st.message()));
 }
 
@@ -140,7 +159,10 @@ absl::StatusOr<uint64_t> RpcClient::Call(uint16_t method, std::string request,
                      : static_cast<uint32_t>(
                            std::min<int64_t>(absl::ToInt64Microseconds(timeout), UINT32_MAX));
   f.payload = request;
-  absl::Status st = conn_->Send(EncodeRpcFrame(f), nullptr, send);
+  std::string& wire = FrameBuffer();
+  EncodeRpcFrame(f, &wire);
+  absl::Status st = conn_->Send(wire, nullptr, send);
+  TrimFrameBuffer(wire);
   if (!st.ok()) {
     MutexLock l(&mu_);
     pending_.erase(id);

@@ -1,5 +1,7 @@
 #include "transport/rpc/rpc_frame.h"
 
+#include <cstring>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "transport/base/little_endian.h"
@@ -7,7 +9,14 @@
 namespace unloadkv::rpc {
 
 std::string EncodeRpcFrame(const RpcFrame& f) {
-  std::string out(kRpcHeaderSize + f.payload.size(), '\0');
+  std::string out;
+  EncodeRpcFrame(f, &out);
+  return out;
+}
+
+void EncodeRpcFrame(const RpcFrame& f, std::string* buffer) {
+  std::string& out = *buffer;
+  out.resize(kRpcHeaderSize + f.payload.size());
   StoreLittleEndian<uint8_t>(out.data(), 0, static_cast<uint8_t>(f.kind));
   StoreLittleEndian<uint8_t>(out.data(), 1, 1);
   StoreLittleEndian<uint16_t>(out.data(), 2, f.method);
@@ -15,8 +24,8 @@ std::string EncodeRpcFrame(const RpcFrame& f) {
   StoreLittleEndian<uint64_t>(out.data(), 8, f.request_id);
   StoreLittleEndian<uint32_t>(out.data(), 16, f.timeout_us);
   StoreLittleEndian<uint32_t>(out.data(), 20, static_cast<uint32_t>(f.payload.size()));
-  out.replace(kRpcHeaderSize, f.payload.size(), f.payload.data(), f.payload.size());
-  return out;
+  if (!f.payload.empty())
+    std::memcpy(out.data() + kRpcHeaderSize, f.payload.data(), f.payload.size());
 }
 
 absl::StatusOr<RpcFrame> DecodeRpcFrame(absl::string_view bytes) {

@@ -29,6 +29,9 @@ struct RpcFrame {
 };
 
 std::string EncodeRpcFrame(const RpcFrame& f);
+// The same into `*buffer` (resized to the frame; its capacity reused: no allocation once it
+// has grown). `f.payload` must not point into `*buffer`.
+void EncodeRpcFrame(const RpcFrame& f, std::string* buffer);
 
 // Validates kind, version, status range, payload_len against the bytes present. Error
 // messages name the field.

@@ -375,7 +375,8 @@ class Nic : public std::enable_shared_from_this<Nic> {
   std::vector<std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
   // Live (not draining) outbound streams by the address dialed.
   absl::flat_hash_map<std::string, Stream*> outbound_ ABSL_GUARDED_BY(mu_);
-  std::vector<Stream*> dirty_ ABSL_GUARDED_BY(mu_);  // streams with output to flush
+  std::vector<Stream*> dirty_ ABSL_GUARDED_BY(mu_);        // streams with output to flush
+  std::vector<Stream*> dirty_spare_ ABSL_GUARDED_BY(mu_);  // FlushDirty's, empty between
   // defer_acks: QPs owing an ACK their peer asked for, held back for FlushDeferred (or the
   // next Progress) unless a request of ours carries it first.
   std::vector<QpCore*> ack_soon_ ABSL_GUARDED_BY(mu_);

@@ -211,12 +211,17 @@ void Nic::FlushStream(Stream* s) {
 
 void Nic::FlushDirty() {
   // FlushStream may kill streams and add to dirty_; iterate by index over a stable copy.
-  std::vector<Stream*> dirty;
+  // dirty_ takes the spare's storage; the list flushed becomes the next spare (no allocation
+  // once both have grown).
+  std::vector<Stream*> dirty = std::move(dirty_spare_);
+  dirty.clear();
   dirty.swap(dirty_);
   for (Stream* s : dirty) {
     s->in_dirty = false;
     if (!s->dead) FlushStream(s);
   }
+  dirty.clear();
+  dirty_spare_ = std::move(dirty);
 }
 
 void Nic::UpdateInterest(Stream* s) {
