@@ -56,7 +56,8 @@ absl::StatusOr<std::unique_ptr<NodeClient>> NodeClient::Connect(const ClientOpti
   auto conn = c->engine_->CreateConnection(std::move(*policy));
   if (!conn.ok()) return conn.status();
   c->conn_ = std::move(*conn);
-  c->rpc_ = std::make_unique<rpc::RpcClient>(c->conn_.get(), c->clock_, options.max_in_flight);
+  c->rpc_ = std::make_unique<rpc::RpcClient>(  // every answer wakes the threads in Wait
+      c->conn_.get(), c->clock_, options.max_in_flight, [raw = c.get()] { raw->Signal(); });
   // One deadline for the whole of Connect: the bootstrap exchange and the first round trip.
   const absl::Time deadline = c->clock_->Now() + options.timeout;
   absl::StatusOr<std::optional<rpc::Credentials>> credentials =
@@ -181,14 +182,9 @@ void NodeClient::Wait(const std::function<bool()>& done) {
 
 absl::Status NodeClient::Call(proto::Method method, const google::protobuf::Message& req,
                               Reply done, const engine::SendOptions& send) {
-  // Every answer wakes the threads in Wait after its callback ran.
-  absl::StatusOr<uint64_t> id = rpc_->Call(
-      method, req.SerializeAsString(), options_.timeout,
-      [this, done = std::move(done)](auto r) {
-        done(std::move(r));
-        Signal();
-      },
-      send);
+  // Every answer wakes the threads in Wait after its callback ran (the RpcClient's hook).
+  absl::StatusOr<uint64_t> id =
+      rpc_->Call(method, req.SerializeAsString(), options_.timeout, std::move(done), send);
   if (id.ok()) return absl::OkStatus();
   return conn_->failed() ? ConnectionError() : id.status();
 }
@@ -196,11 +192,8 @@ absl::Status NodeClient::Call(proto::Method method, const google::protobuf::Mess
 absl::Status NodeClient::Ping(absl::Duration timeout) {
   proto::PingRequest req;
   return Await<absl::StatusOr<std::string>>([&](Reply d) {
-           absl::StatusOr<uint64_t> id = rpc_->Call(proto::PING, req.SerializeAsString(), timeout,
-                                                    [this, d](absl::StatusOr<std::string> r) {
-                                                      d(std::move(r));
-                                                      Signal();
-                                                    });
+           absl::StatusOr<uint64_t> id =
+               rpc_->Call(proto::PING, req.SerializeAsString(), timeout, d);
            if (!id.ok()) d(conn_->failed() ? ConnectionError() : id.status());
          })
       .status();

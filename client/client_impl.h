@@ -99,8 +99,23 @@ class NodeClient : public Client {
   client_internal::GrantPool& GrantsOf(uint32_t shard);
   void WithGrant(uint32_t shard, uint32_t size, client_internal::GrantPool::Use use);
   void RequestGrants(uint32_t shard, int size_class);
-  void WriteAndPut(uint32_t shard, const std::string& key, const std::string& value,
+  void WriteAndPut(uint32_t shard, absl::string_view key, absl::string_view value,
                    const proto::SlotGrant& g, bool merge, PutDone done);
+  // A PUT in flight: what its value write's completion and its answer share. Recycled
+  // (TakePutState, UnrefPutState), so that their callbacks capture two pointers and a PUT
+  // allocates no closure state (docs/benchmarks.md, "The data path's rules").
+  struct PutState {
+    PutDone done;
+    std::optional<uint32_t> buffer;     // the value's buffer, freed once (ReleaseValue)
+    std::atomic<bool> released{false};  // the buffer was freed
+    std::atomic<int> refs{0};           // callbacks still to run (the write's, the answer's)
+  };
+  PutState* TakePutState(PutDone done, int refs);
+  // Drops one reference; the last one recycles the state.
+  void UnrefPutState(PutState* ps);
+  // Frees the value's buffer the first time it is called (the write completed, or the server
+  // answered the PUT behind it).
+  void ReleaseValue(PutState* ps);
 
   ClientOptions options_;
   ClientHooks hooks_;
@@ -110,6 +125,10 @@ class NodeClient : public Client {
   std::optional<uint64_t> poller_;                         // embedded: our poller's handle
   absl::Time next_deadline_check_ = absl::InfinitePast();  // embedded: poller's thread only
   std::unique_ptr<client_internal::WriteCount> write_count_;
+  // PUT states not in use. Declared before the engine and the RPC client: callbacks holding
+  // states in use run while those are destroyed.
+  Mutex put_states_mu_;
+  std::vector<std::unique_ptr<PutState>> put_states_ ABSL_GUARDED_BY(put_states_mu_);
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<client_internal::ValueBuffers> buffers_;
   // One pool per shard whose slots this connection was granted (one on a single node).

@@ -44,7 +44,38 @@ void NodeClient::RequestGrants(uint32_t shard, int cls) {
   if (absl::Status st = Call(proto::GRANT, req, on_reply); !st.ok()) on_reply(st);
 }
 
-void NodeClient::WriteAndPut(uint32_t shard, const std::string& key, const std::string& value,
+NodeClient::PutState* NodeClient::TakePutState(PutDone done, int refs) {
+  std::unique_ptr<PutState> ps;
+  {
+    MutexLock l(&put_states_mu_);
+    if (!put_states_.empty()) {
+      ps = std::move(put_states_.back());
+      put_states_.pop_back();
+    }
+  }
+  if (ps == nullptr) ps = std::make_unique<PutState>();
+  ps->done = std::move(done);
+  ps->buffer.reset();
+  ps->released.store(false, std::memory_order_relaxed);
+  ps->refs.store(refs, std::memory_order_relaxed);
+  return ps.release();
+}
+
+void NodeClient::UnrefPutState(PutState* ps) {
+  if (ps->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  std::unique_ptr<PutState> owned(ps);
+  owned->done = nullptr;
+  MutexLock l(&put_states_mu_);
+  put_states_.push_back(std::move(owned));
+}
+
+void NodeClient::ReleaseValue(PutState* ps) {
+  if (ps->buffer && !ps->released.exchange(true, std::memory_order_acq_rel)) {
+    buffers_->Release(*ps->buffer);
+  }
+}
+
+void NodeClient::WriteAndPut(uint32_t shard, absl::string_view key, absl::string_view value,
                              const proto::SlotGrant& g, bool merge, PutDone done) {
   const uint32_t size = static_cast<uint32_t>(value.size());
   // The value write and the PUT go out together (one doorbell; one packet train on soft). The
@@ -52,38 +83,44 @@ void NodeClient::WriteAndPut(uint32_t shard, const std::string& key, const std::
   std::optional<engine::Connection::Batch> batch;
   batch.emplace(conn_->BeginBatch());
   std::optional<engine::Path> posted;
-  std::function<void()> release;  // frees the value buffer; empty for an empty value
+  // References: the PUT's answer, and the value write's completion (none for an empty value).
+  PutState* ps = TakePutState(std::move(done), size > 0 ? 2 : 1);
+  // Fails the PUT before it was sent: the state goes with the callbacks that will not run.
+  auto not_sent = [&](absl::Status st, int refs) {
+    batch.reset();
+    PutDone d = std::move(ps->done);
+    for (int i = 0; i < refs; ++i) UnrefPutState(ps);
+    d(std::move(st));
+  };
   if (size > 0) {
     const std::optional<uint32_t> taken = buffers_->Take();
     if (!taken) {
-      batch.reset();
       GrantsOf(shard).Return(g);
-      return done(absl::ResourceExhaustedError("all value buffers in use; retry"));
+      return not_sent(absl::ResourceExhaustedError("all value buffers in use; retry"), 2);
     }
-    const uint32_t buf = *taken;
-    std::memcpy(buffers_->data(buf), value.data(), size);
+    ps->buffer = *taken;
+    std::memcpy(buffers_->data(*taken), value.data(), size);
     // The buffer is free again once the write completed, or once the server answered the PUT
     // behind it (it handles a message only after the writes before it are placed, so the NIC
     // is done reading the buffer), whichever comes first: the write's own completion can trail
     // the answer, and waiting for it would run out of buffers under load.
-    release = [this, buf, once = std::make_shared<std::atomic<bool>>(false)] {
-      if (once->exchange(true)) return;
-      buffers_->Release(buf);
-    };
     // Lazy: the PUT's answer confirms the write, so the NIC need not acknowledge each one.
     engine::WriteOptions lazy;
     lazy.lazy_completion = true;
     absl::Status st = conn_->Write(
-        buffers_->Sge(buf, size), g.addr(), g.rkey(),
-        [release](const engine::WriteResult&) { release(); }, &posted, lazy);
+        buffers_->Sge(*taken, size), g.addr(), g.rkey(),
+        [this, ps](const engine::WriteResult&) {
+          ReleaseValue(ps);
+          UnrefPutState(ps);
+        },
+        &posted, lazy);
     if (!st.ok()) {
-      batch.reset();
-      release();
-      return done(client_internal::NotSent(conn_->failed() ? ConnectionError() : st));
+      ReleaseValue(ps);
+      return not_sent(client_internal::NotSent(conn_->failed() ? ConnectionError() : st), 2);
     }
   }
   proto::PutRequest req;
-  req.set_key(key);
+  req.set_key(key.data(), key.size());
   req.set_grant_id(g.grant_id());
   req.set_shard(shard);
   req.set_value_size(size);
@@ -97,24 +134,27 @@ void NodeClient::WriteAndPut(uint32_t shard, const std::string& key, const std::
   if (g.window()) send.invalidate_rkey = g.rkey();
   absl::Status st = Call(
       proto::PUT, req,
-      [done, release](absl::StatusOr<std::string> bytes) {
+      [this, ps](absl::StatusOr<std::string> bytes) {
         // An answer from the server (not a local timeout or cancellation) means it saw the PUT.
         const absl::StatusCode code = bytes.status().code();
-        if (release && code != absl::StatusCode::kDeadlineExceeded &&
-            code != absl::StatusCode::kCancelled) {
-          release();
+        if (code != absl::StatusCode::kDeadlineExceeded && code != absl::StatusCode::kCancelled) {
+          ReleaseValue(ps);
         }
         absl::StatusOr<proto::PutResponse> r =
             client_internal::Parse<proto::PutResponse>(std::move(bytes));
-        if (!r.ok()) return done(std::move(r).status());
-        done(r->version());
+        PutDone d = std::move(ps->done);
+        UnrefPutState(ps);
+        if (!r.ok()) return d(std::move(r).status());
+        d(r->version());
       },
       send);
-  batch.reset();
   if (!st.ok()) {
     GrantsOf(shard).Return(g);  // never named by a PUT: still unused
-    done(client_internal::NotSent(st));
+    // The write (if any) was posted: its completion still holds its reference.
+    not_sent(client_internal::NotSent(st), 1);
+    return;
   }
+  batch.reset();
 }
 
 void NodeClient::StoreAsync(absl::string_view key, absl::string_view value, PutDone done,
@@ -122,6 +162,12 @@ void NodeClient::StoreAsync(absl::string_view key, absl::string_view value, PutD
   if (absl::Status st = proto::CheckKey(key); !st.ok()) return done(st);
   if (absl::Status st = proto::CheckValueSize(value.size()); !st.ok()) return done(st);
   if (conn_->failed()) return done(client_internal::NotSent(ConnectionError()));
+  // A pooled grant (the usual case): the value goes now, with no copy of the key and value
+  // and no closure to hold them until a grant arrives.
+  if (std::optional<proto::SlotGrant> g =
+          GrantsOf(shard).TryTake(proto::SlotClassOf(static_cast<uint32_t>(value.size())))) {
+    return WriteAndPut(shard, key, value, *g, merge, std::move(done));
+  }
   WithGrant(shard, static_cast<uint32_t>(value.size()),
             [this, shard, merge, k = std::string(key), v = std::string(value),
              done](absl::StatusOr<proto::SlotGrant> g) {

@@ -19,6 +19,15 @@ std::optional<proto::SlotGrant> GrantPool::TakeOrWait(int cls, Use&& use, bool* 
   return std::nullopt;
 }
 
+std::optional<proto::SlotGrant> GrantPool::TryTake(int cls) {
+  MutexLock l(&mu_);
+  std::vector<proto::SlotGrant>& pool = classes_[cls].pool;
+  if (pool.empty()) return std::nullopt;
+  proto::SlotGrant g = pool.back();
+  pool.pop_back();
+  return g;
+}
+
 uint32_t GrantPool::RequestSize(int cls) {
   MutexLock l(&mu_);
   return std::clamp<uint32_t>(static_cast<uint32_t>(classes_[cls].waiters.size()), kBatch,

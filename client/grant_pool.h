@@ -27,6 +27,8 @@ class GrantPool {
   // A pooled grant of class `cls`; or, with none pooled, queues `use` and returns nullopt,
   // setting *request when no GRANT of the class is outstanding (the caller sends one).
   std::optional<proto::SlotGrant> TakeOrWait(int cls, Use&& use, bool* request);
+  // A pooled grant of class `cls`, or nullopt when none is pooled (nothing queued).
+  std::optional<proto::SlotGrant> TryTake(int cls);
   // How many grants of class `cls` to ask for: the waiters, at least kBatch, at most
   // kMaxGrantsPerRequest.
   uint32_t RequestSize(int cls);

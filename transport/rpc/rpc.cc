@@ -118,8 +118,12 @@ void RpcServer::Serve(std::shared_ptr<engine::Connection> conn, Peer peer_value)
   });
 }
 
-RpcClient::RpcClient(engine::Connection* conn, const Clock* clock, int max_in_flight)
-    : conn_(conn), clock_(clock), max_in_flight_(max_in_flight) {
+RpcClient::RpcClient(engine::Connection* conn, const Clock* clock, int max_in_flight,
+                     std::function<void()> after_callback)
+    : conn_(conn),
+      clock_(clock),
+      max_in_flight_(max_in_flight),
+      after_callback_(std::move(after_callback)) {
   conn_->SetMessageHandler([this](absl::Span<const char> bytes) { OnMessage(bytes); });
 }
 
@@ -131,7 +135,12 @@ RpcClient::~RpcClient() {
     for (auto& [id, p] : pending_) orphans.push_back(std::move(p.done));
     pending_.clear();
   }
-  for (Callback& cb : orphans) cb(absl::CancelledError("rpc client destroyed"));
+  for (Callback& cb : orphans) Finish(cb, absl::CancelledError("rpc client destroyed"));
+}
+
+void RpcClient::Finish(Callback& done, absl::StatusOr<std::string> result) {
+  done(std::move(result));
+  if (after_callback_) after_callback_();
 }
 
 absl::StatusOr<uint64_t> RpcClient::Call(uint16_t method, std::string request,
@@ -190,9 +199,9 @@ void RpcClient::OnMessage(absl::Span<const char> bytes) {
   // What the application waits for: the path policy may judge by it (engine/policy.h).
   conn_->ObserveRequest(clock_->Now() - sent);
   if (f->status == 0) {
-    done(std::string(f->payload));
+    Finish(done, std::string(f->payload));
   } else {
-    done(absl::Status(static_cast<absl::StatusCode>(f->status), f->payload));
+    Finish(done, absl::Status(static_cast<absl::StatusCode>(f->status), f->payload));
   }
 }
 
@@ -205,7 +214,7 @@ void RpcClient::Cancel(uint64_t call_id) {
     done = std::move(it->second.done);
     pending_.erase(it);
   }
-  done(absl::CancelledError(absl::StrCat("rpc: call ", call_id, " cancelled")));
+  Finish(done, absl::CancelledError(absl::StrCat("rpc: call ", call_id, " cancelled")));
 }
 
 int RpcClient::CheckDeadlines() {
@@ -224,8 +233,8 @@ int RpcClient::CheckDeadlines() {
     }
   }
   for (Callback& cb : expired) {
-    cb(lost ? absl::UnavailableError("rpc: connection lost before the answer arrived")
-            : absl::DeadlineExceededError("rpc: deadline exceeded"));
+    Finish(cb, lost ? absl::UnavailableError("rpc: connection lost before the answer arrived")
+                    : absl::DeadlineExceededError("rpc: deadline exceeded"));
   }
   return static_cast<int>(expired.size());
 }

@@ -101,8 +101,11 @@ class RpcClient {
  public:
   using Callback = std::function<void(absl::StatusOr<std::string>)>;
 
-  // Takes over `conn`'s message handler. `conn` must outlive the client.
-  RpcClient(engine::Connection* conn, const Clock* clock, int max_in_flight = 64);
+  // Takes over `conn`'s message handler. `conn` must outlive the client. `after_callback`
+  // (may be empty) runs after each call's `done`, whichever way it ended: a caller that
+  // wakes its waiters then needs no wrapper around each callback (one allocation each).
+  RpcClient(engine::Connection* conn, const Clock* clock, int max_in_flight = 64,
+            std::function<void()> after_callback = nullptr);
   ~RpcClient();
 
   // Starts a call; `done` runs exactly once (on an engine worker, or inside CheckDeadlines or
@@ -137,9 +140,13 @@ class RpcClient {
   };
   void OnMessage(absl::Span<const char> bytes);
 
+  // Runs `done` with `result`, then after_callback_.
+  void Finish(Callback& done, absl::StatusOr<std::string> result);
+
   engine::Connection* conn_;
   const Clock* clock_;
   const int max_in_flight_;
+  const std::function<void()> after_callback_;
   mutable Mutex mu_;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   // Ordered by call id: calls that fail together (a lost connection, a closing client) fail
