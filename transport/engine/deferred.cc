@@ -7,9 +7,10 @@ namespace {
 
 // Storage given back by this thread's Deferreds, kept with its capacity. A thread takes back
 // as many as it gives (RunCallbacks swaps one into the connection and gets another out), so
-// the pool stays as deep as the thread's nesting of Deferreds. A Deferred destroyed after the
-// pool (a connection destroyed by a static destructor, after the thread's thread_locals) frees
-// its storage instead: pool_gone is trivially destructible, so it stays readable.
+// the pool stays about as deep as the thread's nesting of Deferreds. A Deferred destroyed
+// after the pool (a connection destroyed by a static destructor, after the thread's
+// thread_locals) frees its storage instead: pool_gone is trivially destructible, so it stays
+// readable.
 thread_local bool pool_gone = false;
 
 template <typename Storage>
@@ -40,9 +41,11 @@ Deferred::Deferred() {
 Deferred::~Deferred() {
   storage_->entries.clear();  // callbacks not run: destroyed here, as the caller requires
   storage_->held.clear();
-  if (std::vector<std::unique_ptr<Storage>>* pool = Pool<Storage>()) {
-    pool->push_back(std::move(storage_));
-  }
+  // At most kMaxSpares kept: a thread that destroys more Deferreds than it makes (connections
+  // made on one thread and closed on another) would otherwise grow its pool for good.
+  constexpr size_t kMaxSpares = 64;
+  std::vector<std::unique_ptr<Storage>>* pool = Pool<Storage>();
+  if (pool != nullptr && pool->size() < kMaxSpares) pool->push_back(std::move(storage_));
 }
 
 void Deferred::Write(WriteCallback done, const WriteResult& result) {
