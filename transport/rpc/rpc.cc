@@ -135,14 +135,16 @@ RpcClient::~RpcClient() {
     for (auto& [id, p] : pending_) orphans.push_back(std::move(p.done));
     pending_.clear();
   }
-  for (Callback& cb : orphans) Finish(cb, absl::CancelledError("rpc client destroyed"));
+  for (Callback& cb : orphans) {
+    Finish(cb, absl::CancelledError("rpc client destroyed"), after_callback_);
+  }
 }
 
-void RpcClient::Finish(Callback& done, absl::StatusOr<std::string> result) {
+void RpcClient::Finish(Callback& done, absl::StatusOr<std::string> result,
+                       const std::function<void()>& after) {
   done(std::move(result));
-  if (after_callback_) after_callback_();
+  if (after) after();
 }
-
 absl::StatusOr<uint64_t> RpcClient::Call(uint16_t method, std::string request,
                                          absl::Duration timeout, Callback done,
                                          const engine::SendOptions& send) {
@@ -198,10 +200,13 @@ void RpcClient::OnMessage(absl::Span<const char> bytes) {
   }
   // What the application waits for: the path policy may judge by it (engine/policy.h).
   conn_->ObserveRequest(clock_->Now() - sent);
+  // `done` may destroy this client (a link dropped by its own callback): the hook is copied
+  // first (a small functor: no allocation), and nothing of this client is touched after.
+  const std::function<void()> after = after_callback_;
   if (f->status == 0) {
-    Finish(done, std::string(f->payload));
+    Finish(done, std::string(f->payload), after);
   } else {
-    Finish(done, absl::Status(static_cast<absl::StatusCode>(f->status), f->payload));
+    Finish(done, absl::Status(static_cast<absl::StatusCode>(f->status), f->payload), after);
   }
 }
 
@@ -214,7 +219,8 @@ void RpcClient::Cancel(uint64_t call_id) {
     done = std::move(it->second.done);
     pending_.erase(it);
   }
-  Finish(done, absl::CancelledError(absl::StrCat("rpc: call ", call_id, " cancelled")));
+  const std::function<void()> after = after_callback_;  // `done` may destroy this client
+  Finish(done, absl::CancelledError(absl::StrCat("rpc: call ", call_id, " cancelled")), after);
 }
 
 int RpcClient::CheckDeadlines() {
@@ -232,9 +238,12 @@ int RpcClient::CheckDeadlines() {
       }
     }
   }
+  const std::function<void()> after = after_callback_;  // a callback may destroy this client
   for (Callback& cb : expired) {
-    Finish(cb, lost ? absl::UnavailableError("rpc: connection lost before the answer arrived")
-                    : absl::DeadlineExceededError("rpc: deadline exceeded"));
+    Finish(cb,
+           lost ? absl::UnavailableError("rpc: connection lost before the answer arrived")
+                : absl::DeadlineExceededError("rpc: deadline exceeded"),
+           after);
   }
   return static_cast<int>(expired.size());
 }

@@ -103,7 +103,8 @@ class RpcClient {
 
   // Takes over `conn`'s message handler. `conn` must outlive the client. `after_callback`
   // (may be empty) runs after each call's `done`, whichever way it ended: a caller that
-  // wakes its waiters then needs no wrapper around each callback (one allocation each).
+  // wakes its waiters then needs no wrapper around each callback (one allocation each). It
+  // must stay valid after a `done` that destroys this client.
   RpcClient(engine::Connection* conn, const Clock* clock, int max_in_flight = 64,
             std::function<void()> after_callback = nullptr);
   ~RpcClient();
@@ -140,8 +141,10 @@ class RpcClient {
   };
   void OnMessage(absl::Span<const char> bytes);
 
-  // Runs `done` with `result`, then after_callback_.
-  void Finish(Callback& done, absl::StatusOr<std::string> result);
+  // Runs `done` with `result`, then `after` (a copy of after_callback_ made before any
+  // callback ran: one may destroy this client). Touches nothing of the client.
+  static void Finish(Callback& done, absl::StatusOr<std::string> result,
+                     const std::function<void()>& after);
 
   engine::Connection* conn_;
   const Clock* clock_;
