@@ -61,7 +61,7 @@ absl::StatusOr<proto::AttachResponse> ShardReplica::Attach(const proto::AttachRe
   // The previous primary's connection: none of its writes may land in the new state.
   if (old_peer != 0 && close_peer_) close_peer_(old_peer);
   Retire(&closed);
-  for (auto& f : out) f();
+  out.Run();
   // Before the new primary writes the mirror: clients' windows onto it end here.
   Demoted(was_primary);
   return result;

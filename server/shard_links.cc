@@ -357,7 +357,7 @@ void ShardReplica::RemoveLink(const std::string& node) {
     if (role_ == Role::kPrimary) CommitReady(&out);
   }
   if (reaper_ != nullptr) reaper_->Release(std::move(closed));
-  for (auto& f : out) f();
+  out.Run();
 }
 
 std::vector<std::string> ShardReplica::FailedLinks() const {

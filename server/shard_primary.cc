@@ -82,7 +82,7 @@ void ShardReplica::Append(Entry entry) {
         out.push_back([f = std::move(entry.on_barrier), refused] { f(refused); });
       } else {
         store_->Abandon(entry.mutation);
-        out.push_back([f = std::move(entry.done), refused] { f(refused); });
+        out.Write(std::move(entry.done), refused);
       }
     } else {
       if (!entry.barrier) born_seq_ = 0;  // its state is no longer the one it was born with
@@ -114,7 +114,7 @@ void ShardReplica::Append(Entry entry) {
     }
   }
   for (auto& link : flush) link->Flush();
-  for (auto& f : out) f();
+  out.Run();
 }
 
 void ShardReplica::CommitReady(Callbacks* out) {
@@ -130,9 +130,9 @@ void ShardReplica::CommitReady(Callbacks* out) {
       out->push_back([f = std::move(e.on_barrier)] { f(absl::OkStatus()); });
     } else {
       if (store_->Commit(e.mutation)) {
-        out->push_back([f = std::move(e.done), v = e.mutation.version] { f(v); });
+        out->Write(std::move(e.done), e.mutation.version);
       } else {  // a DELETE that found the key already deleted by a write committed before it
-        out->push_back([f = std::move(e.done)] { f(absl::NotFoundError("no such key")); });
+        out->Write(std::move(e.done), absl::NotFoundError("no such key"));
       }
     }
     pending_.pop_front();
@@ -180,7 +180,7 @@ void ShardReplica::OnLogged(uint64_t seq, const absl::Status& st) {
       CommitReady(&out);  // what waited behind it
     }
   }
-  for (auto& f : out) f();
+  out.Run();
 }
 
 void ShardReplica::FailPendingLocked(const std::string& why, Callbacks* out) {
@@ -271,7 +271,7 @@ void ShardReplica::OnAck(const std::string& node, uint64_t seq, bool snapshot,
     }
   }
   Retire(&closed);
-  for (auto& f : out) f();
+  out.Run();
   Demoted(deposed);
   if (progress) progress();
 }

@@ -51,7 +51,7 @@ ShardReplica::~ShardReplica() {
     was_primary = role_ == Role::kPrimary;
     mirror_peer = mirror_peer_;
   }
-  for (auto& f : out) f();
+  out.Run();
   Retire(&links);  // their callbacks find the replica gone
   // Its arena goes away: no window onto it may outlive this (the primary's connection would
   // keep the mirror window's key in its engine table).
@@ -150,7 +150,7 @@ void ShardReplica::StepDown(const std::string& why) {
   // it: a link that failed on a cut network sends nothing more, so this end would hold it
   // forever (found by cluster_sim, seed 5 of the partition sweep).
   if (old_peer != 0 && close_peer_) close_peer_(old_peer);
-  for (auto& f : out) f();
+  out.Run();
   Demoted(was_primary);
 }
 

@@ -22,7 +22,6 @@
 #define UNLOADKV_SERVER_SHARD_REPLICA_H_
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <limits>
 #include <map>
@@ -31,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/replication.pb.h"
@@ -42,6 +42,7 @@
 #include "transport/base/clock.h"
 #include "transport/base/mapped_memory.h"
 #include "transport/base/mutex.h"
+#include "transport/base/ring_queue.h"
 #include "transport/engine/engine.h"
 #include "transport/rnic/memory_region.h"
 #include "transport/storage/disk.h"
@@ -313,7 +314,35 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
     // Holds every committed write and votes on every new one (its transfer is done).
     bool caught_up() const { return voting() && acked >= caught_at; }
   };
-  using Callbacks = std::vector<std::function<void()>>;
+  // Callbacks collected under mu_, run in order once it is released (Run). A write's outcome
+  // is held as its Done and result, not wrapped in another std::function (which allocates).
+  class Callbacks {
+   public:
+    void Write(Done done, absl::StatusOr<uint64_t> result) {
+      items_.push_back(Item{std::move(done), std::move(result), nullptr});
+    }
+    void push_back(std::function<void()> f) {
+      items_.push_back(Item{nullptr, uint64_t{0}, std::move(f)});
+    }
+    void Run() {
+      for (Item& i : items_) {
+        if (i.other) {
+          i.other();
+        } else {
+          i.done(std::move(i.result));
+        }
+      }
+      items_.clear();
+    }
+
+   private:
+    struct Item {
+      Done done;
+      absl::StatusOr<uint64_t> result;
+      std::function<void()> other;
+    };
+    absl::InlinedVector<Item, 4> items_;
+  };
   // A delta's values, registered for the link's writes; the link holds it while it lives.
   struct DeltaBuffer {
     std::string bytes;
@@ -437,7 +466,7 @@ class ShardReplica : public std::enable_shared_from_this<ShardReplica> {
   const Clock* transfer_clock_ ABSL_GUARDED_BY(mu_) = nullptr;
   double transfer_budget_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time transfer_refilled_ ABSL_GUARDED_BY(mu_);
-  std::deque<Entry> pending_ ABSL_GUARDED_BY(mu_);
+  RingQueue<Entry> pending_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, LinkState> links_ ABSL_GUARDED_BY(mu_);
   uint64_t logged_ ABSL_GUARDED_BY(mu_) = 0;     // the log acknowledged every write up to here
   bool recovered_ ABSL_GUARDED_BY(mu_) = false;  // see recovered()

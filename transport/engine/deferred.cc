@@ -56,6 +56,10 @@ void Deferred::Send(SendCallback done, rnic::WcStatus status) {
   storage_->entries.emplace_back(SendDone{std::move(done), status});
 }
 
+void Deferred::Window(WindowCallback done, const absl::Status& status) {
+  storage_->entries.emplace_back(WindowDone{std::move(done), status});
+}
+
 void Deferred::Deliver(const std::shared_ptr<const MessageHandler>& handler, const Held& message) {
   Storage& s = *storage_;
   Delivery* last = s.entries.empty() ? nullptr : std::get_if<Delivery>(&s.entries.back());
@@ -95,6 +99,8 @@ void Deferred::Run(DeliverFn deliver) {
       w->done(w->result);
     } else if (SendDone* d = std::get_if<SendDone>(&e)) {
       d->done(d->status);
+    } else if (WindowDone* wd = std::get_if<WindowDone>(&e)) {
+      wd->done(wd->status);
     } else if (Delivery* m = std::get_if<Delivery>(&e)) {
       static const MessageHandler kNone;
       deliver(m->handler != nullptr ? *m->handler : kNone,

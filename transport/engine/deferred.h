@@ -2,11 +2,11 @@
 // (QueueCallbacks) and run after it, in order (RunCallbacks; engine_internal.h). Internal to
 // the engine.
 //
-// Queueing a write's or a message's completion, or the delivery of received messages,
-// allocates nothing once warm (issue 39: no allocation per request): the entries are typed
-// (a std::function is moved, never wrapped in another), and each Deferred borrows its storage
+// Queueing a write's, a message's or a window operation's completion, or the delivery of received
+// messages, allocates nothing once warm (issue 39: no allocation per request): the entries are
+// typed (a std::function is moved, never wrapped in another), and each Deferred borrows its storage
 // from a pool of the thread that made it and gives it back, grown, when it is destroyed.
-// Anything else (window operations) goes as a std::function, which may allocate.
+// Anything else goes as a std::function, which may allocate.
 //
 // Thread-safety: a Deferred is used by one thread at a time (under the connection's lock, or
 // by the thread running a batch). Destroy it without the connection's lock: the callbacks it
@@ -41,6 +41,7 @@ class Deferred {
 
   void Write(WriteCallback done, const WriteResult& result);
   void Send(SendCallback done, rnic::WcStatus status);
+  void Window(WindowCallback done, const absl::Status& status);
   // Delivers `message` to `handler` (null: the message is dropped but released). Consecutive
   // messages to one handler are delivered by one DeliverFn call.
   void Deliver(const std::shared_ptr<const MessageHandler>& handler, const Held& message);
@@ -64,11 +65,15 @@ class Deferred {
     SendCallback done;
     rnic::WcStatus status;
   };
+  struct WindowDone {
+    WindowCallback done;
+    absl::Status status;
+  };
   struct Delivery {
     std::shared_ptr<const MessageHandler> handler;
     size_t first = 0, count = 0;  // in Storage::held
   };
-  using Entry = std::variant<WriteDone, SendDone, Delivery, std::function<void()>>;
+  using Entry = std::variant<WriteDone, SendDone, WindowDone, Delivery, std::function<void()>>;
   struct Storage {
     std::vector<Entry> entries;
     std::vector<Held> held;  // the Delivery entries' messages

@@ -6,12 +6,12 @@
 #define UNLOADKV_TRANSPORT_ENGINE_INITIATOR_STATE_H_
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "transport/base/ring_queue.h"
 #include "transport/engine/engine.h"
 #include "transport/engine/policy.h"
 #include "transport/rnic/types.h"
@@ -50,7 +50,7 @@ struct Op {
 // The unfinished ops of a connection, oldest first, as a deque of them would hold them, but
 // recycling their storage: emplace_back reuses an op that pop_front reset (up to kSpare are
 // kept), so a steady stream of writes and messages allocates nothing (a std::deque of ops this
-// large allocated a block for each). References stay valid until the op is popped.
+// large allocated a block for each). References to an op stay valid until it is popped.
 class OpQueue {
  public:
   Op& emplace_back() {
@@ -91,8 +91,8 @@ class OpQueue {
    private:
     It it_;
   };
-  using iterator = Iterator<std::deque<std::unique_ptr<Op>>::iterator, Op>;
-  using const_iterator = Iterator<std::deque<std::unique_ptr<Op>>::const_iterator, const Op>;
+  using iterator = Iterator<RingQueue<std::unique_ptr<Op>>::iterator, Op>;
+  using const_iterator = Iterator<RingQueue<std::unique_ptr<Op>>::const_iterator, const Op>;
   iterator begin() { return iterator(live_.begin()); }
   iterator end() { return iterator(live_.end()); }
   const_iterator begin() const { return const_iterator(live_.begin()); }
@@ -100,7 +100,7 @@ class OpQueue {
 
  private:
   static constexpr size_t kSpare = 256;
-  std::deque<std::unique_ptr<Op>> live_;
+  RingQueue<std::unique_ptr<Op>> live_;  // the pointers' ring, too, allocates only to grow
   std::vector<std::unique_ptr<Op>> spare_;
 };
 
@@ -126,7 +126,7 @@ struct InitiatorState {
     int send_slot;   // a message's send slot; -1 for a write
     uint64_t op_id;  // a write's op, completed when retired
   };
-  std::deque<Quiet> quiet;
+  RingQueue<Quiet> quiet;
   // While a Connection::Batch is open, main-QP WRs collect here and are posted together.
   int batch_depth = 0;
   std::vector<rnic::SendWorkRequest> batched;
@@ -140,7 +140,7 @@ struct InitiatorState {
   // Messages posted so far = messages_confirmed (known received by the peer) + the main_index
   // of each later one in `unconfirmed`, oldest first.
   uint64_t messages_confirmed = 0;
-  std::deque<uint64_t> unconfirmed;
+  RingQueue<uint64_t> unconfirmed;
 
   Op* FindOp(uint64_t id);
   Op* FindOpByIndex(uint32_t low32);

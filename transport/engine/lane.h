@@ -6,9 +6,9 @@
 #define UNLOADKV_TRANSPORT_ENGINE_LANE_H_
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 
+#include "transport/base/ring_queue.h"
 #include "transport/engine/receive_pool.h"
 #include "transport/rnic/queue_pair.h"
 
@@ -24,7 +24,7 @@ struct Lane {
   uint64_t next_seq = 0;
   uint64_t acked_seq = 0;
   uint64_t limit = 0;
-  std::deque<uint64_t> inflight;
+  RingQueue<uint64_t> inflight;
   // Units borrowed from `pool` backing the acks still to come for our writes (each ack
   // acknowledges at least one new write, except the peer's one unsolicited ack, which the
   // lane's reserve backs): at least inflight.size(); given back once nothing is in flight.

@@ -7,9 +7,9 @@
 #define UNLOADKV_TRANSPORT_ENGINE_TARGET_STATE_H_
 
 #include <cstdint>
-#include <deque>
 #include <vector>
 
+#include "transport/base/ring_queue.h"
 #include "transport/engine/engine_wire.h"
 #include "transport/rnic/types.h"
 
@@ -43,7 +43,7 @@ struct TargetState {
     uint64_t number = 0;       // 0, 1, ... in delivery order; set by TakeDeliverable
     uint32_t invalidated = 0;  // the window key it invalidated (SEND_WITH_INVALIDATE), or 0
   };
-  std::deque<Held> held;
+  RingQueue<Held> held;
   std::vector<Held> deliverable;  // scratch of TakeDeliverable (completion_worker.cc)
 };
 

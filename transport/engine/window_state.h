@@ -7,12 +7,12 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <memory>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "transport/base/ring_queue.h"
 #include "transport/engine/engine.h"
 #include "transport/engine/engine_wire.h"
 #include "transport/engine/staged_write_check.h"
@@ -39,9 +39,9 @@ struct WindowOp {
 };
 
 struct WindowState {
-  std::deque<WindowOp> ops;                    // unfinished, in post order
-  std::deque<rnic::SendWorkRequest> unposted;  // beyond kWindowWrBudget
-  uint32_t posted = 0;                         // window WRs on the main QP, not completed
+  RingQueue<WindowOp> ops;                    // unfinished, in post order
+  RingQueue<rnic::SendWorkRequest> unposted;  // beyond kWindowWrBudget
+  uint32_t posted = 0;                        // window WRs on the main QP, not completed
   uint64_t next_index = 0;
   absl::flat_hash_set<uint32_t> keys;  // bound on this connection: in the engine's table
   // Keys the peer invalidated with a message not yet delivered, with that message's need (per

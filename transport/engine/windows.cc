@@ -84,7 +84,7 @@ absl::Status Connection::BindWindows(absl::Span<const WindowGrant> grants, Windo
       }
     }
     if (grants.empty()) {
-      out.Call([d = std::move(op.done)] { d(absl::OkStatus()); });
+      out.Window(std::move(op.done), absl::OkStatus());
     } else {
       c.windows.ops.push_back(std::move(op));
     }
@@ -204,7 +204,7 @@ void FinishWindowOps(ConnectionState& c, Deferred& out) {
       ++it;
       continue;
     }
-    out.Call([d = std::move(op.done), st = op.status] { d(st); });
+    out.Window(std::move(op.done), op.status);
     it = w.ops.erase(it);
   }
 }
@@ -215,7 +215,7 @@ void FailWindows(ConnectionState& c, Deferred& out) {
     absl::Status st =
         op.status.ok() ? absl::UnavailableError("the connection failed: its windows died with it")
                        : op.status;
-    out.Call([d = std::move(op.done), st] { d(st); });
+    out.Window(std::move(op.done), st);
   }
   w.ops.clear();
   w.unposted.clear();

@@ -5,10 +5,10 @@
 #define UNLOADKV_TRANSPORT_RNIC_SRQ_STATE_H_
 
 #include <cstdint>
-#include <deque>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "transport/base/ring_queue.h"
 #include "transport/rnic/device.h"
 #include "transport/rnic/region_table.h"
 #include "transport/rnic/shared_receive_queue.h"
@@ -39,7 +39,7 @@ class SrqState {
   const uint32_t max_wr_;
   uint32_t limit_;  // 0: disarmed
   bool limit_event_ = false;
-  std::deque<RecvWorkRequest> recvs_;
+  RingQueue<RecvWorkRequest> recvs_;
 };
 
 }  // namespace unloadkv::rnic

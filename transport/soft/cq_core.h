@@ -2,11 +2,10 @@
 #ifndef UNLOADKV_TRANSPORT_SOFT_CQ_CORE_H_
 #define UNLOADKV_TRANSPORT_SOFT_CQ_CORE_H_
 
-#include <deque>
-
 #include "absl/base/thread_annotations.h"
 #include "absl/types/span.h"
 #include "transport/base/mutex.h"
+#include "transport/base/ring_queue.h"
 #include "transport/rnic/types.h"
 
 namespace unloadkv::soft {
@@ -25,7 +24,7 @@ class CqCore {
 
  private:
   Mutex mu_;
-  std::deque<rnic::WorkCompletion> queue_ ABSL_GUARDED_BY(mu_);
+  RingQueue<rnic::WorkCompletion> queue_ ABSL_GUARDED_BY(mu_);
   bool armed_ ABSL_GUARDED_BY(mu_) = false;
   int efd_;
 };

@@ -10,7 +10,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +23,7 @@
 #include "transport/base/logging.h"
 #include "transport/base/mapped_memory.h"
 #include "transport/base/mutex.h"
+#include "transport/base/ring_queue.h"
 #include "transport/rnic/completion_queue.h"
 #include "transport/rnic/device.h"
 #include "transport/rnic/key_source.h"
@@ -90,7 +90,7 @@ struct Stream : public FrameSink {
   // it drains, so only the pages that bursts of input reached are resident.
   std::unique_ptr<MappedMemory> rbuf;
   size_t rbeg = 0, rend = 0;
-  std::deque<OutSegment> out;
+  RingQueue<OutSegment> out;
   size_t out_front_offset = 0;
   bool want_write = false;
 };
@@ -137,8 +137,8 @@ struct QpCore {
   bool established = false;  // CONNECT and CONNECT_ACK exchanged: requests may be sent
   // Connected but not established: fails unless the handshake completes by then.
   absl::Time peer_deadline = absl::InfiniteFuture();
-  std::deque<Outstanding> outstanding;
-  std::deque<rnic::RecvWorkRequest> recvs;  // without an SRQ
+  RingQueue<Outstanding> outstanding;
+  RingQueue<rnic::RecvWorkRequest> recvs;  // without an SRQ
   // With an SRQ: the receive taken from it for the request being placed (taken at its header,
   // so that no other QP's request uses it too), until that request is done.
   std::shared_ptr<SrqCore> srq;

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "transport/base/logging.h"
+#include "transport/base/ring_queue.h"
 #include "transport/rnic/request_checks.h"
 #include "transport/soft/datapath_util.h"
 #include "transport/soft/nic.h"
@@ -122,7 +123,7 @@ void Nic::PurgeRequests(Stream* s, QpCore* qp) {
   if (s->out.empty()) return;
   // The frame at the front has started leaving if part of it went already.
   const bool front_started = s->out_front_offset > 0 || !s->out.front().frame_start;
-  std::deque<OutSegment> kept;
+  RingQueue<OutSegment> kept;
   bool in_front_frame = true;
   for (size_t i = 0; i < s->out.size(); ++i) {
     OutSegment& seg = s->out[i];
