@@ -167,9 +167,16 @@ absl::Status GrantWindows::Release(uint64_t client, uint32_t shard, uint64_t gra
     if (c != checks_.end()) check = c->second;
   }
   if (check != nullptr) check->Remove(rkey);  // its staged writes are refused from here on
-  auto finish = [this, key, then = std::move(then)](absl::Status st) {
-    Forget(key, /*invalidated=*/st.ok());
-    then();
+  // The invalidation's callback points to its state: a capture of it would allocate.
+  Releasing* r = ObjectPool<Releasing>::Take();
+  r->windows = this;
+  r->key = key;
+  r->then = std::move(then);
+  auto finish = [r](absl::Status st) {
+    r->windows->Forget(r->key, /*invalidated=*/st.ok());
+    std::function<void()> run = std::move(r->then);
+    ObjectPool<Releasing>::Give(r);
+    run();
   };
   if (conn == nullptr || !conn->InvalidateWindow(rkey, finish).ok()) {
     // The connection is gone or failed: its windows died with its QPs. Close waits for the

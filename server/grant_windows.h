@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "server/kv_store.h"
 #include "transport/base/mutex.h"
+#include "transport/base/object_pool.h"
 #include "transport/engine/engine.h"
 #include "transport/rnic/memory_region.h"
 #include "transport/rnic/memory_window.h"
@@ -108,6 +109,13 @@ class GrantWindows {
     bool releasing = false;  // a PUT is ending it
     std::unique_ptr<rnic::MemoryWindow> window;
     std::weak_ptr<engine::Connection> conn;
+  };
+
+  // A PUT's Release between its invalidation and `then`.
+  struct Releasing {
+    GrantWindows* windows = nullptr;
+    Key key{};
+    std::function<void()> then;
   };
 
   // Forgets an entry; its window goes to free_ when `invalidated` (unbound, reusable), else

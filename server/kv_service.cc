@@ -1,6 +1,7 @@
 #include "server/kv_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "transport/base/object_pool.h"
 #include "transport/rpc/auth_file.h"
 
 namespace unloadkv::server {
@@ -43,33 +44,81 @@ absl::Status KvService::Deny(proto::Method method, const Peer& peer, absl::strin
   return absl::PermissionDeniedError(absl::StrCat(proto::Method_Name(method), " denied: ", why));
 }
 
+namespace {
+
+// This thread's buffer for an answer being serialized: Responder::Reply copies it.
+std::string& AnswerBuffer() {
+  thread_local std::string buffer;
+  return buffer;
+}
+
+// A pooled Call keeps the capacity of its messages' strings, but not past this (a large value
+// read would otherwise stay allocated in every spare).
+constexpr size_t kMaxKeptMessageBytes = 64 * 1024;
+
+}  // namespace
+
 template <typename Req, typename Resp>
-void KvService::Handle(proto::Method method, absl::string_view bytes, rpc::Responder r,
-                       void (KvService::*fn)(const Peer&, const Req&, Reply<Resp>)) {
-  const absl::Time start = clock_->Now();
-  auto reply = [this, method, start, r](absl::StatusOr<Resp> resp) mutable {
-    if (metrics_ != nullptr) metrics_->OnRpc(method, resp.status(), clock_->Now() - start);
-    if (resp.ok()) {
-      r.Reply(absl::OkStatus(), resp->SerializeAsString());
-    } else {
-      r.Reply(resp.status());
-    }
-  };
-  const Peer& peer = r.peer_identity();
-  Req req;
-  if (stopping_) {
-    reply(absl::UnavailableError("server shutting down"));
-  } else if ((peer.roles & RolesFor(method)) == 0) {
-    reply(Deny(
-        method, peer, "role",
-        absl::StrCat("user \"", peer.user, "\" holds role ", rpc::RoleNames(peer.roles), "; ",
-                     proto::Method_Name(method), " needs ", rpc::RoleNames(RolesFor(method)))));
-  } else if (!req.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    reply(absl::InvalidArgumentError(
-        absl::StrCat(proto::Method_Name(method), ": request does not parse")));
+void KvService::Finish(Call<Req, Resp>* c, const absl::Status& status) {
+  KvService* s = c->service;
+  if (s->metrics_ != nullptr) s->metrics_->OnRpc(c->method, status, s->clock_->Now() - c->start);
+  if (status.ok()) {
+    std::string& bytes = AnswerBuffer();
+    c->resp.SerializeToString(&bytes);
+    c->responder.Reply(status, bytes);
+    if (bytes.capacity() > kMaxKeptMessageBytes) std::string().swap(bytes);
   } else {
-    (this->*fn)(peer, req, std::move(reply));
+    c->responder.Reply(status);
   }
+  ObjectPool<Call<Req, Resp>>::Give(c, [](Call<Req, Resp>& v) {
+    v.service = nullptr;
+    v.responder = rpc::Responder();
+    v.replica.reset();
+    if (v.req.ByteSizeLong() + v.resp.ByteSizeLong() > kMaxKeptMessageBytes) {
+      v.req = Req();
+      v.resp = Resp();
+    } else {
+      v.req.Clear();
+      v.resp.Clear();
+    }
+    ++v.generation;
+  });
+}
+
+template <typename Req, typename Resp>
+KvService::Call<Req, Resp>* KvService::Begin(proto::Method method, absl::string_view bytes,
+                                             rpc::Responder r) {
+  Call<Req, Resp>* c = ObjectPool<Call<Req, Resp>>::Take();
+  c->service = this;
+  c->method = method;
+  c->start = clock_->Now();
+  c->responder = std::move(r);
+  const Peer& peer = c->responder.peer_identity();
+  if (stopping_) {
+    Finish(c, absl::UnavailableError("server shutting down"));
+  } else if ((peer.roles & RolesFor(method)) == 0) {
+    Finish(c, Deny(method, peer, "role",
+                   absl::StrCat("user \"", peer.user, "\" holds role ", rpc::RoleNames(peer.roles),
+                                "; ", proto::Method_Name(method), " needs ",
+                                rpc::RoleNames(RolesFor(method)))));
+  } else if (!c->req.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    Finish(c, absl::InvalidArgumentError(
+                  absl::StrCat(proto::Method_Name(method), ": request does not parse")));
+  } else {
+    return c;
+  }
+  return nullptr;
+}
+
+template <typename Req, typename Resp>
+void KvService::Register(rpc::RpcServer* rpc, proto::Method method,
+                         void (KvService::*fn)(Call<Req, Resp>* c)) {
+  const bool node_request = RolesFor(method) == rpc::kRoleNode;
+  rpc->Register(method, [this, method, fn, node_request](absl::string_view b, rpc::Responder r) {
+    // Node-to-node requests: unanswered during an injected network cut.
+    if (node_request && hooks_.network_cut != nullptr && hooks_.network_cut->load()) return;
+    if (Call<Req, Resp>* c = Begin<Req, Resp>(method, b, std::move(r))) (this->*fn)(c);
+  });
 }
 
 template <typename Req, typename Resp>
@@ -77,9 +126,20 @@ void KvService::Register(rpc::RpcServer* rpc, proto::Method method,
                          void (KvService::*fn)(const Peer&, const Req&, Reply<Resp>)) {
   const bool node_request = RolesFor(method) == rpc::kRoleNode;
   rpc->Register(method, [this, method, fn, node_request](absl::string_view b, rpc::Responder r) {
-    // Node-to-node requests: unanswered during an injected network cut.
     if (node_request && hooks_.network_cut != nullptr && hooks_.network_cut->load()) return;
-    Handle(method, b, std::move(r), fn);
+    Call<Req, Resp>* c = Begin<Req, Resp>(method, b, std::move(r));
+    if (c == nullptr) return;
+    // The Reply points to the Call; a second one (a handler's bug) finds it given back and
+    // does nothing, where the Call was not reused since.
+    const uint64_t generation = c->generation;
+    (this->*fn)(c->responder.peer_identity(), c->req, [c, generation](absl::StatusOr<Resp> resp) {
+      if (c->generation != generation || c->service == nullptr) {
+        Log(LogLevel::kError, "kvserver: a request was answered twice");
+        return;
+      }
+      if (resp.ok()) c->resp = std::move(*resp);
+      Finish(c, resp.status());
+    });
   });
 }
 
@@ -105,99 +165,98 @@ void KvService::Read(const std::shared_ptr<ShardReplica>& replica,
   replica->Barrier(std::move(read));
 }
 
-void KvService::Grant(const Peer& peer, const proto::GrantRequest& req,
-                      Reply<proto::GrantResponse> reply) {
+void KvService::Grant(GrantCall* c) {
+  const proto::GrantRequest& req = c->req;
+  const uint64_t peer_id = c->responder.peer();
   GrantWindows* windows = hooks_.grant_windows;
   // Read before the role: a demotion after this point fails the Bind below.
   const uint64_t generation = windows != nullptr ? windows->Generation(req.shard()) : 0;
-  std::shared_ptr<ShardReplica> replica = shards_->Get(req.shard());
+  c->replica = shards_->Get(req.shard());
+  ShardReplica* replica = c->replica.get();
   if (replica == nullptr || replica->role() != ShardReplica::Role::kPrimary) {
-    return reply(NotPrimary(absl::StrCat("shard ", req.shard())));
+    return Finish(c, NotPrimary(absl::StrCat("shard ", req.shard())));
   }
   bool over_quota = false;
   absl::StatusOr<std::vector<KvStore::Grant>> grants =
-      replica->store().GrantSlots(peer.id, req.size(), req.count(), &over_quota);
+      replica->store().GrantSlots(peer_id, req.size(), req.count(), &over_quota);
   if (over_quota && metrics_ != nullptr) metrics_->OnGrantRefused("connection_quota");
-  if (!grants.ok()) return reply(grants.status());
+  if (!grants.ok()) return Finish(c, grants.status());
   const bool windowed = windows != nullptr && replica->protected_memory();
-  auto answer = [replica, reply, windowed, grants = *grants](const std::vector<uint32_t>& keys) {
-    proto::GrantResponse resp;
-    for (size_t i = 0; i < grants.size(); ++i) {
-      proto::SlotGrant* pg = resp.add_grants();
-      pg->set_grant_id(grants[i].id);
-      pg->set_addr(replica->arena_addr() + grants[i].slot.offset);
-      pg->set_rkey(keys[i]);
-      pg->set_capacity(grants[i].slot.capacity);
-      pg->set_window(windowed);
-    }
-    reply(std::move(resp));
-  };
-  if (!windowed) {
-    return answer(std::vector<uint32_t>(grants->size(), replica->arena_rkey()));
+  for (const KvStore::Grant& g : *grants) {
+    proto::SlotGrant* pg = c->resp.add_grants();  // reuses the pooled answer's grants
+    pg->set_grant_id(g.id);
+    pg->set_addr(replica->arena_addr() + g.slot.offset);
+    pg->set_rkey(replica->arena_rkey());  // a window's key, when windowed, below
+    pg->set_capacity(g.slot.capacity);
+    pg->set_window(windowed);
   }
+  if (!windowed) return Finish(c, absl::OkStatus());
   // Each grant a window onto exactly its slot, on this client's connection; its staged writes
   // are checked against the same grants.
-  std::shared_ptr<engine::Connection> conn = peer.connection.lock();
+  std::shared_ptr<engine::Connection> conn = c->responder.peer_identity().connection.lock();
   if (conn == nullptr) {
-    for (const KvStore::Grant& g : *grants) replica->store().RevokeGrant(peer.id, g.id);
-    return reply(absl::UnavailableError("GRANT: the connection is closing"));
+    for (const KvStore::Grant& g : *grants) replica->store().RevokeGrant(peer_id, g.id);
+    return Finish(c, absl::UnavailableError("GRANT: the connection is closing"));
   }
-  conn->SetStagedWriteCheck(windows->ChecksFor(peer.id));
-  windows->Bind(conn, peer.id, replica->id(), generation, replica->store(), *grants,
-                replica->arena_region(),
-                [answer, reply](absl::StatusOr<std::vector<uint32_t>> keys) {
-                  if (!keys.ok()) return reply(keys.status());
-                  answer(*keys);
+  conn->SetStagedWriteCheck(windows->ChecksFor(peer_id));
+  windows->Bind(conn, peer_id, replica->id(), generation, replica->store(), *grants,
+                replica->arena_region(), [c](absl::StatusOr<std::vector<uint32_t>> keys) {
+                  if (!keys.ok()) return Finish(c, keys.status());
+                  for (size_t i = 0; i < keys->size() && i < size_t(c->resp.grants_size()); ++i) {
+                    c->resp.mutable_grants(static_cast<int>(i))->set_rkey((*keys)[i]);
+                  }
+                  Finish(c, absl::OkStatus());
                 });
 }
 
-void KvService::Put(const Peer& peer, const proto::PutRequest& req,
-                    Reply<proto::PutResponse> reply) {
-  if (absl::Status st = proto::CheckKey(req.key()); !st.ok()) return reply(st);
-  std::shared_ptr<ShardReplica> replica = shards_->PrimaryFor(req.key());
-  if (replica == nullptr) return reply(NotPrimary("the key's shard"));
-  if (replica->id() != req.shard()) {
-    return reply(absl::AbortedError(absl::StrCat("the key is in shard ", replica->id(),
-                                                 ", not in shard ", req.shard(),
-                                                 " whose grant the PUT names; refresh the map")));
+void KvService::Put(PutCall* c) {
+  const proto::PutRequest& req = c->req;
+  if (absl::Status st = proto::CheckKey(req.key()); !st.ok()) return Finish(c, st);
+  c->replica = shards_->PrimaryFor(req.key());
+  if (c->replica == nullptr) return Finish(c, NotPrimary("the key's shard"));
+  if (c->replica->id() != req.shard()) {
+    return Finish(c, absl::AbortedError(
+                         absl::StrCat("the key is in shard ", c->replica->id(), ", not in shard ",
+                                      req.shard(), " whose grant the PUT names; refresh the map")));
   }
-  auto publish = [this, peer_id = peer.id, replica, req, reply] {
-    absl::StatusOr<KvStore::Mutation> m =
-        req.merge_fields()
-            ? replica->store().PrepareMerge(peer_id, req.key(), req.grant_id(), req.value_size())
-            : replica->store().PreparePut(peer_id, req.key(), req.grant_id(), req.value_size());
-    if (!m.ok()) return reply(m.status());
-    const int path = proto::WritePath_IsValid(req.value_path()) ? req.value_path() : 0;
-    value_writes_[path].fetch_add(1, std::memory_order_relaxed);
-    if (metrics_ != nullptr) metrics_->OnValueWrite(static_cast<proto::WritePath>(path));
-    replica->Submit(std::move(*m), [reply](absl::StatusOr<uint64_t> v) {
-      if (!v.ok()) return reply(v.status());
-      proto::PutResponse resp;
-      resp.set_version(*v);
-      reply(std::move(resp));
-    });
-  };
-  if (hooks_.grant_windows == nullptr) return publish();
+  if (hooks_.grant_windows == nullptr) return Publish(c);
   // The grant's window ends before its value is published: no byte lands in a published slot.
-  if (absl::Status st =
-          hooks_.grant_windows->Release(peer.id, replica->id(), req.grant_id(), publish);
+  if (absl::Status st = hooks_.grant_windows->Release(c->responder.peer(), c->replica->id(),
+                                                      req.grant_id(), [this, c] { Publish(c); });
       !st.ok()) {
-    reply(st);
+    Finish(c, st);
   }
 }
 
-void KvService::Get(const Peer&, const proto::GetRequest& req, Reply<proto::GetResponse> reply) {
-  if (absl::Status st = proto::CheckKey(req.key()); !st.ok()) return reply(st);
-  std::shared_ptr<ShardReplica> replica = shards_->PrimaryFor(req.key());
-  if (replica == nullptr) return reply(NotPrimary("the key's shard"));
-  Read(replica, [replica, key = req.key(), reply](absl::Status ok) {
-    if (!ok.ok()) return reply(ok);
-    absl::StatusOr<KvStore::Value> v = replica->store().Get(key);
-    if (!v.ok()) return reply(v.status());
-    proto::GetResponse resp;
-    resp.set_value(std::move(v->bytes));
-    resp.set_version(v->version);
-    reply(std::move(resp));
+void KvService::Publish(PutCall* c) {
+  const proto::PutRequest& req = c->req;
+  const uint64_t peer_id = c->responder.peer();
+  KvStore& store = c->replica->store();
+  absl::StatusOr<KvStore::Mutation> m =
+      req.merge_fields() ? store.PrepareMerge(peer_id, req.key(), req.grant_id(), req.value_size())
+                         : store.PreparePut(peer_id, req.key(), req.grant_id(), req.value_size());
+  if (!m.ok()) return Finish(c, m.status());
+  const int path = proto::WritePath_IsValid(req.value_path()) ? req.value_path() : 0;
+  value_writes_[path].fetch_add(1, std::memory_order_relaxed);
+  if (metrics_ != nullptr) metrics_->OnValueWrite(static_cast<proto::WritePath>(path));
+  c->replica->Submit(std::move(*m), [c](absl::StatusOr<uint64_t> v) {
+    if (!v.ok()) return Finish(c, v.status());
+    c->resp.set_version(*v);
+    Finish(c, absl::OkStatus());
+  });
+}
+
+void KvService::Get(GetCall* c) {
+  if (absl::Status st = proto::CheckKey(c->req.key()); !st.ok()) return Finish(c, st);
+  c->replica = shards_->PrimaryFor(c->req.key());
+  if (c->replica == nullptr) return Finish(c, NotPrimary("the key's shard"));
+  Read(c->replica, [c](absl::Status ok) {
+    if (!ok.ok()) return Finish(c, ok);
+    absl::StatusOr<uint64_t> version =
+        c->replica->store().GetInto(c->req.key(), c->resp.mutable_value());
+    if (!version.ok()) return Finish(c, version.status());
+    c->resp.set_version(*version);
+    Finish(c, absl::OkStatus());
   });
 }
 

@@ -67,9 +67,36 @@ class KvService {
   template <typename Resp>
   using Reply = std::function<void(absl::StatusOr<Resp>)>;
   using Peer = rpc::Peer;
+  // One request being served: what its handler and continuations share. Taken from a pool of
+  // the receiving thread when the request arrives and given back once it is answered (Finish),
+  // so a continuation captures one pointer (no allocation) and the decoded request's and the
+  // answer's strings keep their capacity (issue 39). Exactly one Finish per Call.
   template <typename Req, typename Resp>
-  void Handle(proto::Method method, absl::string_view bytes, rpc::Responder r,
-              void (KvService::*fn)(const Peer&, const Req&, Reply<Resp>));
+  struct Call {
+    KvService* service = nullptr;
+    proto::Method method = proto::Method();
+    absl::Time start;
+    rpc::Responder responder;
+    Req req;
+    Resp resp;
+    std::shared_ptr<ShardReplica> replica;  // the one the request concerns, once known
+    uint64_t generation = 0;                // how many times it was given back
+  };
+  using GrantCall = Call<proto::GrantRequest, proto::GrantResponse>;
+  using PutCall = Call<proto::PutRequest, proto::PutResponse>;
+  using GetCall = Call<proto::GetRequest, proto::GetResponse>;
+  // Answers `c` (with c->resp when `status` is OK), counts it, and gives it back.
+  template <typename Req, typename Resp>
+  static void Finish(Call<Req, Resp>* c, const absl::Status& status);
+  // A Call for the request in `bytes`, or null when it was answered already (stopping, a role
+  // that may not call `method`, a request that does not parse).
+  template <typename Req, typename Resp>
+  Call<Req, Resp>* Begin(proto::Method method, absl::string_view bytes, rpc::Responder r);
+  // Registers a handler that answers through its Call (the data path: GRANT, PUT, GET).
+  template <typename Req, typename Resp>
+  void Register(rpc::RpcServer* rpc, proto::Method method,
+                void (KvService::*fn)(Call<Req, Resp>* c));
+  // Registers a handler that answers through a Reply (which must run exactly once).
   template <typename Req, typename Resp>
   void Register(rpc::RpcServer* rpc, proto::Method method,
                 void (KvService::*fn)(const Peer&, const Req&, Reply<Resp>));
@@ -80,9 +107,11 @@ class KvService {
   absl::Status AuthorizeNode(proto::Method method, const Peer& peer, uint32_t shard,
                              uint64_t epoch);
 
-  void Grant(const Peer& peer, const proto::GrantRequest& req, Reply<proto::GrantResponse> reply);
-  void Put(const Peer& peer, const proto::PutRequest& req, Reply<proto::PutResponse> reply);
-  void Get(const Peer& peer, const proto::GetRequest& req, Reply<proto::GetResponse> reply);
+  void Grant(GrantCall* c);
+  void Put(PutCall* c);
+  // Put's second half, once the grant's window (if any) ended: spends the grant, publishes.
+  void Publish(PutCall* c);
+  void Get(GetCall* c);
   void Delete(const Peer& peer, const proto::DeleteRequest& req,
               Reply<proto::DeleteResponse> reply);
   void Scan(const Peer& peer, const proto::ScanRequest& req, Reply<proto::ScanResponse> reply);

@@ -299,12 +299,21 @@ uint64_t KvStore::version() const {
 }
 
 absl::StatusOr<KvStore::Value> KvStore::Get(absl::string_view key) const {
+  Value v;
+  absl::StatusOr<uint64_t> version = GetInto(key, &v.bytes);
+  if (!version.ok()) return version.status();
+  v.version = *version;
+  return v;
+}
+
+absl::StatusOr<uint64_t> KvStore::GetInto(absl::string_view key, std::string* value) const {
   if (absl::Status st = proto::CheckKey(key); !st.ok()) return st;
   MutexLock l(&mu_);
   auto it = index_.find(key);
   if (it == index_.end()) return absl::NotFoundError("no such key");
   const Entry& e = it->second;
-  return Value{std::string(arena_ + e.slot.offset, e.size), e.version};
+  value->assign(arena_ + e.slot.offset, e.size);
+  return e.version;
 }
 
 absl::StatusOr<uint64_t> KvStore::Delete(absl::string_view key) {

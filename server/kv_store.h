@@ -95,6 +95,8 @@ class KvStore {
   absl::StatusOr<uint64_t> Put(uint64_t client, absl::string_view key, uint64_t grant_id,
                                uint32_t value_size);
   absl::StatusOr<Value> Get(absl::string_view key) const;
+  // The same into `*value` (its capacity reused): the version, or Get's errors.
+  absl::StatusOr<uint64_t> GetInto(absl::string_view key, std::string* value) const;
 
   // Put's first half: checks and consumes the grant and assigns the version; the value stays
   // invisible (Get returns the key's previous value) until Commit. Errors as Put's.

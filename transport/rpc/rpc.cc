@@ -1,5 +1,6 @@
 #include "transport/rpc/rpc.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -57,24 +58,18 @@ void TrimFrameBuffer(std::string& buffer) {
 
 }  // namespace
 
-struct Responder::Shared {
-  std::shared_ptr<engine::Connection> conn;
-  std::atomic<bool> replied{false};
-};
-
-void Responder::Reply(const absl::Status& status, std::string payload) {
-  if (shared_ == nullptr || shared_->replied.exchange(true)) return;
+void Responder::Reply(const absl::Status& status, absl::string_view payload) {
+  if (conn_ == nullptr) return;
+  std::shared_ptr<engine::Connection> conn = std::move(conn_);
   RpcFrame f;
   f.kind = FrameKind::kResponse;
   f.method = method_;
   f.status = static_cast<uint32_t>(status.code());
   f.request_id = request_id_;
-  // A failed call carries its message as the payload.
-  std::string body = status.ok() ? std::move(payload) : std::string(status.message());
-  f.payload = body;
+  f.payload = status.ok() ? payload : status.message();
   std::string& wire = FrameBuffer();
   EncodeRpcFrame(f, &wire);
-  absl::Status st = shared_->conn->Send(wire, nullptr);
+  absl::Status st = conn->Send(wire, nullptr);
   TrimFrameBuffer(wire);
   if (!st.ok()) Log(LogLevel::kWarning, absl::StrCat("rpc: reply not sent: ", st.message()));
 }
@@ -103,8 +98,7 @@ void RpcServer::Serve(std::shared_ptr<engine::Connection> conn, Peer peer_value)
       return;
     }
     Responder r;
-    r.shared_ = std::make_shared<Responder::Shared>();
-    r.shared_->conn = shared_conn;
+    r.conn_ = shared_conn;
     r.request_id_ = f->request_id;
     r.method_ = f->method;
     r.peer_ = peer;
@@ -127,13 +121,29 @@ RpcClient::RpcClient(engine::Connection* conn, const Clock* clock, int max_in_fl
   conn_->SetMessageHandler([this](absl::Span<const char> bytes) { OnMessage(bytes); });
 }
 
+std::vector<RpcClient::Callback> RpcClient::TakeInOrder(
+    const std::function<bool(const Pending&)>& take) {
+  std::vector<uint64_t> ids;
+  for (const auto& [id, p] : pending_) {
+    if (take(p)) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  std::vector<Callback> out;
+  out.reserve(ids.size());
+  for (uint64_t id : ids) {
+    auto it = pending_.find(id);
+    out.push_back(std::move(it->second.done));
+    pending_.erase(it);
+  }
+  return out;
+}
+
 RpcClient::~RpcClient() {
   conn_->SetMessageHandler(nullptr);
   std::vector<Callback> orphans;
   {
     MutexLock l(&mu_);
-    for (auto& [id, p] : pending_) orphans.push_back(std::move(p.done));
-    pending_.clear();
+    orphans = TakeInOrder([](const Pending&) { return true; });
   }
   for (Callback& cb : orphans) {
     Finish(cb, absl::CancelledError("rpc client destroyed"), after_callback_);
@@ -145,7 +155,7 @@ void RpcClient::Finish(Callback& done, absl::StatusOr<std::string> result,
   done(std::move(result));
   if (after) after();
 }
-absl::StatusOr<uint64_t> RpcClient::Call(uint16_t method, std::string request,
+absl::StatusOr<uint64_t> RpcClient::Call(uint16_t method, absl::string_view request,
                                          absl::Duration timeout, Callback done,
                                          const engine::SendOptions& send) {
   uint64_t id;
@@ -229,13 +239,11 @@ int RpcClient::CheckDeadlines() {
   const bool lost = conn_->failed();  // no answer can arrive any more
   {
     MutexLock l(&mu_);
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      if (lost || it->second.deadline <= now) {
-        expired.push_back(std::move(it->second.done));
-        it = pending_.erase(it);  // a btree's erase invalidates every other iterator
-      } else {
-        ++it;
-      }
+    // Most checks find nothing due: they look without allocating.
+    bool any = lost;
+    for (const auto& [id, p] : pending_) any |= p.deadline <= now;
+    if (any) {
+      expired = TakeInOrder([&](const Pending& p) { return lost || p.deadline <= now; });
     }
   }
   const std::function<void()> after = after_callback_;  // a callback may destroy this client

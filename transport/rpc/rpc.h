@@ -18,8 +18,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
-#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -52,11 +52,20 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> CreateRpcEngine(rnic::Device* de
                                                                 bool simulated,
                                                                 engine::InvariantChecks* checks);
 
-// Answers one request, exactly once; safe to call from any thread. Replying twice, or after
-// the connection failed, is ignored.
+// Answers one request. Move-only, so that one request has one answer: a second Reply, or one
+// on a moved-from Responder, does nothing, and so does a reply after the connection failed. A
+// Responder may be moved to and used on any thread, by one thread at a time. Making one
+// allocates nothing (issue 39).
 class Responder {
  public:
-  void Reply(const absl::Status& status, std::string payload = "");
+  Responder() = default;
+  Responder(Responder&&) noexcept = default;
+  Responder& operator=(Responder&&) noexcept = default;
+
+  // `payload` is copied before Reply returns; a failed call's payload is its message.
+  void Reply(const absl::Status& status, absl::string_view payload = {});
+  // Whether Reply ran (or this one was moved from).
+  bool replied() const { return conn_ == nullptr; }
   uint64_t request_id() const { return request_id_; }
   // The tag the connection was served with (RpcServer::Serve): which client asked.
   uint64_t peer() const { return peer_->id; }
@@ -67,8 +76,7 @@ class Responder {
 
  private:
   friend class RpcServer;
-  struct Shared;
-  std::shared_ptr<Shared> shared_;
+  std::shared_ptr<engine::Connection> conn_;  // null once replied
   uint64_t request_id_ = 0;
   uint16_t method_ = 0;
   std::shared_ptr<const Peer> peer_;  // shared by every request of the connection
@@ -113,7 +121,8 @@ class RpcClient {
   // Cancel). Fails at once (and never runs `done`) when over max_in_flight, when the payload
   // is too large, or when the connection cannot send.
   // `send` goes to the request's Connection::Send (a window the request invalidates).
-  absl::StatusOr<uint64_t> Call(uint16_t method, std::string request, absl::Duration timeout,
+  // `request` is copied before Call returns.
+  absl::StatusOr<uint64_t> Call(uint16_t method, absl::string_view request, absl::Duration timeout,
                                 Callback done, const engine::SendOptions& send = {});
   // Fails the call with CANCELLED if it is still outstanding.
   void Cancel(uint64_t call_id);
@@ -152,9 +161,13 @@ class RpcClient {
   const std::function<void()> after_callback_;
   mutable Mutex mu_;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
-  // Ordered by call id: calls that fail together (a lost connection, a closing client) fail
-  // in the order they were made, the same in every run.
-  absl::btree_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  // A hash map, which allocates nothing once grown (a btree allocates nodes as call ids move
+  // on). Calls that fail together (a lost connection, a closing client) are sorted by id
+  // first: they fail in the order they were made, the same in every run.
+  absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  // Takes every pending call for which `take(pending)` holds, in call id order.
+  std::vector<Callback> TakeInOrder(const std::function<bool(const Pending&)>& take)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 }  // namespace unloadkv::rpc

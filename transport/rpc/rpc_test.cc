@@ -48,7 +48,7 @@ class RpcTest : public ::testing::Test {
     });
     server_->Register(kNever, [this](absl::string_view, Responder r) {
       std::lock_guard<std::mutex> l(held_mu_);
-      held_.push_back(r);  // answered later (or never)
+      held_.push_back(std::move(r));  // answered later (or never)
     });
     server_->Register(
         kFail, [](absl::string_view, Responder r) { r.Reply(absl::NotFoundError("no such key")); });
