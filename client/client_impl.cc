@@ -183,8 +183,12 @@ void NodeClient::Wait(const std::function<bool()>& done) {
 absl::Status NodeClient::Call(proto::Method method, const google::protobuf::Message& req,
                               Reply done, const engine::SendOptions& send) {
   // Every answer wakes the threads in Wait after its callback ran (the RpcClient's hook).
+  // Serialized into this thread's buffer: RpcClient::Call copies it before returning.
+  thread_local std::string request;
+  req.SerializeToString(&request);
   absl::StatusOr<uint64_t> id =
-      rpc_->Call(method, req.SerializeAsString(), options_.timeout, std::move(done), send);
+      rpc_->Call(method, request, options_.timeout, std::move(done), send);
+  if (request.capacity() > 64 * 1024) std::string().swap(request);
   if (id.ok()) return absl::OkStatus();
   return conn_->failed() ? ConnectionError() : id.status();
 }

@@ -36,6 +36,7 @@ class NodeClient : public Client {
  public:
   using Reply = std::function<void(absl::StatusOr<std::string>)>;
   using PutDone = std::function<void(absl::StatusOr<uint64_t>)>;
+  using GetDone = std::function<void(absl::StatusOr<std::string>)>;
 
   // Opens the device and engine, exchanges connection details with the server and completes
   // one PING round trip, all within options.timeout (client_impl.cc).

@@ -8,6 +8,7 @@
 #include "client/client_impl.h"
 #include "client/not_sent.h"
 #include "proto/limits.h"
+#include "transport/base/object_pool.h"
 
 namespace unloadkv {
 
@@ -119,7 +120,7 @@ void NodeClient::WriteAndPut(uint32_t shard, absl::string_view key, absl::string
       return not_sent(client_internal::NotSent(conn_->failed() ? ConnectionError() : st), 2);
     }
   }
-  proto::PutRequest req;
+  thread_local proto::PutRequest req;  // serialized by Call before it returns: reused
   req.set_key(key.data(), key.size());
   req.set_grant_id(g.grant_id());
   req.set_shard(shard);
@@ -180,15 +181,26 @@ void NodeClient::StoreAsync(absl::string_view key, absl::string_view value, PutD
 void NodeClient::GetAsync(absl::string_view key,
                           std::function<void(absl::StatusOr<std::string>)> done) {
   if (absl::Status st = proto::CheckKey(key); !st.ok()) return done(st);
-  proto::GetRequest req;
-  req.set_key(std::string(key));
-  absl::Status st = Call(proto::GET, req, [done](absl::StatusOr<std::string> bytes) {
-    absl::StatusOr<proto::GetResponse> r =
-        client_internal::Parse<proto::GetResponse>(std::move(bytes));
-    if (!r.ok()) return done(std::move(r).status());
-    done(std::move(*r->mutable_value()));
+  // This thread's request: Call serializes it before it returns (no allocation once warm).
+  thread_local proto::GetRequest req;
+  req.set_key(key.data(), key.size());
+  // The answer's callback points to pooled state: a capture of `done` would allocate.
+  GetDone* state = ObjectPool<GetDone>::Take();
+  *state = std::move(done);
+  absl::Status st = Call(proto::GET, req, [state](absl::StatusOr<std::string> bytes) {
+    GetDone d = std::move(*state);
+    ObjectPool<GetDone>::Give(state);
+    if (!bytes.ok()) return d(std::move(bytes).status());
+    // Parsed into this thread's response; its value is moved out to the caller.
+    thread_local proto::GetResponse r;
+    if (!r.ParseFromString(*bytes)) return d(absl::InternalError("server response does not parse"));
+    d(std::move(*r.mutable_value()));
   });
-  if (!st.ok()) done(st);
+  if (!st.ok()) {
+    GetDone d = std::move(*state);
+    ObjectPool<GetDone>::Give(state);
+    d(st);
+  }
 }
 
 void NodeClient::DeleteAsync(absl::string_view key, std::function<void(absl::Status)> done) {
