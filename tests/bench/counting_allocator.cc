@@ -1,5 +1,6 @@
 #include "tests/bench/counting_allocator.h"
 
+#include <dirent.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -58,6 +59,25 @@ uint64_t AllocationsOf(const std::set<pid_t>& tids) {
     }
   }
   return sum;
+}
+
+std::set<pid_t> ThreadIdsNow() {
+  std::set<pid_t> out;
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] != '.') out.insert(static_cast<pid_t>(std::atoi(e->d_name)));
+  }
+  closedir(d);
+  return out;
+}
+
+std::set<pid_t> Without(const std::set<pid_t>& a, const std::set<pid_t>& b) {
+  std::set<pid_t> out;
+  for (pid_t t : a) {
+    if (b.count(t) == 0) out.insert(t);
+  }
+  return out;
 }
 
 }  // namespace unloadkv::bench

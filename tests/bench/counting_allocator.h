@@ -23,6 +23,12 @@ uint64_t ThisThreadAllocations();
 // have since exited.
 uint64_t AllocationsOf(const std::set<pid_t>& tids);
 
+// This process's threads now (Linux thread ids, from /proc/self/task). Taken before and after
+// a side starts its threads, they tell that side's threads apart (Without).
+std::set<pid_t> ThreadIdsNow();
+// The ids in `a` that are not in `b`.
+std::set<pid_t> Without(const std::set<pid_t>& a, const std::set<pid_t>& b);
+
 }  // namespace unloadkv::bench
 
 #endif  // UNLOADKV_TESTS_BENCH_COUNTING_ALLOCATOR_H_

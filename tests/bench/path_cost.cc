@@ -12,7 +12,6 @@
 //     then the SDK against an in-process kvserver, GET and PUT at 1 and at --depth in flight.
 // The loopback rows' CPU includes the kernel's TCP path (the "sys" columns); "user" is the
 // process's own code. One run prints all rows; compare runs of the same build side by side.
-#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,6 +60,8 @@ namespace {
 
 using bench::AllocationsOf;
 using bench::ThisThreadAllocations;
+using bench::ThreadIdsNow;
+using bench::Without;
 
 double ThreadCpuNs() {
   timespec ts;
@@ -195,25 +196,6 @@ void SingleLayers() {
 
 // --- the stack on loopback ---------------------------------------------------------------
 
-std::set<pid_t> ThreadsNow() {
-  std::set<pid_t> out;
-  DIR* d = opendir("/proc/self/task");
-  if (d == nullptr) return out;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] != '.') out.insert(static_cast<pid_t>(std::atoi(e->d_name)));
-  }
-  closedir(d);
-  return out;
-}
-
-std::set<pid_t> Minus(const std::set<pid_t>& a, const std::set<pid_t>& b) {
-  std::set<pid_t> out;
-  for (pid_t t : a) {
-    if (b.count(t) == 0) out.insert(t);
-  }
-  return out;
-}
-
 // User and system CPU of the threads in `tids` still alive, in microseconds.
 struct Cpu {
   double user_us = 0, sys_us = 0;
@@ -311,13 +293,13 @@ class Window {
 // An RPC echo of a PUT-sized payload over two engines on soft RNICs (one per side).
 void RpcEcho() {
   LoopbackHeader("soft RNIC + engine, then + RPC, on loopback: echoes of a PUT request's bytes");
-  const std::set<pid_t> t0 = ThreadsNow();
+  const std::set<pid_t> t0 = ThreadIdsNow();
   auto da = soft::SoftDevice::Create({});
   if (!da.ok()) return (void)std::printf("soft device: %s\n", da.status().ToString().c_str());
   auto ea = engine::Engine::Create(da->get(), {});
   if (!ea.ok()) return (void)std::printf("engine: %s\n", ea.status().ToString().c_str());
   auto ca = (*ea)->CreateConnection(std::make_unique<engine::OffloadPolicy>());
-  const std::set<pid_t> t1 = ThreadsNow();
+  const std::set<pid_t> t1 = ThreadIdsNow();
   auto db = soft::SoftDevice::Create({});
   if (!db.ok()) return (void)std::printf("soft device: %s\n", db.status().ToString().c_str());
   auto eb = engine::Engine::Create(db->get(), {});
@@ -327,7 +309,7 @@ void RpcEcho() {
       !(*cb)->Connect((*ca)->local_info()).ok()) {
     return (void)std::printf("could not connect the engines\n");
   }
-  const std::set<pid_t> t2 = ThreadsNow();
+  const std::set<pid_t> t2 = ThreadIdsNow();
   // First the engine's messages alone: the server's handler sends each one back.
   engine::Connection* server_conn = cb->get();
   server_conn->SetMessageHandler([server_conn](absl::Span<const char> m) {
@@ -340,15 +322,15 @@ void RpcEcho() {
     r.Reply(absl::OkStatus(), std::string(req));
   });
   (*ea)->Start();
-  const std::set<pid_t> t3 = ThreadsNow();
+  const std::set<pid_t> t3 = ThreadIdsNow();
   (*eb)->Start();
-  const std::set<pid_t> t4 = ThreadsNow();
+  const std::set<pid_t> t4 = ThreadIdsNow();
   Sides sides;
-  sides.client = Minus(t1, t0);
+  sides.client = Without(t1, t0);
   sides.client.insert(static_cast<pid_t>(gettid()));
-  for (pid_t t : Minus(t3, t2)) sides.client.insert(t);
-  sides.server = Minus(t2, t1);
-  for (pid_t t : Minus(t4, t3)) sides.server.insert(t);
+  for (pid_t t : Without(t3, t2)) sides.client.insert(t);
+  sides.server = Without(t2, t1);
+  for (pid_t t : Without(t4, t3)) sides.server.insert(t);
   proto::PutRequest put;
   put.set_key("user00001234");
   put.set_grant_id(123456);
@@ -388,7 +370,7 @@ void RpcEcho() {
 void Sdk() {
   LoopbackHeader(
       absl::StrCat("SDK + kvserver on loopback: ", FLAGS_value_size, " B values").c_str());
-  const std::set<pid_t> t0 = ThreadsNow();
+  const std::set<pid_t> t0 = ThreadIdsNow();
   server::KvServerOptions so;
   so.listen = "127.0.0.1:0";
   so.metrics_address = "";
@@ -397,7 +379,7 @@ void Sdk() {
   if (!s.ok()) return (void)std::printf("kvserver: %s\n", s.status().ToString().c_str());
   std::atomic<bool> stop{false};
   std::thread loop([&] { (*s)->Run(stop); });
-  const std::set<pid_t> t1 = ThreadsNow();
+  const std::set<pid_t> t1 = ThreadIdsNow();
   ClientOptions co;
   co.server = (*s)->address();
   co.caller_progress = true;
@@ -409,8 +391,8 @@ void Sdk() {
     return (void)std::printf("client: %s\n", c.status().ToString().c_str());
   }
   Sides sides;
-  sides.server = Minus(t1, t0);
-  sides.client = Minus(ThreadsNow(), t1);
+  sides.server = Without(t1, t0);
+  sides.client = Without(ThreadIdsNow(), t1);
   sides.client.insert(static_cast<pid_t>(gettid()));
   Client& client = **c;
   const std::string value(FLAGS_value_size, 'v');

@@ -9,7 +9,6 @@
 // are what the path allocates today (docs/benchmarks.md, "The data path's rules"): a change
 // that adds an allocation per request fails here. A budget of "zero" is asserted as "fewer
 // than one per kNoiseRequests requests" (a connection's rare upkeep).
-#include <dirent.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -30,6 +29,8 @@ namespace unloadkv {
 namespace {
 
 using bench::AllocationsOf;
+using bench::ThreadIdsNow;
+using bench::Without;
 
 constexpr uint64_t kRequests = 4000;
 constexpr double kNoiseRequests = 100;  // "zero": fewer than one per this many requests
@@ -39,25 +40,6 @@ constexpr double kNoiseRequests = 100;  // "zero": fewer than one per this many 
 constexpr double kServerPutBudget = 1.9;  // (1.06, 0.66)
 constexpr double kClientGetBudget = 5.9;  // (5.00, 3.51)
 constexpr double kClientPutBudget = 4.5;  // (3.63, 3.67)
-
-std::set<pid_t> ThreadsNow() {
-  std::set<pid_t> out;
-  DIR* d = opendir("/proc/self/task");
-  if (d == nullptr) return out;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] != '.') out.insert(static_cast<pid_t>(std::atoi(e->d_name)));
-  }
-  closedir(d);
-  return out;
-}
-
-std::set<pid_t> Minus(const std::set<pid_t>& a, const std::set<pid_t>& b) {
-  std::set<pid_t> out;
-  for (pid_t t : a) {
-    if (b.count(t) == 0) out.insert(t);
-  }
-  return out;
-}
 
 struct PerRequest {
   double client = 0, server = 0;
@@ -69,7 +51,7 @@ class RequestAllocationsTest : public ::testing::Test {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     GTEST_SKIP() << "a sanitizer's operator new replaces the counting allocator: nothing to count";
 #endif
-    const std::set<pid_t> t0 = ThreadsNow();
+    const std::set<pid_t> t0 = ThreadIdsNow();
     server::KvServerOptions so;
     so.listen = "127.0.0.1:0";
     so.metrics_address = "";
@@ -79,9 +61,9 @@ class RequestAllocationsTest : public ::testing::Test {
     server_ = std::move(*s);
     // The threads that serve requests (engine workers, the soft NIC's): the loop of Run, which
     // admits connections and refreshes gauges on its own clock, is counted on neither side.
-    server_threads_ = Minus(ThreadsNow(), t0);
+    server_threads_ = Without(ThreadIdsNow(), t0);
     loop_ = std::thread([this] { server_->Run(stop_); });
-    const std::set<pid_t> t1 = ThreadsNow();
+    const std::set<pid_t> t1 = ThreadIdsNow();
     ClientOptions co;
     co.server = server_->address();
     co.caller_progress = true;
@@ -89,7 +71,7 @@ class RequestAllocationsTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(co);
     ASSERT_TRUE(c.ok()) << c.status();
     client_ = std::move(*c);
-    client_threads_ = Minus(ThreadsNow(), t1);
+    client_threads_ = Without(ThreadIdsNow(), t1);
     client_threads_.insert(static_cast<pid_t>(gettid()));
     for (int i = 0; i < 1000; ++i) keys_.push_back(absl::StrFormat("user%08d", i));
     for (const std::string& k : keys_) ASSERT_TRUE(client_->Put(k, value_).ok());
