@@ -60,28 +60,49 @@ bool PlanOneRole(Placement* p, int share, std::vector<MoveRequest>* out) {
   return false;
 }
 
-// Step 2: one primary role off a node above its share, to a backup of that shard below it.
+// Step 2: one primary role off a node above its share. A primary role moves only by a
+// hand-over to a backup of its shard, so the role may travel along a chain: u hands shard s1 to
+// its backup v, v hands s2 to its backup w, ... so that only the chain's ends change count. The
+// shortest chain from a node above its share to one primary of two fewer is planned (breadth
+// first over the hand-overs); its moves are made from the far end back, so no node on the way
+// ever holds more than it did. False when no such chain exists.
 bool PlanOnePrimary(Placement* p, int share, std::vector<MoveRequest>* out) {
   for (const auto& [node, count] : p->primaries) {
     if (count <= share) continue;
-    for (cluster::ShardInfo& s : p->shards) {
-      if (s.primary != node) continue;
-      std::string to;
-      for (const std::string& b : s.backups) {
-        if (p->roles.count(b) == 0) continue;  // not live
-        if (to.empty() || p->primaries[b] < p->primaries[to]) to = b;
+    // via[n]: the shard whose hand-over reaches n on the shortest chain from `node`.
+    std::map<std::string, cluster::ShardInfo*> via;
+    std::vector<std::string> frontier = {node};
+    std::string end;
+    via[node] = nullptr;
+    for (size_t i = 0; i < frontier.size() && end.empty(); ++i) {
+      const std::string from = frontier[i];
+      for (cluster::ShardInfo& s : p->shards) {
+        if (s.primary != from) continue;
+        for (const std::string& b : s.backups) {
+          if (p->roles.count(b) == 0 || via.count(b) > 0) continue;  // not live, or reached
+          via[b] = &s;
+          frontier.push_back(b);
+          if (p->primaries[b] + 1 < count) end = b;
+          if (!end.empty()) break;
+        }
+        if (!end.empty()) break;
       }
-      if (to.empty() || p->primaries[to] + 1 >= count) continue;
+    }
+    if (end.empty()) continue;
+    for (std::string to = end; to != node;) {
+      cluster::ShardInfo* s = via[to];
+      const std::string from = s->primary;
       MoveRequest m;
-      m.shard = s.id;
+      m.shard = s->id;
       m.to = to;
       out->push_back(m);
-      std::replace(s.backups.begin(), s.backups.end(), to, node);
-      s.primary = to;
-      --p->primaries[node];
+      std::replace(s->backups.begin(), s->backups.end(), to, from);
+      s->primary = to;
+      --p->primaries[from];
       ++p->primaries[to];
-      return true;
+      to = from;
     }
+    return true;
   }
   return false;
 }

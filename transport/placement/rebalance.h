@@ -7,8 +7,9 @@
 //      that shard's group holding the fewest (never two replicas of a shard on one node),
 //      when that node holds at least two roles fewer (so the counts end within one);
 //   2. primaries: while a node is primary of more than its share of the shards (floor(shards /
-//      nodes)), one of its primary roles goes to the backup of that shard that is primary of
-//      the fewest (a hand-over, no copy), when that backup is primary of two fewer.
+//      nodes)), one of its primary roles goes to a node primary of two fewer by hand-overs (no
+//      copy): to a backup of that shard, or along the shortest chain of hand-overs (u to its
+//      backup v on one shard, v to its backup w on another: only u's and w's counts change).
 // Each move is then made as `cluster move` makes it (shard_move.h), one at a time.
 //
 // Thread-safety: plain functions; RunRebalance blocks (a command line's).

@@ -95,6 +95,53 @@ TEST(RebalanceTest, WithEveryNodeInEveryGroupOnlyPrimariesMove) {
   ExpectSpread(v);
 }
 
+// The state a failover left in a loaded cluster_test run: a is primary of two shards, c of
+// none, and c is no backup of a's shards (their backups, b and d, are primary of one each). No
+// single hand-over evens this out; a chain does (a hands shard 0 to b, b hands shard 2 to c),
+// made from c's end so b never holds two.
+TEST(RebalanceTest, PrimariesTravelAlongAChainOfHandOvers) {
+  cluster::ClusterView v = View(
+      {"a", "b", "c", "d"},
+      {Shard(0, "a", {"b"}), Shard(1, "a", {"d"}), Shard(2, "b", {"c"}), Shard(3, "d", {"c"})}, 2);
+  const std::vector<MoveRequest> plan = PlanRebalance(v);
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[0].shard, 2u);
+  EXPECT_EQ(plan[0].to, "c");
+  EXPECT_EQ(plan[1].shard, 0u);
+  EXPECT_EQ(plan[1].to, "b");
+  for (const MoveRequest& m : plan) EXPECT_TRUE(m.from.empty());  // hand-overs only
+  Apply(plan, &v);
+  std::map<std::string, int> primaries;
+  for (const cluster::ShardInfo& s : v.shard_list) ++primaries[s.primary];
+  for (const char* n : {"a", "b", "c", "d"}) EXPECT_EQ(primaries[n], 1) << n;
+  EXPECT_TRUE(PlanRebalance(v).empty()) << "a second pass finds more to do";
+}
+
+// cluster_test's start, every way it can go: four shards of two replicas, each claimed by a or
+// b (whichever saw it first) with the other as backup, then c and d added. One pass spreads
+// every node to two roles and one primary; a second finds nothing to do.
+TEST(RebalanceTest, EveryGreedyStartOfTwoNodesSpreadsInOnePass) {
+  for (int claims = 0; claims < 16; ++claims) {
+    std::vector<cluster::ShardInfo> shards;
+    for (uint32_t id = 0; id < 4; ++id) {
+      const bool by_a = (claims >> id & 1) != 0;
+      shards.push_back(Shard(id, by_a ? "a" : "b", {by_a ? "b" : "a"}));
+    }
+    cluster::ClusterView v = View({"a", "b", "c", "d"}, shards, 2);
+    Apply(PlanRebalance(v), &v);
+    std::map<std::string, int> roles, primaries;
+    for (const cluster::ShardInfo& s : v.shard_list) {
+      for (const std::string& n : s.Replicas()) ++roles[n];
+      ++primaries[s.primary];
+    }
+    for (const char* n : {"a", "b", "c", "d"}) {
+      EXPECT_EQ(roles[n], 2) << n << ", claims " << claims;
+      EXPECT_EQ(primaries[n], 1) << n << ", claims " << claims;
+    }
+    EXPECT_TRUE(PlanRebalance(v).empty()) << "claims " << claims;
+  }
+}
+
 TEST(RebalanceTest, AShardInFluxIsLeftAlone) {
   cluster::ShardInfo joining = Shard(0, "a", {"b"});
   joining.joining = {"c"};
