@@ -379,6 +379,7 @@ SIM_MOVE_SEEDS=1..50
 SIM_LOST_ANSWER_SEEDS=1..40
 SIM_SPLIT_SEEDS=1..30
 SIM_PLACEMENT_SEEDS=1..20
+SIM_INLINE_SEEDS=1..20
 sim_phase() {
   local out args
   out=$(mktemp)
@@ -388,13 +389,14 @@ sim_phase() {
   # lost; docs/durability.md); then with operators' `cluster move`s, `split`s and `merge`s
   # among the faults, some with a node crashed mid-way, in memory and (splits, merges) logging;
   # moves again with the map's answers to the nodes moving a role lost (applied, unheard); then
-  # with automatic placement deciding splits and moves by itself (docs/sim-cluster.md).
+  # with automatic placement deciding splits and moves by itself; then with the clients' small
+  # values inline in their PUTs (a client's first 100, docs/sim-cluster.md).
   for args in "--seeds=$SIM_SEEDS" "--durable --seeds=$SIM_DURABLE_SEEDS" \
     "--durable --fsync=interval:1000 --seeds=$SIM_INTERVAL_SEEDS" \
     "--moves --splits --merges --seeds=$SIM_MOVE_SEEDS" \
     "--moves --lost_answers --seeds=$SIM_LOST_ANSWER_SEEDS" \
     "--durable --splits --merges --seeds=$SIM_SPLIT_SEEDS" \
-    "--placement --seeds=$SIM_PLACEMENT_SEEDS"; do
+    "--placement --seeds=$SIM_PLACEMENT_SEEDS" "--inline_bytes=5 --seeds=$SIM_INLINE_SEEDS"; do
     # shellcheck disable=SC2086  # two flags in one string
     if bazel run -c opt //tests/sim:cluster_sim -- $args >"$out" 2>&1; then
       PASSED=$((PASSED + 1))
@@ -476,7 +478,7 @@ run_tests() {
   phase "ThreadSanitizer (the concurrent code)" test_phase --config=tsan --build_tests_only \
     --test_tag_filters=-process,-fuzz //transport/... //client/... //server/... //tests/kv/... \
     //tests/cluster/... //tests/security:memory_protection_test
-  phase "cluster simulation, seeds $SIM_SEEDS, durable $SIM_DURABLE_SEEDS, interval $SIM_INTERVAL_SEEDS, moves+splits+merges $SIM_MOVE_SEEDS, moves with lost answers $SIM_LOST_ANSWER_SEEDS, durable splits+merges $SIM_SPLIT_SEEDS, placement $SIM_PLACEMENT_SEEDS (release build)" sim_phase
+  phase "cluster simulation, seeds $SIM_SEEDS, durable $SIM_DURABLE_SEEDS, interval $SIM_INTERVAL_SEEDS, moves+splits+merges $SIM_MOVE_SEEDS, moves with lost answers $SIM_LOST_ANSWER_SEEDS, durable splits+merges $SIM_SPLIT_SEEDS, placement $SIM_PLACEMENT_SEEDS, inline PUTs $SIM_INLINE_SEEDS (release build)" sim_phase
   phase "README commands (./quickstart.sh demo, cluster)" readme_phase
   phase "installed SDK: package, CMake/Makefile/Python examples" sdk_phase
   phase "libFuzzer, 15 s per decoder" fuzz_phase

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/deadline_ticker.h"
+#include "client/value_policy.h"
 #include "proto/limits.h"
 #include "transport/backends/open_device.h"
 #include "transport/rpc/auth_file.h"
@@ -17,26 +18,17 @@ absl::StatusOr<std::unique_ptr<NodeClient>> NodeClient::Connect(const ClientOpti
   if (options.max_in_flight < 1 || options.max_in_flight > 1024) {
     return absl::InvalidArgumentError("max_in_flight must be in 1..1024");
   }
-  auto policy = engine::MakePolicy(options.policy);
+  absl::StatusOr<client_internal::ValuePolicy> values =
+      client_internal::ParseValuePolicy(options.policy);
+  if (!values.ok()) return values.status();
+  auto policy = engine::MakePolicy(values->engine_policy);
   if (!policy.ok()) return policy.status();
   std::unique_ptr<NodeClient> c(new NodeClient());
   c->options_ = options;
+  c->inline_put_bytes_ = values->inline_bytes;
   c->hooks_ = hooks;
   const ClientEmbedding* embedded = hooks.embedding;
-  if (embedded != nullptr) {
-    if (embedded->device == nullptr || embedded->clock == nullptr || !embedded->bootstrap ||
-        !embedded->wait || !embedded->add_poller || !embedded->remove_poller) {
-      return absl::InvalidArgumentError("an embedded client needs every ClientEmbedding field");
-    }
-    c->device_ = embedded->device;
-    c->clock_ = embedded->clock;
-  } else {
-    auto device = backends::OpenDevice(
-        backends::DeviceSpec::For(options.transport, options.soft_host, options.verbs_device));
-    if (!device.ok()) return device.status();
-    c->owned_device_ = std::move(*device);
-    c->device_ = c->owned_device_.get();
-  }
+  if (absl::Status st = c->UseDevice(); !st.ok()) return st;
   c->write_count_ = std::make_unique<client_internal::WriteCount>(hooks.metrics);
   engine::EngineOptions eo;
   eo.max_connections_per_worker = 1;  // the client's one connection
@@ -91,6 +83,25 @@ absl::StatusOr<std::unique_ptr<NodeClient>> NodeClient::Connect(const ClientOpti
                                                   ": first round trip: ", ping.message()));
   }
   return c;
+}
+
+absl::Status NodeClient::UseDevice() {
+  const ClientEmbedding* embedded = hooks_.embedding;
+  if (embedded != nullptr) {
+    if (embedded->device == nullptr || embedded->clock == nullptr || !embedded->bootstrap ||
+        !embedded->wait || !embedded->add_poller || !embedded->remove_poller) {
+      return absl::InvalidArgumentError("an embedded client needs every ClientEmbedding field");
+    }
+    device_ = embedded->device;
+    clock_ = embedded->clock;
+    return absl::OkStatus();
+  }
+  auto device = backends::OpenDevice(
+      backends::DeviceSpec::For(options_.transport, options_.soft_host, options_.verbs_device));
+  if (!device.ok()) return device.status();
+  owned_device_ = std::move(*device);
+  device_ = owned_device_.get();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::optional<rpc::Credentials>> LoadCredentials(const ClientOptions& options,

@@ -95,6 +95,9 @@ class NodeClient : public Client {
   // One PING round trip, without retries.
   absl::Status Ping(absl::Duration timeout);
   absl::Status ConnectionError() const;
+  // Connect's first step: the embedding's device and clock (checked), or a device of its own
+  // opened for options_.
+  absl::Status UseDevice();
 
   // The PUT path (client_ops.cc): a grant, the value write, the PUT.
   client_internal::GrantPool& GrantsOf(uint32_t shard);
@@ -117,8 +120,16 @@ class NodeClient : public Client {
   // Frees the value's buffer the first time it is called (the write completed, or the server
   // answered the PUT behind it).
   void ReleaseValue(PutState* ps);
+  // A PUT (a merge, with `merge`) that carries its value (the policy's ",inline:N",
+  // client/value_policy.h): no grant, no value write.
+  void PutInline(uint32_t shard, absl::string_view key, absl::string_view value, bool merge,
+                 PutDone done);
+  // Sends the PUT `req`; its answer frees `ps`'s buffer (if any), drops a reference and runs
+  // `ps->done`. An error: nothing was sent and the answer's callback will not run.
+  absl::Status CallPut(const proto::PutRequest& req, PutState* ps, const engine::SendOptions& send);
 
   ClientOptions options_;
+  uint32_t inline_put_bytes_ = 0;  // from options_.policy's ",inline:N" (client/value_policy.h)
   ClientHooks hooks_;
   const Clock* clock_ = RealClock::Get();
   std::unique_ptr<rnic::Device> owned_device_;

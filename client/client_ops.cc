@@ -133,7 +133,18 @@ void NodeClient::WriteAndPut(uint32_t shard, absl::string_view key, absl::string
   // the server's NIC invalidates it as the PUT arrives, after the value write before it.
   engine::SendOptions send;
   if (g.window()) send.invalidate_rkey = g.rkey();
-  absl::Status st = Call(
+  if (absl::Status st = CallPut(req, ps, send); !st.ok()) {
+    GrantsOf(shard).Return(g);  // never named by a PUT: still unused
+    // The write (if any) was posted: its completion still holds its reference.
+    not_sent(client_internal::NotSent(st), 1);
+    return;
+  }
+  batch.reset();
+}
+
+absl::Status NodeClient::CallPut(const proto::PutRequest& req, PutState* ps,
+                                 const engine::SendOptions& send) {
+  return Call(
       proto::PUT, req,
       [this, ps](absl::StatusOr<std::string> bytes) {
         // An answer from the server (not a local timeout or cancellation) means it saw the PUT.
@@ -149,13 +160,23 @@ void NodeClient::WriteAndPut(uint32_t shard, absl::string_view key, absl::string
         d(r->version());
       },
       send);
-  if (!st.ok()) {
-    GrantsOf(shard).Return(g);  // never named by a PUT: still unused
-    // The write (if any) was posted: its completion still holds its reference.
-    not_sent(client_internal::NotSent(st), 1);
-    return;
+}
+
+void NodeClient::PutInline(uint32_t shard, absl::string_view key, absl::string_view value,
+                           bool merge, PutDone done) {
+  thread_local proto::PutRequest req;  // serialized by Call before it returns: reused
+  req.set_key(key.data(), key.size());
+  req.set_shard(shard);
+  req.set_value_size(static_cast<uint32_t>(value.size()));
+  req.set_merge_fields(merge);
+  req.set_value_path(proto::INLINE);
+  req.set_value(value.data(), value.size());
+  PutState* ps = TakePutState(std::move(done), 1);  // the answer's reference; no buffer
+  if (absl::Status st = CallPut(req, ps, engine::SendOptions()); !st.ok()) {
+    PutDone d = std::move(ps->done);
+    UnrefPutState(ps);
+    d(client_internal::NotSent(conn_->failed() ? ConnectionError() : st));
   }
-  batch.reset();
 }
 
 void NodeClient::StoreAsync(absl::string_view key, absl::string_view value, PutDone done,
@@ -163,6 +184,8 @@ void NodeClient::StoreAsync(absl::string_view key, absl::string_view value, PutD
   if (absl::Status st = proto::CheckKey(key); !st.ok()) return done(st);
   if (absl::Status st = proto::CheckValueSize(value.size()); !st.ok()) return done(st);
   if (conn_->failed()) return done(client_internal::NotSent(ConnectionError()));
+  if (value.size() <= inline_put_bytes_)
+    return PutInline(shard, key, value, merge, std::move(done));
   // A pooled grant (the usual case): the value goes now, with no copy of the key and value
   // and no closure to hold them until a grant arrives.
   if (std::optional<proto::SlotGrant> g =

@@ -12,6 +12,9 @@ namespace unloadkv::proto {
 
 inline constexpr size_t kMaxKeyBytes = 256;
 inline constexpr uint32_t kMaxValueBytes = 64 << 10;
+// A PUT may carry a value up to this size inline (PutRequest.value). Larger values go through
+// the write engine: inline, the server copies each byte out of the message on its request path.
+inline constexpr uint32_t kMaxInlineValueBytes = 4 << 10;
 inline constexpr uint32_t kMaxGrantsPerRequest = 64;
 inline constexpr size_t kMaxGrantsPerClient = 1024;
 inline constexpr uint32_t kMaxScanLimit = 1000;

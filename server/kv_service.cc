@@ -212,13 +212,15 @@ void KvService::Grant(GrantCall* c) {
 void KvService::Put(PutCall* c) {
   const proto::PutRequest& req = c->req;
   if (absl::Status st = proto::CheckKey(req.key()); !st.ok()) return Finish(c, st);
+  if (absl::Status st = CheckInline(req); !st.ok()) return Finish(c, st);
   c->replica = shards_->PrimaryFor(req.key());
   if (c->replica == nullptr) return Finish(c, NotPrimary("the key's shard"));
   if (c->replica->id() != req.shard()) {
-    return Finish(c, absl::AbortedError(
-                         absl::StrCat("the key is in shard ", c->replica->id(), ", not in shard ",
-                                      req.shard(), " whose grant the PUT names; refresh the map")));
+    return Finish(c, absl::AbortedError(absl::StrCat("the key is in shard ", c->replica->id(),
+                                                     ", not in shard ", req.shard(),
+                                                     " that the PUT names; refresh the map")));
   }
+  if (req.has_value()) return PublishInline(c);
   if (hooks_.grant_windows == nullptr) return Publish(c);
   // The grant's window ends before its value is published: no byte lands in a published slot.
   if (absl::Status st = hooks_.grant_windows->Release(c->responder.peer(), c->replica->id(),
@@ -226,6 +228,36 @@ void KvService::Put(PutCall* c) {
       !st.ok()) {
     Finish(c, st);
   }
+}
+
+absl::Status KvService::CheckInline(const proto::PutRequest& req) {
+  if (!req.has_value()) return absl::OkStatus();
+  const size_t size = req.value().size();
+  if (size > proto::kMaxInlineValueBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("inline value of ", size, " bytes; inline values are at most ",
+                     proto::kMaxInlineValueBytes, " bytes (write larger ones through a grant)"));
+  }
+  if (req.value_size() != size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("value_size says ", req.value_size(), " bytes, the inline value has ", size));
+  }
+  if (req.grant_id() != 0) {
+    return absl::InvalidArgumentError("an inline PUT names no grant (grant_id must be 0)");
+  }
+  return absl::OkStatus();
+}
+
+void KvService::PublishInline(PutCall* c) {
+  const proto::PutRequest& req = c->req;
+  // Copied into a slot of the store's own, as a state transfer's values are (version 0: the
+  // store's next), or merged into the key's record as a granted merge is.
+  KvStore& store = c->replica->store();
+  absl::StatusOr<KvStore::Mutation> m = req.merge_fields()
+                                            ? store.PrepareMergeCopy(req.key(), req.value())
+                                            : store.PrepareCopy(req.key(), req.value(), 0);
+  if (!m.ok()) return Finish(c, m.status());
+  Commit(c, std::move(*m), proto::INLINE);
 }
 
 void KvService::Publish(PutCall* c) {
@@ -236,10 +268,18 @@ void KvService::Publish(PutCall* c) {
       req.merge_fields() ? store.PrepareMerge(peer_id, req.key(), req.grant_id(), req.value_size())
                          : store.PreparePut(peer_id, req.key(), req.grant_id(), req.value_size());
   if (!m.ok()) return Finish(c, m.status());
-  const int path = proto::WritePath_IsValid(req.value_path()) ? req.value_path() : 0;
+  // A granted write's path as the client saw it (never INLINE: that PUT carries its value).
+  const proto::WritePath path =
+      proto::WritePath_IsValid(req.value_path()) && req.value_path() != proto::INLINE
+          ? req.value_path()
+          : proto::PATH_UNKNOWN;
+  Commit(c, std::move(*m), path);
+}
+
+void KvService::Commit(PutCall* c, KvStore::Mutation m, proto::WritePath path) {
   value_writes_[path].fetch_add(1, std::memory_order_relaxed);
-  if (metrics_ != nullptr) metrics_->OnValueWrite(static_cast<proto::WritePath>(path));
-  c->replica->Submit(std::move(*m), [c](absl::StatusOr<uint64_t> v) {
+  if (metrics_ != nullptr) metrics_->OnValueWrite(path);
+  c->replica->Submit(std::move(m), [c](absl::StatusOr<uint64_t> v) {
     if (!v.ok()) return Finish(c, v.status());
     c->resp.set_version(*v);
     Finish(c, absl::OkStatus());
@@ -306,6 +346,7 @@ void KvService::Stats(const Peer&, const proto::StatsRequest&, Reply<proto::Stat
   }
   resp.set_offload_writes(value_writes(proto::OFFLOAD));
   resp.set_unload_writes(value_writes(proto::UNLOAD));
+  resp.set_inline_writes(value_writes(proto::INLINE));
   if (hooks_.fill_stats) hooks_.fill_stats(&resp);
   reply(std::move(resp));
 }

@@ -111,6 +111,14 @@ class KvService {
   void Put(PutCall* c);
   // Put's second half, once the grant's window (if any) ended: spends the grant, publishes.
   void Publish(PutCall* c);
+  // An inline PUT's (PutRequest.value): InvalidArgument unless it is well formed (size within
+  // kMaxInlineValueBytes and equal to value_size, no grant); OK for a granted PUT.
+  static absl::Status CheckInline(const proto::PutRequest& req);
+  // An inline PUT's second half: the value (or the merge of the update) copied into a slot of
+  // the store's own, published.
+  void PublishInline(PutCall* c);
+  // Submits `m` to the PUT's replica and answers once it commits; counts it under `path`.
+  void Commit(PutCall* c, KvStore::Mutation m, proto::WritePath path);
   void Get(GetCall* c);
   void Delete(const Peer& peer, const proto::DeleteRequest& req,
               Reply<proto::DeleteResponse> reply);
@@ -131,7 +139,7 @@ class KvService {
   const Hooks hooks_;
   std::atomic<bool> stopping_{false};
   ThrottledLog denials_log_{absl::Seconds(1)};
-  std::atomic<uint64_t> value_writes_[3] = {};
+  std::atomic<uint64_t> value_writes_[4] = {};  // by proto::WritePath
 };
 
 }  // namespace unloadkv::server

@@ -122,6 +122,19 @@ absl::StatusOr<KvStore::Mutation> KvStore::PrepareMerge(uint64_t client, absl::s
     Slot slot;
     ~FreeUpdate() { slabs.Free(slot); }
   } free_update{slabs_, update_slot};
+  return MergeLocked(key, absl::string_view(arena_ + update_slot.offset, update_size));
+}
+
+absl::StatusOr<KvStore::Mutation> KvStore::PrepareMergeCopy(absl::string_view key,
+                                                            absl::string_view update) {
+  if (absl::Status st = proto::CheckKey(key); !st.ok()) return st;
+  if (absl::Status st = proto::CheckValueSize(update.size()); !st.ok()) return st;
+  MutexLock l(&mu_);
+  return MergeLocked(key, update);
+}
+
+absl::StatusOr<KvStore::Mutation> KvStore::MergeLocked(absl::string_view key,
+                                                       absl::string_view update) {
   absl::string_view base;
   if (auto p = pending_.find(key); p != pending_.end()) {
     if (p->second.op == Mutation::Op::kPut) {
@@ -130,7 +143,6 @@ absl::StatusOr<KvStore::Mutation> KvStore::PrepareMerge(uint64_t client, absl::s
   } else if (auto e = index_.find(key); e != index_.end()) {
     base = absl::string_view(arena_ + e->second.slot.offset, e->second.size);
   }
-  const absl::string_view update(arena_ + update_slot.offset, update_size);
   if (absl::StatusOr<proto::FieldViews> u = proto::DecodeFieldRecord(update); !u.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("merge: ", u.status().message()));
   }

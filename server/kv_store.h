@@ -115,9 +115,13 @@ class KvStore {
   // value is not a field record; ResourceExhausted when the arena has no slot for the result.
   absl::StatusOr<Mutation> PrepareMerge(uint64_t client, absl::string_view key, uint64_t grant_id,
                                         uint32_t update_size);
-  // A PUT of `value` under `key` decided by the server itself (a merge copying another
-  // shard's keys in): the value goes into a slot this store allocates, at a version above
-  // `version` (the key's in the shard it comes from), so that a key's versions only grow.
+  // PrepareMerge of an update the server holds (an inline PUT's): no grant. Errors as
+  // PrepareMerge's, but for the grant's.
+  absl::StatusOr<Mutation> PrepareMergeCopy(absl::string_view key, absl::string_view update);
+  // A PUT of `value` under `key` copied in by the server itself (a merge copying another
+  // shard's keys in; an inline PUT, with `version` 0): the value goes into a slot this store
+  // allocates, at a version above `version` (the key's in the shard it comes from), so that a
+  // key's versions only grow.
   // Errors: InvalidArgument for a bad key or size; ResourceExhausted when the arena has no
   // slot for it.
   absl::StatusOr<Mutation> PrepareCopy(absl::string_view key, absl::string_view value,
@@ -187,6 +191,9 @@ class KvStore {
   void EndPendingLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Requires mu_. `m` was prepared: counts it as pending and the latest of its key.
   void AddPendingLocked(const Mutation& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // PrepareMerge's work once the update's bytes are at hand.
+  absl::StatusOr<Mutation> MergeLocked(absl::string_view key, absl::string_view update)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Requires mu_. Spends grant `grant_id` of `client` for a value of `size` bytes and returns
   // its slot (now the caller's); FailedPrecondition, changing nothing, for a grant that is not
   // an unused one of `client` or a size over the slot.

@@ -319,5 +319,26 @@ TEST_F(KvStoreTest, AMergeBuildsOnThePreparedWriteBeforeIt) {
   EXPECT_EQ(store_.Get("r")->bytes, Record({{"a", "2"}, {"b", "3"}}));
 }
 
+// An inline PUT's merge (PrepareMergeCopy): the same merge without a grant, built on the
+// prepared write before it; a bad update changes nothing and holds no slot.
+TEST_F(KvStoreTest, AMergeOfAnUpdateTheServerHoldsNeedsNoGrant) {
+  ASSERT_TRUE(Merge(1, "r", Record({{"a", "1"}, {"b", "1"}})).ok());
+  auto p = store_.PrepareCopy("r", Record({{"a", "2"}, {"b", "2"}}), 0);
+  ASSERT_TRUE(p.ok());
+  auto m = store_.PrepareMergeCopy("r", Record({{"b", "3"}}));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_GT(m->version, p->version);
+  store_.Commit(*p);
+  store_.Commit(*m);
+  EXPECT_EQ(store_.Get("r")->bytes, Record({{"a", "2"}, {"b", "3"}}));
+  const KvStore::Stats before = store_.stats();
+  EXPECT_EQ(store_.PrepareMergeCopy("r", "\x05garbage").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_.PrepareMergeCopy("", Record({{"a", "1"}})).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_.stats().arena_used_bytes, before.arena_used_bytes);
+  EXPECT_EQ(store_.Get("r")->bytes, Record({{"a", "2"}, {"b", "3"}}));
+}
+
 }  // namespace
 }  // namespace unloadkv::server

@@ -32,11 +32,14 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry) {
   }
   auto& writes = prometheus::BuildCounter()
                      .Name("unloadkv_value_writes_total")
-                     .Help("Value writes named by PUT requests, by the path the client posted")
+                     .Help(
+                         "Values PUT requests published, by the path the client posted them on "
+                         "(inline: in the PUT)")
                      .Register(*registry);
   value_writes_[proto::PATH_UNKNOWN] = &writes.Add({{"path", "unknown"}});
   value_writes_[proto::OFFLOAD] = &writes.Add({{"path", "offload"}});
   value_writes_[proto::UNLOAD] = &writes.Add({{"path", "unload"}});
+  value_writes_[proto::INLINE] = &writes.Add({{"path", "inline"}});
   auto gauge = [&](const char* name, const char* help) {
     return &prometheus::BuildGauge().Name(name).Help(help).Register(*registry).Add({});
   };
@@ -91,7 +94,7 @@ void ServerMetrics::OnRpc(proto::Method method, const absl::Status& status,
 
 void ServerMetrics::OnValueWrite(proto::WritePath path) {
   const int p = static_cast<int>(path);
-  value_writes_[p >= 0 && p < 3 ? p : 0]->Increment();
+  value_writes_[p >= 0 && p < 4 ? p : 0]->Increment();
 }
 
 void ServerMetrics::SetArena(uint64_t used_bytes, uint64_t free_bytes) {

@@ -2,8 +2,9 @@
 // in one registry:
 //   unloadkv_rpc_requests_total{method,code}     requests answered, by canonical code name
 //   unloadkv_rpc_latency_seconds{method}         histogram, arrival to reply
-//   unloadkv_value_writes_total{path}            value writes named by PUTs, by the path the
-//                                                client posted them on (offload|unload|unknown)
+//   unloadkv_value_writes_total{path}            values PUTs published, by the path the client
+//                                                posted them on (offload|unload|unknown), or
+//                                                inline (in the PUT itself, no value write)
 //   unloadkv_arena_used_bytes, unloadkv_arena_free_bytes, unloadkv_keys, unloadkv_connections
 //   unloadkv_connections_accepted_total          connections that completed admission
 //   unloadkv_connections_refused_total{reason}   admission attempts given up on, by reason:
@@ -66,7 +67,7 @@ class ServerMetrics {
   // under a lock, which the request path need not pay every time.
   std::atomic<prometheus::Counter*> request_counters_[kMethods][kCodes] = {};
   prometheus::Histogram* latency_[kMethods];
-  prometheus::Counter* value_writes_[3];
+  prometheus::Counter* value_writes_[4];  // by proto::WritePath
   prometheus::Gauge* arena_used_;
   prometheus::Gauge* arena_free_;
   prometheus::Gauge* keys_;

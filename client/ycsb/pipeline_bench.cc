@@ -5,6 +5,7 @@
 // latency p50/p99 (issue to completion).
 //   pipeline_bench --unloadkv=127.0.0.1:7070 --redis=127.0.0.1:6379 [--ops=200000]
 //                  [--depths=1,16,64] [--sizes=100,1024] [--keys=10000] [--csv=FILE]
+//                  [--policy=adaptive[,inline:N]]
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
@@ -28,6 +29,8 @@
 
 DEFINE_string(unloadkv, "", "kvserver address host:port (empty: skip unloadkv)");
 DEFINE_string(redis, "", "redis-server address host:port (empty: skip Redis)");
+DEFINE_string(policy, "adaptive",
+              "unloadkv's value path policy (ClientOptions::policy, e.g. adaptive,inline:4096)");
 DEFINE_uint64(ops, 200000, "completed requests per (system, operation, size, depth)");
 DEFINE_string(depths, "1,16,64", "requests in flight");
 DEFINE_string(sizes, "100,1024", "value bytes");
@@ -175,6 +178,7 @@ absl::StatusOr<std::unique_ptr<AsyncStore>> Open(const std::string& system, int 
   if (system == "unloadkv") {
     ClientOptions o;
     o.server = FLAGS_unloadkv;
+    o.policy = FLAGS_policy;
     o.max_in_flight = std::max(depth, 1);
     o.caller_progress = true;
     absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(o);

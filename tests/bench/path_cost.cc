@@ -9,7 +9,8 @@
 //   * the stack on loopback, with the time and allocations of the client's threads and the
 //     server's apart (from /proc/self/task/*/stat and the allocator's per-thread counts): an
 //     RPC echo over two engines on soft RNICs (the transport and RPC layers, kernel included),
-//     then the SDK against an in-process kvserver, GET and PUT at 1 and at --depth in flight.
+//     then the SDK against an in-process kvserver, GET and PUT at 1 and at --depth in flight,
+//     and PUT with the value inline (policy adaptive,inline:4096).
 // The loopback rows' CPU includes the kernel's TCP path (the "sys" columns); "user" is the
 // process's own code. One run prints all rows; compare runs of the same build side by side.
 #include <unistd.h>
@@ -366,7 +367,38 @@ void RpcEcho() {
   (*eb)->Stop();
 }
 
-// The SDK (caller_progress, as YCSB and pipeline_bench run it) against an in-process kvserver.
+// Pipelined as pipeline_bench drives it: issue in a batch while below the depth, then wait.
+bool Pipelined(Client& client, bool put, const std::vector<std::string>& keys,
+               const std::string& value, uint64_t ops) {
+  uint64_t issued = 0, completed = 0;
+  bool failed = false;
+  while (completed < ops && !failed) {
+    {
+      Client::Batch batch = client.BeginBatch();
+      while (issued < ops && issued - completed < FLAGS_depth) {
+        const std::string& k = keys[issued++ % keys.size()];
+        if (put) {
+          client.PutAsync(k, value, [&](absl::StatusOr<uint64_t> v) {
+            ++completed;
+            failed |= !v.ok();
+          });
+        } else {
+          client.GetAsync(k, [&](absl::StatusOr<std::string> v) {
+            ++completed;
+            failed |= !v.ok();
+          });
+        }
+      }
+    }
+    const uint64_t before = completed;
+    client.Wait([&] { return completed > before || failed; });
+  }
+  return !failed;
+}
+
+// The SDK (caller_progress, as YCSB and pipeline_bench run it) against an in-process kvserver:
+// PUT and GET at 1 and at --depth in flight, and PUT again from a second client whose policy
+// sends the value inline (adaptive,inline:4096: no grant, no value write).
 void Sdk() {
   LoopbackHeader(
       absl::StrCat("SDK + kvserver on loopback: ", FLAGS_value_size, " B values").c_str());
@@ -385,65 +417,51 @@ void Sdk() {
   co.caller_progress = true;
   co.max_in_flight = static_cast<int>(FLAGS_depth);
   absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(co);
-  if (!c.ok()) {
+  co.policy = "adaptive,inline:4096";
+  absl::StatusOr<std::unique_ptr<Client>> ci =
+      c.ok() ? Client::Connect(co) : absl::StatusOr<std::unique_ptr<Client>>(c.status());
+  if (!c.ok() || !ci.ok()) {
     stop = true;
     loop.join();
-    return (void)std::printf("client: %s\n", c.status().ToString().c_str());
+    return (void)std::printf("client: %s\n", (c.ok() ? ci : c).status().ToString().c_str());
   }
   Sides sides;
   sides.server = Without(t1, t0);
   sides.client = Without(ThreadIdsNow(), t1);
   sides.client.insert(static_cast<pid_t>(gettid()));
-  Client& client = **c;
   const std::string value(FLAGS_value_size, 'v');
   std::vector<std::string> keys;
   for (uint64_t i = 0; i < FLAGS_keys; ++i) keys.push_back(absl::StrFormat("user%08d", i));
   for (const std::string& k : keys) {
-    if (!client.Put(k, value).ok()) break;
+    if (!(*c)->Put(k, value).ok()) break;
   }
   const uint64_t ops = FLAGS_ops;
-  Loopback("PUT, 1 in flight", sides, ops, [&] {
-    for (uint64_t i = 0; i < ops; ++i) {
-      if (!client.Put(keys[i % keys.size()], value).ok()) return false;
-    }
-    return true;
-  });
-  Loopback("GET, 1 in flight", sides, ops, [&] {
-    for (uint64_t i = 0; i < ops; ++i) {
-      if (!client.Get(keys[i % keys.size()]).ok()) return false;
-    }
-    return true;
-  });
-  // Pipelined as pipeline_bench drives it: issue in a batch while below the depth, then wait.
-  for (const bool put : {true, false}) {
-    Loopback(absl::StrCat(put ? "PUT, " : "GET, ", FLAGS_depth, " in flight"), sides, ops, [&] {
-      uint64_t issued = 0, completed = 0;
-      bool failed = false;
-      while (completed < ops && !failed) {
-        {
-          Client::Batch batch = client.BeginBatch();
-          while (issued < ops && issued - completed < FLAGS_depth) {
-            const std::string& k = keys[issued++ % keys.size()];
-            if (put) {
-              client.PutAsync(k, value, [&](absl::StatusOr<uint64_t> v) {
-                ++completed;
-                failed |= !v.ok();
-              });
-            } else {
-              client.GetAsync(k, [&](absl::StatusOr<std::string> v) {
-                ++completed;
-                failed |= !v.ok();
-              });
-            }
-          }
-        }
-        const uint64_t before = completed;
-        client.Wait([&] { return completed > before || failed; });
+  const bool inline_fits = FLAGS_value_size <= 4096;
+  for (Client* client : {c->get(), inline_fits ? ci->get() : nullptr}) {
+    if (client == nullptr) continue;
+    Loopback(client == c->get() ? "PUT, 1 in flight" : "PUT inline, 1 in flight", sides, ops, [&] {
+      for (uint64_t i = 0; i < ops; ++i) {
+        if (!client->Put(keys[i % keys.size()], value).ok()) return false;
       }
-      return !failed;
+      return true;
     });
   }
+  Loopback("GET, 1 in flight", sides, ops, [&] {
+    for (uint64_t i = 0; i < ops; ++i) {
+      if (!(*c)->Get(keys[i % keys.size()]).ok()) return false;
+    }
+    return true;
+  });
+  Loopback(absl::StrCat("PUT, ", FLAGS_depth, " in flight"), sides, ops,
+           [&] { return Pipelined(**c, true, keys, value, ops); });
+  if (inline_fits) {
+    Loopback(absl::StrCat("PUT inline, ", FLAGS_depth, " in flight"), sides, ops,
+             [&] { return Pipelined(**ci, true, keys, value, ops); });
+  }
+  Loopback(absl::StrCat("GET, ", FLAGS_depth, " in flight"), sides, ops,
+           [&] { return Pipelined(**c, false, keys, value, ops); });
   c->reset();
+  ci->reset();
   stop = true;
   loop.join();
 }

@@ -182,6 +182,52 @@ TEST_P(ClientTest, ValueWritesTakeThePathThePolicyPicks) {
   EXPECT_EQ(st->unload_writes, 50u);
 }
 
+// With ",inline:N" a value (or a merge's update) of at most N bytes travels in the PUT: no
+// value write at all (the engine and the server count none), while larger ones still go
+// through the engine; every value reads back, and inline PUTs of one key apply in issue order.
+TEST_P(ClientTest, SmallValuesTravelInlineWhenThePolicySaysSo) {
+  auto c = Connect("offload,inline:64");
+  ASSERT_TRUE(c);
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(c->Put(absl::StrCat("s", i), "payload").ok());
+  ASSERT_TRUE(c->Put("edge", std::string(64, 'e')).ok());
+  EXPECT_EQ(c->write_stats().offload + c->write_stats().unload, 0u);
+  absl::StatusOr<ServerStats> st = c->Stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->offload_writes + st->unload_writes, 0u);
+  std::string small, large;
+  proto::AppendField("f", "1", &small);                    // 10 bytes: inline
+  proto::AppendField("g", std::string(60, 'g'), &large);  // 69 bytes: a grant
+  ASSERT_TRUE(c->MergeFields("rec", small).ok());
+  EXPECT_EQ(c->write_stats().offload + c->write_stats().unload, 0u);
+  ASSERT_TRUE(c->Put("large", std::string(65, 'l')).ok());
+  ASSERT_TRUE(c->MergeFields("rec", large).ok());
+  WriteStats w;
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  c->Wait([&] {
+    w = c->write_stats();
+    return w.offload >= 2 || absl::Now() > deadline;
+  });
+  EXPECT_EQ(w.offload, 2u);
+  EXPECT_EQ(c->Get("s49").value(), "payload");
+  EXPECT_EQ(c->Get("edge").value(), std::string(64, 'e'));
+  EXPECT_EQ(c->Get("large").value(), std::string(65, 'l'));
+  EXPECT_EQ(c->Get("rec").value(), small + large);
+  std::atomic<int> left{200};
+  for (int i = 0; i < 200; ++i) {
+    c->Wait([&] { return 200 - left.load() > i - 48; });  // at most 48 in flight
+    c->PutAsync("ordered", absl::StrCat("v", i), [&](absl::StatusOr<uint64_t> v) {
+      EXPECT_TRUE(v.ok()) << v.status();
+      left.fetch_sub(1);
+    });
+  }
+  c->Wait([&] { return left.load() == 0; });
+  EXPECT_EQ(c->Get("ordered").value(), "v199");
+  ClientOptions o;
+  o.server = server_->address();
+  o.policy = "adaptive,inline:4097";
+  EXPECT_EQ(Client::Connect(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_P(ClientTest, ConnectingToNothingIsAClearError) {
   ClientOptions o;
   o.server = "127.0.0.1:1";

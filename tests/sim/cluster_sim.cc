@@ -61,6 +61,10 @@ DEFINE_bool(trace, false,
 DEFINE_double(workload_seconds, 20, "virtual seconds of client operations and faults per run");
 DEFINE_int32(clients, 3, "client participants per run (1..16)");
 DEFINE_int32(keys, 64, "keys the clients operate on (1..1000)");
+DEFINE_uint32(inline_bytes, 0,
+              "clients send a value of at most this many bytes inline in its PUT (their "
+              "policy's \",inline:N\", 0..4096); values are c<client>-<n>, so 5 sends a "
+              "client's first 100 PUTs inline and the rest through the engine");
 DEFINE_bool(durable, false,
             "nodes log to simulated disks (--fsync=always), and the faults include a power loss "
             "of every node and a full disk (docs/durability.md)");
@@ -812,6 +816,7 @@ class SimRun {
     o.timeout = absl::Seconds(1);
     o.failover_timeout = absl::Seconds(10);
     o.policy = out_.shape.policy;
+    if (FLAGS_inline_bytes > 0) absl::StrAppend(&o.policy, ",inline:", FLAGS_inline_bytes);
     return o;
   }
 
@@ -1171,6 +1176,10 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr,
                  "cluster_sim: --clients must be in 1..16, --keys in 1..1000, "
                  "--workload_seconds in (0, 3600]\n");
+    return 2;
+  }
+  if (FLAGS_inline_bytes > 4096) {
+    std::fprintf(stderr, "cluster_sim: --inline_bytes must be in 0..4096\n");
     return 2;
   }
   if (FLAGS_lost_answers && !FLAGS_moves) {

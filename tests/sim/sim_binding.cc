@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/value_policy.h"
 #include "client/ycsb/measurements.h"
 #include "client/ycsb/unloadkv_db.h"
 #include "proto/limits.h"
@@ -72,7 +73,12 @@ class PhaseDb : public CheckedDb {
 absl::StatusOr<SimOptions> ReadSimOptions(const Properties& p, const WorkloadConfig& c) {
   SimOptions o;
   o.policy = p.GetString("unloadkv.policy", "adaptive");
-  if (absl::StatusOr<std::unique_ptr<engine::PathPolicy>> pol = engine::MakePolicy(o.policy);
+  absl::StatusOr<client_internal::ValuePolicy> values = client_internal::ParseValuePolicy(o.policy);
+  if (!values.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("unloadkv.policy: ", values.status().message()));
+  }
+  if (absl::StatusOr<std::unique_ptr<engine::PathPolicy>> pol =
+          engine::MakePolicy(values->engine_policy);
       !pol.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("unloadkv.policy: ", pol.status().message()));
   }
@@ -113,7 +119,8 @@ absl::StatusOr<SimOptions> ReadSimOptions(const Properties& p, const WorkloadCon
   absl::StatusOr<bool> protection = p.GetBool("sim.memory_protection", true);
   if (!protection.ok()) return protection.status();
   o.world.server.memory_protection = *protection;
-  o.world.server.policy = o.policy;  // writes the server initiates (none on a single node)
+  // Writes the server initiates (none on a single node): the engine's part of the policy.
+  o.world.server.policy = values->engine_policy;
   o.world.server.max_connections = 2048;
   return o;
 }

@@ -10,13 +10,16 @@
 #   bazel run -c opt //tests/ycsb:compare -- [--records N] [--ops N] [--threads N] [--runs 3]
 #                                             [--workloads a,b,c,e,f] [--sweep 1,4,8,16,64]
 #                                             [--sweep_workload a] [--pipeline_ops N] [--out DIR]
+#                                             [--policy adaptive[,inline:N]]
 # The pipelined table: one client with 1, 16 and 64 requests in flight, GET and SET of 100 B
 # and 1 KiB, unloadkv's async SDK and Redis's pipelining through one driver
 # (client/ycsb/pipeline_bench.cc; --pipeline_ops 0 skips it).
 # The thread sweep runs one workload at each client thread count against every system
 # (--sweep none skips it). --auth also runs a second kvserver with an auth file (its clients
 # prove a user; docs/security.md) right after the plain one in every run of every workload,
-# and the table gains its throughput over the plain one's (authentication's cost).
+# and the table gains its throughput over the plain one's (authentication's cost). --policy is
+# unloadkv's value path policy (ClientOptions::policy; ",inline:N" sends values of at most N
+# bytes in the PUT itself), for every unloadkv client of the run.
 set -euo pipefail
 
 RECORDS=20000
@@ -29,6 +32,7 @@ SWEEP=1,4,8,16,64
 SWEEP_WORKLOAD=a
 PIPELINE_OPS=100000
 AUTH=0
+POLICY=adaptive
 OUT=${BUILD_WORKSPACE_DIRECTORY:-$PWD}/ycsb-compare
 while (($#)); do
   case "$1" in
@@ -43,6 +47,7 @@ while (($#)); do
     --pipeline_ops) PIPELINE_OPS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --auth) AUTH=1; shift ;;
+    --policy) POLICY=$2; shift 2 ;;
     *) echo "compare: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -162,7 +167,7 @@ for w in ${WORKLOADS//,/ }; do
     common=(-P "$WL/workload$w" -p recordcount="$RECORDS" -p operationcount="$ops"
             -threads "$THREADS" -p hdrhistogram.percentiles=50,95,99
             -p redis.port="$REDIS_PORT" -p unloadkv.server=127.0.0.1:$KV_PORT
-            -p memcached.port="$MC_PORT" -p echo.port="$ECHO_PORT")
+            -p unloadkv.policy="$POLICY" -p memcached.port="$MC_PORT" -p echo.port="$ECHO_PORT")
     binding=$store
     if [[ $store == unloadkv_auth ]]; then
       binding=unloadkv
@@ -289,7 +294,7 @@ if ((PIPELINE_OPS > 0)); then
   start_servers
   log "pipelined: 1, 16, 64 in flight, $PIPELINE_OPS requests each"
   "$PIPELINE_BENCH" --unloadkv=127.0.0.1:$KV_PORT --redis=127.0.0.1:$REDIS_PORT \
-    --ops="$PIPELINE_OPS" --csv="$OUT/ycsb-pipeline.csv" | tee "$OUT/ycsb-pipeline.txt"
+    --policy="$POLICY" --ops="$PIPELINE_OPS" --csv="$OUT/ycsb-pipeline.csv" | tee "$OUT/ycsb-pipeline.txt"
   stop_servers
   log "wrote $OUT/ycsb-pipeline.txt, $OUT/ycsb-pipeline.csv"
 fi
@@ -304,8 +309,8 @@ for t in ${SWEEP//,/ }; do
   for store in echo redis memcached unloadkv; do
     common=(-P "$WL/workload$SWEEP_WORKLOAD" -p recordcount="$RECORDS" -p operationcount="$OPS"
             -p hdrhistogram.percentiles=50,99 -p redis.port="$REDIS_PORT"
-            -p unloadkv.server=127.0.0.1:$KV_PORT -p memcached.port="$MC_PORT"
-            -p echo.port="$ECHO_PORT")
+            -p unloadkv.server=127.0.0.1:$KV_PORT -p unloadkv.policy="$POLICY"
+            -p memcached.port="$MC_PORT" -p echo.port="$ECHO_PORT")
     log "sweep: $t threads, $store"
     "$YCSB" load "$store" "${common[@]}" -threads 8 >"$WORK/sweep-load.txt"
     r=$WORK/sweep-$t-$store.txt
