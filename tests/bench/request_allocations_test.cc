@@ -40,6 +40,9 @@ constexpr double kNoiseRequests = 100;  // "zero": fewer than one per this many 
 constexpr double kServerPutBudget = 1.9;  // (1.06, 0.66)
 constexpr double kClientGetBudget = 5.9;  // (5.00, 3.51)
 constexpr double kClientPutBudget = 4.5;  // (3.63, 3.67)
+// A PUT whose value travels inline (policy adaptive,inline:4096; its server side allocates
+// nothing, as a GET's): no grant, no value write.
+constexpr double kClientInlinePutBudget = 3.9;  // (3.00, 1.51)
 
 struct PerRequest {
   double client = 0, server = 0;
@@ -63,18 +66,25 @@ class RequestAllocationsTest : public ::testing::Test {
     // admits connections and refreshes gauges on its own clock, is counted on neither side.
     server_threads_ = Without(ThreadIdsNow(), t0);
     loop_ = std::thread([this] { server_->Run(stop_); });
+    ConnectClient("adaptive");
+    for (int i = 0; i < 1000; ++i) keys_.push_back(absl::StrFormat("user%08d", i));
+    for (const std::string& k : keys_) ASSERT_TRUE(client_->Put(k, value_).ok());
+  }
+
+  // (Re)connects client_ with `policy`; its threads, and this one, are the client's side.
+  void ConnectClient(const std::string& policy) {
+    client_.reset();
     const std::set<pid_t> t1 = ThreadIdsNow();
     ClientOptions co;
     co.server = server_->address();
     co.caller_progress = true;
     co.max_in_flight = 64;
+    co.policy = policy;
     absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(co);
     ASSERT_TRUE(c.ok()) << c.status();
     client_ = std::move(*c);
     client_threads_ = Without(ThreadIdsNow(), t1);
     client_threads_.insert(static_cast<pid_t>(gettid()));
-    for (int i = 0; i < 1000; ++i) keys_.push_back(absl::StrFormat("user%08d", i));
-    for (const std::string& k : keys_) ASSERT_TRUE(client_->Put(k, value_).ok());
   }
 
   void TearDown() override {
@@ -162,6 +172,15 @@ TEST_F(RequestAllocationsTest, ClientStaysWithinItsBudget) {
   for (uint64_t depth : {1, 64}) {
     EXPECT_LE(Measure(/*put=*/false, depth).client, kClientGetBudget) << depth;
     EXPECT_LE(Measure(/*put=*/true, depth).client, kClientPutBudget) << depth;
+  }
+}
+
+TEST_F(RequestAllocationsTest, InlinePutsStayWithinTheirBudgets) {
+  ConnectClient("adaptive,inline:4096");
+  for (uint64_t depth : {1, 64}) {
+    const PerRequest r = Measure(/*put=*/true, depth);
+    EXPECT_LT(r.server, 1 / kNoiseRequests) << depth;
+    EXPECT_LE(r.client, kClientInlinePutBudget) << depth;
   }
 }
 
