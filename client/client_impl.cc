@@ -96,8 +96,12 @@ absl::Status NodeClient::UseDevice() {
     clock_ = embedded->clock;
     return absl::OkStatus();
   }
-  auto device = backends::OpenDevice(
-      backends::DeviceSpec::For(options_.transport, options_.soft_host, options_.verbs_device));
+  backends::DeviceSpec spec =
+      backends::DeviceSpec::For(options_.transport, options_.soft_host, options_.verbs_device);
+  // The caller waits for an answer, then sends its next request: that request carries the
+  // answer's ACK (soft), which would otherwise go in a packet of its own.
+  spec.hold_acks_until_wait = options_.caller_progress;
+  auto device = backends::OpenDevice(spec);
   if (!device.ok()) return device.status();
   owned_device_ = std::move(*device);
   device_ = owned_device_.get();

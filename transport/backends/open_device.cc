@@ -11,6 +11,7 @@ absl::StatusOr<std::unique_ptr<rnic::Device>> OpenDevice(const DeviceSpec& spec)
     soft::SoftDevice::Options o;
     o.listen_host = spec.soft_host;
     o.defer_acks = spec.defer_acks;
+    o.hold_acks_until_wait = spec.hold_acks_until_wait;
     auto d = soft::SoftDevice::Create(o);
     if (!d.ok()) return d.status();
     return std::unique_ptr<rnic::Device>(std::move(*d));

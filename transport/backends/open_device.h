@@ -23,6 +23,8 @@ struct DeviceSpec {
   // defer_acks), so that answers posted meanwhile carry them. For an engine whose workers
   // answer the messages they receive in the same batch (kvserver).
   bool defer_acks = false;
+  // soft: SoftDevice::Options::hold_acks_until_wait. For a caller-driven client.
+  bool hold_acks_until_wait = false;
 
   // The spec of a binary's --transport, soft host and verbs device flags.
   static DeviceSpec For(std::string transport, std::string soft_host, std::string verbs_device) {

@@ -175,7 +175,7 @@ struct QpCore {
 class Nic : public std::enable_shared_from_this<Nic> {
  public:
   Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thread_mode,
-      bool defer_acks);
+      bool defer_acks, bool hold_acks_until_wait);
   ~Nic();
 
   void StartThread();
@@ -359,7 +359,8 @@ class Nic : public std::enable_shared_from_this<Nic> {
   const std::string address_;
   const rnic::DeviceLimits limits_;
   const bool thread_mode_;
-  const bool defer_acks_;
+  const bool defer_acks_;               // SoftDevice::Options::defer_acks or the next
+  const bool hold_acks_until_wait_;     // SoftDevice::Options::hold_acks_until_wait
   std::atomic<bool> acks_owed_{false};  // ack_soon_ may be non-empty
   // Lines a remote peer can trigger at will (bad streams, late HELLOs): at most one a second.
   ThrottledLog peer_log_{absl::Seconds(1)};

@@ -41,7 +41,7 @@ int Nic::ProgressHeld(absl::Duration max_wait) {
           ? 0
           : static_cast<int>(std::min<int64_t>(
                 absl::ToInt64Milliseconds(max_wait + absl::Microseconds(999)), 1 << 30));
-  if (acks_owed_.load(std::memory_order_acquire)) {
+  if (acks_owed_.load(std::memory_order_acquire) && (timeout_ms > 0 || !hold_acks_until_wait_)) {
     MutexLock l(&mu_);  // an owner that did not flush: they go before this waits
     SendOwedAcks();
     FlushDirty();

@@ -204,6 +204,12 @@ void Nic::AckOrDelay(QpCore* qp) {
       qp->in_ack_soon = true;
       ack_soon_.push_back(qp);
       acks_owed_.store(true, std::memory_order_release);
+      // Held until the owner waits: an owner that only busy-polls gets it out at the delayed
+      // ACK's deadline, as the timer of any Progress.
+      if (hold_acks_until_wait_ && qp->ack_deadline == absl::InfiniteFuture()) {
+        qp->ack_deadline = absl::Now() + kDelayedAck;
+        ArmTimerFor(qp->ack_deadline);
+      }
     }
   } else if (qp->ack_deadline == absl::InfiniteFuture()) {
     qp->ack_deadline = absl::Now() + kDelayedAck;
@@ -221,7 +227,7 @@ void Nic::SendOwedAcks() {
 }
 
 void Nic::FlushDeferred() {
-  if (!acks_owed_.load(std::memory_order_acquire)) return;
+  if (hold_acks_until_wait_ || !acks_owed_.load(std::memory_order_acquire)) return;
   MutexLock l(&mu_);
   SendOwedAcks();
   FlushDirty();

@@ -138,7 +138,7 @@ class SoftQueuePair : public rnic::QueuePair {
 // ---------------------------------------------------------------------------- Nic
 
 Nic::Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thread_mode,
-         bool defer_acks)
+         bool defer_acks, bool hold_acks_until_wait)
     : listen_fd_(listen_fd),
       epfd_(epoll_create1(EPOLL_CLOEXEC)),
       timer_fd_(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)),
@@ -146,7 +146,8 @@ Nic::Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thr
       address_(std::move(address)),
       limits_(limits),
       thread_mode_(thread_mode),
-      defer_acks_(defer_acks) {
+      defer_acks_(defer_acks || hold_acks_until_wait),
+      hold_acks_until_wait_(hold_acks_until_wait) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = nullptr;  // listener
@@ -389,7 +390,8 @@ absl::StatusOr<std::unique_ptr<SoftDevice>> SoftDevice::Create(const Options& op
   char host[INET_ADDRSTRLEN];
   inet_ntop(AF_INET, &bound.sin_addr, host, sizeof(host));
   auto nic = std::make_shared<Nic>(fd, absl::StrCat(host, ":", ntohs(bound.sin_port)),
-                                   options.limits, options.progress_thread, options.defer_acks);
+                                   options.limits, options.progress_thread, options.defer_acks,
+                                   options.hold_acks_until_wait);
   nic->StartThread();
   return std::unique_ptr<SoftDevice>(new SoftDevice(std::move(nic)));
 }

@@ -42,6 +42,13 @@ class SoftDevice : public rnic::Device {
     // request and answer. Only for owners that call FlushDeferred after handling each batch
     // of completions (the write engine does); otherwise the ACK waits for the next Progress.
     bool defer_acks = false;
+    // Like defer_acks, and FlushDeferred and Progress calls that do not wait leave the held
+    // ACKs too: they go with the QP's next request, or before a Progress that may wait (its
+    // owner is about to sleep), whichever comes first. For a caller-driven owner that issues
+    // its next request right after the answer it waited for (the SDK's caller_progress):
+    // that request carries the ACK of the answer, which would otherwise leave alone, in a
+    // packet of its own, for every answer the peer asked an ACK for.
+    bool hold_acks_until_wait = false;
     rnic::DeviceLimits limits;
   };
 

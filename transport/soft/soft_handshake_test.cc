@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -28,11 +29,12 @@ struct Endpoint {
   std::unique_ptr<rnic::MemoryRegion> mr;
 
   // `progress_thread`: the device progresses on its own (else only when its owner drives it).
-  // `defer_acks`: SoftDevice::Options::defer_acks.
-  void Init(bool progress_thread = false, bool defer_acks = false) {
+  // `defer_acks`, `hold_acks`: SoftDevice::Options::defer_acks, hold_acks_until_wait.
+  void Init(bool progress_thread = false, bool defer_acks = false, bool hold_acks = false) {
     SoftDevice::Options o;
     o.progress_thread = progress_thread;
     o.defer_acks = defer_acks;
+    o.hold_acks_until_wait = hold_acks;
     absl::StatusOr<std::unique_ptr<SoftDevice>> d = SoftDevice::Create(o);
     ASSERT_TRUE(d.ok()) << d.status();
     device = std::move(*d);
@@ -203,6 +205,78 @@ TEST(SoftHandshakeTest, DeferredAcksLeaveWithTheAnswerOrOnFlush) {
   }
   std::sort(ids.begin(), ids.end());
   EXPECT_EQ(ids, (std::vector<uint64_t>{3, 11}));
+}
+
+// With hold_acks_until_wait, an ACK the requester asked for stays held through FlushDeferred
+// and Progress calls that do not wait: it leaves with the responder's next request, before a
+// Progress that may wait, or, for an owner that only busy-polls, at the delayed ACK's deadline.
+TEST(SoftHandshakeTest, HeldAcksLeaveWithTheNextRequestOrBeforeAWait) {
+  Endpoint a, b;
+  a.Init(/*progress_thread=*/true);
+  b.Init(/*progress_thread=*/false, /*defer_acks=*/false, /*hold_acks=*/true);
+  ASSERT_TRUE(a.qp->Connect(b.qp->local_attributes()).ok());
+  ASSERT_TRUE(b.qp->Connect(a.qp->local_attributes()).ok());
+  auto sge = [](Endpoint& e, size_t at) {
+    return rnic::ScatterGatherEntry{reinterpret_cast<uint64_t>(e.buffer.data() + at), 64,
+                                    e.mr->lkey()};
+  };
+  for (uint64_t id : {1, 2, 3}) {
+    ASSERT_TRUE(b.qp->PostRecv(rnic::MakeRecv(id, sge(b, 64 * id))).ok());
+  }
+  ASSERT_TRUE(a.qp->PostRecv(rnic::MakeRecv(9, sge(a, 0))).ok());
+  auto a_completion = [&](absl::Duration within) -> std::optional<rnic::WorkCompletion> {
+    rnic::WorkCompletion wc;
+    for (const absl::Time end = absl::Now() + within; absl::Now() < end;) {
+      if (a.cq->Poll({&wc, 1}) == 1) return wc;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return std::nullopt;
+  };
+  // 1. Held through FlushDeferred and a Progress that does not wait; the next request carries it.
+  ASSERT_TRUE(a.qp->PostSend(rnic::MakeSend(10, sge(a, 128))).ok());
+  absl::StatusOr<rnic::WorkCompletion> got =
+      rnic::WaitForCompletion(*b.device, *b.cq, absl::Seconds(5));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->wr_id, 1u);
+  b.device->FlushDeferred();
+  b.device->Progress(absl::ZeroDuration());
+  EXPECT_FALSE(a_completion(absl::Milliseconds(100)).has_value()) << "the ACK left alone";
+  rnic::SendWorkRequest request = rnic::MakeSend(20, sge(b, 512));
+  request.signaled = false;
+  ASSERT_TRUE(b.qp->PostSend({&request, 1}).ok());
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 2; ++i) {
+    std::optional<rnic::WorkCompletion> wc = a_completion(absl::Seconds(5));
+    ASSERT_TRUE(wc.has_value());
+    EXPECT_EQ(wc->status, rnic::WcStatus::kSuccess);
+    ids.push_back(wc->wr_id);
+  }
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<uint64_t>{9, 10}));
+  // 2. A Progress that may wait sends it first.
+  ASSERT_TRUE(a.qp->PostSend(rnic::MakeSend(11, sge(a, 128))).ok());
+  got = rnic::WaitForCompletion(*b.device, *b.cq, absl::Seconds(5));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->wr_id, 2u);
+  EXPECT_FALSE(a_completion(absl::Milliseconds(20)).has_value());
+  b.device->Progress(absl::Milliseconds(1));
+  std::optional<rnic::WorkCompletion> wc = a_completion(absl::Seconds(5));
+  ASSERT_TRUE(wc.has_value());
+  EXPECT_EQ(wc->wr_id, 11u);
+  // 3. An owner that only busy-polls: the delayed ACK's deadline.
+  ASSERT_TRUE(a.qp->PostSend(rnic::MakeSend(12, sge(a, 128))).ok());
+  got = rnic::WaitForCompletion(*b.device, *b.cq, absl::Seconds(5));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->wr_id, 3u);
+  const absl::Time t0 = absl::Now();
+  wc.reset();
+  while (!wc.has_value() && absl::Now() - t0 < absl::Seconds(5)) {
+    b.device->Progress(absl::ZeroDuration());
+    rnic::WorkCompletion c;
+    if (a.cq->Poll({&c, 1}) == 1) wc = c;
+  }
+  ASSERT_TRUE(wc.has_value()) << "the held ACK never left";
+  EXPECT_EQ(wc->wr_id, 12u);
 }
 
 }  // namespace
