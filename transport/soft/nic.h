@@ -359,7 +359,8 @@ class Nic : public std::enable_shared_from_this<Nic> {
   const std::string address_;
   const rnic::DeviceLimits limits_;
   const bool thread_mode_;
-  const bool defer_acks_;               // SoftDevice::Options::defer_acks or the next
+  const bool defer_acks_;  // SoftDevice::Options::defer_acks, or hold_acks_until_wait (which
+                           // holds them longer still)
   const bool hold_acks_until_wait_;     // SoftDevice::Options::hold_acks_until_wait
   std::atomic<bool> acks_owed_{false};  // ack_soon_ may be non-empty
   // Lines a remote peer can trigger at will (bad streams, late HELLOs): at most one a second.
