@@ -184,8 +184,9 @@ void NodeClient::StoreAsync(absl::string_view key, absl::string_view value, PutD
   if (absl::Status st = proto::CheckKey(key); !st.ok()) return done(st);
   if (absl::Status st = proto::CheckValueSize(value.size()); !st.ok()) return done(st);
   if (conn_->failed()) return done(client_internal::NotSent(ConnectionError()));
-  if (value.size() <= inline_put_bytes_)
-    return PutInline(shard, key, value, merge, std::move(done));
+  if (value.size() <= inline_put_bytes_) {
+    return PutInline(shard, key, value, merge, std::move(done));  // the policy's ",inline:N"
+  }
   // A pooled grant (the usual case): the value goes now, with no copy of the key and value
   // and no closure to hold them until a grant arrives.
   if (std::optional<proto::SlotGrant> g =
