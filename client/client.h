@@ -85,9 +85,9 @@ struct ClientOptions {
   std::string transport = "soft";       // soft | verbs; must match the server
   std::string soft_host = "127.0.0.1";  // soft: the address the server reaches this client on
   std::string verbs_device;
-  // Path policy of value writes: offload, unload, adaptive, split:F; with ",inline:N" (N at
-  // most 4096) a Put of at most N bytes carries its value in the PUT message instead, no grant
-  // and no value write (docs/kv.md, "Inline PUTs").
+  // Path policy of value writes: offload, unload, adaptive, split:F, unload_after:N; with
+  // ",inline:N" (N at most 4096) a Put of at most N bytes carries its value in the PUT message
+  // instead, no grant and no value write (docs/kv.md, "Inline PUTs").
   std::string policy = "adaptive";
   int max_in_flight = 64;                     // requests outstanding on the connection (1..1024)
   absl::Duration timeout = absl::Seconds(5);  // per request, and for Connect as a whole

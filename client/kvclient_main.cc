@@ -65,9 +65,10 @@
 
 DEFINE_string(server, "127.0.0.1:7070", "kvserver address (its --listen)");
 DEFINE_string(transport, "soft", "RNIC backend: soft or verbs (must match the server)");
-DEFINE_string(policy, "adaptive",
-              "path policy for value writes: offload, unload, adaptive, "
-              "split:F; with ,inline:N a PUT of at most N (0..4096) bytes carries its value");
+DEFINE_string(
+    policy, "adaptive",
+    "path policy for value writes: offload, unload, adaptive, "
+    "split:F, unload_after:N; with ,inline:N a PUT of at most N (0..4096) bytes carries its value");
 DEFINE_int32(timeout_ms, 5000, "per-request timeout");
 DEFINE_uint32(limit, 100, "scan: keys per page (1..1000)");
 DEFINE_uint64(ops, 100000, "load: operations to run");

@@ -1,7 +1,8 @@
 // The value path policy of a client connection (ClientOptions::policy): the engine's path
 // policy for value writes, and optionally which PUTs carry their value inline instead.
 //
-//   POLICY[,inline:N]   POLICY: offload | unload | adaptive | split:F (engine::MakePolicy)
+//   POLICY[,inline:N]   POLICY: offload | unload | adaptive | split:F | unload_after:N
+//                       (engine::MakePolicy)
 //                       N: 0..4096 (proto::kMaxInlineValueBytes); a PUT (or a merge) of a
 //                       value of at most N bytes carries it in the PUT message, with no grant
 //                       and no value write; the server copies it into place. Without the

@@ -23,7 +23,8 @@ DEFINE_string(verbs_device, "", "verbs: device name (empty: first device with an
 DEFINE_uint64(arena_bytes, uint64_t{256} << 20, "size of the registered value arena in bytes");
 DEFINE_bool(huge_pages, true, "back the arena and staging rings with 2 MiB pages if possible");
 DEFINE_string(policy, "adaptive",
-              "path policy for writes this server initiates: offload, unload, adaptive, split:F");
+              "path policy for writes this server initiates: offload, unload, adaptive, split:F, "
+              "unload_after:N");
 DEFINE_int32(unload_workers, 1, "engine worker threads (RPC handling and unload copies)");
 DEFINE_string(metrics, "127.0.0.1:9464",
               "host:port of the Prometheus /metrics endpoint; "

@@ -58,7 +58,7 @@ DEFINE_string(transfer_mib_s, "0,50,25",
               "moves: kvserver --transfer_mib_s values, one set of rounds each (0: unpaced)");
 DEFINE_string(server_policy, "adaptive",
               "kvserver --policy: the path policy of the transfer's writes (offload, unload, "
-              "adaptive, split:F)");
+              "adaptive, split:F, unload_after:N)");
 DEFINE_bool(modeled, true, "also run tests/sim:migration_paths (MODELED, simulated fabric)");
 
 namespace unloadkv {

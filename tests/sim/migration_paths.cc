@@ -35,7 +35,8 @@
 #include "transport/placement/shard_move.h"
 
 DEFINE_string(policies, "offload,unload,adaptive",
-              "path policies of the nodes, one world each: offload, unload, adaptive or split:F");
+              "path policies of the nodes, one world each: offload, unload, adaptive, split:F "
+              "or unload_after:N");
 DEFINE_int32(records, 60000, "values in the moved shard (1..1000000)");
 DEFINE_int32(value_bytes, 1024, "bytes per value (16..65536)");
 DEFINE_uint64(seed, 1, "the load order's seed");

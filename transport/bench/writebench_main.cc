@@ -23,7 +23,8 @@
 DEFINE_string(fabric, "sim", "sim (virtual time, modeled), soft (TCP, measured) or verbs");
 DEFINE_string(policy, "offload,unload,adaptive",
               "one or a comma list of offload, unload, adaptive, split:F (a fixed fraction F "
-              "unloaded) and, with --pattern=zipfian, oracle:K (the pages of the K most "
+              "unloaded), unload_after:N (the first N offloaded, then all unloaded) and, with "
+              "--pattern=zipfian, oracle:K (the pages of the K most "
               "frequent items offloaded, the rest unloaded)");
 DEFINE_string(working_set, "4GiB", "bytes the writes spread over (KiB/MiB/GiB suffixes)");
 DEFINE_string(write_size, "64", "bytes per write");
@@ -158,8 +159,8 @@ int Main() {
       Modeled() ? "MODELED (simulated fabric, virtual time)" : "MEASURED (real time)",
       FLAGS_unload_workers, StagingLanes(),
       FLAGS_connection_writes > 0
-          ? absl::StrCat("connections one after another, ", FLAGS_connection_writes,
-                         " writes each").c_str()
+          ? absl::StrCat("connections one after another, ", FLAGS_connection_writes, " writes each")
+                .c_str()
           : absl::StrCat(FLAGS_connections, " connection(s)").c_str(),
       FLAGS_shared_target_model ? "" : ", each learning alone (no shared target model)",
       FLAGS_memory_protection ? " writing through memory windows" : "", FLAGS_window,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -146,9 +147,12 @@ Decision AdaptivePolicy::Decide(uint64_t remote_addr, uint32_t length, bool unlo
   if (cell.until_probe > 0) {
     --cell.until_probe;
   } else if (probing_ < 0 && major && colder_known && Settled()) {
-    if (cell.warmup[0] + cell.warmup[1] == 0) {
+    if (cell.warmup[0] + cell.warmup[1] == 0 && !cell.waited_first) {
       // Nothing observed yet: wait a little (less when other connections' writes settled the
-      // target: this connection may not live long).
+      // target: this connection may not live long), once: a cell whose writes are all lazy
+      // and never the engine's observed one in eight (a bulk load's first write to each page,
+      // four writes a page) is heard of only in its probes.
+      cell.waited_first = true;
       cell.until_probe = settled_ ? options_.first_probe : options_.first_probe_settled_target;
     } else if (StartProbe(cell_index)) {
       cell.until_probe = options_.probe_interval << cell.backoff;
@@ -207,17 +211,17 @@ void AdaptivePolicy::Observe(const Decision& d, const WriteTiming& t) {
     double& slot = other_ns_[other_seen_ % kAbortWindow];
     other_sum_ns_ += ns - slot;
     slot = ns;
-    // Against the probing cell's own usual latency when known: cells differ (very hot pages'
-    // offloaded writes are fast), and the connection's mean would abort a cell's probe of a
-    // path that is slower than the others' writes but faster than its own.
-    // Nothing to compare with until kAbortWindow regular writes were observed: a connection
-    // whose writes are mostly lazy (a KV client's) may start its first probe before then, and
-    // against an unknown (0) latency every probe of it stopped at its first chance (sim, YCSB
-    // A, 8 fresh connections of 1250 writes: each stopped after 80 unloaded writes).
+    // Against the probing cell's own usual latency, and only once kAbortWindow of its
+    // regular writes were observed. Cells differ (very hot pages' offloaded writes are fast):
+    // the connection's mean would stop a cell's probe of a path that is slower than the other
+    // cells' writes but faster than its own (sim, YCSB load, the observed writes being pages'
+    // later ones at 2.0-2.3 us: probes of the pages' first writes stopped with those at
+    // 2.8-3.1 us unloaded). And a connection whose writes are mostly lazy (a KV client's) may
+    // start a probe before then: against an unknown (0) latency every probe of it stopped at
+    // its first chance (sim, YCSB A, 8 fresh connections of 1250 writes: each stopped after
+    // 80 unloaded writes).
     const Cell& probing = cells_[probing_];
-    const double usual = probing.regular_seen >= kAbortWindow ? probing.regular_ns
-                         : regular_seen_ >= kAbortWindow      ? regular_ns_
-                                                              : 0;
+    const double usual = probing.regular_seen >= kAbortWindow ? probing.regular_ns : 0;
     if (++other_seen_ >= kAbortWindow && usual > 0 &&
         other_sum_ns_ > kAbortWindow * usual * options_.abort_margin) {
       cells_[probing_].concluded = true;  // the regime stands
@@ -374,15 +378,23 @@ absl::StatusOr<std::unique_ptr<PathPolicy>> MakePolicy(absl::string_view name) {
   if (name == "offload") return std::unique_ptr<PathPolicy>(new OffloadPolicy());
   if (name == "unload") return std::unique_ptr<PathPolicy>(new UnloadPolicy());
   if (name == "adaptive") return std::unique_ptr<PathPolicy>(new AdaptivePolicy());
-  if (absl::ConsumePrefix(&name, "split:")) {
+  absl::string_view arg = name;
+  if (absl::ConsumePrefix(&arg, "split:")) {
     double f;
-    if (absl::SimpleAtod(name, &f) && f >= 0 && f <= 1) {
+    if (absl::SimpleAtod(arg, &f) && f >= 0 && f <= 1) {
       return std::unique_ptr<PathPolicy>(new SplitPolicy(f));
+    }
+  } else if (absl::ConsumePrefix(&arg, "unload_after:")) {
+    uint64_t n;
+    if (!arg.empty() && std::all_of(arg.begin(), arg.end(), absl::ascii_isdigit) &&
+        absl::SimpleAtoi(arg, &n)) {
+      return std::unique_ptr<PathPolicy>(new UnloadAfterPolicy(n));
     }
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown write policy '", name,
-                   "': choose offload, unload, adaptive or split:F with 0 <= F <= 1"));
+                   "': choose offload, unload, adaptive, split:F with 0 <= F <= 1 or "
+                   "unload_after:N with N >= 0 writes"));
 }
 
 }  // namespace unloadkv::engine

@@ -143,9 +143,10 @@ class AdaptivePolicy : public PathPolicy {
     uint32_t until_probe = 0;  // this cell's writes before it may probe again
     uint32_t backoff = 0;
     uint32_t wins = 0;
-    bool concluded = false;  // a probe of this cell compared the two regimes
-    uint64_t recent = 0;     // decisions, halved every kShareWindow decisions of the policy
-    double regular_ns = 0;   // moving mean (1/64) of its writes outside measured probe halves
+    bool concluded = false;     // a probe of this cell compared the two regimes
+    bool waited_first = false;  // its wait before a first probe began (Decide)
+    uint64_t recent = 0;        // decisions, halved every kShareWindow decisions of the policy
+    double regular_ns = 0;      // moving mean (1/64) of its writes outside measured probe halves
     uint64_t regular_seen = 0;
     uint32_t unflushed = 0;  // decisions not yet added to the target model's count
   };

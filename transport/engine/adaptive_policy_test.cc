@@ -4,6 +4,7 @@
 #include <deque>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "transport/rnic/device.h"
 
@@ -278,6 +279,33 @@ TEST(AdaptivePolicyTest, KeepsNoMixWithinPagesAndAsksForFewObservations) {
   EXPECT_LT(asked, kWrites / 10);
 }
 
+// Four lazy writes to each fresh page again, but here each page's first write ("cold") pays
+// a miss offloaded (3700 ns) whatever path the others took, and its later ones ("warm") never
+// do (2000 ns); unloaded writes take 2900. The engine observes one lazy write in eight (and
+// every unloaded one), always a page's fourth here: the cold cell's writes are heard of only in its
+// probes, and the connection's observed writes are much faster than its own. It must still probe
+// (not wait forever for an observation), and not stop its probe early against the other
+// cell's latency: the cold cell unloads, the warm one stays offloaded.
+TEST(AdaptivePolicyTest, ACellHeardOfOnlyInItsProbesStillLearns) {
+  AdaptivePolicy policy;
+  int cold_unloaded_late = 0, warm_unloaded_late = 0;
+  constexpr int kWrites = 8000;  // the first probe may start after 1536 + 256 writes
+  for (int i = 0; i < kWrites; ++i) {
+    const bool cold = i % 4 == 0;
+    Decision d = policy.Decide(((1000 + uint64_t(i) / 4) << 12) + (i % 4) * 1024, 1000, true);
+    const int ns = d.path == Path::kUnload ? 2900 : cold ? 3700 : 2000;
+    if (d.path == Path::kUnload || d.observe || i % 8 == 7) {
+      policy.Observe(d, {absl::Nanoseconds(ns)});
+    } else {
+      policy.Unobserved(d);
+    }
+    if (i < kWrites / 2 || d.path != Path::kUnload) continue;
+    ++(cold ? cold_unloaded_late : warm_unloaded_late);
+  }
+  EXPECT_GT(cold_unloaded_late, kWrites / 2 / 4 * 9 / 10);
+  EXPECT_LT(warm_unloaded_late, kWrites / 2 * 3 / 4 / 10);
+}
+
 // Unload is faster everywhere here, yet writes to a handful of very hot pages stay offloaded
 // (their translations stay cached on a real NIC), while the others move to unload.
 TEST(AdaptivePolicyTest, VeryHotPagesStayOffloadedEvenWhereUnloadIsFaster) {
@@ -462,6 +490,25 @@ TEST(SplitPolicyTest, SendsTheGivenFractionToUnloadAndParsesStrictly) {
   EXPECT_EQ(unloaded, 250);
   EXPECT_EQ((*p)->Decide(0, 1 << 20, false).path, Path::kOffload);
   for (const char* bad : {"split:", "split:1.5", "split:-0.1", "split:x", "splits:0.5"}) {
+    absl::StatusOr<std::unique_ptr<PathPolicy>> q = MakePolicy(bad);
+    ASSERT_FALSE(q.ok()) << bad;
+    EXPECT_NE(q.status().message().find(absl::StrCat("'", bad, "'")), std::string::npos)
+        << q.status();
+  }
+}
+
+TEST(UnloadAfterPolicyTest, OffloadsTheFirstNWritesThatMayUnloadAndParsesStrictly) {
+  auto p = MakePolicy("unload_after:3");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)->Decide(0, 1 << 20, false).path, Path::kOffload);  // does not count
+  for (int i = 0; i < 3; ++i) EXPECT_EQ((*p)->Decide(i << 12, 64, true).path, Path::kOffload);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ((*p)->Decide(i << 12, 64, true).path, Path::kUnload);
+  EXPECT_EQ((*p)->Decide(0, 1 << 20, false).path, Path::kOffload);
+  auto zero = MakePolicy("unload_after:0");
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_EQ((*zero)->Decide(0, 64, true).path, Path::kUnload);
+  for (const char* bad : {"unload_after:", "unload_after:-1", "unload_after:+1", "unload_after:1.5",
+                          "unload_after:x", "unload_after:1 "}) {
     EXPECT_FALSE(MakePolicy(bad).ok()) << bad;
   }
 }

@@ -112,8 +112,28 @@ class SplitPolicy : public PathPolicy {
   double acc_ = 0;
 };
 
-// "offload", "unload", "adaptive" or "split:F" (0 <= F <= 1); anything else is
-// InvalidArgument naming the choices.
+// Offloads a connection's first N writes that fit a slot, then unloads every one (a baseline:
+// the best a policy can do where unloading pays, if it must see N offloaded writes before it
+// unloads; docs/sim-kv.md, "Short runs").
+class UnloadAfterPolicy : public PathPolicy {
+ public:
+  explicit UnloadAfterPolicy(uint64_t offloaded_first) : left_(offloaded_first) {}
+  absl::string_view name() const override { return "unload_after"; }
+  Decision Decide(uint64_t, uint32_t, bool unload_possible) override {
+    if (!unload_possible) return {Path::kOffload, 0};
+    if (left_ > 0) {
+      --left_;
+      return {Path::kOffload, 0};
+    }
+    return {Path::kUnload, 0};
+  }
+
+ private:
+  uint64_t left_;
+};
+
+// "offload", "unload", "adaptive", "split:F" (0 <= F <= 1) or "unload_after:N" (N >= 0 an
+// integer); anything else is InvalidArgument naming the choices.
 absl::StatusOr<std::unique_ptr<PathPolicy>> MakePolicy(absl::string_view name);
 
 }  // namespace unloadkv::engine
