@@ -95,7 +95,9 @@ struct ClientOptions {
   // Who drives the connection. false: an engine thread, so async callbacks run whenever
   // answers arrive. true: the threads blocked in synchronous calls (or in Wait) drive it
   // themselves, one at a time, which saves waking a second thread per request; async
-  // callbacks then run only while some thread is inside a synchronous call or Wait.
+  // callbacks then run only while some thread is inside a synchronous call or Wait. On the
+  // soft transport the waiting thread then sleeps in recv on the connection's stream, as a
+  // blocking client does (SoftDevice::Options::wait_in_read).
   bool caller_progress = false;
 };
 

@@ -101,6 +101,9 @@ absl::Status NodeClient::UseDevice() {
   // The caller waits for an answer, then sends its next request: that request carries the
   // answer's ACK (soft), which would otherwise go in a packet of its own.
   spec.hold_acks_until_wait = options_.caller_progress;
+  // The device is this client's alone, and its one connection is all a waiting caller
+  // watches: it sleeps in recv on that stream (soft), one system call per answer, not two.
+  spec.wait_in_read = options_.caller_progress;
   auto device = backends::OpenDevice(spec);
   if (!device.ok()) return device.status();
   owned_device_ = std::move(*device);

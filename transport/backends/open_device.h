@@ -25,6 +25,8 @@ struct DeviceSpec {
   bool defer_acks = false;
   // soft: SoftDevice::Options::hold_acks_until_wait. For a caller-driven client.
   bool hold_acks_until_wait = false;
+  // soft: SoftDevice::Options::wait_in_read. For a caller-driven client with one connection.
+  bool wait_in_read = false;
 
   // The spec of a binary's --transport, soft host and verbs device flags.
   static DeviceSpec For(std::string transport, std::string soft_host, std::string verbs_device) {

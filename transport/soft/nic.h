@@ -93,6 +93,15 @@ struct Stream : public FrameSink {
   RingQueue<OutSegment> out;
   size_t out_front_offset = 0;
   bool want_write = false;
+  // Options::wait_in_read. The socket is in blocking mode (every other call on it passes
+  // MSG_DONTWAIT) and its SO_RCVTIMEO in microseconds (-1: never set).
+  bool blocking = false;
+  int64_t recv_timeout_us = -1;
+  // A Progress is blocked in recv on `fd` without mu_: closing it then shuts the socket down
+  // (which ends the recv) and leaves the close to that Progress (close_by_reader), so the
+  // number cannot be reused under it.
+  bool reading_unlocked = false;
+  bool close_by_reader = false;
 };
 
 // A send request between post and completion.
@@ -175,7 +184,7 @@ struct QpCore {
 class Nic : public std::enable_shared_from_this<Nic> {
  public:
   Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thread_mode,
-      bool defer_acks, bool hold_acks_until_wait);
+      bool defer_acks, bool hold_acks_until_wait, bool wait_in_read);
   ~Nic();
 
   void StartThread();
@@ -212,6 +221,8 @@ class Nic : public std::enable_shared_from_this<Nic> {
 
   int epoll_fd() const { return epfd_; }
   bool thread_mode() const { return thread_mode_; }
+  bool wait_in_read() const { return wait_in_read_; }
+  uint64_t waits_in_read() const { return waits_in_read_.load(std::memory_order_relaxed); }
   const std::string& address() const { return address_; }
   const rnic::DeviceLimits& limits() const { return limits_; }
 
@@ -222,6 +233,15 @@ class Nic : public std::enable_shared_from_this<Nic> {
   void Accept() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int ProgressHeld(absl::Duration max_wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_mu_)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Options::wait_in_read: waits up to `max_wait` (> 0) in recv on the device's one stream
+  // and handles what it read, as ProgressHeld would. Returns -1, having done nothing, when
+  // the device is not in that state (SoleStream).
+  int WaitInRead(absl::Duration max_wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The one stream a wait may block in recv on: the only live stream, connected, with QPs
+  // on it, nothing queued to send, not closing; no QP anywhere in its handshake (a peer's
+  // dial must be accepted) and no wake-up pending. Null otherwise.
+  Stream* SoleStream() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The live outbound stream to `address`, dialing one (and queuing its HELLO) if there is
   // none.
   absl::StatusOr<Stream*> StreamTo(const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -230,6 +250,13 @@ class Nic : public std::enable_shared_from_this<Nic> {
   // Fails QPs and closes streams whose handshake deadline passed.
   void ExpireHandshakes(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReadStream(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `got` bytes (> 0) were read into the stream's read buffer at rend: hands them to the
+  // frame reader. Returns whether the socket may hold more (the read filled the buffer's
+  // room, or a large payload waits for a direct read): ReadStream goes on.
+  bool AbsorbBuffered(Stream* s, size_t got, size_t room) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Maps the stream's read buffer if it has none and restarts it at its start when it is
+  // drained; false (the stream killed) if it cannot be mapped.
+  bool PrepareReadBuffer(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FeedBuffered(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A lingering stream's input: read and dropped; closes it at the peer's end of stream.
   void DropInput(Stream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -361,7 +388,11 @@ class Nic : public std::enable_shared_from_this<Nic> {
   const bool thread_mode_;
   const bool defer_acks_;  // SoftDevice::Options::defer_acks, or hold_acks_until_wait (which
                            // holds them longer still)
-  const bool hold_acks_until_wait_;     // SoftDevice::Options::hold_acks_until_wait
+  const bool hold_acks_until_wait_;  // SoftDevice::Options::hold_acks_until_wait
+  const bool wait_in_read_;          // SoftDevice::Options::wait_in_read (caller-driven)
+  // Interrupt was called and its eventfd write not read yet: a wait in recv would miss it.
+  std::atomic<bool> wake_pending_{false};
+  std::atomic<uint64_t> waits_in_read_{0};
   std::atomic<bool> acks_owed_{false};  // ack_soon_ may be non-empty
   // Lines a remote peer can trigger at will (bad streams, late HELLOs): at most one a second.
   ThrottledLog peer_log_{absl::Seconds(1)};

@@ -1,6 +1,7 @@
 // The soft RNIC's progress loop: epoll events dispatched to streams, new connections
 // accepted, dials finished, and the timer for RNR retries, delayed ACKs and handshake
 // deadlines.
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -46,6 +47,9 @@ int Nic::ProgressHeld(absl::Duration max_wait) {
     SendOwedAcks();
     FlushDirty();
   }
+  if (wait_in_read_ && timeout_ms > 0) {
+    if (const int n = WaitInRead(max_wait); n >= 0) return n;
+  }
   int n = epoll_wait(epfd_, events, 64, timeout_ms);
   MutexLock l(&mu_);
   in_progress_ = true;
@@ -56,7 +60,8 @@ int Nic::ProgressHeld(absl::Duration max_wait) {
       continue;
     }
     if (tag == &wake_fd_) {
-      uint64_t count;
+      wake_pending_.store(false, std::memory_order_relaxed);  // before the read: a later
+      uint64_t count;                                         // Interrupt sets it again
       (void)!read(wake_fd_, &count, sizeof(count));
       continue;
     }
@@ -87,7 +92,99 @@ int Nic::ProgressHeld(absl::Duration max_wait) {
   return std::max(n, 0);
 }
 
+Stream* Nic::SoleStream() {
+  if (wake_pending_.load(std::memory_order_relaxed) || !dirty_.empty()) return nullptr;
+  Stream* sole = nullptr;
+  for (const auto& s : streams_) {
+    if (s->dead) continue;
+    if (sole != nullptr) return nullptr;
+    sole = s.get();
+  }
+  if (sole == nullptr || sole->connecting || sole->draining || sole->want_write ||
+      !sole->out.empty() || sole->attached == 0 ||
+      sole->handshake_deadline != absl::InfiniteFuture()) {
+    return nullptr;
+  }
+  for (const auto& [num, qp] : qps_) {
+    if (qp->peer_deadline != absl::InfiniteFuture()) return nullptr;
+  }
+  return sole;
+}
+
+// A wait in recv ends at most this late after an Interrupt it cannot see (callers wait again).
+constexpr absl::Duration kMaxWaitInRead = absl::Milliseconds(10);
+
+int Nic::WaitInRead(absl::Duration max_wait) {
+  int fd;
+  char* into;
+  size_t room;
+  Stream* s;
+  {
+    MutexLock l(&mu_);
+    absl::Time now = absl::Now();
+    if (timer_deadline_ <= now) {  // the timer's work first (the timerfd is not watched)
+      timer_deadline_ = absl::InfiniteFuture();
+      CheckTimers();
+      FlushDirty();
+      now = absl::Now();
+    }
+    s = SoleStream();
+    if (s == nullptr || !PrepareReadBuffer(s)) return -1;
+    room = s->rbuf->size() - s->rend;
+    if (room < kFrameHeaderSize) return -1;  // a frame's rest waits to be consumed
+    // Whole milliseconds, as epoll_wait's, so that the timeout is set once, not per wait
+    // (the SDK's: always 1 ms). A timer due sooner cuts it to its millisecond: the timer's
+    // work (a delayed ACK, an RNR retry) runs up to 1 ms late, never early.
+    const absl::Duration wait = std::min({max_wait, timer_deadline_ - now, kMaxWaitInRead});
+    const int64_t us = absl::ToInt64Milliseconds(wait + absl::Microseconds(999)) * 1000;
+    if (!s->blocking) {
+      const int flags = fcntl(s->fd, F_GETFL);
+      if (flags < 0 || fcntl(s->fd, F_SETFL, flags & ~O_NONBLOCK) != 0) return -1;
+      s->blocking = true;
+    }
+    if (s->recv_timeout_us != us) {
+      timeval tv{static_cast<time_t>(us / 1000000), static_cast<suseconds_t>(us % 1000000)};
+      if (setsockopt(s->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) return -1;
+      s->recv_timeout_us = us;
+    }
+    fd = s->fd;
+    into = s->rbuf->data() + s->rend;
+    // Never a payload's final place (DirectTarget): another thread may deregister that
+    // memory while this recv runs without mu_. The read buffer is the stream's own.
+    s->reading_unlocked = true;
+  }
+  waits_in_read_.fetch_add(1, std::memory_order_relaxed);
+  const ssize_t got = recv(fd, into, room, 0);
+  const int err = errno;
+  MutexLock l(&mu_);
+  s->reading_unlocked = false;
+  in_progress_ = true;
+  if (s->close_by_reader) {
+    close(fd);  // closed meanwhile (FinishClose): what was read goes with it
+  } else if (s->draining) {
+    // Closing since (CloseStream from another thread): input is dropped, as DropInput does,
+    // and the epoll path finishes the close.
+    if (got == 0 && s->lingering) FinishClose(s);
+  } else if (got > 0) {
+    if (AbsorbBuffered(s, static_cast<size_t>(got), room)) ReadStream(s);
+  } else if (got == 0) {
+    PeerClosed(s, "peer closed the connection");
+  } else if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+    PeerClosed(s, absl::StrCat("receive failed: ", std::strerror(err)));
+  }
+  if (absl::Now() >= timer_deadline_) {
+    timer_deadline_ = absl::InfiniteFuture();
+    CheckTimers();
+  }
+  AckTouched();
+  FlushDirty();
+  Reap();
+  in_progress_ = false;
+  return got > 0 ? 1 : 0;
+}
+
 void Nic::Interrupt() {
+  wake_pending_.store(true, std::memory_order_relaxed);
   uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof(one));
 }

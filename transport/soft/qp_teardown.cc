@@ -157,7 +157,12 @@ void Nic::FinishClose(Stream* s) {
   ForgetOutbound(s);
   s->dead = true;
   epoll_ctl(epfd_, EPOLL_CTL_DEL, s->fd, nullptr);
-  close(s->fd);
+  if (s->reading_unlocked) {
+    shutdown(s->fd, SHUT_RDWR);  // ends the recv; that Progress closes it
+    s->close_by_reader = true;
+  } else {
+    close(s->fd);
+  }
   s->fd = -1;
   s->out.clear();
   s->current = nullptr;

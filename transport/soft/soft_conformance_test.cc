@@ -1,5 +1,6 @@
-// Runs the RNIC conformance suite on the soft backend, two devices in one process, in both
-// progress modes: an internal progress thread, and progress driven by the device's owner.
+// Runs the RNIC conformance suite on the soft backend, two devices in one process, in each
+// progress mode: an internal progress thread, progress driven by the device's owner, and an
+// owner that waits in Progress on a device that waits in recv (Options::wait_in_read).
 #include <poll.h>
 
 #include <atomic>
@@ -34,8 +35,10 @@ INSTANTIATE_TYPED_TEST_SUITE_P(SoftThreaded, RnicWindowTest, SoftThreaded);
 // owner's loop is a thread of the test that waits on event_fd() and calls Progress(0).
 class OwnerDrivenDevice : public Device {
  public:
-  explicit OwnerDrivenDevice(std::unique_ptr<soft::SoftDevice> d)
-      : device_(std::move(d)), loop_([this] { Loop(); }) {}
+  // `waits`: the loop waits in Progress (1 ms at a time), as the SDK's caller does, rather
+  // than polling event_fd() and progressing without waiting.
+  explicit OwnerDrivenDevice(std::unique_ptr<soft::SoftDevice> d, bool waits = false)
+      : device_(std::move(d)), waits_(waits), loop_([this] { Loop(); }) {}
   ~OwnerDrivenDevice() override {
     stop_ = true;
     loop_.join();
@@ -65,11 +68,16 @@ class OwnerDrivenDevice : public Device {
  private:
   void Loop() {
     while (!stop_.load()) {
+      if (waits_) {
+        device_->Progress(absl::Milliseconds(1));
+        continue;
+      }
       pollfd p{device_->event_fd(), POLLIN, 0};
       if (poll(&p, 1, 5) > 0) device_->Progress(absl::ZeroDuration());
     }
   }
   std::unique_ptr<soft::SoftDevice> device_;
+  const bool waits_;
   std::atomic<bool> stop_{false};
   std::thread loop_;
 };
@@ -87,6 +95,23 @@ struct SoftOwnerDriven {
 
 INSTANTIATE_TYPED_TEST_SUITE_P(SoftOwnerDriven, RnicConformanceTest, SoftOwnerDriven);
 INSTANTIATE_TYPED_TEST_SUITE_P(SoftOwnerDriven, RnicWindowTest, SoftOwnerDriven);
+
+// The owner waits in Progress, and the device in recv whenever it has one stream and nothing
+// else pending: every request, answer and refusal of the suite through that wait.
+struct SoftWaitInRead {
+  static std::string Unavailable() { return ""; }
+  static absl::StatusOr<std::unique_ptr<Device>> NewDevice() {
+    SetMinLogLevel(LogLevel::kError);
+    soft::SoftDevice::Options o;
+    o.wait_in_read = true;
+    absl::StatusOr<std::unique_ptr<soft::SoftDevice>> d = soft::SoftDevice::Create(o);
+    if (!d.ok()) return d.status();
+    return std::unique_ptr<Device>(new OwnerDrivenDevice(std::move(*d), /*waits=*/true));
+  }
+};
+
+INSTANTIATE_TYPED_TEST_SUITE_P(SoftWaitInRead, RnicConformanceTest, SoftWaitInRead);
+INSTANTIATE_TYPED_TEST_SUITE_P(SoftWaitInRead, RnicWindowTest, SoftWaitInRead);
 
 }  // namespace
 }  // namespace unloadkv::rnic

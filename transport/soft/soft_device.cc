@@ -61,7 +61,9 @@ class SoftCompletionQueue : public rnic::CompletionQueue {
 
   int Poll(absl::Span<rnic::WorkCompletion> out) override {
     int n = core_->Poll(out);
-    if (n == 0 && !nic_->thread_mode()) {
+    // A wait_in_read owner reads in its next wait (one recv) rather than here (an epoll_wait
+    // that would find nothing yet, then that wait).
+    if (n == 0 && !nic_->thread_mode() && !nic_->wait_in_read()) {
       nic_->TryProgress();
       n = core_->Poll(out);
     }
@@ -138,7 +140,7 @@ class SoftQueuePair : public rnic::QueuePair {
 // ---------------------------------------------------------------------------- Nic
 
 Nic::Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thread_mode,
-         bool defer_acks, bool hold_acks_until_wait)
+         bool defer_acks, bool hold_acks_until_wait, bool wait_in_read)
     : listen_fd_(listen_fd),
       epfd_(epoll_create1(EPOLL_CLOEXEC)),
       timer_fd_(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)),
@@ -147,7 +149,8 @@ Nic::Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thr
       limits_(limits),
       thread_mode_(thread_mode),
       defer_acks_(defer_acks || hold_acks_until_wait),
-      hold_acks_until_wait_(hold_acks_until_wait) {
+      hold_acks_until_wait_(hold_acks_until_wait),
+      wait_in_read_(wait_in_read && !thread_mode) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = nullptr;  // listener
@@ -391,7 +394,7 @@ absl::StatusOr<std::unique_ptr<SoftDevice>> SoftDevice::Create(const Options& op
   inet_ntop(AF_INET, &bound.sin_addr, host, sizeof(host));
   auto nic = std::make_shared<Nic>(fd, absl::StrCat(host, ":", ntohs(bound.sin_port)),
                                    options.limits, options.progress_thread, options.defer_acks,
-                                   options.hold_acks_until_wait);
+                                   options.hold_acks_until_wait, options.wait_in_read);
   nic->StartThread();
   return std::unique_ptr<SoftDevice>(new SoftDevice(std::move(nic)));
 }
@@ -409,11 +412,12 @@ int SoftDevice::event_fd() const { return nic_->thread_mode() ? -1 : nic_->epoll
 int SoftDevice::Progress(absl::Duration max_wait) {
   return nic_->thread_mode() ? 0 : nic_->Progress(max_wait);
 }
-bool SoftDevice::interruptible() const { return !nic_->thread_mode(); }
+bool SoftDevice::interruptible() const { return !nic_->thread_mode() && !nic_->wait_in_read(); }
 void SoftDevice::Interrupt() {
   if (!nic_->thread_mode()) nic_->Interrupt();
 }
 void SoftDevice::FlushDeferred() { nic_->FlushDeferred(); }
+uint64_t SoftDevice::waits_in_read() const { return nic_->waits_in_read(); }
 
 absl::StatusOr<std::unique_ptr<rnic::MemoryRegion>> SoftDevice::RegisterMemory(void* addr,
                                                                                size_t length,

@@ -6,7 +6,7 @@
 // Target-side work (placing WRITEs, serving READs, delivering SENDs) happens in Progress(),
 // which runs either on an internal thread (Options::progress_thread) or on the owner's event
 // loop when event_fd() is readable. CompletionQueue::Poll drives Progress itself when it finds
-// nothing, so a busy-polling caller needs no thread at all.
+// nothing (but with Options::wait_in_read), so a busy-polling caller needs no thread at all.
 #ifndef UNLOADKV_TRANSPORT_SOFT_SOFT_DEVICE_H_
 #define UNLOADKV_TRANSPORT_SOFT_SOFT_DEVICE_H_
 
@@ -49,6 +49,20 @@ class SoftDevice : public rnic::Device {
     // that request carries the ACK of the answer, which would otherwise leave alone, in a
     // packet of its own, for every answer the peer asked an ACK for.
     bool hold_acks_until_wait = false;
+    // A caller-driven device whose owner has one connection and nothing else to watch (the
+    // SDK's caller_progress client): a Progress that may wait, with one stream and nothing
+    // else pending (no QP in its handshake, no output queued, no timer due within the wait),
+    // blocks in recv on that stream instead of in epoll_wait, as a blocking client does on
+    // its socket: one system call per wake-up, not two. Otherwise it waits as usual. And a
+    // CQ poll that finds nothing does not progress the device (it would find nothing new, in
+    // one more system call, before the owner's wait): the owner must progress it, by waits
+    // or by Progress calls that do not wait. The costs: an Interrupt (or a completion pushed by
+    // another thread) does not end such a wait, which lasts at most max_wait and 10 ms (the SDK
+    // passes 1 ms; a Progress that returns early with nothing done is one any caller handles), so
+    // interruptible() is false; and a stream the peer dials meanwhile is accepted by the next
+    // Progress that does not wait or that waits in epoll_wait (while a QP is in its handshake every
+    // wait does).
+    bool wait_in_read = false;
     rnic::DeviceLimits limits;
   };
 
@@ -75,6 +89,9 @@ class SoftDevice : public rnic::Device {
   bool interruptible() const override;  // caller-driven only: a thread has nothing to wake
   void Interrupt() override;
   void FlushDeferred() override;
+
+  // Progress waits that blocked in recv on the device's one stream (Options::wait_in_read).
+  uint64_t waits_in_read() const;
 
  private:
   explicit SoftDevice(std::shared_ptr<Nic> nic) : nic_(std::move(nic)) {}

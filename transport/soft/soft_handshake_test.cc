@@ -17,33 +17,20 @@
 #include "transport/base/test_listeners.h"
 #include "transport/rnic/wait.h"
 #include "transport/soft/soft_device.h"
+#include "transport/soft/test_endpoint.h"
 
 namespace unloadkv::soft {
 namespace {
 
-struct Endpoint {
-  std::unique_ptr<SoftDevice> device;
-  std::unique_ptr<rnic::CompletionQueue> cq;
-  std::unique_ptr<rnic::QueuePair> qp;
-  std::vector<char> buffer = std::vector<char>(4096);
-  std::unique_ptr<rnic::MemoryRegion> mr;
-
-  // `progress_thread`: the device progresses on its own (else only when its owner drives it).
-  // `defer_acks`, `hold_acks`: SoftDevice::Options::defer_acks, hold_acks_until_wait.
+// `progress_thread`: the device progresses on its own (else only when its owner drives it).
+// `defer_acks`, `hold_acks`: SoftDevice::Options::defer_acks, hold_acks_until_wait.
+struct Endpoint : TestEndpoint {
   void Init(bool progress_thread = false, bool defer_acks = false, bool hold_acks = false) {
     SoftDevice::Options o;
     o.progress_thread = progress_thread;
     o.defer_acks = defer_acks;
     o.hold_acks_until_wait = hold_acks;
-    absl::StatusOr<std::unique_ptr<SoftDevice>> d = SoftDevice::Create(o);
-    ASSERT_TRUE(d.ok()) << d.status();
-    device = std::move(*d);
-    cq = *device->CreateCompletionQueue(64);
-    rnic::QpConfig cfg;
-    cfg.send_cq = cq.get();
-    cfg.recv_cq = cq.get();
-    qp = *device->CreateQueuePair(cfg);
-    mr = *device->RegisterMemory(buffer.data(), buffer.size(), rnic::kLocalWrite);
+    TestEndpoint::Init(o);
   }
 };
 
@@ -62,7 +49,7 @@ TEST(SoftHandshakeTest, ConnectToAPeerThatNeverAnswersFailsTheQpNotTheCaller) {
   e.Init();
   rnic::QpAttributes remote{"soft", hole.address, 7, 0};
   const absl::Time t0 = absl::Now();
-  ASSERT_TRUE(e.qp->Connect(remote).ok());
+  ASSERT_TRUE(e.qp()->Connect(remote).ok());
   EXPECT_LT(absl::Now() - t0, absl::Milliseconds(100)) << "Connect waited for the dial";
   rnic::SendWorkRequest wr;
   wr.wr_id = 42;
@@ -70,14 +57,14 @@ TEST(SoftHandshakeTest, ConnectToAPeerThatNeverAnswersFailsTheQpNotTheCaller) {
   rnic::ScatterGatherEntry sge{reinterpret_cast<uint64_t>(e.buffer.data()), 16, e.mr->lkey()};
   wr.sg_list[0] = sge;
   wr.num_sge = 1;
-  ASSERT_TRUE(e.qp->PostSend({&wr, 1}).ok());
+  ASSERT_TRUE(e.qp()->PostSend({&wr, 1}).ok());
   absl::StatusOr<rnic::WorkCompletion> wc =
       rnic::WaitForCompletion(*e.device, *e.cq, kConnectTimeout + absl::Seconds(5));
   ASSERT_TRUE(wc.ok()) << wc.status();
   EXPECT_EQ(wc->wr_id, 42u);
   EXPECT_EQ(wc->status, rnic::WcStatus::kRetryExceeded);
   EXPECT_GE(absl::Now() - t0, kConnectTimeout - absl::Milliseconds(50));
-  EXPECT_EQ(e.qp->state(), rnic::QpState::kError);
+  EXPECT_EQ(e.qp()->state(), rnic::QpState::kError);
 }
 
 TEST(SoftHandshakeTest, ConnectToAClosedPortFailsTheFirstRequest) {
@@ -88,11 +75,11 @@ TEST(SoftHandshakeTest, ConnectToAClosedPortFailsTheFirstRequest) {
   }  // nothing listens there now
   Endpoint e;
   e.Init();
-  ASSERT_TRUE(e.qp->Connect({"soft", closed_port, 7, 0}).ok());
+  ASSERT_TRUE(e.qp()->Connect({"soft", closed_port, 7, 0}).ok());
   rnic::SendWorkRequest wr;
   wr.wr_id = 9;
   wr.opcode = rnic::Opcode::kSend;
-  ASSERT_TRUE(e.qp->PostSend({&wr, 1}).ok());
+  ASSERT_TRUE(e.qp()->PostSend({&wr, 1}).ok());
   absl::StatusOr<rnic::WorkCompletion> wc =
       rnic::WaitForCompletion(*e.device, *e.cq, absl::Seconds(5));
   ASSERT_TRUE(wc.ok()) << wc.status();
@@ -101,7 +88,7 @@ TEST(SoftHandshakeTest, ConnectToAClosedPortFailsTheFirstRequest) {
   EXPECT_TRUE(wc->status == rnic::WcStatus::kRetryExceeded ||
               wc->status == rnic::WcStatus::kFlushed)
       << rnic::WcStatusName(wc->status);
-  EXPECT_EQ(e.qp->state(), rnic::QpState::kError);
+  EXPECT_EQ(e.qp()->state(), rnic::QpState::kError);
 }
 
 // A peer that opens streams to the device's port and says nothing: each is closed after
@@ -121,18 +108,18 @@ TEST(SoftHandshakeTest, SilentInboundStreamsAreClosedAndDoNotBlockRealOnes) {
     ASSERT_EQ(connect(fd.get(), reinterpret_cast<const sockaddr*>(&*sa), sizeof(*sa)), 0);
     silent.push_back(std::move(fd));
   }
-  ASSERT_TRUE(a.qp->Connect(b.qp->local_attributes()).ok());
-  ASSERT_TRUE(b.qp->Connect(a.qp->local_attributes()).ok());
+  ASSERT_TRUE(a.qp()->Connect(b.qp()->local_attributes()).ok());
+  ASSERT_TRUE(b.qp()->Connect(a.qp()->local_attributes()).ok());
   rnic::RecvWorkRequest r;
   r.wr_id = 1;
   rnic::ScatterGatherEntry rs{reinterpret_cast<uint64_t>(b.buffer.data()), 64, b.mr->lkey()};
   r.sg_list[0] = rs;
   r.num_sge = 1;
-  ASSERT_TRUE(b.qp->PostRecv({&r, 1}).ok());
+  ASSERT_TRUE(b.qp()->PostRecv({&r, 1}).ok());
   rnic::SendWorkRequest wr;
   wr.wr_id = 2;
   wr.opcode = rnic::Opcode::kSend;
-  ASSERT_TRUE(a.qp->PostSend({&wr, 1}).ok());
+  ASSERT_TRUE(a.qp()->PostSend({&wr, 1}).ok());
   absl::StatusOr<rnic::WorkCompletion> got =
       rnic::WaitForCompletion(*b.device, *b.cq, absl::Seconds(5));
   ASSERT_TRUE(got.ok()) << got.status();
@@ -162,17 +149,13 @@ TEST(SoftHandshakeTest, DeferredAcksLeaveWithTheAnswerOrOnFlush) {
   Endpoint a, b;
   a.Init(/*progress_thread=*/true);
   b.Init(/*progress_thread=*/false, /*defer_acks=*/true);
-  ASSERT_TRUE(a.qp->Connect(b.qp->local_attributes()).ok());
-  ASSERT_TRUE(b.qp->Connect(a.qp->local_attributes()).ok());
-  auto sge = [](Endpoint& e, size_t at) {
-    return rnic::ScatterGatherEntry{reinterpret_cast<uint64_t>(e.buffer.data() + at), 64,
-                                    e.mr->lkey()};
-  };
-  ASSERT_TRUE(b.qp->PostRecv(rnic::MakeRecv(1, sge(b, 0))).ok());
-  ASSERT_TRUE(b.qp->PostRecv(rnic::MakeRecv(2, sge(b, 64))).ok());
-  ASSERT_TRUE(a.qp->PostRecv(rnic::MakeRecv(3, sge(a, 0))).ok());
+  ASSERT_TRUE(a.qp()->Connect(b.qp()->local_attributes()).ok());
+  ASSERT_TRUE(b.qp()->Connect(a.qp()->local_attributes()).ok());
+  ASSERT_TRUE(b.qp()->PostRecv(rnic::MakeRecv(1, b.Sge(0))).ok());
+  ASSERT_TRUE(b.qp()->PostRecv(rnic::MakeRecv(2, b.Sge(64))).ok());
+  ASSERT_TRUE(a.qp()->PostRecv(rnic::MakeRecv(3, a.Sge(0))).ok());
   // A signaled SEND asks for an immediate ACK; b holds it back.
-  ASSERT_TRUE(a.qp->PostSend(rnic::MakeSend(10, sge(a, 128))).ok());
+  ASSERT_TRUE(a.qp()->PostSend(rnic::MakeSend(10, a.Sge(128))).ok());
   absl::StatusOr<rnic::WorkCompletion> got =
       rnic::WaitForCompletion(*b.device, *b.cq, absl::Seconds(5));
   ASSERT_TRUE(got.ok()) << got.status();
@@ -186,13 +169,13 @@ TEST(SoftHandshakeTest, DeferredAcksLeaveWithTheAnswerOrOnFlush) {
   EXPECT_EQ(got->wr_id, 10u);
   EXPECT_EQ(got->status, rnic::WcStatus::kSuccess);
   // Again, and b answers: the answer carries the ACK, no flush needed.
-  ASSERT_TRUE(a.qp->PostSend(rnic::MakeSend(11, sge(a, 128))).ok());
+  ASSERT_TRUE(a.qp()->PostSend(rnic::MakeSend(11, a.Sge(128))).ok());
   got = rnic::WaitForCompletion(*b.device, *b.cq, absl::Seconds(5));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->wr_id, 2u);
-  rnic::SendWorkRequest answer = rnic::MakeSend(20, sge(b, 128));
+  rnic::SendWorkRequest answer = rnic::MakeSend(20, b.Sge(128));
   answer.signaled = false;
-  ASSERT_TRUE(b.qp->PostSend({&answer, 1}).ok());
+  ASSERT_TRUE(b.qp()->PostSend({&answer, 1}).ok());
   std::vector<uint64_t> ids;
   const absl::Time deadline = absl::Now() + absl::Seconds(5);
   while (ids.size() < 2 && absl::Now() < deadline) {
@@ -214,16 +197,12 @@ TEST(SoftHandshakeTest, HeldAcksLeaveWithTheNextRequestOrBeforeAWait) {
   Endpoint a, b;
   a.Init(/*progress_thread=*/true);
   b.Init(/*progress_thread=*/false, /*defer_acks=*/false, /*hold_acks=*/true);
-  ASSERT_TRUE(a.qp->Connect(b.qp->local_attributes()).ok());
-  ASSERT_TRUE(b.qp->Connect(a.qp->local_attributes()).ok());
-  auto sge = [](Endpoint& e, size_t at) {
-    return rnic::ScatterGatherEntry{reinterpret_cast<uint64_t>(e.buffer.data() + at), 64,
-                                    e.mr->lkey()};
-  };
+  ASSERT_TRUE(a.qp()->Connect(b.qp()->local_attributes()).ok());
+  ASSERT_TRUE(b.qp()->Connect(a.qp()->local_attributes()).ok());
   for (uint64_t id : {1, 2, 3}) {
-    ASSERT_TRUE(b.qp->PostRecv(rnic::MakeRecv(id, sge(b, 64 * id))).ok());
+    ASSERT_TRUE(b.qp()->PostRecv(rnic::MakeRecv(id, b.Sge(64 * id))).ok());
   }
-  ASSERT_TRUE(a.qp->PostRecv(rnic::MakeRecv(9, sge(a, 0))).ok());
+  ASSERT_TRUE(a.qp()->PostRecv(rnic::MakeRecv(9, a.Sge(0))).ok());
   auto a_completion = [&](absl::Duration within) -> std::optional<rnic::WorkCompletion> {
     rnic::WorkCompletion wc;
     for (const absl::Time end = absl::Now() + within; absl::Now() < end;) {
@@ -233,7 +212,7 @@ TEST(SoftHandshakeTest, HeldAcksLeaveWithTheNextRequestOrBeforeAWait) {
     return std::nullopt;
   };
   // 1. Held through FlushDeferred and a Progress that does not wait; the next request carries it.
-  ASSERT_TRUE(a.qp->PostSend(rnic::MakeSend(10, sge(a, 128))).ok());
+  ASSERT_TRUE(a.qp()->PostSend(rnic::MakeSend(10, a.Sge(128))).ok());
   absl::StatusOr<rnic::WorkCompletion> got =
       rnic::WaitForCompletion(*b.device, *b.cq, absl::Seconds(5));
   ASSERT_TRUE(got.ok()) << got.status();
@@ -241,9 +220,9 @@ TEST(SoftHandshakeTest, HeldAcksLeaveWithTheNextRequestOrBeforeAWait) {
   b.device->FlushDeferred();
   b.device->Progress(absl::ZeroDuration());
   EXPECT_FALSE(a_completion(absl::Milliseconds(100)).has_value()) << "the ACK left alone";
-  rnic::SendWorkRequest request = rnic::MakeSend(20, sge(b, 512));
+  rnic::SendWorkRequest request = rnic::MakeSend(20, b.Sge(512));
   request.signaled = false;
-  ASSERT_TRUE(b.qp->PostSend({&request, 1}).ok());
+  ASSERT_TRUE(b.qp()->PostSend({&request, 1}).ok());
   std::vector<uint64_t> ids;
   for (int i = 0; i < 2; ++i) {
     std::optional<rnic::WorkCompletion> wc = a_completion(absl::Seconds(5));
@@ -254,7 +233,7 @@ TEST(SoftHandshakeTest, HeldAcksLeaveWithTheNextRequestOrBeforeAWait) {
   std::sort(ids.begin(), ids.end());
   EXPECT_EQ(ids, (std::vector<uint64_t>{9, 10}));
   // 2. A Progress that may wait sends it first.
-  ASSERT_TRUE(a.qp->PostSend(rnic::MakeSend(11, sge(a, 128))).ok());
+  ASSERT_TRUE(a.qp()->PostSend(rnic::MakeSend(11, a.Sge(128))).ok());
   got = rnic::WaitForCompletion(*b.device, *b.cq, absl::Seconds(5));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->wr_id, 2u);
@@ -264,7 +243,7 @@ TEST(SoftHandshakeTest, HeldAcksLeaveWithTheNextRequestOrBeforeAWait) {
   ASSERT_TRUE(wc.has_value());
   EXPECT_EQ(wc->wr_id, 11u);
   // 3. An owner that only busy-polls: the delayed ACK's deadline.
-  ASSERT_TRUE(a.qp->PostSend(rnic::MakeSend(12, sge(a, 128))).ok());
+  ASSERT_TRUE(a.qp()->PostSend(rnic::MakeSend(12, a.Sge(128))).ok());
   got = rnic::WaitForCompletion(*b.device, *b.cq, absl::Seconds(5));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->wr_id, 3u);

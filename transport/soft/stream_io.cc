@@ -246,26 +246,12 @@ void Nic::ReadStream(Stream* s) {
         continue;
       }
     } else {
-      if (s->rbeg == s->rend) s->rbeg = s->rend = 0;
-      if (s->rbuf == nullptr) {
-        s->rbuf = std::make_unique<MappedMemory>(kReadBufferBytes, /*try_huge=*/false);
-        if (s->rbuf->data() == nullptr) {
-          s->rbuf.reset();
-          KillStream(s, rnic::WcStatus::kRetryExceeded, "cannot map a read buffer");
-          return;
-        }
-      }
-      got = recv(s->fd, s->rbuf->data() + s->rend, s->rbuf->size() - s->rend, MSG_DONTWAIT);
+      if (!PrepareReadBuffer(s)) return;
+      const size_t room = s->rbuf->size() - s->rend;
+      got = recv(s->fd, s->rbuf->data() + s->rend, room, MSG_DONTWAIT);
       if (got > 0) {
-        size_t room = s->rbuf->size() - s->rend;
-        s->rend += static_cast<size_t>(got);
         budget -= std::min<size_t>(budget, got);
-        FeedBuffered(s);
-        // A short read drained the socket; level-triggered epoll reports anything newer.
-        if (static_cast<size_t>(got) < room &&
-            s->reader.DirectTarget().size() < kDirectReadThreshold) {
-          break;
-        }
+        if (!AbsorbBuffered(s, static_cast<size_t>(got), room)) break;
         continue;
       }
     }
@@ -279,6 +265,23 @@ void Nic::ReadStream(Stream* s) {
     return;
   }
   AckTouched();
+}
+
+bool Nic::PrepareReadBuffer(Stream* s) {
+  if (s->rbeg == s->rend) s->rbeg = s->rend = 0;
+  if (s->rbuf != nullptr) return true;
+  s->rbuf = std::make_unique<MappedMemory>(kReadBufferBytes, /*try_huge=*/false);
+  if (s->rbuf->data() != nullptr) return true;
+  s->rbuf.reset();
+  KillStream(s, rnic::WcStatus::kRetryExceeded, "cannot map a read buffer");
+  return false;
+}
+
+bool Nic::AbsorbBuffered(Stream* s, size_t got, size_t room) {
+  s->rend += got;
+  FeedBuffered(s);
+  // A short read drained the socket; level-triggered epoll reports anything newer.
+  return !s->dead && (got == room || s->reader.DirectTarget().size() >= kDirectReadThreshold);
 }
 
 void Nic::DropInput(Stream* s) {
