@@ -242,6 +242,11 @@ class Nic : public std::enable_shared_from_this<Nic> {
   // on it, nothing queued to send, not closing; no QP anywhere in its handshake (a peer's
   // dial must be accepted) and no wake-up pending. Null otherwise.
   Stream* SoleStream() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The timer's work, when its deadline passed, as its expiry in epoll_wait would run it.
+  void RunTimersIfDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a Progress handled its events: ACKs of what it read, output flushed, closed streams
+  // freed.
+  void EndProgress() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The live outbound stream to `address`, dialing one (and queuing its HELLO) if there is
   // none.
   absl::StatusOr<Stream*> StreamTo(const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -85,11 +85,21 @@ int Nic::ProgressHeld(absl::Duration max_wait) {
       ReadStream(s);
     }
   }
+  EndProgress();
+  return std::max(n, 0);
+}
+
+void Nic::RunTimersIfDue() {
+  if (absl::Now() < timer_deadline_) return;
+  timer_deadline_ = absl::InfiniteFuture();
+  CheckTimers();
+}
+
+void Nic::EndProgress() {
   AckTouched();
   FlushDirty();
   Reap();
   in_progress_ = false;
-  return std::max(n, 0);
 }
 
 Stream* Nic::SoleStream() {
@@ -121,13 +131,9 @@ int Nic::WaitInRead(absl::Duration max_wait) {
   Stream* s;
   {
     MutexLock l(&mu_);
-    absl::Time now = absl::Now();
-    if (timer_deadline_ <= now) {  // the timer's work first (the timerfd is not watched)
-      timer_deadline_ = absl::InfiniteFuture();
-      CheckTimers();
-      FlushDirty();
-      now = absl::Now();
-    }
+    RunTimersIfDue();  // first: the timerfd is not watched
+    FlushDirty();
+    const absl::Time now = absl::Now();
     s = SoleStream();
     if (s == nullptr || !PrepareReadBuffer(s)) return -1;
     room = s->rbuf->size() - s->rend;
@@ -172,14 +178,8 @@ int Nic::WaitInRead(absl::Duration max_wait) {
   } else if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
     PeerClosed(s, absl::StrCat("receive failed: ", std::strerror(err)));
   }
-  if (absl::Now() >= timer_deadline_) {
-    timer_deadline_ = absl::InfiniteFuture();
-    CheckTimers();
-  }
-  AckTouched();
-  FlushDirty();
-  Reap();
-  in_progress_ = false;
+  RunTimersIfDue();
+  EndProgress();
   return got > 0 ? 1 : 0;
 }
 

@@ -82,14 +82,19 @@ class OwnerDrivenDevice : public Device {
   std::thread loop_;
 };
 
+absl::StatusOr<std::unique_ptr<Device>> NewOwnerDriven(const soft::SoftDevice::Options& o,
+                                                       bool waits) {
+  SetMinLogLevel(LogLevel::kError);
+  absl::StatusOr<std::unique_ptr<soft::SoftDevice>> d = soft::SoftDevice::Create(o);
+  if (!d.ok()) return d.status();
+  if ((*d)->event_fd() < 0) return absl::InternalError("a caller-driven device has no event_fd");
+  return std::unique_ptr<Device>(new OwnerDrivenDevice(std::move(*d), waits));
+}
+
 struct SoftOwnerDriven {
   static std::string Unavailable() { return ""; }
   static absl::StatusOr<std::unique_ptr<Device>> NewDevice() {
-    SetMinLogLevel(LogLevel::kError);
-    absl::StatusOr<std::unique_ptr<soft::SoftDevice>> d = soft::SoftDevice::Create({});
-    if (!d.ok()) return d.status();
-    if ((*d)->event_fd() < 0) return absl::InternalError("a caller-driven device has no event_fd");
-    return std::unique_ptr<Device>(new OwnerDrivenDevice(std::move(*d)));
+    return NewOwnerDriven({}, /*waits=*/false);
   }
 };
 
@@ -101,12 +106,9 @@ INSTANTIATE_TYPED_TEST_SUITE_P(SoftOwnerDriven, RnicWindowTest, SoftOwnerDriven)
 struct SoftWaitInRead {
   static std::string Unavailable() { return ""; }
   static absl::StatusOr<std::unique_ptr<Device>> NewDevice() {
-    SetMinLogLevel(LogLevel::kError);
     soft::SoftDevice::Options o;
     o.wait_in_read = true;
-    absl::StatusOr<std::unique_ptr<soft::SoftDevice>> d = soft::SoftDevice::Create(o);
-    if (!d.ok()) return d.status();
-    return std::unique_ptr<Device>(new OwnerDrivenDevice(std::move(*d), /*waits=*/true));
+    return NewOwnerDriven(o, /*waits=*/true);
   }
 };
 

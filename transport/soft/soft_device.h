@@ -51,17 +51,17 @@ class SoftDevice : public rnic::Device {
     bool hold_acks_until_wait = false;
     // A caller-driven device whose owner has one connection and nothing else to watch (the
     // SDK's caller_progress client): a Progress that may wait, with one stream and nothing
-    // else pending (no QP in its handshake, no output queued, no timer due within the wait),
-    // blocks in recv on that stream instead of in epoll_wait, as a blocking client does on
-    // its socket: one system call per wake-up, not two. Otherwise it waits as usual. And a
-    // CQ poll that finds nothing does not progress the device (it would find nothing new, in
-    // one more system call, before the owner's wait): the owner must progress it, by waits
-    // or by Progress calls that do not wait. The costs: an Interrupt (or a completion pushed by
-    // another thread) does not end such a wait, which lasts at most max_wait and 10 ms (the SDK
-    // passes 1 ms; a Progress that returns early with nothing done is one any caller handles), so
-    // interruptible() is false; and a stream the peer dials meanwhile is accepted by the next
-    // Progress that does not wait or that waits in epoll_wait (while a QP is in its handshake every
-    // wait does).
+    // else pending (no QP in its handshake, no output queued), blocks in recv on that stream
+    // instead of in epoll_wait, as a blocking client does on its socket: one system call per
+    // wake-up, not two. Otherwise it waits as usual. And a CQ poll that finds nothing does not
+    // progress the device (it would find nothing new, in one more system call, before the owner's
+    // wait): the owner must progress it, by waits or by Progress calls that do not wait. The costs:
+    // an Interrupt (or a completion pushed by another thread) does not end such a wait, which lasts
+    // at most max_wait and 10 ms (the SDK passes 1 ms; a Progress that returns early with nothing
+    // done is one any caller handles), so interruptible() is false; and a stream the peer dials
+    // meanwhile is accepted by the next Progress that does not wait or that waits in epoll_wait
+    // (while a QP is in its handshake every wait does). Timer work (a delayed ACK, an RNR retry)
+    // runs around the wait, up to 1 ms late.
     bool wait_in_read = false;
     rnic::DeviceLimits limits;
   };
