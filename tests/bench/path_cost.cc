@@ -100,10 +100,11 @@ void SingleLayers() {
     h.rkey = 42;
     h.qp = 3;
     h.src_qp = 4;
-    char buf[soft::kFrameHeaderSize];
+    char buf[soft::kMaxFrameHeaderSize];
     Single("soft rnic: WRITE header encode + decode", n, [&] {
-      soft::EncodeFrameHeader(h, buf);
-      absl::StatusOr<soft::FrameHeader> d = soft::DecodeFrameHeader(buf, 1 << 20);
+      const size_t size = soft::EncodeFrameHeader(h, buf);
+      size_t used = 0;
+      absl::StatusOr<soft::FrameHeader> d = soft::DecodeFrameHeader(buf, size, 1 << 20, &used);
       g_sink += d.ok() ? d->psn : 0;
     });
   }

@@ -1,5 +1,6 @@
-// Wire format of the soft RNIC: every message on a soft TCP stream is a 40-byte header,
-// little-endian, followed by payload_len bytes. docs/wire-soft.md describes each type.
+// Wire format of the soft RNIC: every message on a soft TCP stream is a header, little-endian,
+// of a size fixed per type (4 to 37 bytes: only the fields its type uses), followed by
+// payload_len bytes. docs/wire-soft.md describes each type.
 #ifndef UNLOADKV_TRANSPORT_SOFT_FRAME_H_
 #define UNLOADKV_TRANSPORT_SOFT_FRAME_H_
 
@@ -13,11 +14,14 @@
 namespace unloadkv::soft {
 
 inline constexpr uint16_t kFrameMagic = 0x4B55;  // "UK"
-// 5: SEND_WITH_INVALIDATE (memory windows). 4: CONNECT carries the pair's connect token. 3: one
-// stream per pair of devices, every frame naming its QPs (2 used one stream per QP pair, 1 one
-// stream per direction).
-inline constexpr uint8_t kFrameVersion = 5;
-inline constexpr size_t kFrameHeaderSize = 40;
+// 6: headers sized per type. 5: SEND_WITH_INVALIDATE (memory windows). 4: CONNECT carries the
+// pair's connect token. 3: one stream per pair of devices, every frame naming its QPs (2 used
+// one stream per QP pair, 1 one stream per direction).
+inline constexpr uint8_t kFrameVersion = 6;
+// Every header starts with magic (2 bytes), version and type: what DecodeFramePrefix reads.
+inline constexpr size_t kFramePrefixSize = 4;
+// The largest header (WRITE_WITH_IMM).
+inline constexpr size_t kMaxFrameHeaderSize = 37;
 
 enum class FrameType : uint8_t {
   // Dialer -> listener, first frame of a stream; names no QP.
@@ -70,14 +74,27 @@ std::string CanonicalConnectToken(absl::string_view token);
 bool IsRequest(FrameType t);
 bool IsResponse(FrameType t);
 
-// Serializes `h` into exactly kFrameHeaderSize bytes at `out`.
-void EncodeFrameHeader(const FrameHeader& h, char* out);
+// The header size of a frame of type `t` (kFramePrefixSize to kMaxFrameHeaderSize); 0 for a
+// value that is not a type.
+size_t FrameHeaderSize(FrameType t);
 
-// Parses and validates kFrameHeaderSize bytes: magic, version, a known type, payload_len at
-// most `max_payload`, and the per-type rules (payload only on WRITE, SEND and READ response,
-// READ length at most `max_payload`, NAK status a remote error code, QP numbers zero exactly on
-// HELLO). Error messages name the field.
-absl::StatusOr<FrameHeader> DecodeFrameHeader(const char* in, uint64_t max_payload);
+// Serializes `h` into FrameHeaderSize(h.type) bytes at `out` (which has room for
+// kMaxFrameHeaderSize) and returns that size. Fields the type does not carry are not sent (the
+// receiver reads them as 0). Request flags (aux of WRITE and SEND types) are one byte on the
+// wire.
+size_t EncodeFrameHeader(const FrameHeader& h, char* out);
+
+// Reads kFramePrefixSize bytes: magic, version and a known type. Returns the size of the whole
+// header they start (FrameHeaderSize of the type).
+absl::StatusOr<size_t> DecodeFramePrefix(const char* in);
+
+// Parses and validates a whole header at `in`, which holds at least `available` bytes: magic,
+// version, a known type, the header complete (else FailedPrecondition: read more), payload_len
+// at most `max_payload`, and the per-type rules (READ length at most `max_payload`, NAK status a
+// remote error code, QP numbers nonzero, known request flags). Error messages name the field.
+// Sets *size to the header's size when it returns a header.
+absl::StatusOr<FrameHeader> DecodeFrameHeader(const char* in, size_t available,
+                                              uint64_t max_payload, size_t* size);
 
 }  // namespace unloadkv::soft
 

@@ -119,8 +119,8 @@ extern "C" void FuzzSeeds(std::vector<std::string>* seeds) {
     h.rkey = rkey;
     h.remote_addr = addr;
     h.aux = aux;
-    std::string out(kFrameHeaderSize, '\0');
-    EncodeFrameHeader(h, out.data());
+    std::string out(kMaxFrameHeaderSize, '\0');
+    out.resize(EncodeFrameHeader(h, out.data()));
     return out + std::string(len, 'p');
   };
   for (char chunk : {'\x00', '\x07', '\x83'}) {

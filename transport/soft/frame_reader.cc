@@ -55,16 +55,36 @@ absl::Status FrameReader::Feed(const char* data, size_t size, size_t* consumed) 
       continue;
     }
     if (pos == size) break;
-    size_t n = std::min(size - pos, kFrameHeaderSize - header_fill_);
-    std::memcpy(header_bytes_ + header_fill_, data + pos, n);
-    header_fill_ += n;
-    pos += n;
-    if (header_fill_ < kFrameHeaderSize) break;
-    absl::StatusOr<FrameHeader> h = DecodeFrameHeader(header_bytes_, max_payload_);
+    absl::StatusOr<FrameHeader> h;
+    size_t header_size = 0;
+    if (header_fill_ == 0 && size - pos >= kMaxFrameHeaderSize) {
+      // The whole header is in `data`: decoded where it lies.
+      h = DecodeFrameHeader(data + pos, size - pos, max_payload_, &header_size);
+      pos += h.ok() ? header_size : 0;
+    } else {
+      // Assembled in header_bytes_: the prefix first, which says how long the header is.
+      const size_t want = header_fill_ < kFramePrefixSize ? kFramePrefixSize : header_want_;
+      size_t n = std::min(size - pos, want - header_fill_);
+      std::memcpy(header_bytes_ + header_fill_, data + pos, n);
+      header_fill_ += n;
+      pos += n;
+      if (header_fill_ < want) break;
+      if (want == kFramePrefixSize) {
+        absl::StatusOr<size_t> full = DecodeFramePrefix(header_bytes_);
+        if (!full.ok()) {
+          *consumed = pos;
+          return full.status();
+        }
+        header_want_ = *full;
+        if (header_fill_ < header_want_) continue;
+      }
+      h = DecodeFrameHeader(header_bytes_, header_fill_, max_payload_, &header_size);
+    }
     if (!h.ok()) {
       *consumed = pos;
       return h.status();
     }
+    header_fill_ = 0;  // the header is consumed; in_payload_ marks the frame under way
     header_ = *h;
     plan_ = sink_->OnHeader(header_);
     if (plan_.kind == PayloadPlan::kClose) {

@@ -66,8 +66,9 @@ class FrameReader {
 
   FrameSink* sink_;
   uint64_t max_payload_;
-  char header_bytes_[kFrameHeaderSize];
-  size_t header_fill_ = 0;
+  char header_bytes_[kMaxFrameHeaderSize];
+  size_t header_fill_ = 0;  // bytes of a partial header assembled in header_bytes_
+  size_t header_want_ = 0;  // once the prefix is read: the header's size
   bool in_payload_ = false;
   bool discarding_ = false;  // in_payload_: skipping discard_left_ more bytes
   uint64_t discard_left_ = 0;

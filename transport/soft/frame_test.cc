@@ -18,91 +18,130 @@ std::string Encode(FrameHeader h, const std::string& payload = "") {
     h.qp = 1;
     h.src_qp = 2;
   }
-  std::string out(kFrameHeaderSize, '\0');
-  EncodeFrameHeader(h, out.data());
+  std::string out(kMaxFrameHeaderSize, '\0');
+  out.resize(EncodeFrameHeader(h, out.data()));
   return out + payload;
 }
 
-TEST(FrameHeaderTest, RoundTripsEveryField) {
-  FrameHeader h;
-  h.type = FrameType::kWriteWithImm;
-  h.payload_len = 1234;
-  h.psn = 0xfedcba98;
-  h.imm = 0x01020304;
-  h.remote_addr = 0x1122334455667788ull;
-  h.rkey = 0xdeadbeef;
-  h.aux = kAckRequested;
-  h.qp = 0x0a0b0c0d;
-  h.src_qp = 0x01020304;
-  std::string bytes = Encode(h);
-  absl::StatusOr<FrameHeader> d = DecodeFrameHeader(bytes.data(), 1 << 20);
-  ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_EQ(d->type, h.type);
-  EXPECT_EQ(d->payload_len, h.payload_len);
-  EXPECT_EQ(d->psn, h.psn);
-  EXPECT_EQ(d->imm, h.imm);
-  EXPECT_EQ(d->remote_addr, h.remote_addr);
-  EXPECT_EQ(d->rkey, h.rkey);
-  EXPECT_EQ(d->aux, h.aux);
-  EXPECT_EQ(d->qp, h.qp);
-  EXPECT_EQ(d->src_qp, h.src_qp);
+absl::StatusOr<FrameHeader> Decode(const std::string& bytes, size_t* size = nullptr) {
+  size_t unused;
+  return DecodeFrameHeader(bytes.data(), bytes.size(), 1 << 20, size ? size : &unused);
 }
 
+// Each type's header size, and which fields it carries (a field it does not carry arrives 0).
+struct Layout {
+  FrameType type;
+  size_t size;
+  bool psn, aux, payload, imm, rkey, addr;
+};
+constexpr Layout kLayouts[] = {
+    {FrameType::kHello, 4, false, false, false, false, false, false},
+    {FrameType::kWrite, 33, true, true, true, false, true, true},
+    {FrameType::kWriteWithImm, 37, true, true, true, true, true, true},
+    {FrameType::kSend, 21, true, true, true, false, false, false},
+    {FrameType::kSendWithImm, 25, true, true, true, true, false, false},
+    {FrameType::kReadRequest, 32, true, true, false, false, true, true},
+    {FrameType::kConnect, 32, true, false, false, true, true, true},
+    {FrameType::kConnectAck, 12, false, false, false, false, false, false},
+    {FrameType::kDisconnect, 12, false, false, false, false, false, false},
+    {FrameType::kSendWithInvalidate, 25, true, true, true, false, true, false},
+    {FrameType::kAck, 16, true, false, false, false, false, false},
+    {FrameType::kNak, 20, true, true, false, false, false, false},
+    {FrameType::kReadResponse, 20, true, false, true, false, false, false},
+    {FrameType::kRnrNak, 16, true, false, false, false, false, false},
+};
+
+TEST(FrameHeaderTest, EachTypeCarriesItsFieldsInAHeaderOfItsSize) {
+  for (const Layout& l : kLayouts) {
+    FrameHeader h;
+    h.type = l.type;
+    h.payload_len = 1234;
+    h.psn = 0xfedcba98;
+    h.imm = 0x01020304;
+    h.remote_addr = 0x1122334455667788ull;
+    h.rkey = 0xdeadbeef;
+    // Within what each type's aux may hold: flags, a READ length, a NAK status.
+    h.aux = l.type == FrameType::kNak ? static_cast<uint32_t>(rnic::WcStatus::kRemoteAccessError)
+            : l.type == FrameType::kReadRequest ? 4096
+                                                : kAckRequested;
+    if (l.type != FrameType::kHello) {
+      h.qp = 0x0a0b0c0d;
+      h.src_qp = 0x01020304;
+    }
+    EXPECT_EQ(FrameHeaderSize(l.type), l.size) << static_cast<int>(l.type);
+    std::string bytes(kMaxFrameHeaderSize, '\0');
+    bytes.resize(EncodeFrameHeader(h, bytes.data()));
+    ASSERT_EQ(bytes.size(), l.size) << static_cast<int>(l.type);
+    size_t size = 0;
+    absl::StatusOr<FrameHeader> d = Decode(bytes, &size);
+    ASSERT_TRUE(d.ok()) << static_cast<int>(l.type) << ": " << d.status();
+    EXPECT_EQ(size, l.size);
+    EXPECT_EQ(d->type, h.type);
+    EXPECT_EQ(d->qp, h.qp);
+    EXPECT_EQ(d->src_qp, h.src_qp);
+    EXPECT_EQ(d->psn, l.psn ? h.psn : 0);
+    EXPECT_EQ(d->aux, l.aux ? h.aux : 0);
+    EXPECT_EQ(d->payload_len, l.payload ? h.payload_len : 0);
+    EXPECT_EQ(d->imm, l.imm ? h.imm : 0);
+    EXPECT_EQ(d->rkey, l.rkey ? h.rkey : 0);
+    EXPECT_EQ(d->remote_addr, l.addr ? h.remote_addr : 0);
+    // One byte short is not yet a header: the reader waits for more.
+    absl::StatusOr<FrameHeader> cut = Decode(bytes.substr(0, l.size - 1));
+    EXPECT_EQ(cut.status().code(), absl::StatusCode::kFailedPrecondition)
+        << static_cast<int>(l.type) << ": " << cut.status();
+    absl::StatusOr<size_t> prefix = DecodeFramePrefix(bytes.data());
+    ASSERT_TRUE(prefix.ok()) << prefix.status();
+    EXPECT_EQ(*prefix, l.size);
+  }
+  EXPECT_EQ(FrameHeaderSize(static_cast<FrameType>(11)), 0u);
+  EXPECT_EQ(FrameHeaderSize(static_cast<FrameType>(200)), 0u);
+}
+
+// WRITE: prefix 0-3, qp 4-7, src_qp 8-11, psn 12-15, flags 16, payload_len 17-20, rkey 21-24,
+// remote_addr 25-32. READ request: ..., psn 12-15, length 16-19. NAK: ..., psn, status 16-19.
 TEST(FrameHeaderTest, RejectsMalformedHeadersNamingTheProblem) {
-  FrameHeader ok;
-  ok.type = FrameType::kWrite;
+  FrameHeader write;
+  write.type = FrameType::kWrite;
+  FrameHeader read;
+  read.type = FrameType::kReadRequest;
+  FrameHeader nak;
+  nak.type = FrameType::kNak;
+  nak.aux = static_cast<uint32_t>(rnic::WcStatus::kRemoteAccessError);
   struct Case {
+    const FrameHeader& base;
     std::function<void(std::string&)> corrupt;
     const char* mentions;
   } cases[] = {
-      {[](std::string& b) { b[0] ^= 1; }, "magic"},
-      {[](std::string& b) { b[2] = 9; }, "version"},
-      {[](std::string& b) { b[3] = 11; }, "unknown type"},
-      {[](std::string& b) { b[3] = 0; }, "unknown type"},
-      {[](std::string& b) { b[7] = 0x7f; }, "exceeds the limit"},
-      {[](std::string& b) {
-         b[3] = 1;
-         std::fill(b.begin() + 32, b.end(), 0);
-         b[4] = 1;
-       },
-       "payload_len"},                                      // HELLO with payload
-      {[](std::string& b) { b[3] = 1; }, "expected none"},  // HELLO naming QPs
-      {[](std::string& b) { std::fill(b.begin() + 32, b.end(), 0); }, "expected two"},
-      {[](std::string& b) { b[36] = 0; }, "expected two"},  // no source QP
-      {[](std::string& b) {
-         b[3] = 9;
-         b[4] = 1;
-       },
-       "payload_len"},  // DISCONNECT with payload
-      {[](std::string& b) {
-         b[3] = 6;
-         b[4] = 1;
-       },
-       "READ request"},  // READ with payload
-      {[](std::string& b) {
-         b[3] = 6;
-         b[31] = 0x7f;
-       },
-       "READ length"},
-      {[](std::string& b) {
-         b[3] = 17;
-         b[28] = 0;
-       },
-       "NAK status"},  // NAK with "success"
-      {[](std::string& b) {
-         b[3] = 17;
-         b[28] = static_cast<char>(rnic::WcStatus::kRnrRetryExceeded);
-       },
+      {write, [](std::string& b) { b[0] ^= 1; }, "magic"},
+      {write, [](std::string& b) { b[2] = 5; }, "unsupported version 5"},  // an older peer
+      {write, [](std::string& b) { b[3] = 11; }, "unknown type"},
+      {write, [](std::string& b) { b[3] = 0; }, "unknown type"},
+      {write, [](std::string& b) { b[3] = static_cast<char>(200); }, "unknown type"},
+      {write, [](std::string& b) { b[20] = 0x7f; }, "exceeds the limit"},
+      {write, [](std::string& b) { std::fill(b.begin() + 4, b.begin() + 12, 0); }, "nonzero"},
+      {write, [](std::string& b) { std::fill(b.begin() + 8, b.begin() + 12, 0); }, "nonzero"},
+      {write, [](std::string& b) { b[16] = 2; }, "unknown request flags"},
+      {read, [](std::string& b) { b[19] = 0x7f; }, "READ length"},
+      {nak, [](std::string& b) { b[16] = 0; }, "NAK status"},  // NAK with "success"
+      {nak, [](std::string& b) { b[16] = static_cast<char>(rnic::WcStatus::kRnrRetryExceeded); },
        "NAK status"},  // RNR is an RNR NAK (type 19), decided by the requester
-      {[](std::string& b) { b[28] = 2; }, "unknown request flags"},
+      {nak, [](std::string& b) { b[19] = 1; }, "NAK status"},
   };
   for (const Case& c : cases) {
-    std::string bytes = Encode(ok);
+    std::string bytes = Encode(c.base);
     c.corrupt(bytes);
-    absl::StatusOr<FrameHeader> d = DecodeFrameHeader(bytes.data(), 1 << 20);
+    absl::StatusOr<FrameHeader> d = Decode(bytes);
     ASSERT_FALSE(d.ok()) << c.mentions;
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kDataLoss) << d.status();
     EXPECT_NE(d.status().message().find(c.mentions), absl::string_view::npos) << d.status();
   }
+  // A HELLO is its prefix alone; the bytes after it are the next frame's.
+  FrameHeader hello;
+  hello.type = FrameType::kHello;
+  size_t size = 0;
+  absl::StatusOr<FrameHeader> d = Decode(Encode(hello) + Encode(write), &size);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(size, kFramePrefixSize);
 }
 
 // Records frames and places payloads into a buffer; discards frames with rkey 555.
@@ -137,28 +176,49 @@ class RecordingSink : public FrameSink {
   size_t used_ = 0;
 };
 
-TEST(FrameReaderTest, ReassemblesFramesFedOneByteAtATime) {
-  FrameHeader a;
-  a.type = FrameType::kWrite;
-  a.payload_len = 5;
-  FrameHeader b;
-  b.type = FrameType::kAck;
-  b.psn = 9;
-  FrameHeader c;
-  c.type = FrameType::kSend;
-  c.payload_len = 3;
-  std::string stream = Encode(a, "hello") + Encode(b) + Encode(c, "abc");
-  RecordingSink sink;
-  FrameReader reader(&sink, 1 << 20);
-  for (char ch : stream) {
-    size_t consumed = 0;
-    ASSERT_TRUE(reader.Feed(&ch, 1, &consumed).ok());
-    ASSERT_EQ(consumed, 1u);
+// Frames of every header size, fed in chunks of every size from one byte to the whole stream:
+// the same frames and payloads each time (the reader decodes a header in place when the bytes
+// fed hold it whole, and assembles it otherwise).
+TEST(FrameReaderTest, EverySplitOfAStreamGivesTheSameFrames) {
+  FrameHeader hello;
+  hello.type = FrameType::kHello;
+  FrameHeader w;
+  w.type = FrameType::kWriteWithImm;
+  w.payload_len = 5;
+  w.imm = 77;
+  w.psn = 1;
+  FrameHeader ack;
+  ack.type = FrameType::kAck;
+  ack.psn = 9;
+  FrameHeader send;
+  send.type = FrameType::kSend;
+  send.payload_len = 3;
+  send.psn = 2;
+  send.aux = kAckRequested;
+  FrameHeader resp;
+  resp.type = FrameType::kReadResponse;
+  resp.payload_len = 4;
+  resp.psn = 3;
+  const std::string stream = Encode(hello) + Encode(w, "hello") + Encode(ack) +
+                             Encode(send, "abc") + Encode(ack) + Encode(resp, "wxyz");
+  for (size_t chunk = 1; chunk <= stream.size(); ++chunk) {
+    RecordingSink sink;
+    FrameReader reader(&sink, 1 << 20);
+    for (size_t at = 0; at < stream.size(); at += chunk) {
+      const size_t n = std::min(chunk, stream.size() - at);
+      size_t consumed = 0;
+      ASSERT_TRUE(reader.Feed(stream.data() + at, n, &consumed).ok()) << "chunk " << chunk;
+      ASSERT_EQ(consumed, n);
+    }
+    ASSERT_EQ(sink.frames.size(), 6u) << "chunk " << chunk;
+    EXPECT_EQ(sink.frames[0].type, FrameType::kHello);
+    EXPECT_EQ(sink.frames[1].imm, 77u);
+    EXPECT_EQ(sink.frames[2].psn, 9u);
+    EXPECT_EQ(sink.frames[3].aux, kAckRequested);
+    EXPECT_EQ(sink.frames[5].type, FrameType::kReadResponse);
+    EXPECT_EQ(std::string(sink.dest_, 12), "helloabcwxyz") << "chunk " << chunk;
+    EXPECT_TRUE(reader.at_frame_boundary());
   }
-  ASSERT_EQ(sink.frames.size(), 3u);
-  EXPECT_EQ(sink.frames[1].psn, 9u);
-  EXPECT_EQ(std::string(sink.dest_, 8), "helloabc");
-  EXPECT_TRUE(reader.at_frame_boundary());
 }
 
 TEST(FrameReaderTest, DiscardedPayloadsAreSkippedWhole) {
@@ -177,7 +237,7 @@ TEST(FrameReaderTest, DiscardedPayloadsAreSkippedWhole) {
       size_t n = std::min(chunk, stream.size() - at), consumed = 0;
       ASSERT_TRUE(reader.Feed(stream.data() + at, n, &consumed).ok());
       ASSERT_EQ(consumed, n);
-      if (at + n == kFrameHeaderSize) {
+      if (at + n == FrameHeaderSize(FrameType::kWrite)) {
         EXPECT_TRUE(reader.DirectTarget().empty()) << "a discarded payload as a direct target";
       }
     }
@@ -198,7 +258,7 @@ TEST(FrameReaderTest, DiscardRestSkipsWhatIsLeftOfAPlacedPayload) {
   RecordingSink sink;
   FrameReader reader(&sink, 1 << 20);
   size_t consumed = 0;
-  ASSERT_TRUE(reader.Feed(stream.data(), kFrameHeaderSize + 3, &consumed).ok());
+  ASSERT_TRUE(reader.Feed(stream.data(), FrameHeaderSize(FrameType::kWrite) + 3, &consumed).ok());
   reader.DiscardRest();
   EXPECT_TRUE(reader.DirectTarget().empty());
   ASSERT_TRUE(reader.Feed(stream.data() + consumed, stream.size() - consumed, &consumed).ok());

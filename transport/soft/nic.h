@@ -47,7 +47,7 @@ struct OutSegment {
   const char* ptr = nullptr;
   size_t len = 0;
   bool is_inline = false;  // the bytes are inline_bytes
-  char inline_bytes[kFrameHeaderSize];
+  char inline_bytes[kMaxFrameHeaderSize];
   std::unique_ptr<char[]> owned;  // a copy: READ response data, or a purged frame's rest
   QpCore* owner = nullptr;
   bool frame_start = false;  // the first segment of a frame

@@ -137,7 +137,7 @@ int Nic::WaitInRead(absl::Duration max_wait) {
     s = SoleStream();
     if (s == nullptr || !PrepareReadBuffer(s)) return -1;
     room = s->rbuf->size() - s->rend;
-    if (room < kFrameHeaderSize) return -1;  // a frame's rest waits to be consumed
+    if (room < kMaxFrameHeaderSize) return -1;  // a frame's rest waits to be consumed
     // Whole milliseconds, as epoll_wait's, so that the timeout is set once, not per wait
     // (the SDK's: always 1 ms). A timer due sooner cuts it to its millisecond: the timer's
     // work (a delayed ACK, an RNR retry) runs up to 1 ms late, never early.

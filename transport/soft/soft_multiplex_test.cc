@@ -100,6 +100,32 @@ TEST(SoftMultiplexTest, ManyQpPairsBetweenTwoDevicesShareAtMostTwoStreams) {
   EXPECT_EQ(OpenSockets(), before) << "streams outlived their QPs";
 }
 
+// The bytes of a header, as a device sends it.
+std::string EncodeHeader(const FrameHeader& h) {
+  std::string out(kMaxFrameHeaderSize, '\0');
+  out.resize(EncodeFrameHeader(h, out.data()));
+  return out;
+}
+
+// Reads one header from `fd` (waiting up to 5 s for its first byte).
+absl::StatusOr<FrameHeader> RecvHeader(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, 5000) != 1) return absl::DeadlineExceededError("no frame within 5 s");
+  char bytes[kMaxFrameHeaderSize];
+  if (recv(fd, bytes, kFramePrefixSize, MSG_WAITALL) != static_cast<ssize_t>(kFramePrefixSize)) {
+    return absl::UnavailableError("recv");
+  }
+  absl::StatusOr<size_t> size = DecodeFramePrefix(bytes);
+  if (!size.ok()) return size.status();
+  const size_t rest = *size - kFramePrefixSize;
+  if (rest > 0 &&
+      recv(fd, bytes + kFramePrefixSize, rest, MSG_WAITALL) != static_cast<ssize_t>(rest)) {
+    return absl::UnavailableError("recv");
+  }
+  size_t used = 0;
+  return DecodeFrameHeader(bytes, *size, 1 << 20, &used);
+}
+
 // Opens a raw TCP connection to `device` and says HELLO.
 ScopedFd RawStream(const SoftDevice& device) {
   absl::StatusOr<sockaddr_in> sa = ParseHostPort(device.address());
@@ -108,10 +134,9 @@ ScopedFd RawStream(const SoftDevice& device) {
   EXPECT_EQ(connect(fd.get(), reinterpret_cast<const sockaddr*>(&*sa), sizeof(*sa)), 0);
   FrameHeader hello;
   hello.type = FrameType::kHello;
-  char bytes[kFrameHeaderSize];
-  EncodeFrameHeader(hello, bytes);
-  EXPECT_EQ(send(fd.get(), bytes, sizeof(bytes), MSG_NOSIGNAL),
-            static_cast<ssize_t>(sizeof(bytes)));
+  const std::string bytes = EncodeHeader(hello);
+  EXPECT_EQ(send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(bytes.size()));
   return fd;
 }
 
@@ -131,25 +156,16 @@ TEST(SoftMultiplexTest, AStreamCannotSpeakForAQpAttachedToAnother) {
   w.remote_addr = b.mr->address() + 1024;
   w.rkey = b.mr->rkey();
   w.payload_len = 64;
-  std::string frame(kFrameHeaderSize, '\0');
-  EncodeFrameHeader(w, frame.data());
-  frame += std::string(64, 'X');
+  std::string frame = EncodeHeader(w) + std::string(64, 'X');
   // A CONNECT for b's QP, which is connected already: refused with a DISCONNECT.
   FrameHeader c;
   c.type = FrameType::kConnect;
   c.qp = b.qps[0]->qp_num();
   c.src_qp = 77;
-  std::string connect(kFrameHeaderSize, '\0');
-  EncodeFrameHeader(c, connect.data());
-  frame += connect;
+  frame += EncodeHeader(c);
   ASSERT_EQ(send(rogue.get(), frame.data(), frame.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(frame.size()));
-  pollfd p{rogue.get(), POLLIN, 0};
-  ASSERT_EQ(poll(&p, 1, 5000), 1) << "no answer to the CONNECT";
-  char reply[kFrameHeaderSize];
-  ASSERT_EQ(recv(rogue.get(), reply, sizeof(reply), MSG_WAITALL),
-            static_cast<ssize_t>(sizeof(reply)));
-  absl::StatusOr<FrameHeader> h = DecodeFrameHeader(reply, 1 << 20);
+  absl::StatusOr<FrameHeader> h = RecvHeader(rogue.get());  // the answer to the CONNECT
   ASSERT_TRUE(h.ok()) << h.status();
   EXPECT_EQ(h->type, FrameType::kDisconnect);
   EXPECT_EQ(h->qp, 77u);
@@ -175,18 +191,11 @@ absl::StatusOr<FrameHeader> RogueConnect(int rogue, uint32_t qp, uint32_t src_qp
   c.src_qp = src_qp;
   c.psn = psn;
   SetConnectToken(token, &c);
-  char bytes[kFrameHeaderSize];
-  EncodeFrameHeader(c, bytes);
-  if (send(rogue, bytes, sizeof(bytes), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(bytes))) {
+  const std::string bytes = EncodeHeader(c);
+  if (send(rogue, bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) {
     return absl::UnavailableError("send");
   }
-  pollfd p{rogue, POLLIN, 0};
-  if (poll(&p, 1, 5000) != 1) return absl::DeadlineExceededError("no answer to the CONNECT");
-  char reply[kFrameHeaderSize];
-  if (recv(rogue, reply, sizeof(reply), MSG_WAITALL) != static_cast<ssize_t>(sizeof(reply))) {
-    return absl::UnavailableError("recv");
-  }
-  return DecodeFrameHeader(reply, 1 << 20);
+  return RecvHeader(rogue);
 }
 
 // A stranger that saw the bootstrap exchange knows both QP numbers and PSNs, but not the token
@@ -222,19 +231,13 @@ TEST(SoftMultiplexTest, AConnectWithoutThePairsTokenIsRefused) {
         c.qp = to_listener.qp_num;
         c.src_qp = to_dialer.qp_num;
         c.psn = to_dialer.psn;
-        char bytes[kFrameHeaderSize];
-        EncodeFrameHeader(c, bytes);
-        ASSERT_EQ(send(rogue.get(), bytes, sizeof(bytes), MSG_NOSIGNAL),
-                  static_cast<ssize_t>(sizeof(bytes)));
+        const std::string bytes = EncodeHeader(c);
+        ASSERT_EQ(send(rogue.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL),
+                  static_cast<ssize_t>(bytes.size()));
         // The listening end's Connect finds it without the pair's token and sends it away.
         ASSERT_TRUE(listener.qps[0]->Connect(to_dialer).ok());
-        pollfd p{rogue.get(), POLLIN, 0};
-        ASSERT_EQ(poll(&p, 1, 5000), 1) << "the stranger was not sent away";
-        char reply[kFrameHeaderSize];
-        ASSERT_EQ(recv(rogue.get(), reply, sizeof(reply), MSG_WAITALL),
-                  static_cast<ssize_t>(sizeof(reply)));
-        absl::StatusOr<FrameHeader> h = DecodeFrameHeader(reply, 1 << 20);
-        ASSERT_TRUE(h.ok());
+        absl::StatusOr<FrameHeader> h = RecvHeader(rogue.get());
+        ASSERT_TRUE(h.ok()) << "the stranger was not sent away: " << h.status();
         EXPECT_EQ(h->type, FrameType::kDisconnect);
         EXPECT_EQ(h->qp, to_dialer.qp_num);
       } else {

@@ -73,8 +73,7 @@ void Stream::OnFrame(const FrameHeader& h) {
 void Nic::Enqueue(Stream* s, const FrameHeader& h, const char* payload, size_t payload_len,
                   bool copy_payload, QpCore* owner) {
   OutSegment& head = s->out.emplace_back();
-  EncodeFrameHeader(h, head.inline_bytes);
-  head.len = kFrameHeaderSize;
+  head.len = EncodeFrameHeader(h, head.inline_bytes);
   head.is_inline = true;
   head.owner = owner;
   head.frame_start = true;
