@@ -25,7 +25,8 @@ absl::StatusOr<std::unique_ptr<NodeClient>> NodeClient::Connect(const ClientOpti
   if (!policy.ok()) return policy.status();
   std::unique_ptr<NodeClient> c(new NodeClient());
   c->options_ = options;
-  c->inline_put_bytes_ = values->inline_bytes;
+  c->inline_put_bytes_ = client_internal::InlineBytesOn(
+      *values, hooks.embedding != nullptr ? "sim" : options.transport);
   c->hooks_ = hooks;
   const ClientEmbedding* embedded = hooks.embedding;
   if (absl::Status st = c->UseDevice(); !st.ok()) return st;

@@ -129,7 +129,7 @@ class NodeClient : public Client {
   absl::Status CallPut(const proto::PutRequest& req, PutState* ps, const engine::SendOptions& send);
 
   ClientOptions options_;
-  uint32_t inline_put_bytes_ = 0;  // from options_.policy's ",inline:N" (client/value_policy.h)
+  uint32_t inline_put_bytes_ = 0;  // client_internal::InlineBytesOn (client/value_policy.h)
   ClientHooks hooks_;
   const Clock* clock_ = RealClock::Get();
   std::unique_ptr<rnic::Device> owned_device_;

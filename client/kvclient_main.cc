@@ -48,6 +48,7 @@
 #include "client/cluster_admin.h"
 #include "client/cluster_status.h"
 #include "client/transfer_progress.h"
+#include "client/value_policy.h"
 #include "gflags/gflags.h"
 #include "proto/limits.h"
 #include "transport/base/logging.h"
@@ -213,6 +214,16 @@ int ReportLoad(LoadTally& t, uint64_t issued, double secs, const WriteStats& w) 
   std::printf("  value writes: %llu offload, %llu unload (%.1f%% unloaded, policy %s)\n",
               static_cast<unsigned long long>(w.offload), static_cast<unsigned long long>(w.unload),
               writes ? 100.0 * w.unload / writes : 0.0, FLAGS_policy.c_str());
+  absl::StatusOr<client_internal::ValuePolicy> policy =
+      client_internal::ParseValuePolicy(FLAGS_policy);
+  const uint32_t inline_bytes =
+      policy.ok() ? client_internal::InlineBytesOn(*policy, FLAGS_transport) : 0;
+  if (inline_bytes > 0 && FLAGS_value_size <= inline_bytes) {
+    std::printf(
+        "  values of at most %u bytes go inline in the PUT, not through the engine "
+        "(policy %s on %s; ,inline:0 sends them through it)\n",
+        inline_bytes, FLAGS_policy.c_str(), FLAGS_transport.c_str());
+  }
   std::fflush(stdout);
   if (failed > 0 || not_issued > 0) {
     std::fprintf(stderr, "kvclient: %llu failed, %llu not issued (first error: %s)\n",

@@ -21,7 +21,14 @@ absl::StatusOr<ValuePolicy> ParseValuePolicy(absl::string_view policy) {
                      proto::kMaxInlineValueBytes, " (the largest value a PUT carries inline)"));
   }
   out.inline_bytes = n;
+  out.inline_said = true;
   return out;
+}
+
+uint32_t InlineBytesOn(const ValuePolicy& policy, absl::string_view transport) {
+  if (policy.inline_said) return policy.inline_bytes;
+  return policy.engine_policy == "adaptive" && transport == "soft" ? proto::kMaxInlineValueBytes
+                                                                   : 0;
 }
 
 }  // namespace unloadkv::client_internal

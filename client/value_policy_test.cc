@@ -22,6 +22,24 @@ TEST(ValuePolicyTest, TheInlineSuffixSetsTheLimit) {
   EXPECT_EQ(p->inline_bytes, 4096u);
 }
 
+TEST(ValuePolicyTest, WithoutTheSuffixAdaptiveInlinesOnSoftOnly) {
+  absl::StatusOr<ValuePolicy> adaptive = ParseValuePolicy("adaptive");
+  ASSERT_TRUE(adaptive.ok()) << adaptive.status();
+  EXPECT_EQ(InlineBytesOn(*adaptive, "soft"), 4096u);
+  EXPECT_EQ(InlineBytesOn(*adaptive, "verbs"), 0u);
+  EXPECT_EQ(InlineBytesOn(*adaptive, "sim"), 0u);
+  for (const char* fixed : {"offload", "unload", "split:0.5", "unload_after:8"}) {
+    absl::StatusOr<ValuePolicy> p = ParseValuePolicy(fixed);
+    ASSERT_TRUE(p.ok()) << fixed;
+    EXPECT_EQ(InlineBytesOn(*p, "soft"), 0u) << fixed;
+  }
+  // The suffix holds on every transport, 0 included.
+  for (const char* transport : {"soft", "verbs", "sim"}) {
+    EXPECT_EQ(InlineBytesOn(*ParseValuePolicy("adaptive,inline:0"), transport), 0u);
+    EXPECT_EQ(InlineBytesOn(*ParseValuePolicy("offload,inline:64"), transport), 64u);
+  }
+}
+
 TEST(ValuePolicyTest, ABadSuffixSaysTheGrammar) {
   for (const char* bad : {"adaptive,", "adaptive,inline:", "adaptive,inline:4097",
                           "adaptive,inline:-1", "adaptive,inline:+5", "adaptive,inline:1x",

@@ -417,6 +417,7 @@ void Sdk() {
   co.server = (*s)->address();
   co.caller_progress = true;
   co.max_in_flight = static_cast<int>(FLAGS_depth);
+  co.policy = "adaptive,inline:0";  // granted PUTs (adaptive inlines on soft otherwise)
   absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(co);
   co.policy = "adaptive,inline:4096";
   absl::StatusOr<std::unique_ptr<Client>> ci =

@@ -66,7 +66,7 @@ class RequestAllocationsTest : public ::testing::Test {
     // admits connections and refreshes gauges on its own clock, is counted on neither side.
     server_threads_ = Without(ThreadIdsNow(), t0);
     loop_ = std::thread([this] { server_->Run(stop_); });
-    ConnectClient("adaptive");
+    ConnectClient("adaptive,inline:0");  // granted PUTs: the value written through the engine
     for (int i = 0; i < 1000; ++i) keys_.push_back(absl::StrFormat("user%08d", i));
     for (const std::string& k : keys_) ASSERT_TRUE(client_->Put(k, value_).ok());
   }

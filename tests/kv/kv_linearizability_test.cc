@@ -31,7 +31,9 @@ TEST(KvLinearizabilityTest, ConcurrentClientsOnOverlappingKeys) {
   std::thread loop([&] { (*server)->Run(stop); });
 
   constexpr int kClients = 8, kOpsPerClient = 60, kKeys = 5;
-  const char* policies[] = {"offload", "unload", "adaptive", "split:0.5"};
+  // adaptive sends these values inline on soft; adaptive,inline:0 through the engine.
+  const char* policies[kClients] = {"offload", "unload", "adaptive",          "split:0.5",
+                                    "offload", "unload", "adaptive,inline:0", "split:0.5"};
   std::vector<std::vector<testing::KvOp>> per_client(kClients);
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
@@ -39,7 +41,7 @@ TEST(KvLinearizabilityTest, ConcurrentClientsOnOverlappingKeys) {
     threads.emplace_back([&, c] {
       ClientOptions o;
       o.server = (*server)->address();
-      o.policy = policies[c % 4];
+      o.policy = policies[c];
       o.max_retries = 0;  // a retried op would need two history entries
       o.caller_progress = c % 2 == 1;
       auto client = Client::Connect(o);
