@@ -16,6 +16,7 @@ namespace {
 struct Counter {
   std::atomic<pid_t> tid{0};
   std::atomic<uint64_t> allocations{0};
+  std::atomic<uint64_t> locks{0};
 };
 
 constexpr int kCounters = 1024;
@@ -44,22 +45,29 @@ void* Allocate(size_t n, size_t align) {
   return p;
 }
 
+// The sum of `field` over the counters of the threads in `tids`.
+uint64_t SumOf(const std::set<pid_t>& tids, std::atomic<uint64_t> Counter::*field) {
+  uint64_t sum = 0;
+  const int used = std::min(g_used.load(std::memory_order_acquire), kCounters);
+  for (int i = 0; i < used; ++i) {
+    if (tids.count(g_counters[i].tid.load(std::memory_order_relaxed)) > 0) {
+      sum += (g_counters[i].*field).load(std::memory_order_relaxed);
+    }
+  }
+  return sum;
+}
+
 }  // namespace
 
 uint64_t ThisThreadAllocations() {
   return ThisCounter()->allocations.load(std::memory_order_relaxed);
 }
 
-uint64_t AllocationsOf(const std::set<pid_t>& tids) {
-  uint64_t sum = 0;
-  const int used = std::min(g_used.load(std::memory_order_acquire), kCounters);
-  for (int i = 0; i < used; ++i) {
-    if (tids.count(g_counters[i].tid.load(std::memory_order_relaxed)) > 0) {
-      sum += g_counters[i].allocations.load(std::memory_order_relaxed);
-    }
-  }
-  return sum;
-}
+uint64_t AllocationsOf(const std::set<pid_t>& tids) { return SumOf(tids, &Counter::allocations); }
+
+uint64_t LocksOf(const std::set<pid_t>& tids) { return SumOf(tids, &Counter::locks); }
+
+void CountLock() { ThisCounter()->locks.fetch_add(1, std::memory_order_relaxed); }
 
 std::set<pid_t> ThreadIdsNow() {
   std::set<pid_t> out;

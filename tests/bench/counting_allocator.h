@@ -1,7 +1,8 @@
 // A counting allocator for benchmarks and tests: linking counting_allocator.cc replaces the
 // global operator new and delete (every form) with malloc/free plus a count of allocations per
-// thread. Counts are read by thread id, so a benchmark can attribute the allocations of a
-// loopback run to the client's threads and the server's.
+// thread (and holds the per-thread count of mutex acquisitions that counting_mutex.cc makes).
+// Counts are read by thread id, so a benchmark can attribute the allocations of a loopback run to
+// the client's threads and the server's.
 //
 // Thread-safety: every function may be called from any thread. Counting costs one relaxed
 // atomic increment per allocation. The first 1024 threads that allocate get a counter of their
@@ -22,6 +23,13 @@ uint64_t ThisThreadAllocations();
 // Allocations made so far by the threads in `tids` (Linux thread ids), including threads that
 // have since exited.
 uint64_t AllocationsOf(const std::set<pid_t>& tids);
+
+// Mutex acquisitions (pthread_mutex_lock, which std::mutex and so unloadkv::Mutex call) made
+// so far by the threads in `tids`. Counted only in a binary that also links counting_mutex
+// (tests/bench/counting_mutex.cc), else 0.
+uint64_t LocksOf(const std::set<pid_t>& tids);
+// One acquisition by the calling thread (counting_mutex's pthread_mutex_lock calls it).
+void CountLock();
 
 // This process's threads now (Linux thread ids, from /proc/self/task). Taken before and after
 // a side starts its threads, they tell that side's threads apart (Without).

@@ -1,16 +1,18 @@
 // path_cost: the cost ledger of a request, layer by layer (docs/benchmarks.md, "The cost of a
-// request, per layer"): CPU time and heap allocations per request.
+// request, per layer"): CPU time, heap allocations and mutex acquisitions per request.
 //
 //   bazel run -c opt //tests/bench:path_cost -- [--value_size=100] [--ops=100000]
 //
-// Two parts, in one process (a counting allocator replaces operator new, counting per thread):
+// Two parts, in one process (a counting allocator replaces operator new, and counting_mutex.cc
+// pthread_mutex_lock, counting per thread):
 //   * each layer alone, on this thread, nothing below it: the soft RNIC's frame header, the RPC
 //     frame, the protobuf messages of a PUT and a GET, the KV store's grant, PUT and GET;
-//   * the stack on loopback, with the time and allocations of the client's threads and the
-//     server's apart (from /proc/self/task/*/stat and the allocator's per-thread counts): an
+//   * the stack on loopback, with the time, allocations and locks of the client's threads and
+//     the server's apart (from /proc/self/task/*/stat and the per-thread counts): an
 //     RPC echo over two engines on soft RNICs (the transport and RPC layers, kernel included),
 //     then the SDK against an in-process kvserver, GET and PUT at 1 and at --depth in flight,
-//     and PUT with the value inline (policy adaptive,inline:4096).
+//     (the PUT rows granted, policy adaptive,inline:0), and PUT with the value inline (policy
+//     adaptive,inline:4096).
 // The loopback rows' CPU includes the kernel's TCP path (the "sys" columns); "user" is the
 // process's own code. One run prints all rows; compare runs of the same build side by side.
 #include <unistd.h>
@@ -60,6 +62,7 @@ namespace unloadkv {
 namespace {
 
 using bench::AllocationsOf;
+using bench::LocksOf;
 using bench::ThisThreadAllocations;
 using bench::ThreadIdsNow;
 using bench::Without;
@@ -233,6 +236,7 @@ void Loopback(const std::string& row, const Sides& sides, uint64_t ops,
               const std::function<bool()>& run) {
   const Cpu c0 = CpuOf(sides.client), s0 = CpuOf(sides.server);
   const uint64_t ca0 = AllocationsOf(sides.client), sa0 = AllocationsOf(sides.server);
+  const uint64_t cl0 = LocksOf(sides.client), sl0 = LocksOf(sides.server);
   const absl::Time t0 = absl::Now();
   if (!run()) {
     std::printf("%-30s failed\n", row.c_str());
@@ -242,17 +246,21 @@ void Loopback(const std::string& row, const Sides& sides, uint64_t ops,
   const Cpu c1 = CpuOf(sides.client), s1 = CpuOf(sides.server);
   const double ca = double(AllocationsOf(sides.client) - ca0) / ops;
   const double sa = double(AllocationsOf(sides.server) - sa0) / ops;
-  std::printf("%-30s %7.2f %7.2f %7.2f %7.2f %7.1f %7.1f %9.0f\n", row.c_str(),
+  const double cl = double(LocksOf(sides.client) - cl0) / ops;
+  const double sl = double(LocksOf(sides.server) - sl0) / ops;
+  std::printf("%-30s %7.2f %7.2f %7.2f %7.2f %7.1f %7.1f %7.1f %7.1f %9.0f\n", row.c_str(),
               (c1.user_us - c0.user_us) / ops, (c1.sys_us - c0.sys_us) / ops,
-              (s1.user_us - s0.user_us) / ops, (s1.sys_us - s0.sys_us) / ops, ca, sa, ops / secs);
+              (s1.user_us - s0.user_us) / ops, (s1.sys_us - s0.sys_us) / ops, ca, sa, cl, sl,
+              ops / secs);
   std::fflush(stdout);
 }
 
 void LoopbackHeader(const char* title) {
   std::printf("\n== %s\n", title);
-  std::printf("%-30s %15s %15s %15s %9s\n", "", "client us/req", "server us/req", "allocs/req", "");
-  std::printf("%-30s %7s %7s %7s %7s %7s %7s %9s\n", "row", "user", "sys", "user", "sys", "client",
-              "server", "req/s");
+  std::printf("%-30s %15s %15s %15s %15s %9s\n", "", "client us/req", "server us/req", "allocs/req",
+              "locks/req", "");
+  std::printf("%-30s %7s %7s %7s %7s %7s %7s %7s %7s %9s\n", "row", "user", "sys", "user", "sys",
+              "client", "server", "client", "server", "req/s");
 }
 
 // Keeps `depth` of `ops` requests in flight: Run calls issue() for each request; each one's
