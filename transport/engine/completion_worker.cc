@@ -2,6 +2,7 @@
 // initiator's bookkeeping (sends completed, acks received), the target's apply path (staged
 // writes) or message delivery (in order behind the unloaded writes they follow).
 #include <algorithm>
+#include <iterator>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -383,10 +384,13 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
     return 0;
   }
   touched.clear();
-  for (int i = 0; i < n; ++i) {
-    std::shared_ptr<ConnectionState> cp;
-    {
-      MutexLock l(&mu);
+  // Every completion's connection, found under one acquisition of mu for the whole batch (one
+  // per completion before): as if each was looked up at the batch's start, which a close by
+  // another thread may follow at any point anyway.
+  std::shared_ptr<ConnectionState> batch[std::size(wcs)];
+  {
+    MutexLock l(&mu);
+    for (int i = 0; i < n; ++i) {
       uint32_t id = ConnOf(wcs[i].wr_id);
       if (KindOf(wcs[i].wr_id) == WrKind::kPoolRecv) {
         auto q = main_qps.find(wcs[i].qp_num);
@@ -395,9 +399,16 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
         auto q = stage_qps.find(wcs[i].qp_num);
         id = q == stage_qps.end() ? UINT32_MAX : q->second;
       }
+      if (i > 0 && batch[i - 1] != nullptr && batch[i - 1]->id == id) {
+        batch[i] = batch[i - 1];
+        continue;
+      }
       auto it = conns.find(id);
-      if (it != conns.end()) cp = it->second;
+      if (it != conns.end()) batch[i] = it->second;
     }
+  }
+  for (int i = 0; i < n; ++i) {
+    std::shared_ptr<ConnectionState> cp = std::move(batch[i]);
     if (cp == nullptr) {  // connection already closed: a receive for it gives its buffer back
       if (KindOf(wcs[i].wr_id) == WrKind::kPoolRecv) pool->Recycle(IndexOf(wcs[i].wr_id));
       if (KindOf(wcs[i].wr_id) == WrKind::kStagePoolRecv) {
