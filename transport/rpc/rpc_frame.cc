@@ -16,47 +16,55 @@ std::string EncodeRpcFrame(const RpcFrame& f) {
 
 void EncodeRpcFrame(const RpcFrame& f, std::string* buffer) {
   std::string& out = *buffer;
-  out.resize(kRpcHeaderSize + f.payload.size());
+  const bool request = f.kind == FrameKind::kRequest;
+  const size_t header = request ? kRpcRequestHeaderSize : kRpcResponseHeaderSize;
+  out.resize(header + f.payload.size());
   StoreLittleEndian<uint8_t>(out.data(), 0, static_cast<uint8_t>(f.kind));
-  StoreLittleEndian<uint8_t>(out.data(), 1, 1);
+  StoreLittleEndian<uint8_t>(out.data(), 1, kRpcVersion);
   StoreLittleEndian<uint16_t>(out.data(), 2, f.method);
-  StoreLittleEndian<uint32_t>(out.data(), 4, f.status);
-  StoreLittleEndian<uint64_t>(out.data(), 8, f.request_id);
-  StoreLittleEndian<uint32_t>(out.data(), 16, f.timeout_us);
-  StoreLittleEndian<uint32_t>(out.data(), 20, static_cast<uint32_t>(f.payload.size()));
-  if (!f.payload.empty())
-    std::memcpy(out.data() + kRpcHeaderSize, f.payload.data(), f.payload.size());
+  StoreLittleEndian<uint64_t>(out.data(), 4, f.request_id);
+  if (request) {
+    StoreLittleEndian<uint32_t>(out.data(), 12, f.timeout_us);
+  } else {
+    StoreLittleEndian<uint8_t>(out.data(), 12, static_cast<uint8_t>(f.status));
+  }
+  if (!f.payload.empty()) std::memcpy(out.data() + header, f.payload.data(), f.payload.size());
 }
 
 absl::StatusOr<RpcFrame> DecodeRpcFrame(absl::string_view bytes) {
-  if (bytes.size() < kRpcHeaderSize) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rpc frame: ", bytes.size(), " bytes, header needs 24"));
-  }
   const char* p = bytes.data();
-  RpcFrame f;
-  uint8_t kind = LoadLittleEndian<uint8_t>(p, 0);
+  if (bytes.size() < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rpc frame: ", bytes.size(), " bytes hold no kind and version"));
+  }
+  const uint8_t kind = LoadLittleEndian<uint8_t>(p, 0);
   if (kind != 1 && kind != 2) {
     return absl::InvalidArgumentError(absl::StrCat("rpc frame: unknown kind ", kind));
   }
-  if (uint8_t v = LoadLittleEndian<uint8_t>(p, 1); v != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("rpc frame: unsupported version ", v));
+  if (uint8_t v = LoadLittleEndian<uint8_t>(p, 1); v != kRpcVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rpc frame: unsupported version ", v, " (this end speaks ", kRpcVersion, ")"));
   }
+  RpcFrame f;
   f.kind = static_cast<FrameKind>(kind);
+  const bool request = f.kind == FrameKind::kRequest;
+  const size_t header = request ? kRpcRequestHeaderSize : kRpcResponseHeaderSize;
+  if (bytes.size() < header) {
+    return absl::InvalidArgumentError(absl::StrCat("rpc frame: ", bytes.size(), " bytes, a ",
+                                                   request ? "request" : "response",
+                                                   "'s header needs ", header));
+  }
   f.method = LoadLittleEndian<uint16_t>(p, 2);
-  f.status = LoadLittleEndian<uint32_t>(p, 4);
-  f.request_id = LoadLittleEndian<uint64_t>(p, 8);
-  f.timeout_us = LoadLittleEndian<uint32_t>(p, 16);
-  uint32_t len = LoadLittleEndian<uint32_t>(p, 20);
-  if (f.status > static_cast<uint32_t>(absl::StatusCode::kUnauthenticated) ||
-      (f.kind == FrameKind::kRequest && f.status != 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("rpc frame: bad status ", f.status));
+  f.request_id = LoadLittleEndian<uint64_t>(p, 4);
+  if (request) {
+    f.timeout_us = LoadLittleEndian<uint32_t>(p, 12);
+  } else {
+    f.status = LoadLittleEndian<uint8_t>(p, 12);
+    if (f.status > static_cast<uint32_t>(absl::StatusCode::kUnauthenticated)) {
+      return absl::InvalidArgumentError(absl::StrCat("rpc frame: bad status ", f.status));
+    }
   }
-  if (len != bytes.size() - kRpcHeaderSize) {
-    return absl::InvalidArgumentError(absl::StrCat("rpc frame: payload_len ", len, " but ",
-                                                   bytes.size() - kRpcHeaderSize, " bytes follow"));
-  }
-  f.payload = bytes.substr(kRpcHeaderSize);
+  f.payload = bytes.substr(header);
   return f;
 }
 

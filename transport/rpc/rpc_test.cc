@@ -194,21 +194,56 @@ TEST(RpcFrameTest, RoundTripsAndRejectsBadFrames) {
   f.request_id = 123456789;
   f.payload = "payload";
   std::string wire = EncodeRpcFrame(f);
+  EXPECT_EQ(wire.size(), kRpcResponseHeaderSize + 7);
   absl::StatusOr<RpcFrame> d = DecodeRpcFrame(wire);
   ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->kind, FrameKind::kResponse);
+  EXPECT_EQ(d->method, 7);
+  EXPECT_EQ(d->status, 5u);
   EXPECT_EQ(d->request_id, 123456789u);
+  EXPECT_EQ(d->timeout_us, 0u);
   EXPECT_EQ(d->payload, "payload");
-  EXPECT_FALSE(DecodeRpcFrame(wire.substr(0, 10)).ok());
-  EXPECT_FALSE(DecodeRpcFrame(wire + "x").ok());
-  std::string bad = wire;
-  bad[0] = 9;
-  EXPECT_FALSE(DecodeRpcFrame(bad).ok());
-  bad = wire;
-  bad[1] = 2;
-  EXPECT_FALSE(DecodeRpcFrame(bad).ok());
-  bad = wire;
-  bad[4] = 99;
-  EXPECT_FALSE(DecodeRpcFrame(bad).ok());
+  // The payload is the rest of the message, whatever its length (the message delimits it).
+  const std::string longer = wire + "x";  // the decoded payload points into it
+  d = DecodeRpcFrame(longer);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->payload, "payloadx");
+  const std::string header_only = wire.substr(0, kRpcResponseHeaderSize);
+  d = DecodeRpcFrame(header_only);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->payload, "");
+
+  RpcFrame q;
+  q.kind = FrameKind::kRequest;
+  q.method = 3;
+  q.request_id = 42;
+  q.timeout_us = 5000000;
+  q.payload = "req";
+  const std::string req = EncodeRpcFrame(q);
+  EXPECT_EQ(req.size(), kRpcRequestHeaderSize + 3);
+  d = DecodeRpcFrame(req);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->kind, FrameKind::kRequest);
+  EXPECT_EQ(d->timeout_us, 5000000u);
+  EXPECT_EQ(d->status, 0u);
+  EXPECT_EQ(d->payload, "req");
+
+  struct Bad {
+    std::string bytes;
+    const char* mentions;
+  } bad[] = {
+      {"", "no kind"},
+      {wire.substr(0, kRpcResponseHeaderSize - 1), "header needs 13"},
+      {req.substr(0, kRpcRequestHeaderSize - 1), "header needs 16"},
+      {std::string(1, '\x09') + wire.substr(1), "unknown kind 9"},
+      {wire.substr(0, 1) + '\x01' + wire.substr(2), "unsupported version 1"},  // version 1 peer
+      {wire.substr(0, 12) + '\x63' + wire.substr(13), "bad status 99"},
+  };
+  for (const Bad& b : bad) {
+    absl::StatusOr<RpcFrame> r = DecodeRpcFrame(b.bytes);
+    ASSERT_FALSE(r.ok()) << b.mentions;
+    EXPECT_NE(r.status().message().find(b.mentions), absl::string_view::npos) << r.status();
+  }
 }
 
 }  // namespace
