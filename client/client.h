@@ -19,7 +19,8 @@
 // the server publishes it only then, so a value is never visible half-written.
 //
 // Errors: InvalidArgument (limits of proto/kv.proto), NotFound, ResourceExhausted (more than
-// max_in_flight requests, or the server's arena is full), DeadlineExceeded, Unavailable
+// max_in_flight requests, except inline PUTs, which wait for room; or the server's arena is
+// full), DeadlineExceeded, Unavailable
 // (connection lost or server shutting down). Synchronous calls retry transient failures
 // (local push-back; timeouts of reads) up to max_retries times with exponential backoff.
 //

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/deadline_ticker.h"
+#include "client/not_sent.h"
 #include "client/value_policy.h"
 #include "proto/limits.h"
 #include "transport/backends/open_device.h"
@@ -49,8 +50,11 @@ absl::StatusOr<std::unique_ptr<NodeClient>> NodeClient::Connect(const ClientOpti
   auto conn = c->engine_->CreateConnection(std::move(*policy));
   if (!conn.ok()) return conn.status();
   c->conn_ = std::move(*conn);
-  c->rpc_ = std::make_unique<rpc::RpcClient>(  // every answer wakes the threads in Wait
-      c->conn_.get(), c->clock_, options.max_in_flight, [raw = c.get()] { raw->Signal(); });
+  c->rpc_ = std::make_unique<rpc::RpcClient>(  // every answer frees room and wakes Wait
+      c->conn_.get(), c->clock_, options.max_in_flight, [raw = c.get()] {
+        raw->SendWaitingInline();
+        raw->Signal();
+      });
   // One deadline for the whole of Connect: the bootstrap exchange and the first round trip.
   const absl::Time deadline = c->clock_->Now() + options.timeout;
   absl::StatusOr<std::optional<rpc::Credentials>> credentials =
@@ -141,6 +145,15 @@ NodeClient::~NodeClient() {
   stop_ = true;
   if (ticker_id_ != 0) DeadlineTicker::Get().Remove(ticker_id_);
   if (engine_) engine_->Stop();
+  RingQueue<WaitingInline> waiting;
+  {
+    MutexLock l(&waiting_mu_);
+    waiting.swap(waiting_inline_);
+    waiting_count_.store(0);
+  }
+  for (; !waiting.empty(); waiting.pop_front()) {
+    waiting.front().done(client_internal::NotSent(absl::CancelledError("client destroyed")));
+  }
   rpc_.reset();   // fails calls still outstanding with CANCELLED
   conn_.reset();  // flushes writes still queued
 }

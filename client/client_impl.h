@@ -20,6 +20,8 @@
 #include "client/value_buffers.h"
 #include "client/write_count.h"
 #include "google/protobuf/message.h"
+#include "transport/base/mutex.h"
+#include "transport/base/ring_queue.h"
 #include "transport/engine/engine.h"
 #include "transport/rnic/device.h"
 #include "transport/rpc/auth_file.h"
@@ -124,6 +126,9 @@ class NodeClient : public Client {
   // client/value_policy.h): no grant, no value write.
   void PutInline(uint32_t shard, absl::string_view key, absl::string_view value, bool merge,
                  PutDone done);
+  // Sends the inline PUTs that wait for room (oldest first) while the connection has room for
+  // another call; one thread at a time. Runs after every answer and wherever a PUT was queued.
+  void SendWaitingInline();
   // Sends the PUT `req`; its answer frees `ps`'s buffer (if any), drops a reference and runs
   // `ps->done`. An error: nothing was sent and the answer's callback will not run.
   absl::Status CallPut(const proto::PutRequest& req, PutState* ps, const engine::SendOptions& send);
@@ -149,6 +154,20 @@ class NodeClient : public Client {
       ABSL_GUARDED_BY(grants_mu_);
   std::shared_ptr<engine::Connection> conn_;
   std::unique_ptr<rpc::RpcClient> rpc_;
+  // Inline PUTs that found max_in_flight calls outstanding (and those behind them, so that a
+  // connection's inline PUTs go out in issue order), with copies of their key and value: an
+  // inline PUT waits for room as a granted one waits for its grant. Failed (not sent) when the
+  // client is destroyed.
+  struct WaitingInline {
+    uint32_t shard = 0;
+    std::string key, value;
+    bool merge = false;
+    PutDone done;
+  };
+  Mutex waiting_mu_;
+  RingQueue<WaitingInline> waiting_inline_ ABSL_GUARDED_BY(waiting_mu_);
+  std::atomic<size_t> waiting_count_{0};      // waiting_inline_.size(), read without the lock
+  std::atomic<bool> sending_waiting_{false};  // a thread is in SendWaitingInline
 
   // caller_progress: the thread holding drive_mu_ drives; the others sleep on progress_cv_
   // until it made progress.

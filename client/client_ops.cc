@@ -179,13 +179,49 @@ void NodeClient::PutInline(uint32_t shard, absl::string_view key, absl::string_v
   }
 }
 
+void NodeClient::SendWaitingInline() {
+  while (waiting_count_.load(std::memory_order_acquire) > 0 && !stop_.load()) {
+    if (sending_waiting_.exchange(true, std::memory_order_acquire)) return;  // another sends
+    for (;;) {
+      WaitingInline w;
+      {
+        MutexLock l(&waiting_mu_);
+        if (waiting_inline_.empty() || stop_.load() ||
+            rpc_->in_flight() >= options_.max_in_flight) {
+          break;
+        }
+        w = std::move(waiting_inline_.front());
+        waiting_inline_.pop_front();
+        waiting_count_.fetch_sub(1, std::memory_order_release);
+      }
+      PutInline(w.shard, w.key, w.value, w.merge, std::move(w.done));
+    }
+    sending_waiting_.store(false, std::memory_order_release);
+    // An answer that came while this thread held the flag found it taken and returned: look
+    // again, or its room would go unused.
+    if (rpc_->in_flight() >= options_.max_in_flight) return;
+  }
+}
+
 void NodeClient::StoreAsync(absl::string_view key, absl::string_view value, PutDone done,
                             uint32_t shard, bool merge) {
   if (absl::Status st = proto::CheckKey(key); !st.ok()) return done(st);
   if (absl::Status st = proto::CheckValueSize(value.size()); !st.ok()) return done(st);
   if (conn_->failed()) return done(client_internal::NotSent(ConnectionError()));
-  if (value.size() <= inline_put_bytes_) {
-    return PutInline(shard, key, value, merge, std::move(done));  // the policy's ",inline:N"
+  if (value.size() <= inline_put_bytes_) {  // InlineBytesOn
+    if (waiting_count_.load(std::memory_order_acquire) == 0 &&
+        rpc_->in_flight() < options_.max_in_flight) {
+      return PutInline(shard, key, value, merge, std::move(done));
+    }
+    // No room for another call: it waits (as a granted PUT waits for its grant) rather than
+    // fail, so a batch of more PutAsync than max_in_flight works on either path.
+    {
+      MutexLock l(&waiting_mu_);
+      waiting_inline_.push_back(
+          WaitingInline{shard, std::string(key), std::string(value), merge, std::move(done)});
+      waiting_count_.fetch_add(1, std::memory_order_release);
+    }
+    return SendWaitingInline();  // room may have come meanwhile: no answer would send it then
   }
   // A pooled grant (the usual case): the value goes now, with no copy of the key and value
   // and no closure to hold them until a grant arrives.

@@ -182,6 +182,39 @@ TEST_P(ClientTest, ValueWritesTakeThePathThePolicyPicks) {
   EXPECT_EQ(st->unload_writes, 50u);
 }
 
+// More inline PutAsync in one batch than max_in_flight (64) all succeed (those beyond the window
+// wait for room, as a granted PUT waits for its grant; they failed with RESOURCE_EXHAUSTED
+// before), in issue order, and each reads back. (Granted PUTs beyond the window may still fail
+// with RESOURCE_EXHAUSTED, as client.h says of any call over max_in_flight.)
+TEST_P(ClientTest, InlinePutsBeyondTheWindowWaitForRoom) {
+  for (const char* policy : {"adaptive", "offload,inline:4096"}) {
+    SCOPED_TRACE(policy);
+    auto c = Connect(policy);
+    ASSERT_TRUE(c);
+    constexpr int kPuts = 300;
+    std::atomic<int> done{0}, failed{0};
+    {
+      Client::Batch batch = c->BeginBatch();
+      for (int i = 0; i < kPuts; ++i) {
+        // Each of 50 keys written 6 times: the last one issued must be what reads back.
+        c->PutAsync(absl::StrCat(policy, "/", i % 50), absl::StrCat("v", i),
+                    [&](absl::StatusOr<uint64_t> v) {
+                      if (!v.ok()) {
+                        ADD_FAILURE() << v.status();
+                        failed.fetch_add(1);
+                      }
+                      done.fetch_add(1);
+                    });
+      }
+    }
+    c->Wait([&] { return done.load() == kPuts; });
+    EXPECT_EQ(failed.load(), 0);
+    for (int k = 0; k < 50; ++k) {
+      EXPECT_EQ(c->Get(absl::StrCat(policy, "/", k)).value(), absl::StrCat("v", kPuts - 50 + k));
+    }
+  }
+}
+
 // With ",inline:N" a value (or a merge's update) of at most N bytes travels in the PUT: no
 // value write at all (the engine and the server count none), while larger ones still go
 // through the engine; every value reads back, and inline PUTs of one key apply in issue order.
@@ -195,7 +228,7 @@ TEST_P(ClientTest, SmallValuesTravelInlineWhenThePolicySaysSo) {
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->offload_writes + st->unload_writes, 0u);
   std::string small, large;
-  proto::AppendField("f", "1", &small);                    // 10 bytes: inline
+  proto::AppendField("f", "1", &small);                   // 10 bytes: inline
   proto::AppendField("g", std::string(60, 'g'), &large);  // 69 bytes: a grant
   ASSERT_TRUE(c->MergeFields("rec", small).ok());
   EXPECT_EQ(c->write_stats().offload + c->write_stats().unload, 0u);
