@@ -166,7 +166,8 @@ class NodeClient : public Client {
   };
   Mutex waiting_mu_;
   RingQueue<WaitingInline> waiting_inline_ ABSL_GUARDED_BY(waiting_mu_);
-  std::atomic<size_t> waiting_count_{0};      // waiting_inline_.size(), read without the lock
+  // waiting_inline_.size() plus the one SendWaitingInline is sending, read without the lock.
+  std::atomic<size_t> waiting_count_{0};
   std::atomic<bool> sending_waiting_{false};  // a thread is in SendWaitingInline
 
   // caller_progress: the thread holding drive_mu_ drives; the others sleep on progress_cv_

@@ -192,9 +192,11 @@ void NodeClient::SendWaitingInline() {
         }
         w = std::move(waiting_inline_.front());
         waiting_inline_.pop_front();
-        waiting_count_.fetch_sub(1, std::memory_order_release);
       }
       PutInline(w.shard, w.key, w.value, w.merge, std::move(w.done));
+      // Counted until sent: a PUT issued meanwhile sees one waiting and queues behind it
+      // rather than overtake it.
+      waiting_count_.fetch_sub(1, std::memory_order_release);
     }
     sending_waiting_.store(false, std::memory_order_release);
     // An answer that came while this thread held the flag found it taken and returned: look
