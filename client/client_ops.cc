@@ -216,7 +216,8 @@ void NodeClient::StoreAsync(absl::string_view key, absl::string_view value, PutD
       return PutInline(shard, key, value, merge, std::move(done));
     }
     // No room for another call: it waits (as a granted PUT waits for its grant) rather than
-    // fail, so a batch of more PutAsync than max_in_flight works on either path.
+    // fail with RESOURCE_EXHAUSTED, so a batch of more inline PutAsync than max_in_flight
+    // completes.
     {
       MutexLock l(&waiting_mu_);
       waiting_inline_.push_back(
