@@ -79,6 +79,9 @@ run_demo() {
   log "a mixed workload through the SDK: 60% GET, 40% PUT of 1 KiB values over 20000 keys"
   "$bin/client/kvclient" --server="$KV_ADDR" load --ops=200000 --in_flight=32 --keys=20000 \
     --value_size=1024 --read_fraction=0.6
+  log "the same values through the write engine (--policy=adaptive,inline:0): offload or unload"
+  "$bin/client/kvclient" --server="$KV_ADDR" load --ops=50000 --in_flight=32 --keys=20000 \
+    --value_size=1024 --read_fraction=0.6 --policy=adaptive,inline:0
   log "per-path value-write counters from http://$METRICS_ADDR/metrics:"
   exec 3<>"/dev/tcp/${METRICS_ADDR%:*}/${METRICS_ADDR#*:}"
   printf 'GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n' >&3
