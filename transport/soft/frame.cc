@@ -27,8 +27,8 @@ enum Field : uint8_t {
 
 constexpr uint8_t kRequest = kQps | kPsn | kFlags | kLen;
 
-// By type (0..19); 0 where no type is defined (HELLO carries the prefix alone: it is told apart
-// by kNotAType).
+// The fields of each type (0..19); kNotAType where no type is defined. HELLO's layout is 0: it
+// is the prefix alone.
 constexpr uint8_t kNotAType = 0xff;
 constexpr uint8_t kLayout[20] = {
     kNotAType,
