@@ -201,6 +201,8 @@ absl::Status KvServer::OpenDevice(std::unique_ptr<rpc::BootstrapAcceptor>* liste
       options_.transport, options_.listen.substr(0, options_.listen.rfind(':')),
       options_.verbs_device);
   spec.defer_acks = true;  // an answer carries the ACK its request asked for
+  // A port per engine worker: each worker owns its streams and epoll set (docs/engine.md).
+  spec.soft_ports = options_.unload_workers;
   auto device = backends::OpenDevice(spec);
   if (!device.ok()) return device.status();
   owned_device_ = std::move(*device);

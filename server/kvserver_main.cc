@@ -25,7 +25,9 @@ DEFINE_bool(huge_pages, true, "back the arena and staging rings with 2 MiB pages
 DEFINE_string(policy, "adaptive",
               "path policy for writes this server initiates: offload, unload, adaptive, split:F, "
               "unload_after:N");
-DEFINE_int32(unload_workers, 1, "engine worker threads (RPC handling and unload copies)");
+DEFINE_int32(unload_workers, 1,
+             "engine worker threads (RPC handling and unload copies); on soft each serves its "
+             "connections on a port of its own");
 DEFINE_string(metrics, "127.0.0.1:9464",
               "host:port of the Prometheus /metrics endpoint; "
               "empty disables it");

@@ -11,6 +11,7 @@ absl::StatusOr<std::unique_ptr<rnic::Device>> OpenDevice(const DeviceSpec& spec)
     soft::SoftDevice::Options o;
     o.listen_host = spec.soft_host;
     o.defer_acks = spec.defer_acks;
+    o.ports = spec.soft_ports;
     o.hold_acks_until_wait = spec.hold_acks_until_wait;
     o.wait_in_read = spec.wait_in_read;
     auto d = soft::SoftDevice::Create(o);

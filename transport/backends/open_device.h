@@ -27,6 +27,8 @@ struct DeviceSpec {
   bool hold_acks_until_wait = false;
   // soft: SoftDevice::Options::wait_in_read. For a caller-driven client with one connection.
   bool wait_in_read = false;
+  // soft: SoftDevice::Options::ports. A server gives each engine worker a port of its own.
+  int soft_ports = 1;
 
   // The spec of a binary's --transport, soft host and verbs device flags.
   static DeviceSpec For(std::string transport, std::string soft_host, std::string verbs_device) {

@@ -278,8 +278,9 @@ absl::StatusOr<std::unique_ptr<Connection>> Engine::CreateConnection(
   // The workers this connection would use (its own and its lanes'): each serves a bounded
   // number, so their CQs cannot overrun.
   const int first = static_cast<int>(next_connection_ & 0xffffff) % workers_.size();
-  for (int k = 0; k < options_.staging_lanes && k < static_cast<int>(workers_.size()); ++k) {
-    Worker& w = *workers_[(first + k) % workers_.size()];
+  const int per_port = static_cast<int>(workers_.size()) / ports_;
+  for (int k = 0; k < options_.staging_lanes && k < per_port; ++k) {
+    Worker& w = *workers_[static_cast<size_t>(LaneWorker(first, k))];
     MutexLock l(&w.mu);
     if (w.conns.size() >= options_.max_connections_per_worker) {
       return absl::ResourceExhaustedError(absl::StrCat("CreateConnection: worker ", w.index,
@@ -320,18 +321,19 @@ absl::Status Engine::CreateQueuePairs(ConnectionState& c) {
   cfg.max_send_wr = c.initiator.max_send_wrs + kAckSlots + kWindowWrBudget;
   cfg.srq = c.pool->srq();
   cfg.rnr_timeout = absl::InfiniteDuration();  // the peer engine always reposts
-  absl::StatusOr<std::unique_ptr<rnic::QueuePair>> qp = device_->CreateQueuePair(cfg);
+  absl::StatusOr<std::unique_ptr<rnic::QueuePair>> qp =
+      workers_[c.worker]->device->CreateQueuePair(cfg);
   if (!qp.ok()) return qp.status();
   c.qp = std::move(*qp);
   c.lanes.resize(static_cast<size_t>(o.staging_lanes));
   for (size_t k = 0; k < c.lanes.size(); ++k) {
     Lane& lane = c.lanes[k];
-    lane.worker = static_cast<int>((c.worker + k) % workers_.size());
+    lane.worker = LaneWorker(c.worker, static_cast<int>(k));
     lane.pool = workers_[lane.worker]->stage_pool;
     cfg.send_cq = workers_[lane.worker]->cq.get();
     cfg.recv_cq = cfg.send_cq;
     cfg.srq = lane.pool->srq();
-    qp = device_->CreateQueuePair(cfg);
+    qp = workers_[lane.worker]->device->CreateQueuePair(cfg);
     if (!qp.ok()) return qp.status();
     lane.qp = std::move(*qp);
   }

@@ -21,10 +21,16 @@ Engine::Engine(rnic::Device* device, const EngineOptions& options)
 namespace {
 
 // The options Create accepts; InvalidArgument naming the first out of range.
-absl::Status CheckOptions(const EngineOptions& options, const rnic::Device& device) {
+absl::Status CheckOptions(const EngineOptions& options, rnic::Device& device) {
   if (options.unload_workers < 1 || options.unload_workers > kMaxUnloadWorkers) {
     return absl::InvalidArgumentError(
         absl::StrCat("Engine: unload_workers must be in 1..", kMaxUnloadWorkers));
+  }
+  const int ports = device.port_count();
+  if (ports > 1 && ports < options.unload_workers && options.unload_workers % ports != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Engine: unload_workers (", options.unload_workers,
+                     ") must be a multiple of the device's ", ports, " ports, or at most as many"));
   }
   if (options.staging_lanes < 1 || options.staging_lanes > kMaxLanes) {
     return absl::InvalidArgumentError(
@@ -70,6 +76,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(rnic::Device* device,
   if (device == nullptr) return absl::InvalidArgumentError("Engine: no device");
   if (absl::Status st = CheckOptions(options, *device); !st.ok()) return st;
   std::unique_ptr<Engine> e(new Engine(device, options));
+  e->ports_ = std::max(1, std::min(device->port_count(), options.unload_workers));
   const uint64_t cq_entries = ConnectionCqEntries(options) * options.max_connections_per_worker;
   for (int i = 0; i < options.unload_workers; ++i) {
     if (absl::Status st = e->AddWorker(i, cq_entries); !st.ok()) return st;
@@ -85,6 +92,7 @@ absl::Status Engine::AddWorker(int index, uint64_t cq_entries) {
   const EngineOptions& options = options_;
   auto w = std::make_unique<Worker>();
   w->index = index;
+  w->device = device_->port(index % ports_);
   w->clock = &device_->clock();
   // The pool first: its bound on connections is the tighter one, and the CQ is the larger.
   ReceivePool::Options po;
@@ -93,7 +101,7 @@ absl::Status Engine::AddWorker(int index, uint64_t cq_entries) {
   po.reserve = options.min_message_credits;
   po.shared = options.shared_message_buffers;
   po.wr_id_base = MakeWrId(WrKind::kPoolRecv, 0, 0);
-  absl::StatusOr<std::unique_ptr<ReceivePool>> pool = ReceivePool::Create(*device_, po);
+  absl::StatusOr<std::unique_ptr<ReceivePool>> pool = ReceivePool::Create(*w->device, po);
   if (!pool.ok()) return pool.status();
   w->pool = std::move(*pool);
   SendSlotPool::Options so;
@@ -101,7 +109,7 @@ absl::Status Engine::AddWorker(int index, uint64_t cq_entries) {
   so.connections = options.max_connections_per_worker;
   so.reserve = SendReserve(options);
   so.shared = options.shared_message_buffers;
-  absl::StatusOr<std::unique_ptr<SendSlotPool>> send_pool = SendSlotPool::Create(*device_, so);
+  absl::StatusOr<std::unique_ptr<SendSlotPool>> send_pool = SendSlotPool::Create(*w->device, so);
   if (!send_pool.ok()) return send_pool.status();
   w->send_pool = std::move(*send_pool);
   ReceivePool::Options st;
@@ -113,11 +121,11 @@ absl::Status Engine::AddWorker(int index, uint64_t cq_entries) {
   st.wr_id_base = MakeWrId(WrKind::kStagePoolRecv, 0, 0);
   st.huge_pages = options.huge_pages;
   st.modeled_huge_pages = options.modeled_huge_pages;
-  absl::StatusOr<std::unique_ptr<ReceivePool>> stage_pool = ReceivePool::Create(*device_, st);
+  absl::StatusOr<std::unique_ptr<ReceivePool>> stage_pool = ReceivePool::Create(*w->device, st);
   if (!stage_pool.ok()) return stage_pool.status();
   w->stage_pool = std::move(*stage_pool);
   absl::StatusOr<std::unique_ptr<rnic::CompletionQueue>> cq =
-      device_->CreateCompletionQueue(static_cast<int>(cq_entries));
+      w->device->CreateCompletionQueue(static_cast<int>(cq_entries));
   if (!cq.ok()) return cq.status();
   w->cq = std::move(*cq);
   workers_.push_back(std::move(w));
@@ -214,7 +222,8 @@ Engine::PooledBuffers Engine::pooled_buffers() const {
 int Engine::PollOnce() {
   int n = 0;
   for (auto& w : workers_) n += w->PollOnce(*table_, options_.metrics);
-  device_->FlushDeferred();  // after the answers of the batch were posted, which carry them
+  // After the answers of the batch were posted, which carry them.
+  for (int p = 0; p < ports_; ++p) device_->port(p)->FlushDeferred();
   return n;
 }
 
@@ -224,20 +233,22 @@ void Engine::Start() {
   // An idle worker sleeps until there is work. One worker alone on a device that can be
   // interrupted waits in Progress until an event (a frame, a completion posted by another
   // thread, Stop's Interrupt) ends the wait; kIdleWait only bounds a wake-up the device would
-  // miss. Several workers share the caller-driven device's Progress, one waiting at a time,
-  // and the completions it delivers to the others' queues wake nobody: they wait 1 ms at most.
-  const absl::Duration idle_wait =
-      workers_.size() == 1 && device_->interruptible() ? kIdleWait : absl::Milliseconds(1);
+  // miss. A worker alone on its port (a port per worker) is in that position. Several workers
+  // on one port share its Progress, one waiting at a time, and the completions it delivers to
+  // the others' queues wake nobody: they wait 1 ms at most.
+  const bool alone = static_cast<int>(workers_.size()) == ports_;
   for (auto& w : workers_) {
+    const absl::Duration idle_wait =
+        alone && w->device->interruptible() ? kIdleWait : absl::Milliseconds(1);
     threads_.emplace_back([this, worker = w.get(), idle_wait] {
       auto poll = [&] {
         const int n = worker->PollOnce(*table_, options_.metrics);
-        device_->FlushDeferred();  // after the answers of the batch were posted
+        worker->device->FlushDeferred();  // after the answers of the batch were posted
         return n > 0;
       };
       while (!stop_.load(std::memory_order_acquire)) {
         if (poll()) continue;
-        rnic::WaitForWork(*device_, *worker->cq, idle_wait, poll);
+        rnic::WaitForWork(*worker->device, *worker->cq, idle_wait, poll);
       }
     });
   }
@@ -247,7 +258,7 @@ int Engine::Drive(absl::Duration max_wait) {
   int n = PollOnce();
   if (n > 0) return n;
   // A caller-driven engine has one worker worth waiting on (the SDK's has exactly one).
-  rnic::WaitForWork(*device_, *workers_.front()->cq, max_wait, [&] {
+  rnic::WaitForWork(*workers_.front()->device, *workers_.front()->cq, max_wait, [&] {
     n = PollOnce();
     return n > 0;
   });
@@ -256,7 +267,9 @@ int Engine::Drive(absl::Duration max_wait) {
 
 void Engine::Stop() {
   stop_.store(true, std::memory_order_release);
-  if (!threads_.empty()) device_->Interrupt();
+  if (!threads_.empty()) {
+    for (int p = 0; p < ports_; ++p) device_->port(p)->Interrupt();
+  }
   for (std::thread& t : threads_) t.join();
   threads_.clear();
 }

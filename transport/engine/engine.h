@@ -21,8 +21,8 @@
 // the main QP carries offloaded writes and messages, each staging lane unloaded writes (as
 // SENDs into the target worker's staging pool, within the staging credits the target grants)
 // and their acks. A lane is served by its own unload worker (the connection's
-// worker, then the next ones), so one connection's unload work spreads over
-// `staging_lanes` workers. Writes overlapping an unloaded write in flight take its lane.
+// worker, then the next ones on its device port), so one connection's unload work spreads
+// over `staging_lanes` workers (of those on its port). Writes overlapping an unloaded write in flight take its lane.
 // Messages name how many unloaded writes of each lane preceded them; the target delivers a
 // message only after applying those.
 //  3. A write the target NIC would refuse (unknown rkey, no remote-write access, out of bounds)
@@ -33,8 +33,10 @@
 //     write the policy routes to unload waits or goes offload (PathPolicy::OnRingFull).
 //
 // Threading: PollOnce drives all workers from the calling thread (the simulated fabric, tests);
-// Start() instead runs one thread per worker. A worker is driven by one thread at a time (a
-// PollOnce finding it busy skips it). Write/Send may be called from any thread;
+// Start() instead runs one thread per worker. On a device with several ports
+// (rnic::Device::port) worker i uses port i % ports for its CQ, pools and connections' QPs, so
+// that workers on different ports share no stream, epoll set or progress. A worker is driven by one
+// thread at a time (a PollOnce finding it busy skips it). Write/Send may be called from any thread;
 // callbacks run on worker threads (or inside PollOnce) and must not block. CreateConnection
 // may be called from any thread (calls are serialized).
 #ifndef UNLOADKV_TRANSPORT_ENGINE_ENGINE_H_
@@ -73,7 +75,9 @@ inline constexpr uint32_t kMaxMessageSlots = 1024;
 inline constexpr absl::Duration kIdleWait = absl::Seconds(1);
 
 struct EngineOptions {
-  int unload_workers = 1;  // threads (or PollOnce slices) serving connections
+  // Threads (or PollOnce slices) serving connections; a multiple of the device's ports when it
+  // has fewer ports than this.
+  int unload_workers = 1;
   // Staging lanes per connection (1..8), each a staging QP served by its own worker; more
   // lanes than workers share workers. Both ends of a connection must agree.
   int staging_lanes = 1;
@@ -376,7 +380,16 @@ class Engine {
   // Hands the connection to the workers serving its main QP and lanes.
   void ServeOnWorkers(const std::shared_ptr<ConnectionState>& c);
 
+  // The worker serving lane `k` of a connection whose main QP worker `worker` serves: the
+  // next workers on the same port.
+  int LaneWorker(int worker, int k) const {
+    return (worker + k * ports_) % static_cast<int>(workers_.size());
+  }
+
   rnic::Device* device_;
+  // Device ports the workers use (min(port_count, unload_workers)); worker i is on port
+  // i % ports_.
+  int ports_ = 1;
   EngineOptions options_;
   std::string staging_memory_;
   std::vector<std::unique_ptr<Worker>> workers_;

@@ -262,6 +262,9 @@ namespace unloadkv::engine {
 // One unload worker: a CQ shared by the connections assigned to it (their sends and receives).
 struct Engine::Worker {
   int index = 0;  // in Engine::workers_
+  // The device port whose QPs, CQ and SRQs this worker's are (index % Engine::ports_), and
+  // the one its thread progresses.
+  rnic::Device* device = nullptr;
   std::unique_ptr<rnic::CompletionQueue> cq;
   // Receive buffers for the messages of the connections whose main QP this worker serves.
   std::shared_ptr<ReceivePool> pool;

@@ -57,10 +57,13 @@ class DecisionTimingPolicy : public PathPolicy {
   int observed = 0, waited = 0, decided_after_a_completion = 0;
 };
 
-// Backend ("soft" or "sim") and staging lanes per connection (as many unload workers).
+// Backend ("soft" or "sim") and staging lanes per connection (as many unload workers), and
+// the soft devices' ports (each engine worker on one of its own; the tests' connections on
+// the last port, their memory registered through the first).
 struct Setup {
   const char* backend;
   int lanes;
+  int ports = 1;
 };
 
 class EngineTest : public ::testing::TestWithParam<Setup> {
@@ -69,7 +72,7 @@ class EngineTest : public ::testing::TestWithParam<Setup> {
 
   void SetUp() override {
     if (std::string(GetParam().backend) == "soft") {
-      h_ = std::make_unique<SoftHarness>();
+      h_ = std::make_unique<SoftHarness>(GetParam().ports);
     } else {
       h_ = std::make_unique<SimHarness>();
     }
@@ -88,6 +91,11 @@ class EngineTest : public ::testing::TestWithParam<Setup> {
     dst_mr_ = std::move(
         *eb_->RegisterMemory(dst_.data(), kBytes, rnic::kLocalWrite | rnic::kRemoteWrite));
     h_->Start(*ea_, *eb_);
+    // Connections go to workers in turn: the next ones are on the last port.
+    for (int i = 1; i < GetParam().ports; ++i) {
+      ASSERT_TRUE(ea_->CreateConnection(Only(Path::kOffload)).ok());
+      ASSERT_TRUE(eb_->CreateConnection(Only(Path::kOffload)).ok());
+    }
   }
 
   void TearDown() override {
@@ -1101,6 +1109,8 @@ TEST_P(EngineTest, APeerStagingBeyondItsCreditsFailsAloneAndOthersProceed) {
 // A connection whose peer keeps many messages in flight borrows credits from the pool beyond
 // its reserve, and gives them back once its peer sends one at a time.
 TEST_P(EngineTest, ABusyConnectionBorrowsCreditsAndGivesThemBack) {
+  // Slots touched by connections before this one (SetUp's, on a device with several ports).
+  const uint32_t touched_before = ea_->pooled_buffers().send_slots_touched;
   Connect(Only(Path::kOffload));
   std::atomic<int> delivered{0};
   std::atomic<uint32_t> lent_max{0}, send_lent_max{0};
@@ -1125,9 +1135,9 @@ TEST_P(EngineTest, ABusyConnectionBorrowsCreditsAndGivesThemBack) {
   // so the handler's sample may never see one lent.
   const Engine::PooledBuffers sender = ea_->pooled_buffers();
   ASSERT_EQ(sender.connections, 1u);
-  EXPECT_GT(sender.send_slots_touched, SendReserve(o))
+  EXPECT_GT(sender.send_slots_touched - touched_before, SendReserve(o))
       << "the sender never used more than its own send slots";
-  EXPECT_LE(sender.send_slots_touched, o.message_slots);
+  EXPECT_LE(sender.send_slots_touched - touched_before, o.message_slots);
   EXPECT_LE(send_lent_max.load(), o.message_slots - SendReserve(o));
   // The level comes down by one per level's worth of messages: 32 + 31 + ... + 3 at most.
   constexpr int kTrickle = 600;
@@ -1361,16 +1371,13 @@ TEST_P(EngineTest, BadParametersAreRejectedWithClearErrors) {
             absl::StatusCode::kInvalidArgument);
 }
 
-// An idle worker thread sleeps until an event instead of waking every millisecond, and Stop
-// wakes it at once. Context switches of the whole process over an idle stretch tell a sleeping
-// worker (a handful) from a polling one (one per millisecond); load only makes them fewer.
-TEST(EngineIdleTest, AnIdleWorkerSleepsUntilStopWakesIt) {
-  SetMinLogLevel(LogLevel::kError);
-  std::unique_ptr<soft::SoftDevice> device = std::move(*soft::SoftDevice::Create({}));
-  ASSERT_TRUE(device->interruptible());
-  std::unique_ptr<Engine> engine = std::move(*Engine::Create(device.get(), EngineOptions{}));
-  engine->Start();
-  absl::SleepFor(absl::Milliseconds(20));  // the worker goes idle
+// Starts `engine` and checks that its workers, once idle, sleep until an event instead of
+// waking every millisecond, and that Stop wakes them at once. Context switches of the whole
+// process over an idle stretch tell sleeping workers (a handful) from polling ones (one per
+// millisecond); load only makes them fewer.
+void ExpectIdleWorkersSleepUntilStop(Engine& engine) {
+  engine.Start();
+  absl::SleepFor(absl::Milliseconds(20));  // the workers go idle
   auto switches = [] {
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
@@ -1378,17 +1385,57 @@ TEST(EngineIdleTest, AnIdleWorkerSleepsUntilStopWakesIt) {
   };
   const long before = switches();
   absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_LT(switches() - before, 30) << "the idle worker woke up about every millisecond";
+  EXPECT_LT(switches() - before, 30) << "an idle worker woke up about every millisecond";
   const absl::Time t0 = absl::Now();
-  engine->Stop();
-  EXPECT_LT(absl::Now() - t0, kIdleWait / 2) << "Stop waited for the idle wait to run out";
+  engine.Stop();
+  EXPECT_LT(absl::Now() - t0, kIdleWait / 2) << "Stop waited for an idle wait to run out";
 }
 
-const auto kBackends =
-    ::testing::Values(Setup{"soft", 1}, Setup{"sim", 1}, Setup{"soft", 2}, Setup{"sim", 2});
+// An idle worker thread sleeps until an event instead of waking every millisecond, and Stop
+// wakes it at once.
+TEST(EngineIdleTest, AnIdleWorkerSleepsUntilStopWakesIt) {
+  SetMinLogLevel(LogLevel::kError);
+  std::unique_ptr<soft::SoftDevice> device = std::move(*soft::SoftDevice::Create({}));
+  ASSERT_TRUE(device->interruptible());
+  std::unique_ptr<Engine> engine = std::move(*Engine::Create(device.get(), EngineOptions{}));
+  ExpectIdleWorkersSleepUntilStop(*engine);
+}
+
+// On a device with a port per worker, each worker's connections are on its own port (their
+// QPs listen there), and every worker sleeps when idle as a lone worker does: nothing is
+// shared between them to wake them every millisecond.
+TEST(EnginePortsTest, EachWorkerOwnsAPortAndSleepsWhenIdle) {
+  SetMinLogLevel(LogLevel::kError);
+  soft::SoftDevice::Options so;
+  so.ports = 2;
+  std::unique_ptr<soft::SoftDevice> device = std::move(*soft::SoftDevice::Create(so));
+  ASSERT_EQ(device->port_count(), 2);
+  ASSERT_NE(device->port(1), nullptr);
+  EXPECT_EQ(device->port(2), nullptr);
+  const std::string port_address[2] = {device->address(),
+                                       static_cast<soft::SoftDevice*>(device->port(1))->address()};
+  EXPECT_NE(port_address[0], port_address[1]);
+  EngineOptions o;
+  o.unload_workers = 3;  // neither one per port nor the same number on each
+  absl::Status st = Engine::Create(device.get(), o).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("multiple of the device's 2 ports"), absl::string_view::npos) << st;
+  o.unload_workers = 2;
+  std::unique_ptr<Engine> engine = std::move(*Engine::Create(device.get(), o));
+  std::vector<std::unique_ptr<Connection>> conns;
+  for (int i = 0; i < 4; ++i) {
+    conns.push_back(std::move(*engine->CreateConnection(Only(Path::kOffload))));
+    EXPECT_EQ(conns.back()->local_info().qp.address, port_address[i % 2]) << i;
+  }
+  ExpectIdleWorkersSleepUntilStop(*engine);
+}
+
+const auto kBackends = ::testing::Values(Setup{"soft", 1}, Setup{"sim", 1}, Setup{"soft", 2},
+                                         Setup{"sim", 2}, Setup{"soft", 2, 2});
 std::string BackendName(const ::testing::TestParamInfo<Setup>& info) {
   return absl::StrCat(info.param.backend, "_", info.param.lanes,
-                      info.param.lanes == 1 ? "lane" : "lanes");
+                      info.param.lanes == 1 ? "lane" : "lanes",
+                      info.param.ports > 1 ? absl::StrCat("_", info.param.ports, "ports") : "");
 }
 INSTANTIATE_TEST_SUITE_P(Backends, EngineTest, kBackends, BackendName);
 INSTANTIATE_TEST_SUITE_P(Backends, EngineChecksTest, kBackends, BackendName);

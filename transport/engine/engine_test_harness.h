@@ -49,10 +49,13 @@ class Harness {
 
 class SoftHarness : public Harness {
  public:
-  SoftHarness() {
+  // `ports`: SoftDevice::Options::ports of both devices.
+  explicit SoftHarness(int ports = 1) {
     SetMinLogLevel(LogLevel::kError);
-    a_ = std::move(*soft::SoftDevice::Create({}));
-    b_ = std::move(*soft::SoftDevice::Create({}));
+    soft::SoftDevice::Options o;
+    o.ports = ports;
+    a_ = std::move(*soft::SoftDevice::Create(o));
+    b_ = std::move(*soft::SoftDevice::Create(o));
   }
   rnic::Device& a() override { return *a_; }
   rnic::Device& b() override { return *b_; }

@@ -49,6 +49,15 @@ class Device {
     return TranslationCacheState::kUnknown;
   }
 
+  // The device's ports: devices that share its memory registrations and windows (a key from
+  // any port is valid on every port, as the ports of one NIC share its protection domain),
+  // each with its own QPs, CQs, SRQs and progress (event_fd, Progress, Interrupt,
+  // FlushDeferred), so that threads driving different ports share nothing on the data path.
+  // A QP's CQs and SRQ must be its port's. port(0) is this device; the others are owned by
+  // it; port(i) is null outside 0..port_count()-1. Default: one port.
+  virtual int port_count() const { return 1; }
+  virtual Device* port(int i) { return i == 0 ? this : nullptr; }
+
   // Registers [addr, addr+length) with `access` (Access bits). The memory must stay valid until
   // the returned region is destroyed. Fails on a null address, zero length, or unknown bits.
   virtual absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length,

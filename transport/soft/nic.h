@@ -31,6 +31,7 @@
 #include "transport/rnic/region_table.h"
 #include "transport/rnic/srq_state.h"
 #include "transport/soft/cq_core.h"
+#include "transport/soft/domain.h"
 #include "transport/soft/frame_reader.h"
 #include "transport/soft/soft_device.h"
 
@@ -114,14 +115,6 @@ struct Outstanding {
   rnic::WcStatus local_error = rnic::WcStatus::kSuccess;
 };
 
-// A memory window (rnic/memory_window.h); guarded by Nic::mu_ but for last_key.
-struct WindowCore {
-  uint32_t key = 0;                   // while bound; 0 when unbound
-  uint32_t qp = 0;                    // the QP it is bound to
-  uint32_t region_key = 0;            // the region it lies in
-  std::atomic<uint32_t> last_key{0};  // MemoryWindow::rkey()
-};
-
 // A shared receive queue's receives and the QPs drawing from it; guarded by Nic::mu_.
 struct SrqCore {
   explicit SrqCore(const rnic::SrqConfig& config) : state(config) {}
@@ -154,7 +147,6 @@ struct QpCore {
   std::optional<rnic::RecvWorkRequest> taken;
   bool poisoned = false;  // a local_error request is queued: send nothing more
   uint32_t last_ack_request_psn = 0;
-  absl::flat_hash_set<uint32_t> window_keys;  // windows bound to this QP
   // The rkey and PSN of the WRITE whose payload is being placed (key 0: none). Invalidating
   // that key ends it: the rest is dropped and the WRITE refused.
   uint32_t placing_key = 0;
@@ -184,7 +176,8 @@ struct QpCore {
 class Nic : public std::enable_shared_from_this<Nic> {
  public:
   Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thread_mode,
-      bool defer_acks, bool hold_acks_until_wait, bool wait_in_read);
+      bool defer_acks, bool hold_acks_until_wait, bool wait_in_read,
+      std::shared_ptr<Domain> domain);
   ~Nic();
 
   void StartThread();
@@ -296,8 +289,6 @@ class Nic : public std::enable_shared_from_this<Nic> {
   rnic::WcStatus BindWindow(QpCore* qp, const rnic::WindowBind& bind)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   rnic::WcStatus InvalidateWindow(QpCore* qp, uint32_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The key stops working: off the region table, the window unbound.
-  void Unbind(WindowCore* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The local operation `o` of `qp` at post: done and completed.
   void PostLocalOp(QpCore* qp, const Outstanding& o) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends the ACKs in ack_soon_ still owed, and empties it.
@@ -404,11 +395,8 @@ class Nic : public std::enable_shared_from_this<Nic> {
   std::thread thread_;
   std::atomic<bool> stop_{false};
 
-  rnic::RegionTable regions_ ABSL_GUARDED_BY(mu_);  // regions and bound windows
-  rnic::KeySource keys_ ABSL_GUARDED_BY(mu_) = rnic::KeySource::Random();
-  absl::flat_hash_map<const rnic::MemoryWindow*, WindowCore*> windows_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint32_t, WindowCore*> bound_ ABSL_GUARDED_BY(mu_);  // by key
-  uint32_t next_qp_num_ ABSL_GUARDED_BY(mu_) = 1;
+  // Regions, windows and QP numbers, shared with the device's other ports (domain.h).
+  const std::shared_ptr<Domain> domain_;
   absl::flat_hash_map<uint32_t, std::unique_ptr<QpCore>> qps_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
   // Live (not draining) outbound streams by the address dialed.

@@ -46,7 +46,7 @@ void Nic::FailQp(QpCore* qp, rnic::WcStatus head_status, absl::string_view reaso
   }
   qp->state = rnic::QpState::kError;
   // Its windows' keys stop working with it.
-  while (!qp->window_keys.empty()) Unbind(bound_.at(*qp->window_keys.begin()));
+  domain_->UnbindAllOf(qp->qp_num, /*forget=*/false);
   qp->placing_key = 0;
   // Off the stream first: its requests not yet sent must not leave once their buffers are the
   // caller's again (the completions below hand them back).

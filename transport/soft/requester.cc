@@ -44,7 +44,8 @@ absl::Status Nic::PostSend(QpCore* qp, absl::Span<const rnic::SendWorkRequest> w
       CompleteSend(qp, o, rnic::WcStatus::kFlushed);
       continue;
     }
-    if (!rnic::LocalBuffersValid(regions_, wr)) {
+    if (!domain_->WithRegions(
+            [&](const rnic::RegionTable& r) { return rnic::LocalBuffersValid(r, wr); })) {
       o.local_error = rnic::WcStatus::kLocalProtectionError;
     }
     if (o.local_error != rnic::WcStatus::kSuccess || qp->poisoned) {
@@ -158,7 +159,8 @@ absl::Status Nic::PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> w
       Deliver(*qp->recv_cq, wc);
       continue;
     }
-    if (!rnic::LocalBuffersValid(regions_, wr)) {
+    if (!domain_->WithRegions(
+            [&](const rnic::RegionTable& r) { return rnic::LocalBuffersValid(r, wr); })) {
       wc.status = rnic::WcStatus::kLocalProtectionError;
     }
     if (wc.status != rnic::WcStatus::kSuccess) {
@@ -174,7 +176,7 @@ absl::Status Nic::PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> w
 
 absl::Status Nic::PostSrqRecv(SrqCore* srq, absl::Span<const rnic::RecvWorkRequest> wrs) {
   MutexLock l(&mu_);
-  return srq->state.Post(wrs, regions_);
+  return domain_->WithRegions([&](const rnic::RegionTable& r) { return srq->state.Post(wrs, r); });
 }
 
 absl::Status Nic::ArmSrqLimit(SrqCore* srq, uint32_t limit) {

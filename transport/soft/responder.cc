@@ -65,8 +65,9 @@ PayloadPlan Nic::OnRequestHeader(Stream* s, const FrameHeader& h) {
     case FrameType::kSendWithInvalidate:
       return OnSendHeader(s, qp, h);
     case FrameType::kReadRequest: {
-      rnic::AccessVerdict v =
-          regions_.Check(h.rkey, h.remote_addr, h.aux, rnic::kRemoteRead, qp->qp_num);
+      rnic::AccessVerdict v = domain_->WithRegions([&](const rnic::RegionTable& r) {
+        return r.Check(h.rkey, h.remote_addr, h.aux, rnic::kRemoteRead, qp->qp_num);
+      });
       if (v != rnic::AccessVerdict::kOk) {
         return Refuse(
             qp, h, rnic::WcStatus::kRemoteAccessError,
@@ -91,8 +92,9 @@ PayloadPlan Nic::NotReady(QpCore* qp, const FrameHeader& h) {
 }
 
 PayloadPlan Nic::OnWriteHeader(Stream* s, QpCore* qp, const FrameHeader& h) {
-  rnic::AccessVerdict v =
-      regions_.Check(h.rkey, h.remote_addr, h.payload_len, rnic::kRemoteWrite, qp->qp_num);
+  rnic::AccessVerdict v = domain_->WithRegions([&](const rnic::RegionTable& r) {
+    return r.Check(h.rkey, h.remote_addr, h.payload_len, rnic::kRemoteWrite, qp->qp_num);
+  });
   if (v != rnic::AccessVerdict::kOk) {
     return Refuse(
         qp, h, rnic::WcStatus::kRemoteAccessError,
@@ -110,8 +112,7 @@ PayloadPlan Nic::OnWriteHeader(Stream* s, QpCore* qp, const FrameHeader& h) {
 
 PayloadPlan Nic::OnSendHeader(Stream* s, QpCore* qp, const FrameHeader& h) {
   if (h.type == FrameType::kSendWithInvalidate) {
-    auto w = bound_.find(h.rkey);
-    if (w == bound_.end() || w->second->qp != qp->qp_num) {
+    if (!domain_->IsBoundTo(h.rkey, qp->qp_num)) {
       return Refuse(qp, h, rnic::WcStatus::kRemoteAccessError,
                     absl::StrCat("SEND_WITH_INVALIDATE of key 0x", absl::Hex(h.rkey),
                                  ", which names no window bound to this QP"));
@@ -131,7 +132,7 @@ PayloadPlan Nic::OnSendHeader(Stream* s, QpCore* qp, const FrameHeader& h) {
                   absl::StrCat("SEND of ", h.payload_len, " bytes into a ", room, "-byte receive"));
   }
   // Accepted: the window is invalid from here on, before the receive completes.
-  if (h.type == FrameType::kSendWithInvalidate) Unbind(bound_.at(h.rkey));
+  if (h.type == FrameType::kSendWithInvalidate) domain_->Invalidate(h.rkey, qp->qp_num);
   s->current = qp;
   return PlaceInto(*r, h.payload_len);
 }

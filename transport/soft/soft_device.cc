@@ -18,6 +18,7 @@
 #include <cstring>
 #include <random>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
@@ -72,6 +73,7 @@ class SoftCompletionQueue : public rnic::CompletionQueue {
   void RequestNotify() override { core_->RequestNotify(); }
   int notify_fd() const override { return core_->notify_fd(); }
   const std::shared_ptr<CqCore>& core() const { return core_; }
+  const Nic* nic() const { return nic_.get(); }
 
  private:
   std::shared_ptr<CqCore> core_;
@@ -140,7 +142,8 @@ class SoftQueuePair : public rnic::QueuePair {
 // ---------------------------------------------------------------------------- Nic
 
 Nic::Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thread_mode,
-         bool defer_acks, bool hold_acks_until_wait, bool wait_in_read)
+         bool defer_acks, bool hold_acks_until_wait, bool wait_in_read,
+         std::shared_ptr<Domain> domain)
     : listen_fd_(listen_fd),
       epfd_(epoll_create1(EPOLL_CLOEXEC)),
       timer_fd_(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)),
@@ -150,7 +153,8 @@ Nic::Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thr
       thread_mode_(thread_mode),
       defer_acks_(defer_acks || hold_acks_until_wait),
       hold_acks_until_wait_(hold_acks_until_wait),
-      wait_in_read_(wait_in_read && !thread_mode) {
+      wait_in_read_(wait_in_read && !thread_mode),
+      domain_(std::move(domain)) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = nullptr;  // listener
@@ -200,20 +204,20 @@ absl::StatusOr<uint32_t> Nic::Register(void* addr, size_t length, uint32_t acces
   if (absl::Status st = rnic::CheckRegistration(addr, length, access); !st.ok()) return st;
   access &= ~uint32_t{rnic::kHugePageBacked};  // a translation hint; nothing to model here
   MutexLock l(&mu_);
-  const uint32_t key = keys_.Next([&](uint32_t k) { return regions_.Contains(k); });
-  regions_.Insert(key, {reinterpret_cast<uint64_t>(addr), length, access});
-  return key;
+  return domain_->Register(reinterpret_cast<uint64_t>(addr), length, access);
 }
 
 void Nic::Deregister(uint32_t key) {
-  MutexLock l(&mu_);
-  regions_.Erase(key);
-  // Its windows go with it.
-  std::vector<WindowCore*> on_it;
-  for (const auto& [k, w] : bound_) {
-    if (w->region_key == key) on_it.push_back(w);
+  // No port may be placing a payload into the region when this returns (a NIC's deregistration
+  // waits for its DMA): every port's mu_, in port order, around the change.
+  std::vector<std::shared_ptr<Nic>> ports;
+  for (const std::weak_ptr<Nic>& p : domain_->ports()) {
+    if (std::shared_ptr<Nic> n = p.lock()) ports.push_back(std::move(n));
   }
-  for (WindowCore* w : on_it) Unbind(w);
+  if (ports.empty()) ports.push_back(shared_from_this());  // a Nic made outside SoftDevice
+  for (const auto& n : ports) n->mu_.Lock();
+  domain_->Deregister(key);
+  for (auto it = ports.rbegin(); it != ports.rend(); ++it) (*it)->mu_.Unlock();
 }
 
 absl::StatusOr<QpCore*> Nic::CreateQp(const rnic::QpConfig& config, std::shared_ptr<CqCore> scq,
@@ -221,7 +225,7 @@ absl::StatusOr<QpCore*> Nic::CreateQp(const rnic::QpConfig& config, std::shared_
   if (absl::Status st = rnic::CheckQpConfig(config, limits_); !st.ok()) return st;
   MutexLock l(&mu_);
   auto qp = std::make_unique<QpCore>();
-  qp->qp_num = next_qp_num_++;
+  qp->qp_num = domain_->NewQpNum();
   qp->config = config;
   qp->send_cq = std::move(scq);
   qp->recv_cq = std::move(rcq);
@@ -236,6 +240,7 @@ absl::StatusOr<QpCore*> Nic::CreateQp(const rnic::QpConfig& config, std::shared_
 void Nic::DestroyQp(QpCore* qp) {
   MutexLock l(&mu_);
   FailQp(qp, rnic::WcStatus::kFlushed, "queue pair destroyed", /*tell_peer=*/true, /*owner=*/true);
+  domain_->UnbindAllOf(qp->qp_num, /*forget=*/true);
   ack_soon_.erase(std::remove(ack_soon_.begin(), ack_soon_.end(), qp), ack_soon_.end());
   ack_touched_.erase(std::remove(ack_touched_.begin(), ack_touched_.end(), qp), ack_touched_.end());
   qps_.erase(qp->qp_num);
@@ -367,18 +372,21 @@ absl::StatusOr<Stream*> Nic::StreamTo(const std::string& address) {
 
 // ---------------------------------------------------------------------------- SoftDevice
 
-absl::StatusOr<std::unique_ptr<SoftDevice>> SoftDevice::Create(const Options& options) {
+namespace {
+
+// A listening socket on host:port (0: a free one); its fd and "host:port" as bound.
+absl::StatusOr<std::pair<int, std::string>> ListenOn(const std::string& listen_host,
+                                                     uint16_t listen_port) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
-  sa.sin_port = htons(options.listen_port);
-  if (absl::Status st = ParseHost(options.listen_host, &sa); !st.ok()) return st;
+  sa.sin_port = htons(listen_port);
+  if (absl::Status st = ParseHost(listen_host, &sa); !st.ok()) return st;
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return ErrnoError("soft device: socket");
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
-    absl::Status st = ErrnoError(
-        absl::StrCat("soft device: bind ", options.listen_host, ":", options.listen_port));
+    absl::Status st = ErrnoError(absl::StrCat("soft device: bind ", listen_host, ":", listen_port));
     close(fd);
     return st;
   }
@@ -392,14 +400,47 @@ absl::StatusOr<std::unique_ptr<SoftDevice>> SoftDevice::Create(const Options& op
   getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
   char host[INET_ADDRSTRLEN];
   inet_ntop(AF_INET, &bound.sin_addr, host, sizeof(host));
-  auto nic = std::make_shared<Nic>(fd, absl::StrCat(host, ":", ntohs(bound.sin_port)),
-                                   options.limits, options.progress_thread, options.defer_acks,
-                                   options.hold_acks_until_wait, options.wait_in_read);
-  nic->StartThread();
-  return std::unique_ptr<SoftDevice>(new SoftDevice(std::move(nic)));
+  return std::make_pair(fd, absl::StrCat(host, ":", ntohs(bound.sin_port)));
 }
 
-SoftDevice::~SoftDevice() { nic_->StopThread(); }
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SoftDevice>> SoftDevice::Create(const Options& options) {
+  if (options.ports < 1 || options.ports > kMaxPorts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("soft device: ports must be in 1..", kMaxPorts, ", not ", options.ports));
+  }
+  auto domain = std::make_shared<Domain>(/*shared=*/options.ports > 1);
+  std::vector<std::shared_ptr<Nic>> nics;
+  for (int i = 0; i < options.ports; ++i) {
+    // The first port on the port asked for; the others on free ports of the same host.
+    absl::StatusOr<std::pair<int, std::string>> listener =
+        ListenOn(options.listen_host, i == 0 ? options.listen_port : 0);
+    if (!listener.ok()) return listener.status();
+    nics.push_back(std::make_shared<Nic>(
+        listener->first, listener->second, options.limits, options.progress_thread,
+        options.defer_acks, options.hold_acks_until_wait, options.wait_in_read, domain));
+  }
+  domain->SetPorts(std::vector<std::weak_ptr<Nic>>(nics.begin(), nics.end()));
+  std::unique_ptr<SoftDevice> first(new SoftDevice(nics[0]));
+  for (size_t i = 1; i < nics.size(); ++i) {
+    first->ports_.push_back(std::unique_ptr<SoftDevice>(new SoftDevice(nics[i])));
+  }
+  for (const auto& nic : nics) nic->StartThread();
+  return first;
+}
+
+SoftDevice::~SoftDevice() {
+  ports_.clear();
+  nic_->StopThread();
+}
+
+int SoftDevice::port_count() const { return 1 + static_cast<int>(ports_.size()); }
+rnic::Device* SoftDevice::port(int i) {
+  if (i == 0) return this;
+  if (i < 0 || i > static_cast<int>(ports_.size())) return nullptr;
+  return ports_[static_cast<size_t>(i) - 1].get();
+}
 
 std::string SoftDevice::address() const { return nic_->address(); }
 rnic::DeviceLimits SoftDevice::limits() const {
@@ -446,11 +487,16 @@ absl::StatusOr<std::unique_ptr<rnic::QueuePair>> SoftDevice::CreateQueuePair(
   auto objects =
       rnic::BackendQpObjects<SoftCompletionQueue, SoftSharedReceiveQueue>(config, "soft");
   if (!objects.ok()) return objects.status();
+  // A port's progress delivers its QPs' completions and wakes its own waits only.
+  if (objects->send_cq->nic() != nic_.get() || objects->recv_cq->nic() != nic_.get()) {
+    return absl::InvalidArgumentError(
+        "CreateQueuePair: send_cq and recv_cq must be completion queues of this device (port)");
+  }
   std::shared_ptr<SrqCore> srq;
   if (objects->srq != nullptr) {
     if (objects->srq->nic() != nic_.get()) {
       return absl::InvalidArgumentError(
-          "CreateQueuePair: srq must be a shared receive queue of this device");
+          "CreateQueuePair: srq must be a shared receive queue of this device (port)");
     }
     srq = objects->srq->core();
   }

@@ -1,7 +1,7 @@
 // The software RNIC: RDMA reliable-connected semantics over TCP, for machines without RDMA
-// hardware and for tests. Each device listens on one TCP port (its "NIC port"); each connected
-// QP pair uses one TCP stream, dialed by one end, carrying both ends' requests and responses
-// (docs/wire-soft.md).
+// hardware and for tests. Each device port listens on one TCP port; each connected QP pair
+// uses one TCP stream between the two ports, dialed by one end, carrying both ends' requests
+// and responses (docs/wire-soft.md).
 //
 // Target-side work (placing WRITEs, serving READs, delivering SENDs) happens in Progress(),
 // which runs either on an internal thread (Options::progress_thread) or on the owner's event
@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -30,6 +31,8 @@ inline constexpr absl::Duration kHelloTimeout = absl::Seconds(5);
 // At most this many inbound streams may be waiting for their HELLO; a new one beyond it closes
 // the oldest. Each holds a socket and, once it sent a byte, a 256 KiB read buffer.
 inline constexpr size_t kMaxStreamsAwaitingHello = 256;
+// Options::ports at most.
+inline constexpr int kMaxPorts = 64;
 
 class SoftDevice : public rnic::Device {
  public:
@@ -63,15 +66,24 @@ class SoftDevice : public rnic::Device {
     // (while a QP is in its handshake every wait does). Timer work (a delayed ACK, an RNR retry)
     // runs around the wait, up to 1 ms late.
     bool wait_in_read = false;
+    // Ports (1..kMaxPorts): the first listens on listen_port, the others on free ports of the
+    // same host; each has its own streams, epoll set, timer and progress (and its own thread
+    // with progress_thread), and all share the device's registrations and windows
+    // (rnic::Device::port). The write engine gives each worker a port of its own.
+    int ports = 1;
     rnic::DeviceLimits limits;
   };
 
-  // Opens the listening socket. Fails with a clear status on a bad host or a busy port.
+  // Opens the listening sockets. Fails with a clear status on a bad host, a busy port or a
+  // number of ports out of range.
   static absl::StatusOr<std::unique_ptr<SoftDevice>> Create(const Options& options);
   ~SoftDevice() override;
 
-  // "host:port" this device listens on; appears in QpAttributes::address.
+  // "host:port" this device (port) listens on; appears in QpAttributes::address.
   std::string address() const;
+
+  int port_count() const override;
+  rnic::Device* port(int i) override;
 
   std::string transport() const override { return "soft"; }
   rnic::DeviceLimits limits() const override;
@@ -96,6 +108,7 @@ class SoftDevice : public rnic::Device {
  private:
   explicit SoftDevice(std::shared_ptr<Nic> nic) : nic_(std::move(nic)) {}
   std::shared_ptr<Nic> nic_;
+  std::vector<std::unique_ptr<SoftDevice>> ports_;  // ports 1.. (this one is port 0)
 };
 
 }  // namespace unloadkv::soft
