@@ -886,7 +886,7 @@ TEST_P(EngineTest, UnloadsIntoAPeerRingLargerThanItsOwn) {
   big.staging_slots = 64;
   big.staging_lanes = lanes();
   big.unload_workers = lanes();
-  std::unique_ptr<Engine> eb_big = std::move(*Engine::Create(&h_->b(), big));
+  std::unique_ptr<Engine> eb_big = std::move(*Engine::Create(&h_->c(), big));
   auto dst_mr = std::move(
       *eb_big->RegisterMemory(dst_.data(), kBytes, rnic::kLocalWrite | rnic::kRemoteWrite));
   h_->Start(*ea_, *eb_big);

@@ -42,6 +42,10 @@ class Harness {
   virtual ~Harness() = default;
   virtual rnic::Device& a() = 0;
   virtual rnic::Device& b() = 0;
+  // A third device, for an engine that replaces b's in a test. Two started engines must not
+  // share a caller-driven device: each would wait up to kIdleWait for completions the other's
+  // Progress delivered (docs/engine.md, "Threads").
+  virtual rnic::Device& c() = 0;
   virtual void Start(Engine& ea, Engine& eb) = 0;
   // Returns once `done()` holds or `timeout` (on the device clock) passes; false on timeout.
   virtual bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout) = 0;
@@ -56,9 +60,11 @@ class SoftHarness : public Harness {
     o.ports = ports;
     a_ = std::move(*soft::SoftDevice::Create(o));
     b_ = std::move(*soft::SoftDevice::Create(o));
+    c_ = std::move(*soft::SoftDevice::Create(o));
   }
   rnic::Device& a() override { return *a_; }
   rnic::Device& b() override { return *b_; }
+  rnic::Device& c() override { return *c_; }
   void Start(Engine& ea, Engine& eb) override {
     ea.Start();
     eb.Start();
@@ -73,16 +79,18 @@ class SoftHarness : public Harness {
   }
 
  private:
-  std::unique_ptr<soft::SoftDevice> a_, b_;
+  std::unique_ptr<soft::SoftDevice> a_, b_, c_;
 };
 
 class SimHarness : public Harness {
  public:
-  SimHarness() : a_(fabric_.CreateDevice()), b_(fabric_.CreateDevice()) {
+  SimHarness()
+      : a_(fabric_.CreateDevice()), b_(fabric_.CreateDevice()), c_(fabric_.CreateDevice()) {
     SetMinLogLevel(LogLevel::kError);
   }
   rnic::Device& a() override { return *a_; }
   rnic::Device& b() override { return *b_; }
+  rnic::Device& c() override { return *c_; }
   void Start(Engine& ea, Engine& eb) override {
     ea_ = &ea;
     eb_ = &eb;
@@ -102,7 +110,7 @@ class SimHarness : public Harness {
 
  private:
   sim::Fabric fabric_;
-  std::unique_ptr<rnic::Device> a_, b_;
+  std::unique_ptr<rnic::Device> a_, b_, c_;
   Engine* ea_ = nullptr;
   Engine* eb_ = nullptr;
 };
