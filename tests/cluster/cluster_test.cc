@@ -396,7 +396,8 @@ TEST_F(ClusterTest, APacedTransferKeepsItsRateAndEndsWithEveryWrite) {
   const std::string value(2048, 'x');
   for (int i = 0; i < 2500; ++i) ASSERT_TRUE(c->Put(absl::StrCat("old", i), value).ok());
   std::atomic<bool> stop{false};
-  std::atomic<int> written{0};
+  std::atomic<int> written{0};  // rounds
+  std::atomic<int> writes{0};   // PUTs and DELETEs
   std::thread writer([&] {
     for (int i = 0; !stop.load(); ++i) {
       // Overwrites and deletes of keys the snapshot holds, and new keys.
@@ -406,6 +407,7 @@ TEST_F(ClusterTest, APacedTransferKeepsItsRateAndEndsWithEveryWrite) {
         ASSERT_TRUE(st.ok() || absl::IsNotFound(st)) << st;
       }
       ASSERT_TRUE(c->Put(absl::StrCat("fresh", i), "f").ok());
+      writes += i % 7 == 0 ? 3 : 2;
       written = i + 1;
     }
   });
@@ -427,10 +429,13 @@ TEST_F(ClusterTest, APacedTransferKeepsItsRateAndEndsWithEveryWrite) {
   }
   EXPECT_GT(sent, 2500 * 2048 * 0.5);
   EXPECT_LT(sent, 2500 * 2048 * 1.5) << "the state was transferred more than once";
-  // The writes held behind the snapshot left in batches, as the snapshot did: each of the
-  // writer's rounds made two or three writes, and fewer requests than rounds reached b in all
-  // (one request per held write took a paced copy's clients as much as an unpaced copy).
-  EXPECT_LT(requests, written.load()) << "the held writes left one request each";
+  // The writes held behind the snapshot left in batches, as the snapshot did: fewer requests
+  // than writes reached b in all, snapshot included (one request per held write took a paced
+  // copy's clients as much as an unpaced copy, and makes more requests than writes). Writes
+  // made after the transfer, until b serves, go one request each; on a loaded machine (a
+  // clean-clone run under TSan) they were many, and requests (399) outnumbered the rounds
+  // (232) of two or three writes each, which this compared with before.
+  EXPECT_LT(requests, writes.load()) << "the held writes left one request each";
   // b holds what a holds, key for key.
   std::shared_ptr<server::ShardReplica> pa = nodes_.at("a")->server->shards().Get(0);
   std::shared_ptr<server::ShardReplica> pb = nodes_.at("b")->server->shards().Get(0);
