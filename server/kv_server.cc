@@ -203,6 +203,9 @@ absl::Status KvServer::OpenDevice(std::unique_ptr<rpc::BootstrapAcceptor>* liste
   spec.defer_acks = true;  // an answer carries the ACK its request asked for
   // A port per engine worker: each worker owns its streams and epoll set (docs/engine.md).
   spec.soft_ports = options_.unload_workers;
+  // Only the engine's worker threads poll its CQs, and each waits in Progress when it finds
+  // nothing: a poll's own non-blocking epoll_wait would be one system call more per wake-up.
+  spec.soft_progress_on_empty_poll = false;
   auto device = backends::OpenDevice(spec);
   if (!device.ok()) return device.status();
   owned_device_ = std::move(*device);

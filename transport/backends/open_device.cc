@@ -12,6 +12,7 @@ absl::StatusOr<std::unique_ptr<rnic::Device>> OpenDevice(const DeviceSpec& spec)
     o.listen_host = spec.soft_host;
     o.defer_acks = spec.defer_acks;
     o.ports = spec.soft_ports;
+    o.progress_on_empty_poll = spec.soft_progress_on_empty_poll;
     o.hold_acks_until_wait = spec.hold_acks_until_wait;
     o.wait_in_read = spec.wait_in_read;
     auto d = soft::SoftDevice::Create(o);

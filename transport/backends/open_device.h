@@ -29,6 +29,9 @@ struct DeviceSpec {
   bool wait_in_read = false;
   // soft: SoftDevice::Options::ports. A server gives each engine worker a port of its own.
   int soft_ports = 1;
+  // soft: SoftDevice::Options::progress_on_empty_poll. False only for a device whose CQs only
+  // engine worker threads poll (kvserver): each waits in Progress when its poll finds nothing.
+  bool soft_progress_on_empty_poll = true;
 
   // The spec of a binary's --transport, soft host and verbs device flags.
   static DeviceSpec For(std::string transport, std::string soft_host, std::string verbs_device) {

@@ -176,7 +176,7 @@ struct QpCore {
 class Nic : public std::enable_shared_from_this<Nic> {
  public:
   Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thread_mode,
-      bool defer_acks, bool hold_acks_until_wait, bool wait_in_read,
+      bool defer_acks, bool hold_acks_until_wait, bool wait_in_read, bool progress_on_empty_poll,
       std::shared_ptr<Domain> domain);
   ~Nic();
 
@@ -215,6 +215,7 @@ class Nic : public std::enable_shared_from_this<Nic> {
   int epoll_fd() const { return epfd_; }
   bool thread_mode() const { return thread_mode_; }
   bool wait_in_read() const { return wait_in_read_; }
+  bool progress_on_empty_poll() const { return progress_on_empty_poll_; }
   uint64_t waits_in_read() const { return waits_in_read_.load(std::memory_order_relaxed); }
   const std::string& address() const { return address_; }
   const rnic::DeviceLimits& limits() const { return limits_; }
@@ -386,6 +387,8 @@ class Nic : public std::enable_shared_from_this<Nic> {
                            // holds them longer still)
   const bool hold_acks_until_wait_;  // SoftDevice::Options::hold_acks_until_wait
   const bool wait_in_read_;          // SoftDevice::Options::wait_in_read (caller-driven)
+  // SoftDevice::Options::progress_on_empty_poll, false with wait_in_read.
+  const bool progress_on_empty_poll_;
   // Interrupt was called and its eventfd write not read yet: a wait in recv would miss it.
   std::atomic<bool> wake_pending_{false};
   std::atomic<uint64_t> waits_in_read_{0};

@@ -62,9 +62,9 @@ class SoftCompletionQueue : public rnic::CompletionQueue {
 
   int Poll(absl::Span<rnic::WorkCompletion> out) override {
     int n = core_->Poll(out);
-    // A wait_in_read owner reads in its next wait (one recv) rather than here (an epoll_wait
-    // that would find nothing yet, then that wait).
-    if (n == 0 && !nic_->thread_mode() && !nic_->wait_in_read()) {
+    // An owner that waits next (wait_in_read, or progress_on_empty_poll false) reads in that
+    // wait rather than here (an epoll_wait that would find nothing yet, then that wait).
+    if (n == 0 && !nic_->thread_mode() && nic_->progress_on_empty_poll()) {
       nic_->TryProgress();
       n = core_->Poll(out);
     }
@@ -142,7 +142,7 @@ class SoftQueuePair : public rnic::QueuePair {
 // ---------------------------------------------------------------------------- Nic
 
 Nic::Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thread_mode,
-         bool defer_acks, bool hold_acks_until_wait, bool wait_in_read,
+         bool defer_acks, bool hold_acks_until_wait, bool wait_in_read, bool progress_on_empty_poll,
          std::shared_ptr<Domain> domain)
     : listen_fd_(listen_fd),
       epfd_(epoll_create1(EPOLL_CLOEXEC)),
@@ -154,6 +154,7 @@ Nic::Nic(int listen_fd, std::string address, rnic::DeviceLimits limits, bool thr
       defer_acks_(defer_acks || hold_acks_until_wait),
       hold_acks_until_wait_(hold_acks_until_wait),
       wait_in_read_(wait_in_read && !thread_mode),
+      progress_on_empty_poll_(progress_on_empty_poll && !wait_in_read_),
       domain_(std::move(domain)) {
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -417,9 +418,10 @@ absl::StatusOr<std::unique_ptr<SoftDevice>> SoftDevice::Create(const Options& op
     absl::StatusOr<std::pair<int, std::string>> listener =
         ListenOn(options.listen_host, i == 0 ? options.listen_port : 0);
     if (!listener.ok()) return listener.status();
-    nics.push_back(std::make_shared<Nic>(
-        listener->first, listener->second, options.limits, options.progress_thread,
-        options.defer_acks, options.hold_acks_until_wait, options.wait_in_read, domain));
+    nics.push_back(std::make_shared<Nic>(listener->first, listener->second, options.limits,
+                                         options.progress_thread, options.defer_acks,
+                                         options.hold_acks_until_wait, options.wait_in_read,
+                                         options.progress_on_empty_poll, domain));
   }
   domain->SetPorts(std::vector<std::weak_ptr<Nic>>(nics.begin(), nics.end()));
   std::unique_ptr<SoftDevice> first(new SoftDevice(nics[0]));

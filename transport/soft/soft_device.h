@@ -6,7 +6,8 @@
 // Target-side work (placing WRITEs, serving READs, delivering SENDs) happens in Progress(),
 // which runs either on an internal thread (Options::progress_thread) or on the owner's event
 // loop when event_fd() is readable. CompletionQueue::Poll drives Progress itself when it finds
-// nothing (but with Options::wait_in_read), so a busy-polling caller needs no thread at all.
+// nothing (but with Options::wait_in_read or progress_on_empty_poll false), so a busy-polling
+// caller needs no thread at all.
 #ifndef UNLOADKV_TRANSPORT_SOFT_SOFT_DEVICE_H_
 #define UNLOADKV_TRANSPORT_SOFT_SOFT_DEVICE_H_
 
@@ -66,6 +67,12 @@ class SoftDevice : public rnic::Device {
     // (while a QP is in its handshake every wait does). Timer work (a delayed ACK, an RNR retry)
     // runs around the wait, up to 1 ms late.
     bool wait_in_read = false;
+    // A CQ poll that finds nothing progresses a caller-driven device once without waiting, so
+    // that a busy-polling owner needs no other call. An owner that, whenever its poll finds
+    // nothing, waits in Progress at once (the write engine's worker threads) sets this false:
+    // the poll's epoll_wait would find only what the wait's finds, one system call earlier.
+    // wait_in_read implies false.
+    bool progress_on_empty_poll = true;
     // Ports (1..kMaxPorts): the first listens on listen_port, the others on free ports of the
     // same host; each has its own streams, epoll set, timer and progress (and its own thread
     // with progress_thread), and all share the device's registrations and windows

@@ -2,10 +2,12 @@
 // appears without network work (here a receive flushed by a QP failed from another thread),
 // both end the wait at once; nothing else would, before max_wait.
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "transport/base/logging.h"
+#include "transport/rnic/wait.h"
 #include "transport/soft/soft_device.h"
 
 namespace unloadkv::soft {
@@ -92,6 +94,66 @@ TEST(SoftWaitTest, ACompletionPushedByAnotherThreadEndsAWaitingProgress) {
   ASSERT_EQ(cq->Poll({&wc, 1}), 1);
   EXPECT_EQ(wc.wr_id, 7u);
   EXPECT_EQ(wc.status, rnic::WcStatus::kFlushed);
+}
+
+// progress_on_empty_poll false (kvserver's): a CQ poll that finds nothing leaves the device
+// alone, so a SEND waiting on the socket is delivered by the owner's Progress and not by the
+// poll; by default the poll delivers it itself.
+TEST(SoftWaitTest, APollProgressesTheDeviceOnlyIfAskedTo) {
+  SetMinLogLevel(LogLevel::kError);
+  SoftDevice::Options threaded;
+  threaded.progress_thread = true;
+  std::unique_ptr<SoftDevice> sender = std::move(*SoftDevice::Create(threaded));
+  for (bool progress_on_empty_poll : {true, false}) {
+    SoftDevice::Options o;
+    o.progress_on_empty_poll = progress_on_empty_poll;
+    std::unique_ptr<SoftDevice> receiver = std::move(*SoftDevice::Create(o));
+    auto scq = *sender->CreateCompletionQueue(16);
+    auto rcq = *receiver->CreateCompletionQueue(16);
+    rnic::QpConfig scfg, rcfg;
+    scfg.send_cq = scfg.recv_cq = scq.get();
+    rcfg.send_cq = rcfg.recv_cq = rcq.get();
+    auto sqp = *sender->CreateQueuePair(scfg);
+    auto rqp = *receiver->CreateQueuePair(rcfg);
+    std::vector<char> src(64, 's'), dst(128, 0);
+    auto smr = *sender->RegisterMemory(src.data(), src.size(), rnic::kLocalWrite);
+    auto rmr = *receiver->RegisterMemory(dst.data(), dst.size(), rnic::kLocalWrite);
+    for (uint64_t id : {1, 2}) {
+      rnic::RecvWorkRequest r;
+      r.wr_id = id;
+      r.sg_list[0] = rmr->Sge(64 * (id - 1), 64);
+      r.num_sge = 1;
+      ASSERT_TRUE(rqp->PostRecv({&r, 1}).ok());
+    }
+    ASSERT_TRUE(sqp->Connect(rqp->local_attributes()).ok());
+    ASSERT_TRUE(rqp->Connect(sqp->local_attributes()).ok());
+    // The first SEND, with the receiver driven as its owner would: the stream is up after it.
+    ASSERT_TRUE(sqp->PostSend(rnic::MakeSend(1, smr->Sge(0, 64))).ok());
+    absl::StatusOr<rnic::WorkCompletion> first =
+        rnic::WaitForCompletion(*receiver, *rcq, absl::Seconds(10));
+    ASSERT_TRUE(first.ok()) << first.status();
+    // The second waits on the receiver's socket (loopback: within microseconds), which only
+    // a poll that progresses, or a Progress, reads.
+    ASSERT_TRUE(sqp->PostSend(rnic::MakeSend(2, smr->Sge(0, 64))).ok());
+    rnic::WorkCompletion wc;
+    if (progress_on_empty_poll) {
+      const absl::Time deadline = absl::Now() + absl::Seconds(10);
+      while (rcq->Poll({&wc, 1}) == 0) {
+        ASSERT_LT(absl::Now(), deadline) << "polls alone never delivered the SEND";
+      }
+    } else {
+      const absl::Time until = absl::Now() + absl::Milliseconds(50);
+      while (absl::Now() < until) {
+        ASSERT_EQ(rcq->Poll({&wc, 1}), 0) << "the poll progressed the device";
+      }
+      absl::StatusOr<rnic::WorkCompletion> second =
+          rnic::WaitForCompletion(*receiver, *rcq, absl::Seconds(10));
+      ASSERT_TRUE(second.ok()) << second.status();
+      wc = *second;
+    }
+    EXPECT_EQ(wc.wr_id, 2u);
+    EXPECT_EQ(dst[64], 's');
+  }
 }
 
 }  // namespace
