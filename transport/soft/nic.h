@@ -2,7 +2,8 @@
 // Connect) and the data path: stream_io.cc (frames in and out of TCP), qp_handshake.cc
 // (CONNECT, CONNECT_ACK, DISCONNECT), requester.cc (posting, responses, RNR retries),
 // responder.cc (requests, refusals, ACKs), progress.cc (the event loop and its timer),
-// qp_teardown.cc (errors, closing); the CQ is cq_core.h. Not part of the public interface.
+// qp_teardown.cc (errors, closing); the CQ is cq_core.h; what a device's ports share is
+// domain.h. Not part of the public interface.
 #ifndef UNLOADKV_TRANSPORT_SOFT_NIC_H_
 #define UNLOADKV_TRANSPORT_SOFT_NIC_H_
 
@@ -171,7 +172,8 @@ struct QpCore {
   absl::Duration rnr_backoff;
 };
 
-// The device's shared state. Every field is guarded by mu_; handles hold a shared_ptr so any
+// One port's state (a device has one Nic per port, SoftDevice::Options::ports). Every field is
+// guarded by mu_ but the Domain, which the ports share; handles hold a shared_ptr so any
 // destruction order is safe.
 class Nic : public std::enable_shared_from_this<Nic> {
  public:
