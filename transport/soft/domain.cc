@@ -14,7 +14,7 @@ uint32_t Domain::NewQpNum() {
 
 uint32_t Domain::Register(uint64_t addr, uint64_t length, uint32_t access) {
   Lock l(*this);
-  const uint32_t key = keys_.Next([&](uint32_t k) { return regions_.Contains(k); });
+  const uint32_t key = NewKey();
   regions_.Insert(key, {addr, length, access});
   return key;
 }
@@ -51,7 +51,7 @@ rnic::WcStatus Domain::Bind(uint32_t qp, const rnic::WindowBind& b) {
   if (!regions_.CanBind(region_key, b.access, b.addr, b.length)) {
     return rnic::WcStatus::kWindowBindError;
   }
-  const uint32_t key = keys_.Next([&](uint32_t k) { return regions_.Contains(k); });
+  const uint32_t key = NewKey();
   regions_.Insert(key, {b.addr, b.length, b.access, qp, region_key});
   w->key = key;
   w->qp = qp;
@@ -82,6 +82,10 @@ void Domain::UnbindAllOf(uint32_t qp, bool forget) {
   if (it == qp_windows_.end()) return;
   while (!it->second.empty()) Unbind(bound_.at(*it->second.begin()));
   if (forget) qp_windows_.erase(it);
+}
+
+uint32_t Domain::NewKey() {
+  return keys_.Next([&](uint32_t k) { return regions_.Contains(k); });
 }
 
 void Domain::Unbind(WindowCore* w) {

@@ -29,11 +29,10 @@ struct WindowCore {
   std::atomic<uint32_t> last_key{0};  // MemoryWindow::rkey()
 };
 
-// Thread-safety: every method may be called from any thread, with or without a port's
-// Nic::mu_ held (the domain's lock comes after every port's). With one port the port's mu_ is
-// always held already and the domain takes no lock of its own (`shared` false); with several
-// each call takes `mu_` for its duration and calls nothing outside. A method never blocks on
-// anything else.
+// Thread-safety: with several ports (`shared`), every method may be called from any thread,
+// with or without a port's Nic::mu_ held (the domain's lock comes after every port's): each
+// call takes `mu_` for its duration and calls nothing outside. With one port the domain takes
+// no lock of its own, and a caller must hold that port's mu_.
 class Domain {
  public:
   explicit Domain(bool shared) : shared_(shared) {}
@@ -91,6 +90,7 @@ class Domain {
     const Domain& d_;
   };
 
+  uint32_t NewKey();           // a key no region or window has; requires Lock
   void Unbind(WindowCore* w);  // requires Lock
 
   const bool shared_;

@@ -211,11 +211,12 @@ absl::StatusOr<uint32_t> Nic::Register(void* addr, size_t length, uint32_t acces
 void Nic::Deregister(uint32_t key) {
   // No port may be placing a payload into the region when this returns (a NIC's deregistration
   // waits for its DMA): every port's mu_, in port order, around the change.
+  // This Nic is among them (SoftDevice::Create lists every port, and the caller's handle
+  // keeps this one alive); a port already gone has nothing left to place.
   std::vector<std::shared_ptr<Nic>> ports;
   for (const std::weak_ptr<Nic>& p : domain_->ports()) {
     if (std::shared_ptr<Nic> n = p.lock()) ports.push_back(std::move(n));
   }
-  if (ports.empty()) ports.push_back(shared_from_this());  // a Nic made outside SoftDevice
   for (const auto& n : ports) n->mu_.Lock();
   domain_->Deregister(key);
   for (auto it = ports.rbegin(); it != ports.rend(); ++it) (*it)->mu_.Unlock();
