@@ -377,17 +377,42 @@ class PollingGuard {
 int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
   if (polling.exchange(true, std::memory_order_acquire)) return 0;  // another thread drives it
   PollingGuard guard(&polling);
-  rnic::WorkCompletion wcs[32];
-  const int n = cq->Poll(absl::MakeSpan(wcs));
-  if (n <= 0) {
+  touched.clear();
+  // Rounds of up to kPollBatch completions while the CQ still has a full round, all in one
+  // batch: what the callbacks post goes out once the CQ is drained, so a read that brought a
+  // pipeline of requests is answered in one send, not one per round (soft, kvserver under 64
+  // GETs in flight: 1.0-1.4 sendmsg per recv with one round a batch).
+  int total = 0;
+  for (int round = 0; round < kMaxPollRounds; ++round) {
+    const int n = PollRound(table, metrics);
+    total += n;
+    if (n < kPollBatch) break;
+  }
+  if (total == 0) {
     SweepFailedQps(clock->Now());
     return 0;
   }
-  touched.clear();
-  // Every completion's connection, found under one acquisition of mu for the whole batch (one
-  // per completion before): as if each was looked up at the batch's start, which a close by
+  // One ack per lane per batch covers every staged write applied in it.
+  for (const std::shared_ptr<ConnectionState>& cp : touched) {
+    MutexLock l(&cp->mu);
+    for (Lane& lane : cp->lanes) {
+      if (lane.worker == index) SendAckIfDue(*cp, lane);
+    }
+  }
+  for (const std::shared_ptr<ConnectionState>& cp : touched) ReleasePosts(*cp);
+  touched.clear();  // a closed connection's state goes now, not at the next poll
+  SweepFailedQps(clock->Now());
+  return total;
+}
+
+int Engine::Worker::PollRound(ValidationTable& table, EngineMetrics* metrics) {
+  rnic::WorkCompletion wcs[kPollBatch];
+  const int n = cq->Poll(absl::MakeSpan(wcs));
+  if (n <= 0) return 0;
+  // Every completion's connection, found under one acquisition of mu for the whole round (one
+  // per completion before): as if each was looked up at the round's start, which a close by
   // another thread may follow at any point anyway.
-  std::shared_ptr<ConnectionState> batch[std::size(wcs)];
+  std::shared_ptr<ConnectionState> batch[kPollBatch];
   {
     MutexLock l(&mu);
     for (int i = 0; i < n; ++i) {
@@ -424,16 +449,6 @@ int Engine::Worker::PollOnce(ValidationTable& table, EngineMetrics* metrics) {
     }
     HandleCompletion(cp, wcs[i], table, metrics);
   }
-  // One ack per lane per batch covers every staged write applied in it.
-  for (const std::shared_ptr<ConnectionState>& cp : touched) {
-    MutexLock l(&cp->mu);
-    for (Lane& lane : cp->lanes) {
-      if (lane.worker == index) SendAckIfDue(*cp, lane);
-    }
-  }
-  for (const std::shared_ptr<ConnectionState>& cp : touched) ReleasePosts(*cp);
-  touched.clear();  // a closed connection's state goes now, not at the next poll
-  SweepFailedQps(clock->Now());
   return n;
 }
 

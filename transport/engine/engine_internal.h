@@ -281,8 +281,15 @@ struct Engine::Worker {
   // Staging QP number -> connection id, likewise for the staging pool's receives.
   absl::flat_hash_map<uint32_t, uint32_t> stage_qps ABSL_GUARDED_BY(mu);
 
-  // Handles up to one batch of completions; returns how many. (completion_worker.cc)
+  // Handles one batch of completions: rounds of up to kPollBatch while a round comes back full,
+  // at most kMaxPollRounds; the connections' posts and staging acks go out when it ends.
+  // Returns how many. (completion_worker.cc)
+  static constexpr int kPollBatch = 32;
+  static constexpr int kMaxPollRounds = 8;
   int PollOnce(ValidationTable& table, EngineMetrics* metrics);
+  // One round of PollOnce: polls up to kPollBatch completions and handles them, holding the
+  // posts of each connection they touch (added to `touched`). Returns how many.
+  int PollRound(ValidationTable& table, EngineMetrics* metrics);
   // At most once per kQpSweepInterval of `now`: fails the connections whose QPs this worker
   // serves and that went to the error state by themselves (their peer died), once two sweeps
   // in a row found them so. Every receive
