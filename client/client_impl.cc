@@ -13,6 +13,23 @@
 #include "transport/rpc/bootstrap.h"
 
 namespace unloadkv {
+namespace {
+
+// The client engine's options: one connection, on which every request the caller may have in
+// flight can be on the wire (as far as the server's own message_slots grant), the answers'
+// receive buffers being the shared ones. Simulated, the engine's defaults, as kvserver keeps
+// them there.
+engine::EngineOptions EngineOptionsFor(const ClientOptions& options, bool simulated) {
+  engine::EngineOptions eo;
+  eo.max_connections_per_worker = 1;
+  if (!simulated) {
+    eo.message_slots = std::max<uint32_t>(eo.message_slots, options.max_in_flight);
+    eo.shared_message_buffers = std::max(eo.shared_message_buffers, 2 * eo.message_slots);
+  }
+  return eo;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<NodeClient>> NodeClient::Connect(const ClientOptions& options,
                                                                 const ClientHooks& hooks) {
@@ -32,8 +49,7 @@ absl::StatusOr<std::unique_ptr<NodeClient>> NodeClient::Connect(const ClientOpti
   const ClientEmbedding* embedded = hooks.embedding;
   if (absl::Status st = c->UseDevice(); !st.ok()) return st;
   c->write_count_ = std::make_unique<client_internal::WriteCount>(hooks.metrics);
-  engine::EngineOptions eo;
-  eo.max_connections_per_worker = 1;  // the client's one connection
+  engine::EngineOptions eo = EngineOptionsFor(options, /*simulated=*/embedded != nullptr);
   eo.metrics = c->write_count_.get();
   auto engine = rpc::CreateRpcEngine(c->device_, eo, proto::kMaxMessageBytes,
                                      /*simulated=*/embedded != nullptr,

@@ -23,6 +23,12 @@ namespace unloadkv::server {
 
 namespace {
 
+// Messages in flight per connection and direction (engine::EngineOptions::message_slots): the
+// SDK's default max_in_flight, so a client pipelining that many has them all on the wire (with
+// the engine's default of 32, half of 64 requests in flight waited in the client for credits:
+// docs/benchmarks.md, "Message slots").
+constexpr uint32_t kServerMessageSlots = 64;
+
 // InvalidArgument "--<flag>=<value>: must be in lo..hi<or>" unless lo <= value <= hi.
 absl::Status CheckRange(absl::string_view flag, int64_t value, int64_t lo, int64_t hi,
                         absl::string_view or_what = "") {
@@ -219,6 +225,14 @@ absl::Status KvServer::StartEngine() {
   eo.unload_workers = options_.unload_workers;
   eo.huge_pages = options_.huge_pages;
   eo.throttle_when_backlogged = true;  // a client that takes no answers gets no more requests in
+  if (embedded == nullptr) {
+    // A client may pipeline kServerMessageSlots requests on the wire, and one busy connection
+    // may borrow its whole level from the shared buffers. (A simulated node keeps the engine's
+    // defaults, with which the modeled figures of docs/sim-kv.md were measured: one message in
+    // message_slots / 4 is signaled, and each signaled one costs modeled CPU.)
+    eo.message_slots = kServerMessageSlots;
+    eo.shared_message_buffers = 2 * kServerMessageSlots;
+  }
   absl::StatusOr<ConnectionBudget> budget =
       ResolveConnectionBudget(options_.max_connections, eo, device_->limits(),
                               embedded != nullptr ? 0 : MemAvailableBytes());

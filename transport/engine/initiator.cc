@@ -93,8 +93,9 @@ absl::StatusOr<bool> PostMessage(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCK
   op.posted = true;
   op.posted_at = c.engine->clock().Now();
   if (op.message.capacity() <= InitiatorState::kSpareMessageBytes &&
-      c.initiator.spare_messages.size() < InitiatorState::kSpareMessages) {
+      c.initiator.spare_bytes + op.message.capacity() <= InitiatorState::kSpareBytes) {
     op.message.clear();
+    c.initiator.spare_bytes += op.message.capacity();
     c.initiator.spare_messages.push_back(std::move(op.message));
   }
   std::string().swap(op.message);
@@ -400,6 +401,7 @@ absl::Status Connection::Send(absl::Span<const char> message, SendCallback done,
     if (!c.initiator.spare_messages.empty()) {
       op.message = std::move(c.initiator.spare_messages.back());
       c.initiator.spare_messages.pop_back();
+      c.initiator.spare_bytes -= op.message.capacity();
     }
     op.message.assign(message.data(), message.size());
     op.invalidate_rkey = options.invalidate_rkey;

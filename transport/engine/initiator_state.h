@@ -131,10 +131,14 @@ struct InitiatorState {
   int batch_depth = 0;
   std::vector<rnic::SendWorkRequest> batched;
   std::vector<rnic::SendWorkRequest> batched_spare;  // batched's previous storage, reused
-  // Buffers of messages posted (copied into their send slots), for the next Send's copy: at
-  // most kSpareMessages, of at most kSpareMessageBytes capacity each.
-  static constexpr size_t kSpareMessages = 16, kSpareMessageBytes = 4096;
+  // Buffers of messages posted (copied into their send slots), for the next Send's copy: each
+  // of at most kSpareMessageBytes capacity, kSpareBytes of capacity in all (spare_bytes). A
+  // byte budget, not a count: small messages (a GET's answer) may wait for credits many at a
+  // time (kvserver, 64 GETs in flight: up to 32 answers queued, where 16 spares were kept),
+  // and large ones keep the worst case at 16 x 4 KiB per connection.
+  static constexpr size_t kSpareMessageBytes = 4096, kSpareBytes = 16 * kSpareMessageBytes;
   std::vector<std::string> spare_messages;
+  size_t spare_bytes = 0;
   uint32_t quiet_since_signaled = 0;        // messages
   uint32_t lazy_writes_since_signaled = 0;  // writes
   // Messages posted so far = messages_confirmed (known received by the peer) + the main_index
