@@ -16,14 +16,16 @@ namespace unloadkv {
 namespace {
 
 // The client engine's options: one connection, on which every request the caller may have in
-// flight can be on the wire (as far as the server's own message_slots grant), the answers'
-// receive buffers being the shared ones. Simulated, the engine's defaults, as kvserver keeps
-// them there.
+// flight can be on the wire (as far as the server's own message_slots grant), with room for
+// the credit level to stay above it (twice max_in_flight, as kvserver's slots are twice the
+// default max_in_flight), the answers' receive buffers being the shared ones. Simulated, the
+// engine's defaults, as kvserver keeps them there.
 engine::EngineOptions EngineOptionsFor(const ClientOptions& options, bool simulated) {
   engine::EngineOptions eo;
   eo.max_connections_per_worker = 1;
   if (!simulated) {
-    eo.message_slots = std::max<uint32_t>(eo.message_slots, options.max_in_flight);
+    eo.message_slots = std::min<uint32_t>(
+        engine::kMaxMessageSlots, std::max<uint32_t>(eo.message_slots, 2 * options.max_in_flight));
     eo.shared_message_buffers = std::max(eo.shared_message_buffers, 2 * eo.message_slots);
   }
   return eo;

@@ -23,11 +23,11 @@ namespace unloadkv::server {
 
 namespace {
 
-// Messages in flight per connection and direction (engine::EngineOptions::message_slots): the
-// SDK's default max_in_flight, so a client pipelining that many has them all on the wire (with
-// the engine's default of 32, half of 64 requests in flight waited in the client for credits:
-// docs/benchmarks.md, "Message slots").
-constexpr uint32_t kServerMessageSlots = 64;
+// Messages in flight per connection and direction at most (engine::EngineOptions::
+// message_slots): twice the SDK's default max_in_flight. A connection's credit level drops by
+// one after a level's worth of messages that did not wait; capped at the pipeline's depth, any
+// drop made answers wait for credits (docs/benchmarks.md, "Message slots").
+constexpr uint32_t kServerMessageSlots = 128;
 
 // InvalidArgument "--<flag>=<value>: must be in lo..hi<or>" unless lo <= value <= hi.
 absl::Status CheckRange(absl::string_view flag, int64_t value, int64_t lo, int64_t hi,
