@@ -276,6 +276,7 @@ void DeliverMessages(ConnectionState& c, const MessageHandler& handler,
     }
   }
   Deferred out;
+  bool run = false;  // TakeCallbacks took them: run them after the lock
   {
     MutexLock l(&c.mu);
     for (const TargetState::Held& m : deliver) ReleaseBuffer(c, m.buffer, out);
@@ -291,9 +292,9 @@ void DeliverMessages(ConnectionState& c, const MessageHandler& handler,
       c.lanes[0].ack_pending = true;
       SendAckIfDue(c, c.lanes[0]);
     }
-    QueueCallbacks(c, out);
+    run = TakeCallbacks(c, out);
   }
-  RunCallbacks(c);  // returns at once when called from RunCallbacks: it runs these next
+  if (run) RunTakenCallbacks(c, out);  // never inside a callback: its runner runs these
 }
 
 namespace {
@@ -320,6 +321,7 @@ void HandleCompletion(const std::shared_ptr<ConnectionState>& cp, const rnic::Wo
     if (staged_valid) CopyStagedWrite(copy);
   }
   Deferred out;
+  bool run = false;  // TakeCallbacks took them: run them after the lock
   {
     MutexLock l(&c.mu);
     if (staged_valid) --c.copying;
@@ -357,9 +359,9 @@ void HandleCompletion(const std::shared_ptr<ConnectionState>& cp, const rnic::Wo
     FinishInOrder(c, out);
     // Messages after the callbacks of the ops this completion finished, as always.
     for (size_t k = 0; k < deliverable; ++k) out.Deliver(c.handler, c.target.deliverable[k]);
-    QueueCallbacks(c, out);
+    run = TakeCallbacks(c, out);
   }
-  RunCallbacks(c);
+  if (run) RunTakenCallbacks(c, out);
 }
 
 // Clears Worker::polling when the poll ends.
@@ -467,6 +469,7 @@ void Engine::Worker::SweepFailedQps(absl::Time now) {
   for (const std::shared_ptr<ConnectionState>& cp : all) {
     ConnectionState& c = *cp;
     Deferred out;
+    bool run = false;  // TakeCallbacks took them: run them after the lock
     {
       MutexLock l(&c.mu);
       if (c.failed || !c.connected) continue;
@@ -487,9 +490,9 @@ void Engine::Worker::SweepFailedQps(absl::Time now) {
       FailConnection(c, out, main_error ? FailScope::kMainFailed : FailScope::kStageFailed);
       Log(LogLevel::kInfo, absl::StrCat("engine: connection ", c.id, ": a QP failed (peer gone)"));
       FinishInOrder(c, out);
-      QueueCallbacks(c, out);
+      run = TakeCallbacks(c, out);
     }
-    RunCallbacks(c);
+    if (run) RunTakenCallbacks(c, out);
   }
 }
 

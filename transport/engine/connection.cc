@@ -70,12 +70,13 @@ Connection::~Connection() {
 
 void Connection::Close() {
   Deferred out;
+  bool run = false;  // TakeCallbacks took them: run them after the lock
   {
     MutexLock l(&state_->mu);
     FailConnection(*state_, out, FailScope::kClose);
-    QueueCallbacks(*state_, out);
+    run = TakeCallbacks(*state_, out);
   }
-  RunCallbacks(*state_);
+  if (run) RunTakenCallbacks(*state_, out);
   // A staged write validated before the failure may still be copying: wait for it.
   while (true) {
     {

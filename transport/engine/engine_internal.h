@@ -143,8 +143,18 @@ struct ConnectionState {
   std::weak_ptr<ConnectionState> self;
 };
 
-// Appends `out` to the connection's due callbacks; call before releasing c.mu.
+// Appends `out` to the connection's due callbacks; call before releasing c.mu. The next
+// RunCallbacks runs them.
 void QueueCallbacks(ConnectionState& c, Deferred& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+// QueueCallbacks, then, if no thread runs the connection's callbacks, makes this thread the one
+// that does: they all move into `out` and it returns true; the caller must then call
+// RunTakenCallbacks after releasing c.mu (RunCallbacks would take the lock again to take them).
+// False when none is due or a thread runs them (this one, from inside a callback, included):
+// that thread runs these too before it stops.
+[[nodiscard]] bool TakeCallbacks(ConnectionState& c, Deferred& out)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu);
+// Runs `batch` (taken by TakeCallbacks), then the callbacks queued meanwhile, until none is due.
+void RunTakenCallbacks(ConnectionState& c, Deferred& batch) ABSL_LOCKS_EXCLUDED(c.mu);
 // Runs the connection's due callbacks in order, unless another thread is running them (it runs
 // these too). With `wait`, returns only once none is due or running, except when called from
 // inside one of them. Call without c.mu.

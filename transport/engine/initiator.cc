@@ -91,7 +91,6 @@ absl::StatusOr<bool> PostMessage(ConnectionState& c, Op& op) ABSL_EXCLUSIVE_LOCK
   ++c.initiator.send_wrs;
   op.main_index = c.initiator.main_posted++;
   op.posted = true;
-  op.posted_at = c.engine->clock().Now();
   if (op.message.capacity() <= InitiatorState::kSpareMessageBytes &&
       c.initiator.spare_bytes + op.message.capacity() <= InitiatorState::kSpareBytes) {
     op.message.clear();
@@ -300,6 +299,7 @@ void HoldPosts(ConnectionState& c) {
 
 void ReleasePosts(ConnectionState& c) {
   Deferred out;
+  bool run = false;  // TakeCallbacks took them: run them after the lock
   {
     MutexLock l(&c.mu);
     if (--c.initiator.batch_depth == 0 && !c.initiator.batched.empty()) {
@@ -321,9 +321,9 @@ void ReleasePosts(ConnectionState& c) {
       }
       wrs.clear();
     }
-    QueueCallbacks(c, out);
+    run = TakeCallbacks(c, out);
   }
-  RunCallbacks(c);
+  if (run) RunTakenCallbacks(c, out);
 }
 
 Connection::Batch::~Batch() {
@@ -352,6 +352,7 @@ absl::Status Connection::Write(const rnic::ScatterGatherEntry& local, uint64_t r
                                const WriteOptions& options) {
   ConnectionState& c = *state_;
   Deferred out;
+  bool run = false;  // TakeCallbacks took them: run them after the lock
   {
     MutexLock l(&c.mu);
     if (absl::Status st = CheckUsable(c, "Write"); !st.ok()) return st;
@@ -377,9 +378,9 @@ absl::Status Connection::Write(const rnic::ScatterGatherEntry& local, uint64_t r
     if (posted_path != nullptr) {
       *posted_path = op.posted ? std::optional<Path>(op.path) : std::nullopt;
     }
-    QueueCallbacks(c, out);
+    run = TakeCallbacks(c, out);
   }
-  RunCallbacks(c);
+  if (run) RunTakenCallbacks(c, out);
   return absl::OkStatus();
 }
 
@@ -387,6 +388,7 @@ absl::Status Connection::Send(absl::Span<const char> message, SendCallback done,
                               const SendOptions& options) {
   ConnectionState& c = *state_;
   Deferred out;
+  bool run = false;  // TakeCallbacks took them: run them after the lock
   {
     MutexLock l(&c.mu);
     if (absl::Status st = CheckUsable(c, "Send"); !st.ok()) return st;
@@ -407,15 +409,14 @@ absl::Status Connection::Send(absl::Span<const char> message, SendCallback done,
     op.invalidate_rkey = options.invalidate_rkey;
     ++c.initiator.queued_messages;
     op.send_done = std::move(done);
-    op.submitted = c.engine->clock().Now();
     if (c.options.checks != nullptr) {
       c.options.checks->MessageIssued(c.check_name, c.initiator.messages_issued, op.id);
     }
     ++c.initiator.messages_issued;
     PostReady(c, out);
-    QueueCallbacks(c, out);
+    run = TakeCallbacks(c, out);
   }
-  RunCallbacks(c);
+  if (run) RunTakenCallbacks(c, out);
   return absl::OkStatus();
 }
 

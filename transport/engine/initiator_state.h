@@ -32,7 +32,7 @@ struct Op {
   bool quiet = false;       // posted unsignaled: completed by later evidence (Quiet)
   bool waited = false;      // a write not posted by the Write that submitted it
   rnic::WcStatus status = rnic::WcStatus::kSuccess;
-  absl::Time submitted, decided_at, posted_at, done_at;
+  absl::Time submitted, decided_at, posted_at, done_at;  // writes only (messages: unset)
   // Write fields.
   rnic::ScatterGatherEntry local;
   uint64_t remote_addr = 0;

@@ -1,6 +1,7 @@
 // Completing ops: in order, with RC's error rules, from NIC completions, acks and the
 // evidence that retires unsignaled WRs; failing a connection.
 #include <algorithm>
+#include <iterator>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -27,8 +28,9 @@ void MarkDone(ConnectionState& c, Op& op, rnic::WcStatus status) {
   if (op.done) return;
   op.done = true;
   op.status = status;
+  if (!op.is_write) return;  // a message: nothing reads its times (absl::Now ~15 ns here)
   op.done_at = c.engine->clock().Now();
-  if (!op.is_write || !op.decided) return;  // the policy never saw it
+  if (!op.decided) return;  // the policy never saw it
   uint64_t before = c.policy->switches();
   Decision taken = op.decision;
   taken.path = op.path;  // the ordering and full-ring rules may have overridden the policy
@@ -181,16 +183,27 @@ void ReleaseSendSlot(ConnectionState& c, int slot) {
 }
 
 void RetireQuietBefore(ConnectionState& c, uint64_t main_index) {
+  // Lent slots go back to the pool together, not one acquisition of its lock each.
+  uint32_t lent[64];
+  size_t lent_count = 0;
   while (!c.initiator.quiet.empty() && c.initiator.quiet.front().main_index < main_index) {
     const InitiatorState::Quiet q = c.initiator.quiet.front();
     c.initiator.quiet.pop_front();
     --c.initiator.send_wrs;
-    if (q.send_slot >= 0) {
+    if (q.send_slot >= 0 && c.initiator.send_borrowed > 0) {  // ReleaseSendSlot, batched
+      --c.initiator.send_borrowed;
+      lent[lent_count++] = static_cast<uint32_t>(q.send_slot);
+      if (lent_count == std::size(lent)) {
+        c.send_pool->Return(absl::MakeConstSpan(lent, lent_count));
+        lent_count = 0;
+      }
+    } else if (q.send_slot >= 0) {
       ReleaseSendSlot(c, q.send_slot);
     } else if (Op* op = c.initiator.FindOp(q.op_id); op != nullptr) {
       MarkDone(c, *op, rnic::WcStatus::kSuccess);
     }
   }
+  c.send_pool->Return(absl::MakeConstSpan(lent, lent_count));
   while (!c.initiator.unconfirmed.empty() && c.initiator.unconfirmed.front() < main_index) {
     c.initiator.unconfirmed.pop_front();
     ++c.initiator.messages_confirmed;
@@ -199,32 +212,49 @@ void RetireQuietBefore(ConnectionState& c, uint64_t main_index) {
 
 void QueueCallbacks(ConnectionState& c, Deferred& out) { c.callbacks.ready.Append(out); }
 
-void RunCallbacks(ConnectionState& c, bool wait) {
-  const std::shared_ptr<ConnectionState> keep = c.self.lock();
+bool TakeCallbacks(ConnectionState& c, Deferred& out) {
+  c.callbacks.ready.Append(out);
+  if (c.callbacks.running || c.callbacks.ready.empty()) return false;
+  c.callbacks.running = true;
+  c.callbacks.thread = std::this_thread::get_id();
+  out.swap(c.callbacks.ready);
+  return true;
+}
+
+void RunTakenCallbacks(ConnectionState& c, Deferred& batch) {
+  const std::shared_ptr<ConnectionState> keep = c.self.lock();  // a callback may drop `c`
   while (true) {
-    Deferred batch;
-    {
-      MutexLock l(&c.mu);
-      if (c.callbacks.running) {
-        if (!wait || c.callbacks.thread == std::this_thread::get_id()) return;
-      } else if (c.callbacks.ready.empty()) {
-        return;
-      } else {
-        c.callbacks.running = true;
-        c.callbacks.thread = std::this_thread::get_id();
-        batch.swap(c.callbacks.ready);
-      }
-    }
-    if (batch.empty()) {  // another thread runs them; `wait` wants them run
-      absl::SleepFor(absl::Microseconds(50));
-      continue;
-    }
     batch.Run([&c](const MessageHandler& handler, absl::Span<const TargetState::Held> messages) {
       DeliverMessages(c, handler, messages);
     });
+    // Whether more came meanwhile, and if none the end of this run, under one acquisition: a
+    // callback queued after it finds none running and runs itself.
     MutexLock l(&c.mu);
-    c.callbacks.running = false;
+    if (c.callbacks.ready.empty()) {
+      c.callbacks.running = false;
+      return;
+    }
+    batch.swap(c.callbacks.ready);
   }
+}
+
+void RunCallbacks(ConnectionState& c, bool wait) {
+  Deferred batch;
+  while (true) {
+    {
+      MutexLock l(&c.mu);
+      if (!c.callbacks.running) {
+        if (c.callbacks.ready.empty()) return;
+        c.callbacks.running = true;
+        c.callbacks.thread = std::this_thread::get_id();
+        batch.swap(c.callbacks.ready);
+        break;
+      }
+      if (!wait || c.callbacks.thread == std::this_thread::get_id()) return;
+    }
+    absl::SleepFor(absl::Microseconds(50));  // another thread runs them; `wait` wants them run
+  }
+  RunTakenCallbacks(c, batch);
 }
 
 }  // namespace unloadkv::engine

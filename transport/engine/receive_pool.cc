@@ -51,12 +51,12 @@ absl::Status ReceivePool::PostOne() {
     return absl::InternalError(absl::StrCat(options_.name, ": no buffer left to post"));
   }
   absl::Status st = region_->Prepare(index);
-  if (st.ok()) st = PostLocked(index);
+  if (st.ok()) st = PostBuffer(index);
   if (!st.ok()) free_.push_back(index);
   return st;
 }
 
-absl::Status ReceivePool::PostLocked(uint32_t index) {
+absl::Status ReceivePool::PostBuffer(uint32_t index) const {
   return srq_->PostRecv(
       rnic::MakeRecv(options_.wr_id_base | index, region_->Sge(index, options_.buffer_bytes)));
 }
@@ -91,8 +91,7 @@ bool ReceivePool::Borrow() {
 }
 
 absl::Status ReceivePool::Renew(uint32_t index) {
-  MutexLock l(&mu_);
-  return PostLocked(index);
+  return PostBuffer(index);  // a buffer that was delivered was prepared and posted before
 }
 
 void ReceivePool::Return(uint32_t index) {

@@ -91,7 +91,9 @@ class ReceivePool {
   ReceivePool(const Options& options, uint32_t capacity) : options_(options), capacity_(capacity) {}
   // Posts one buffer, a spare posted one first, else the most recently used free one.
   absl::Status PostOne() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status PostLocked(uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Posts buffer `index`, prepared (LazyRegion::Prepare) before. Needs no lock: the fields
+  // it reads are set at creation and the SRQ serializes its posts.
+  absl::Status PostBuffer(uint32_t index) const;
 
   const Options options_;
   const uint32_t capacity_;

@@ -64,10 +64,13 @@ std::optional<uint32_t> SendSlotPool::Borrow() {
   return *index;
 }
 
-void SendSlotPool::Return(uint32_t index) {
+void SendSlotPool::Return(absl::Span<const uint32_t> indices) {
+  if (indices.empty()) return;
   MutexLock l(&mu_);
-  free_.push_back(index);
-  if (lent_ > 0) --lent_;
+  for (uint32_t index : indices) {
+    free_.push_back(index);
+    if (lent_ > 0) --lent_;
+  }
 }
 
 void SendSlotPool::Leave(absl::Span<const uint32_t> slots, uint32_t borrowed) {

@@ -48,8 +48,9 @@ class SendSlotPool {
   absl::StatusOr<std::vector<uint32_t>> Admit();
   // One more slot, lent; nullopt when every shared slot is lent (or registering failed).
   std::optional<uint32_t> Borrow();
-  // Gives back a lent slot.
-  void Return(uint32_t index);
+  // Gives back lent slots (several under one acquisition of the lock).
+  void Return(absl::Span<const uint32_t> indices);
+  void Return(uint32_t index) { Return({&index, 1}); }
   // A connection leaves with the slots it holds (its reserve and what it borrowed).
   void Leave(absl::Span<const uint32_t> slots, uint32_t borrowed);
 

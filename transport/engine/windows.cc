@@ -41,6 +41,7 @@ absl::Status Connection::BindWindows(absl::Span<const WindowGrant> grants, Windo
     }
   }
   Deferred out;
+  bool run = false;  // TakeCallbacks took them: run them after the lock
   {
     MutexLock l(&c.mu);
     if (!c.connected || c.failed) {
@@ -88,15 +89,16 @@ absl::Status Connection::BindWindows(absl::Span<const WindowGrant> grants, Windo
     } else {
       c.windows.ops.push_back(std::move(op));
     }
-    QueueCallbacks(c, out);
+    run = TakeCallbacks(c, out);
   }
-  RunCallbacks(c);
+  if (run) RunTakenCallbacks(c, out);
   return absl::OkStatus();
 }
 
 absl::Status Connection::InvalidateWindow(uint32_t rkey, WindowCallback done) {
   ConnectionState& c = *state_;
   Deferred out;
+  bool run = false;  // TakeCallbacks took them: run them after the lock
   {
     MutexLock l(&c.mu);
     if (c.windows.closing.contains(rkey)) OnPeerInvalidationDelivered(c, rkey);
@@ -133,9 +135,9 @@ absl::Status Connection::InvalidateWindow(uint32_t rkey, WindowCallback done) {
       c.windows.ops.push_back(std::move(op));
       if (!PostWindowWrs(c)) FailConnection(c, out, FailScope::kMainFailed);
     }
-    QueueCallbacks(c, out);
+    run = TakeCallbacks(c, out);
   }
-  RunCallbacks(c);
+  if (run) RunTakenCallbacks(c, out);
   return absl::OkStatus();
 }
 
