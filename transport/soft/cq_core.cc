@@ -11,11 +11,12 @@ namespace unloadkv::soft {
 CqCore::CqCore() : efd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
 CqCore::~CqCore() { close(efd_); }
 
-void CqCore::Push(const rnic::WorkCompletion& wc) {
+void CqCore::PushAll(absl::Span<const rnic::WorkCompletion> wcs) {
+  if (wcs.empty()) return;
   bool signal = false;
   {
     MutexLock l(&mu_);
-    queue_.push_back(wc);
+    for (const rnic::WorkCompletion& wc : wcs) queue_.push_back(wc);
     signal = armed_;
     armed_ = false;
   }

@@ -17,7 +17,9 @@ class CqCore {
  public:
   CqCore();
   ~CqCore();
-  void Push(const rnic::WorkCompletion& wc) ABSL_LOCKS_EXCLUDED(mu_);
+  void Push(const rnic::WorkCompletion& wc) ABSL_LOCKS_EXCLUDED(mu_) { PushAll({&wc, 1}); }
+  // Appends `wcs` in order under one acquisition of the lock.
+  void PushAll(absl::Span<const rnic::WorkCompletion> wcs) ABSL_LOCKS_EXCLUDED(mu_);
   int Poll(absl::Span<rnic::WorkCompletion> out) ABSL_LOCKS_EXCLUDED(mu_);
   void RequestNotify() ABSL_LOCKS_EXCLUDED(mu_);
   int notify_fd() const { return efd_; }

@@ -336,10 +336,15 @@ class Nic : public std::enable_shared_from_this<Nic> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CompleteSend(QpCore* qp, const Outstanding& o, rnic::WcStatus status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Pushes `wc` to `cq`. Pushed outside a Progress (a post that fails at once, a QP failed
-  // from another thread), it also wakes a caller-driven owner waiting in Progress: nothing on
-  // the network would.
-  void Deliver(CqCore& cq, const rnic::WorkCompletion& wc) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pushes `wc` to `cq`. Inside a Progress it is held until EndProgress pushes what the pass
+  // completed, in order, a CQ's run under one acquisition of its lock (one per completion
+  // before: the largest of a pipelined request's locks in the soft RNIC). Pushed outside a
+  // Progress (a post that fails at once, a QP failed from another thread), it goes at once and
+  // also wakes a caller-driven owner waiting in Progress: nothing on the network would.
+  void Deliver(const std::shared_ptr<CqCore>& cq, const rnic::WorkCompletion& wc)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pushes the completions Deliver held during a Progress.
+  void PushDelivered() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The QP a frame on `s` is for: it exists, is attached to `s`, is ready to send and paired
   // with the frame's source QP. Null otherwise (the frame is dropped: a QP that failed or
   // went away meanwhile, or a peer naming a QP it has no pair with).
@@ -416,6 +421,14 @@ class Nic : public std::enable_shared_from_this<Nic> {
   absl::Time timer_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   // A Progress is handling events (between its epoll_wait and its return).
   bool in_progress_ ABSL_GUARDED_BY(mu_) = false;
+  // Completions delivered by the Progress under way (Deliver), in order, as runs of one CQ
+  // each (the run holds its CQ: a QP reaped in the pass may hold the last reference).
+  struct DeliveredRun {
+    std::shared_ptr<CqCore> cq;
+    size_t count = 0;
+  };
+  std::vector<DeliveredRun> delivered_runs_ ABSL_GUARDED_BY(mu_);
+  std::vector<rnic::WorkCompletion> delivered_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace unloadkv::soft

@@ -96,6 +96,7 @@ void Nic::RunTimersIfDue() {
 }
 
 void Nic::EndProgress() {
+  PushDelivered();
   AckTouched();
   FlushDirty();
   Reap();
@@ -189,9 +190,27 @@ void Nic::Interrupt() {
   (void)!write(wake_fd_, &one, sizeof(one));
 }
 
-void Nic::Deliver(CqCore& cq, const rnic::WorkCompletion& wc) {
-  cq.Push(wc);
-  if (!in_progress_ && !thread_mode_) Interrupt();
+void Nic::Deliver(const std::shared_ptr<CqCore>& cq, const rnic::WorkCompletion& wc) {
+  if (!in_progress_) {
+    cq->Push(wc);
+    if (!thread_mode_) Interrupt();
+    return;
+  }
+  if (delivered_runs_.empty() || delivered_runs_.back().cq != cq) {
+    delivered_runs_.push_back({cq, 0});
+  }
+  ++delivered_runs_.back().count;
+  delivered_.push_back(wc);
+}
+
+void Nic::PushDelivered() {
+  size_t first = 0;
+  for (const DeliveredRun& run : delivered_runs_) {
+    run.cq->PushAll(absl::MakeConstSpan(delivered_).subspan(first, run.count));
+    first += run.count;
+  }
+  delivered_runs_.clear();
+  delivered_.clear();
 }
 
 void Nic::Accept() {

@@ -32,7 +32,7 @@ void Nic::CompleteSend(QpCore* qp, const Outstanding& o, rnic::WcStatus status) 
   if (o.wr.opcode == rnic::Opcode::kRead && status == rnic::WcStatus::kSuccess) {
     wc.byte_len = static_cast<uint32_t>(o.wr.TotalLength());
   }
-  Deliver(*qp->send_cq, wc);
+  Deliver(qp->send_cq, wc);
 }
 
 void Nic::FailQp(QpCore* qp, rnic::WcStatus head_status, absl::string_view reason, bool tell_peer,
@@ -66,7 +66,7 @@ void Nic::FailQp(QpCore* qp, rnic::WcStatus head_status, absl::string_view reaso
     wc.status = rnic::WcStatus::kFlushed;
     wc.opcode = rnic::WcOpcode::kRecv;
     wc.qp_num = qp->qp_num;
-    Deliver(*qp->recv_cq, wc);
+    Deliver(qp->recv_cq, wc);
   }
   qp->recvs.clear();
   if (qp->taken.has_value()) {  // taken from the SRQ for a request that never finished
@@ -75,7 +75,7 @@ void Nic::FailQp(QpCore* qp, rnic::WcStatus head_status, absl::string_view reaso
     wc.status = rnic::WcStatus::kFlushed;
     wc.opcode = rnic::WcOpcode::kRecv;
     wc.qp_num = qp->qp_num;
-    Deliver(*qp->recv_cq, wc);
+    Deliver(qp->recv_cq, wc);
     qp->taken.reset();
   }
   qp->peer_deadline = absl::InfiniteFuture();

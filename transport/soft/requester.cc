@@ -156,7 +156,7 @@ absl::Status Nic::PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> w
     wc.qp_num = qp->qp_num;
     if (qp->state == rnic::QpState::kError) {
       wc.status = rnic::WcStatus::kFlushed;
-      Deliver(*qp->recv_cq, wc);
+      Deliver(qp->recv_cq, wc);
       continue;
     }
     if (!domain_->WithRegions(
@@ -164,7 +164,7 @@ absl::Status Nic::PostRecv(QpCore* qp, absl::Span<const rnic::RecvWorkRequest> w
       wc.status = rnic::WcStatus::kLocalProtectionError;
     }
     if (wc.status != rnic::WcStatus::kSuccess) {
-      Deliver(*qp->recv_cq, wc);
+      Deliver(qp->recv_cq, wc);
       FailQp(qp, rnic::WcStatus::kFlushed, "local protection error in a receive request");
       continue;
     }

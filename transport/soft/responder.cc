@@ -127,7 +127,7 @@ PayloadPlan Nic::OnSendHeader(Stream* s, QpCore* qp, const FrameHeader& h) {
     wc.status = rnic::WcStatus::kLocalLengthError;
     wc.opcode = rnic::WcOpcode::kRecv;
     wc.qp_num = qp->qp_num;
-    Deliver(*qp->recv_cq, wc);
+    Deliver(qp->recv_cq, wc);
     return Refuse(qp, h, rnic::WcStatus::kRemoteInvalidRequest,
                   absl::StrCat("SEND of ", h.payload_len, " bytes into a ", room, "-byte receive"));
   }
@@ -157,7 +157,7 @@ void Nic::OnRequestDone(QpCore* qp, const FrameHeader& h) {
       wc.has_invalidate = h.type == FrameType::kSendWithInvalidate;
       wc.invalidated_rkey = wc.has_invalidate ? h.rkey : 0;
       wc.qp_num = qp->qp_num;
-      Deliver(*qp->recv_cq, wc);
+      Deliver(qp->recv_cq, wc);
       break;
     }
     case FrameType::kReadRequest: {
