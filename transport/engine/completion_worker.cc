@@ -233,25 +233,39 @@ size_t TakeDeliverable(ConnectionState& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   return deliver.size();
 }
 
-// A delivered message's pool buffer comes back: posted again for a credit to hand back, or,
-// when the connection holds more than its credit level, returned to the pool with the unit it
-// borrowed.
-void ReleaseBuffer(ConnectionState& c, uint32_t buffer, Deferred& out)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+// A delivered message's pool buffer comes back: to be posted again for a credit to hand back
+// (true: the caller posts it, RenewBuffers), or, when the connection holds more than its credit
+// level, returned to the pool with the unit it borrowed.
+bool ReleaseBuffer(ConnectionState& c, uint32_t buffer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   --c.target.in_hand;
   if (!c.failed && c.target.borrowed > 0 &&
       c.target.granted + c.target.credits_to_return + c.target.withheld + c.target.in_hand >=
           c.target.credit_level) {
     c.pool->Return(buffer);
     --c.target.borrowed;
-    return;
+    return false;
   }
   // A failed connection's stays posted until it leaves the pool.
   ++(Backlogged(c) && !c.failed ? c.target.withheld : c.target.credits_to_return);
-  if (absl::Status st = c.pool->Renew(buffer); !st.ok()) {
-    Log(LogLevel::kWarning, absl::StrCat("engine: connection ", c.id,
-                                         ": reposting a message buffer failed: ", st.message()));
-    FailConnection(c, out, FailScope::kClose);
+  return true;
+}
+
+// Posts the buffers of `deliver` that ReleaseBuffer kept, in one post per 32 of them (one
+// acquisition of the device's receive queue each, not one per message).
+void ReleaseBuffers(ConnectionState& c, absl::Span<const TargetState::Held> deliver, Deferred& out)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
+  uint32_t renew[32];
+  size_t count = 0;
+  for (size_t k = 0; k < deliver.size(); ++k) {
+    if (ReleaseBuffer(c, deliver[k].buffer)) renew[count++] = deliver[k].buffer;
+    if (count < std::size(renew) && k + 1 < deliver.size()) continue;
+    if (count == 0) continue;
+    if (absl::Status st = c.pool->Renew(absl::MakeConstSpan(renew, count)); !st.ok()) {
+      Log(LogLevel::kWarning, absl::StrCat("engine: connection ", c.id,
+                                           ": reposting message buffers failed: ", st.message()));
+      FailConnection(c, out, FailScope::kClose);
+    }
+    count = 0;
   }
 }
 
@@ -279,7 +293,7 @@ void DeliverMessages(ConnectionState& c, const MessageHandler& handler,
   bool run = false;  // TakeCallbacks took them: run them after the lock
   {
     MutexLock l(&c.mu);
-    for (const TargetState::Held& m : deliver) ReleaseBuffer(c, m.buffer, out);
+    ReleaseBuffers(c, deliver, out);
     if (c.failed) return;
     // Credits alone go back once the peer holds under half its level (it sends with the rest
     // meanwhile); until then a message or an ack due for unloaded writes carries them. One ack
@@ -299,23 +313,74 @@ void DeliverMessages(ConnectionState& c, const MessageHandler& handler,
 
 namespace {
 
-// Handles one completion of connection `cp`.
-void HandleCompletion(const std::shared_ptr<ConnectionState>& cp, const rnic::WorkCompletion& wc,
-                      ValidationTable& table, EngineMetrics* metrics) {
-  ConnectionState& c = *cp;
+// Whether `wc` is a staged write's receive: validated and copied apart (HandleCompletions).
+bool IsStagedWrite(const ConnectionState& c, const rnic::WorkCompletion& wc) {
+  return KindOf(wc.wr_id) == WrKind::kStagePoolRecv && wc.status == rnic::WcStatus::kSuccess &&
+         wc.opcode == rnic::WcOpcode::kRecv && wc.has_imm && wc.imm == kImmStaged &&
+         LaneOfQp(c, wc.qp_num) >= 0;
+}
+
+// Handles completion `wc` of `c`, a staged write's already validated (`staged_valid`) and
+// copied (`staged_length` bytes): what it finished goes to `out`, in order.
+void HandleLocked(ConnectionState& c, const rnic::WorkCompletion& wc, bool staged_valid,
+                  uint32_t staged_length, EngineMetrics* metrics, Deferred& out)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   const bool ok = wc.status == rnic::WcStatus::kSuccess;
-  // A staged write is validated under the connection's lock and copied outside it, so that
-  // lanes on other workers proceed meanwhile; only this thread handles this lane.
-  const int stage_lane = KindOf(wc.wr_id) == WrKind::kStagePoolRecv ? LaneOfQp(c, wc.qp_num) : -1;
-  const bool staged = stage_lane >= 0 && ok && wc.opcode == rnic::WcOpcode::kRecv && wc.has_imm &&
-                      wc.imm == kImmStaged;
+  switch (KindOf(wc.wr_id)) {
+    case WrKind::kQuietMessage:
+      // Unsignaled: completes only with an error (its op finished when it was posted).
+      if (!ok) FailConnection(c, out, FailScope::kMainFailed);
+      break;
+    case WrKind::kOffloadWrite:
+    case WrKind::kUnloadWrite:
+    case WrKind::kMessage:
+      OnSendCompleted(c, wc, out);
+      break;
+    case WrKind::kAck:
+      OnAckSent(c, wc, out);
+      break;
+    case WrKind::kStagePoolRecv: {
+      const int stage_lane = LaneOfQp(c, wc.qp_num);
+      if (stage_lane < 0) {  // not one of its staging QPs: cannot happen, the map says so
+        Log(LogLevel::kError, absl::StrCat("engine: staging receive on QP ", wc.qp_num,
+                                           " of connection ", c.id, " matches no lane"));
+        break;
+      }
+      OnStageReceive(c, wc, stage_lane, staged_valid, staged_length, metrics, out);
+      if (!c.windows.ops.empty()) FinishWindowOps(c, out);  // an invalidation may wait
+      break;
+    }
+    case WrKind::kPoolRecv:
+      OnPoolReceive(c, wc, out);
+      break;
+    case WrKind::kWindow:
+      OnWindowCompleted(c, wc, out);
+      break;
+  }
+  const size_t deliverable = TakeDeliverable(c);
+  PostReady(c, out);
+  FinishInOrder(c, out);
+  // Messages after the callbacks of the ops this completion finished, as always.
+  for (size_t k = 0; k < deliverable; ++k) out.Deliver(c.handler, c.target.deliverable[k]);
+}
+
+// Handles consecutive completions of connection `cp` under one acquisition of its lock, then
+// runs what they finished, in order (their callbacks, then the messages they delivered, one
+// completion's after another's). A staged write comes alone: it is validated under the lock
+// and copied outside it, so that lanes on other workers proceed meanwhile; only this thread
+// handles its lane.
+void HandleCompletions(const std::shared_ptr<ConnectionState>& cp,
+                       absl::Span<const rnic::WorkCompletion> wcs, ValidationTable& table,
+                       EngineMetrics* metrics) {
+  ConnectionState& c = *cp;
+  const bool staged = wcs.size() == 1 && IsStagedWrite(c, wcs[0]);
   bool staged_valid = false;
   StagedCopy copy;
   if (staged) {
     {
       MutexLock l(&c.mu);
-      staged_valid =
-          ValidateStagedWrite(c, stage_lane, IndexOf(wc.wr_id), wc.byte_len, table, metrics, &copy);
+      staged_valid = ValidateStagedWrite(c, LaneOfQp(c, wcs[0].qp_num), IndexOf(wcs[0].wr_id),
+                                         wcs[0].byte_len, table, metrics, &copy);
       if (staged_valid) ++c.copying;
     }
     if (staged_valid) CopyStagedWrite(copy);
@@ -325,40 +390,9 @@ void HandleCompletion(const std::shared_ptr<ConnectionState>& cp, const rnic::Wo
   {
     MutexLock l(&c.mu);
     if (staged_valid) --c.copying;
-    switch (KindOf(wc.wr_id)) {
-      case WrKind::kQuietMessage:
-        // Unsignaled: completes only with an error (its op finished when it was posted).
-        if (!ok) FailConnection(c, out, FailScope::kMainFailed);
-        break;
-      case WrKind::kOffloadWrite:
-      case WrKind::kUnloadWrite:
-      case WrKind::kMessage:
-        OnSendCompleted(c, wc, out);
-        break;
-      case WrKind::kAck:
-        OnAckSent(c, wc, out);
-        break;
-      case WrKind::kStagePoolRecv:
-        if (stage_lane < 0) {  // not one of its staging QPs: cannot happen, the map says so
-          Log(LogLevel::kError, absl::StrCat("engine: staging receive on QP ", wc.qp_num,
-                                             " of connection ", c.id, " matches no lane"));
-          break;
-        }
-        OnStageReceive(c, wc, stage_lane, staged_valid, copy.length, metrics, out);
-        if (!c.windows.ops.empty()) FinishWindowOps(c, out);  // an invalidation may wait
-        break;
-      case WrKind::kPoolRecv:
-        OnPoolReceive(c, wc, out);
-        break;
-      case WrKind::kWindow:
-        OnWindowCompleted(c, wc, out);
-        break;
+    for (const rnic::WorkCompletion& wc : wcs) {
+      HandleLocked(c, wc, staged_valid, copy.length, metrics, out);
     }
-    const size_t deliverable = TakeDeliverable(c);
-    PostReady(c, out);
-    FinishInOrder(c, out);
-    // Messages after the callbacks of the ops this completion finished, as always.
-    for (size_t k = 0; k < deliverable; ++k) out.Deliver(c.handler, c.target.deliverable[k]);
     run = TakeCallbacks(c, out);
   }
   if (run) RunTakenCallbacks(c, out);
@@ -449,7 +483,14 @@ int Engine::Worker::PollRound(ValidationTable& table, EngineMetrics* metrics) {
       HoldPosts(*cp);
       touched.push_back(cp);
     }
-    HandleCompletion(cp, wcs[i], table, metrics);
+    // The run of this connection's completions that follows, up to a staged write.
+    int end = i + 1;
+    if (!IsStagedWrite(*cp, wcs[i])) {
+      while (end < n && batch[end] == cp && !IsStagedWrite(*cp, wcs[end])) ++end;
+    }
+    HandleCompletions(cp, absl::MakeConstSpan(wcs + i, end - i), table, metrics);
+    for (int k = i + 1; k < end; ++k) batch[k] = nullptr;  // handled with the run
+    i = end - 1;
   }
   return n;
 }

@@ -1,6 +1,7 @@
 #include "transport/engine/receive_pool.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "transport/base/logging.h"
@@ -51,14 +52,9 @@ absl::Status ReceivePool::PostOne() {
     return absl::InternalError(absl::StrCat(options_.name, ": no buffer left to post"));
   }
   absl::Status st = region_->Prepare(index);
-  if (st.ok()) st = PostBuffer(index);
+  if (st.ok()) st = Renew(index);
   if (!st.ok()) free_.push_back(index);
   return st;
-}
-
-absl::Status ReceivePool::PostBuffer(uint32_t index) const {
-  return srq_->PostRecv(
-      rnic::MakeRecv(options_.wr_id_base | index, region_->Sge(index, options_.buffer_bytes)));
 }
 
 absl::Status ReceivePool::Admit() {
@@ -90,8 +86,18 @@ bool ReceivePool::Borrow() {
   return true;
 }
 
-absl::Status ReceivePool::Renew(uint32_t index) {
-  return PostBuffer(index);  // a buffer that was delivered was prepared and posted before
+absl::Status ReceivePool::Renew(absl::Span<const uint32_t> indices) const {
+  rnic::RecvWorkRequest wrs[32];
+  while (!indices.empty()) {
+    const size_t n = std::min(indices.size(), std::size(wrs));
+    for (size_t k = 0; k < n; ++k) {
+      wrs[k] = rnic::MakeRecv(options_.wr_id_base | indices[k],
+                              region_->Sge(indices[k], options_.buffer_bytes));
+    }
+    if (absl::Status st = srq_->PostRecv(absl::MakeConstSpan(wrs, n)); !st.ok()) return st;
+    indices.remove_prefix(n);
+  }
+  return absl::OkStatus();
 }
 
 void ReceivePool::Return(uint32_t index) {

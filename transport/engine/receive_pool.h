@@ -63,9 +63,12 @@ class ReceivePool {
   // Lends one unit: a buffer posted for one more credit. False when all shared units are lent.
   bool Borrow();
   // A delivered message's buffer `index` comes back. Renew posts it again (its unit stays with
-  // the connection: a credit to hand back to the peer); Return sets it aside and gives its
-  // borrowed unit back.
-  absl::Status Renew(uint32_t index);
+  // the connection: a credit to hand back to the peer), several together (one post per 32),
+  // without the pool's lock: a buffer handed out was prepared (LazyRegion::Prepare), what it
+  // reads is set at creation, and the SRQ serializes its posts. Return sets it aside and gives
+  // its borrowed unit back.
+  absl::Status Renew(absl::Span<const uint32_t> indices) const;
+  absl::Status Renew(uint32_t index) const { return Renew({&index, 1}); }
   void Return(uint32_t index);
   // A buffer taken by a receive that delivers nothing (it failed, or its connection left):
   // posted again. Its unit stays wherever it was.
@@ -91,9 +94,6 @@ class ReceivePool {
   ReceivePool(const Options& options, uint32_t capacity) : options_(options), capacity_(capacity) {}
   // Posts one buffer, a spare posted one first, else the most recently used free one.
   absl::Status PostOne() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Posts buffer `index`, prepared (LazyRegion::Prepare) before. Needs no lock: the fields
-  // it reads are set at creation and the SRQ serializes its posts.
-  absl::Status PostBuffer(uint32_t index) const;
 
   const Options options_;
   const uint32_t capacity_;
