@@ -234,8 +234,8 @@ size_t TakeDeliverable(ConnectionState& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
 }
 
 // A delivered message's pool buffer comes back: to be posted again for a credit to hand back
-// (true: the caller posts it, RenewBuffers), or, when the connection holds more than its credit
-// level, returned to the pool with the unit it borrowed.
+// (true: the caller posts it, ReleaseBuffers), or, when the connection holds more than its
+// credit level, returned to the pool with the unit it borrowed.
 bool ReleaseBuffer(ConnectionState& c, uint32_t buffer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
   --c.target.in_hand;
   if (!c.failed && c.target.borrowed > 0 &&
