@@ -2,7 +2,6 @@
 // initiator's bookkeeping (sends completed, acks received), the target's apply path (staged
 // writes) or message delivery (in order behind the unloaded writes they follow).
 #include <algorithm>
-#include <iterator>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -250,22 +249,19 @@ bool ReleaseBuffer(ConnectionState& c, uint32_t buffer) ABSL_EXCLUSIVE_LOCKS_REQ
   return true;
 }
 
-// Posts the buffers of `deliver` that ReleaseBuffer kept, in one post per 32 of them (one
-// acquisition of the device's receive queue each, not one per message).
+// Posts the buffers of `deliver` that ReleaseBuffer kept with one ReceivePool::Renew (one
+// post per 32 of them, not one per message).
 void ReleaseBuffers(ConnectionState& c, absl::Span<const TargetState::Held> deliver, Deferred& out)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu) {
-  uint32_t renew[32];
-  size_t count = 0;
-  for (size_t k = 0; k < deliver.size(); ++k) {
-    if (ReleaseBuffer(c, deliver[k].buffer)) renew[count++] = deliver[k].buffer;
-    if (count < std::size(renew) && k + 1 < deliver.size()) continue;
-    if (count == 0) continue;
-    if (absl::Status st = c.pool->Renew(absl::MakeConstSpan(renew, count)); !st.ok()) {
-      Log(LogLevel::kWarning, absl::StrCat("engine: connection ", c.id,
-                                           ": reposting message buffers failed: ", st.message()));
-      FailConnection(c, out, FailScope::kClose);
-    }
-    count = 0;
+  std::vector<uint32_t>& renew = c.target.renew;
+  renew.clear();
+  for (const TargetState::Held& m : deliver) {
+    if (ReleaseBuffer(c, m.buffer)) renew.push_back(m.buffer);
+  }
+  if (absl::Status st = c.pool->Renew(renew); !st.ok()) {
+    Log(LogLevel::kWarning, absl::StrCat("engine: connection ", c.id,
+                                         ": reposting message buffers failed: ", st.message()));
+    FailConnection(c, out, FailScope::kClose);
   }
 }
 

@@ -243,13 +243,8 @@ void RunCallbacks(ConnectionState& c, bool wait) {
   while (true) {
     {
       MutexLock l(&c.mu);
-      if (!c.callbacks.running) {
-        if (c.callbacks.ready.empty()) return;
-        c.callbacks.running = true;
-        c.callbacks.thread = std::this_thread::get_id();
-        batch.swap(c.callbacks.ready);
-        break;
-      }
+      if (TakeCallbacks(c, batch)) break;
+      if (!c.callbacks.running) return;  // none due
       if (!wait || c.callbacks.thread == std::this_thread::get_id()) return;
     }
     absl::SleepFor(absl::Microseconds(50));  // another thread runs them; `wait` wants them run

@@ -45,6 +45,7 @@ struct TargetState {
   };
   RingQueue<Held> held;
   std::vector<Held> deliverable;  // scratch of TakeDeliverable (completion_worker.cc)
+  std::vector<uint32_t> renew;    // scratch of ReleaseBuffers (completion_worker.cc)
 };
 
 }  // namespace unloadkv::engine
